@@ -1,0 +1,9 @@
+# Warnings every polybus target is compiled with.
+add_library(polybus_warnings INTERFACE)
+target_compile_options(polybus_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow=local
+                                                  -Wnon-virtual-dtor
+                                                  # option tables leave trailing fields defaulted
+                                                  -Wno-missing-field-initializers)
+if(POLYBUS_WERROR)
+  target_compile_options(polybus_warnings INTERFACE -Werror)
+endif()

@@ -1,0 +1,168 @@
+// The interface a protocol adapter implements, and what the core gives it. Applications do not
+// use this header; adapter authors do. Every Adapter method is called on the client's strand and
+// every completion and callback it makes must be made on that strand.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "polybus/backoff.hpp"
+#include "polybus/capabilities.hpp"
+#include "polybus/events.hpp"
+#include "polybus/message.hpp"
+#include "polybus/options.hpp"
+#include "polybus/url.hpp"
+
+namespace polybus {
+
+using Clock = std::chrono::steady_clock;
+using Strand = asio::strand<asio::io_context::executor_type>;
+
+namespace detail {
+struct Operation;
+}
+
+// Exactly-once completion of one pending operation. The core has already armed its deadline:
+// whichever comes first, the adapter's call or the deadline, wins; later calls are ignored.
+class OpCompletion {
+ public:
+  OpCompletion() = default;
+  explicit OpCompletion(std::shared_ptr<detail::Operation> op) : op_(std::move(op)) {}
+  void operator()(std::error_code ec, std::string reply = {}, std::string detail = {});
+  bool done() const;  // completed already (by the deadline, for instance): skip the work
+  Clock::time_point deadline() const;
+  explicit operator bool() const { return static_cast<bool>(op_); }
+
+ private:
+  std::shared_ptr<detail::Operation> op_;
+};
+
+struct PublishWork {
+  std::string topic;
+  std::vector<std::string> payloads;  // one for publish(), several for publish_batch()
+  std::chrono::milliseconds defer{0};
+  OpCompletion done;
+};
+
+struct RequestWork {
+  std::string topic;
+  std::string payload;
+  OpCompletion done;  // completes with the reply payload
+};
+
+struct SubscribeSpec {
+  std::string topic;
+  std::string group;  // empty: the subscription gets every message on its own
+  std::optional<std::uint64_t> from_offset;  // empty: start at the latest message
+  std::uint32_t max_in_flight = 1;
+};
+
+// How an adapter hands messages to the core's dispatcher for one subscription.
+class SubscriptionSink {
+ public:
+  virtual ~SubscriptionSink() = default;
+  virtual void deliver(Message message) = 0;
+  // The broker confirmed the subscription (or refused it).
+  virtual void ready(std::error_code ec, const std::string& detail = {}) = 0;
+  // The subscription ended on the broker's side for good (not a reconnect).
+  virtual void ended(std::error_code ec, const std::string& detail = {}) = 0;
+};
+
+class AdapterSubscription {
+ public:
+  virtual ~AdapterSubscription() = default;
+  virtual void unsubscribe(OpCompletion done) = 0;
+  virtual void pause() = 0;
+  virtual void resume() = 0;
+  virtual void set_max_in_flight(std::uint32_t n) = 0;
+};
+
+// Responses to delivered messages; a MessageState points at one of these.
+class MessageBackend {
+ public:
+  virtual ~MessageBackend() = default;
+  virtual void ack(detail::MessageState& message) = 0;
+  virtual void nack(detail::MessageState& message, std::chrono::milliseconds delay) = 0;
+  virtual void touch(detail::MessageState& message) = 0;
+  virtual void reply(detail::MessageState& message, std::string payload, std::error_code ec,
+                     std::string detail) = 0;
+};
+
+class AdapterContext;
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  virtual Capabilities capabilities() const = 0;
+  virtual void publish(PublishWork work) = 0;
+  virtual std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
+                                                         std::shared_ptr<SubscriptionSink> sink) = 0;
+  virtual void request(RequestWork work);
+  virtual std::shared_ptr<AdapterSubscription> serve(const std::string& topic,
+                                                     std::shared_ptr<SubscriptionSink> sink);
+  // Ping the broker (health check); completes when it answered.
+  virtual void ping(OpCompletion done);
+  // Publishes and handlers have drained (or the deadline passed): close connections, then call
+  // done. Pending adapter work may be abandoned; the core fails what is left with errc::closed.
+  virtual void close(Clock::time_point deadline, std::function<void()> done) = 0;
+};
+
+// Given to an adapter's factory: the strand, the options and the event hooks.
+class AdapterContext {
+ public:
+  AdapterContext(Strand strand, Url url, ResolvedOptions options,
+                 std::shared_ptr<detail::ClientShared> shared);
+
+  const Strand& strand() const { return strand_; }
+  const Url& url() const { return url_; }
+  const ResolvedOptions& options() const { return options_; }
+
+  void state(ConnectionState state, const std::string& endpoint, std::error_code reason = {}) const;
+  void error(std::error_code ec, const std::string& message) const;
+  void log(LogLevel level, std::string_view text) const;
+  bool logs(LogLevel level) const;
+  void count_bytes_in(std::size_t n) const;
+  void count_bytes_out(std::size_t n) const;
+  void count_reconnect() const;
+  // The reconnect policy: ConnectOptions::reconnect_backoff, else the reconnect_* options.
+  Backoff backoff() const;
+
+  // Builds a message for delivery; the adapter fills the fields it has.
+  std::shared_ptr<detail::MessageState> make_message(std::weak_ptr<MessageBackend> backend) const;
+
+  const std::shared_ptr<detail::ClientShared>& shared() const { return shared_; }
+
+ private:
+  Strand strand_;
+  Url url_;
+  ResolvedOptions options_;
+  std::shared_ptr<detail::ClientShared> shared_;
+};
+
+namespace detail {
+
+// The shared part of a message: fields set by the adapter before delivery, response state after.
+struct MessageState {
+  std::string topic;
+  std::shared_ptr<const void> buffer;  // keeps payload's bytes alive
+  std::string_view payload;
+  std::string id;
+  std::uint32_t attempts = 1;
+  std::optional<std::int64_t> timestamp_ns;
+  std::optional<std::uint64_t> offset;
+  bool expects_reply = false;
+  std::uint64_t adapter_token = 0;  // the adapter's own (connection generation, etc.)
+  std::weak_ptr<MessageBackend> backend;
+  std::shared_ptr<ClientShared> client;
+  std::atomic<bool> responded{false};
+  std::atomic<bool> manual{false};
+};
+
+}  // namespace detail
+
+}  // namespace polybus

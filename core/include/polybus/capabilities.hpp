@@ -1,0 +1,45 @@
+// What an adapter can do. Calling what an adapter cannot do is an error (errc::not_supported),
+// never a silent no-op; the contract suite uses these flags to decide which behaviours to check.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace polybus {
+
+struct Capabilities {
+  bool ack = false;                 // messages must be acknowledged; unacked ones come back
+  bool nack_with_delay = false;     // a message can be requeued with a delay
+  bool touch = false;               // a slow handler can extend its message's timeout
+  bool redelivery_on_timeout = false;  // a message never acked is redelivered after its timeout
+  bool replay_from_offset = false;  // subscribe can start from an offset
+  bool request_reply = false;       // request() and serve()
+  bool ordered_delivery = false;    // one subscriber sees one publisher's messages in order
+  bool consumer_groups = false;     // groups share messages; each group gets every message
+  bool batch_publish = false;       // publish_batch() is one protocol operation
+  bool deferred_publish = false;    // publish with a delay
+  bool publish = true;              // plain publish (false: request/reply only)
+  bool subscribe = true;            // plain subscribe
+  bool durable = false;             // the broker keeps messages across its own restart
+  bool publish_confirmed = true;    // publish completes when the broker has accepted it
+
+  std::vector<std::pair<const char*, bool>> list() const {
+    return {{"publish", publish},
+            {"subscribe", subscribe},
+            {"ack", ack},
+            {"nack_with_delay", nack_with_delay},
+            {"touch", touch},
+            {"redelivery_on_timeout", redelivery_on_timeout},
+            {"replay_from_offset", replay_from_offset},
+            {"request_reply", request_reply},
+            {"ordered_delivery", ordered_delivery},
+            {"consumer_groups", consumer_groups},
+            {"batch_publish", batch_publish},
+            {"deferred_publish", deferred_publish},
+            {"durable", durable},
+            {"publish_confirmed", publish_confirmed}};
+  }
+};
+
+}  // namespace polybus

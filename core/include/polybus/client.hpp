@@ -1,0 +1,99 @@
+// The polybus client: one API over every registered scheme. Safe to call from any thread.
+//
+// Threading: all protocol work runs on one strand of an io_context, the client's own (one
+// internal io thread, the default) or the caller's (ConnectOptions::io_context). Publish,
+// request and unsubscribe completions run on that strand: keep them short and never block in
+// them. Message handlers run on the client's handler threads, never on the strand, so a slow
+// handler does not stall the connection; each subscription runs at most `concurrency` handlers
+// at once, in arrival order when it is 1.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "polybus/backoff.hpp"
+#include "polybus/capabilities.hpp"
+#include "polybus/events.hpp"
+#include "polybus/message.hpp"
+#include "polybus/options.hpp"
+#include "polybus/subscription.hpp"
+
+namespace polybus {
+
+namespace detail {
+class ClientHandle;
+}
+
+using Completion = std::function<void(std::error_code)>;
+
+struct Reply {
+  std::error_code ec;
+  std::string payload;
+  std::string detail;  // the broker's or responder's error text, when ec is set
+};
+using ReplyCompletion = std::function<void(Reply)>;
+
+struct PublishOptions {
+  std::chrono::milliseconds timeout{0};  // 0: the client's op_timeout option
+  std::chrono::milliseconds defer{0};    // deferred publish; needs capabilities().deferred_publish
+};
+
+struct ConnectOptions {
+  Options options;                      // validated against the scheme's option table
+  asio::io_context* io_context = nullptr;  // null: the client runs its own io thread
+  StateCallback on_state;
+  ErrorCallback on_error;
+  LogSink log;
+  LogLevel log_level = LogLevel::info;
+  std::optional<Backoff> reconnect_backoff;  // replaces the reconnect_* options
+};
+
+class Client {
+ public:
+  Client() = default;
+  explicit Client(std::shared_ptr<detail::ClientHandle> handle) : handle_(std::move(handle)) {}
+
+  const std::string& scheme() const;
+  Capabilities capabilities() const;
+
+  void publish(std::string_view topic, std::string payload, Completion done,
+               PublishOptions options = {});
+  void publish_batch(std::string_view topic, std::vector<std::string> payloads, Completion done,
+                     PublishOptions options = {});
+  // Blocks until the broker accepted the message or the deadline passed. Not from a completion.
+  std::error_code publish_sync(std::string_view topic, std::string payload,
+                               PublishOptions options = {});
+
+  Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler);
+
+  void request(std::string_view topic, std::string payload, ReplyCompletion done,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  Reply request_sync(std::string_view topic, std::string payload,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  Subscription serve(std::string_view topic, ServeHandler handler, SubscribeOptions options = {});
+
+  // Round trip to the broker.
+  void ping(Completion done, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+  // Stops accepting work, drains in-flight publishes and handlers, then closes. Everything
+  // pending completes exactly once; what the deadline cuts off fails with errc::closed.
+  void close(std::chrono::milliseconds timeout, Completion done = {});
+  std::error_code close_sync(std::chrono::milliseconds timeout);
+
+  Stats stats() const;
+  explicit operator bool() const { return static_cast<bool>(handle_); }
+
+ private:
+  std::shared_ptr<detail::ClientHandle> handle_;
+};
+
+// Throws polybus::Error for a bad URL, an unknown scheme or a rejected option.
+Client connect(std::string_view url, ConnectOptions options = {});
+
+}  // namespace polybus

@@ -1,0 +1,295 @@
+// The public Client and Subscription handles, connect(), the scheme registry and the context
+// adapters are given.
+#include "polybus/client.hpp"
+
+#include <asio/post.hpp>
+#include <future>
+
+#include "client_core.hpp"
+#include "mem/mem_adapter.hpp"
+#include "polybus/error.hpp"
+#include "polybus/registry.hpp"
+
+namespace polybus {
+
+// ---- registry ----
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, SchemeInfo> schemes;
+};
+
+Registry& registry() {
+  static Registry* instance = [] {
+    auto* r = new Registry;  // never destroyed: adapters may register from static initialisers
+    auto mem = mem::scheme_info();
+    r->schemes.emplace(mem.scheme, std::move(mem));
+    return r;
+  }();
+  return *instance;
+}
+
+}  // namespace
+
+void register_scheme(SchemeInfo info) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::string name = info.scheme;
+  r.schemes[name] = std::move(info);
+}
+
+const SchemeInfo* find_scheme(const std::string& scheme) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.schemes.find(scheme);
+  return it == r.schemes.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_schemes() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, info] : r.schemes) names.push_back(name);
+  return names;
+}
+
+OptionTable core_option_table() {
+  constexpr std::int64_t hour = 3'600'000;
+  return OptionTable({
+      {"op_timeout", OptionType::duration, "10s", 1, 24 * hour,
+       "default deadline of publish, request, ping and unsubscribe"},
+      {"close_timeout", OptionType::duration, "5s", 0, hour,
+       "deadline of the close that destroying the last Client handle performs"},
+      {"connect_timeout", OptionType::duration, "5s", 1, hour, "deadline of one connection attempt"},
+      {"write_timeout", OptionType::duration, "10s", 0, hour,
+       "a write that makes no progress for this long drops the connection (0: never)"},
+      {"read_timeout", OptionType::duration, "0", 0, 24 * hour,
+       "silence for this long drops the connection (0: the protocol's heartbeat rule)"},
+      {"reconnect_backoff", OptionType::choice, "exponential", 0, 0,
+       "delay policy between connection attempts", {"exponential", "full_jitter", "exponential_jitter"}},
+      {"reconnect_initial", OptionType::duration, "100ms", 0, hour, "first reconnect delay"},
+      {"reconnect_max", OptionType::duration, "30s", 0, 24 * hour, "cap on the reconnect delay"},
+      {"max_frame_size", OptionType::integer, "16777216", 1024, 1 << 30,
+       "largest frame or message accepted from the wire, in bytes"},
+      {"max_in_flight", OptionType::integer, "32", 0, 1'000'000,
+       "messages a subscription may hold unacknowledged (SubscribeOptions can override)"},
+      {"handler_concurrency", OptionType::integer, "1", 1, 256,
+       "handlers a subscription runs at once (1: in arrival order)"},
+      {"max_attempts", OptionType::integer, "0", 0, 65535,
+       "deliveries after which a message is discarded (0: no limit)"},
+      {"requeue_delay", OptionType::duration, "1s", 0, hour,
+       "nack delay per attempt when the handler throws (grows with attempts)"},
+      {"max_requeue_delay", OptionType::duration, "60s", 0, hour, "cap on the default nack delay"},
+      {"tls", OptionType::boolean, "false", 0, 0, "use TLS"},
+      {"tls_verify", OptionType::boolean, "true", 0, 0, "verify the server certificate"},
+      {"tls_ca_file", OptionType::string, "", 0, 0, "CA bundle (PEM); empty: the system's"},
+      {"tls_cert_file", OptionType::string, "", 0, 0, "client certificate (PEM)"},
+      {"tls_key_file", OptionType::string, "", 0, 0, "client private key (PEM)"},
+      {"tls_server_name", OptionType::string, "", 0, 0, "SNI and verified name; empty: the host"},
+  });
+}
+
+// ---- AdapterContext and Adapter defaults ----
+
+AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
+                               std::shared_ptr<detail::ClientShared> shared)
+    : strand_(std::move(strand)), url_(std::move(url)), options_(std::move(options)),
+      shared_(std::move(shared)) {}
+
+void AdapterContext::state(ConnectionState state, const std::string& endpoint,
+                           std::error_code reason) const {
+  shared_->log(reason ? LogLevel::warn : LogLevel::info,
+               endpoint + ": " + to_string(state) + (reason ? " (" + reason.message() + ")" : ""));
+  if (shared_->on_state) {
+    try {
+      shared_->on_state(StateEvent{state, endpoint, reason});
+    } catch (...) {
+    }
+  }
+}
+void AdapterContext::error(std::error_code ec, const std::string& message) const {
+  shared_->emit_error(ec, message);
+}
+void AdapterContext::log(LogLevel level, std::string_view text) const { shared_->log(level, text); }
+bool AdapterContext::logs(LogLevel level) const {
+  return shared_->log_sink && level >= shared_->log_level;
+}
+void AdapterContext::count_bytes_in(std::size_t n) const { shared_->stats.bytes_in += n; }
+void AdapterContext::count_bytes_out(std::size_t n) const { shared_->stats.bytes_out += n; }
+void AdapterContext::count_reconnect() const { ++shared_->stats.reconnects; }
+Backoff AdapterContext::backoff() const {
+  return shared_->custom_backoff ? *shared_->custom_backoff : Backoff::from_options(options_);
+}
+
+std::shared_ptr<detail::MessageState> AdapterContext::make_message(
+    std::weak_ptr<MessageBackend> backend) const {
+  auto state = std::make_shared<detail::MessageState>();
+  state->backend = std::move(backend);
+  state->client = shared_;
+  return state;
+}
+
+void Adapter::request(RequestWork work) { work.done(make_error_code(errc::not_supported)); }
+std::shared_ptr<AdapterSubscription> Adapter::serve(const std::string&,
+                                                    std::shared_ptr<SubscriptionSink>) {
+  throw Error(errc::not_supported, "serve is not supported by this adapter");
+}
+void Adapter::ping(OpCompletion done) { done(make_error_code(errc::not_supported)); }
+
+// ---- connect ----
+
+Client connect(std::string_view text, ConnectOptions options) {
+  Url url = Url::parse(text);
+  const SchemeInfo* scheme = find_scheme(url.scheme);
+  if (!scheme) {
+    std::string known;
+    for (const auto& name : registered_schemes()) known += (known.empty() ? "" : ", ") + name;
+    throw Error(errc::unknown_scheme, "no adapter for scheme '" + url.scheme +
+                                          "' (registered: " + known +
+                                          "; link its library and call its register function, "
+                                          "or polybus::register_all_schemes())");
+  }
+  Options merged = url.query;
+  for (const auto& [key, value] : options.options.values()) merged.set(key, value);
+  ResolvedOptions resolved = ResolvedOptions::resolve(scheme->options, merged, url.scheme);
+
+  auto runtime = std::make_shared<detail::Runtime>();
+  if (options.io_context) {
+    runtime->io = options.io_context;
+  } else {
+    runtime->own = std::make_unique<asio::io_context>(1);
+    runtime->io = runtime->own.get();
+    runtime->work.emplace(runtime->io->get_executor());
+  }
+  auto strand = asio::make_strand(*runtime->io);
+  auto close_timeout = resolved.get_duration("close_timeout");
+  auto core = std::make_shared<detail::ClientCore>(*scheme, std::move(url), std::move(resolved),
+                                                   std::move(options), strand);
+  core->start(*scheme);
+  if (runtime->own) {
+    // The thread keeps the runtime alive: a client dropped from its own io thread detaches it.
+    runtime->thread = std::thread([runtime] { runtime->io->run(); });
+  }
+  return Client(std::make_shared<detail::ClientHandle>(std::move(core), std::move(runtime),
+                                                       close_timeout));
+}
+
+// ---- Client ----
+
+namespace {
+detail::ClientCore& core_of(const std::shared_ptr<detail::ClientHandle>& handle) {
+  if (!handle) throw Error(errc::invalid_argument, "empty polybus::Client (not connected)");
+  return *handle->core;
+}
+
+template <typename Result, typename Start>
+Result wait_for(detail::ClientCore& core, Start start, Result on_io_thread) {
+  if (core.on_strand()) return on_io_thread;
+  auto promise = std::make_shared<std::promise<Result>>();
+  auto future = promise->get_future();
+  start([promise](Result result) { promise->set_value(std::move(result)); });
+  return future.get();
+}
+}  // namespace
+
+const std::string& Client::scheme() const { return core_of(handle_).scheme(); }
+Capabilities Client::capabilities() const { return core_of(handle_).capabilities(); }
+
+void Client::publish(std::string_view topic, std::string payload, Completion done,
+                     PublishOptions options) {
+  std::vector<std::string> payloads;
+  payloads.push_back(std::move(payload));
+  core_of(handle_).publish(topic, std::move(payloads), std::move(done), options, false);
+}
+
+void Client::publish_batch(std::string_view topic, std::vector<std::string> payloads,
+                           Completion done, PublishOptions options) {
+  core_of(handle_).publish(topic, std::move(payloads), std::move(done), options, true);
+}
+
+std::error_code Client::publish_sync(std::string_view topic, std::string payload,
+                                     PublishOptions options) {
+  auto& core = core_of(handle_);
+  return wait_for<std::error_code>(
+      core,
+      [&](std::function<void(std::error_code)> done) {
+        publish(topic, std::move(payload), std::move(done), options);
+      },
+      make_error_code(errc::would_block_io_thread));
+}
+
+Subscription Client::subscribe(std::string_view topic, SubscribeOptions options,
+                               MessageHandler handler) {
+  if (!handler) throw Error(errc::invalid_argument, "subscribe: the handler is empty");
+  return core_of(handle_).subscribe(topic, std::move(options), std::move(handler), nullptr);
+}
+
+Subscription Client::serve(std::string_view topic, ServeHandler handler, SubscribeOptions options) {
+  if (!handler) throw Error(errc::invalid_argument, "serve: the handler is empty");
+  return core_of(handle_).subscribe(topic, std::move(options), nullptr, std::move(handler));
+}
+
+void Client::request(std::string_view topic, std::string payload, ReplyCompletion done,
+                     std::chrono::milliseconds timeout) {
+  core_of(handle_).request(topic, std::move(payload), std::move(done), timeout);
+}
+
+Reply Client::request_sync(std::string_view topic, std::string payload,
+                           std::chrono::milliseconds timeout) {
+  auto& core = core_of(handle_);
+  return wait_for<Reply>(
+      core,
+      [&](std::function<void(Reply)> done) {
+        request(topic, std::move(payload), std::move(done), timeout);
+      },
+      Reply{make_error_code(errc::would_block_io_thread), {}, "request_sync on the io thread"});
+}
+
+void Client::ping(Completion done, std::chrono::milliseconds timeout) {
+  core_of(handle_).ping(std::move(done), timeout);
+}
+
+void Client::close(std::chrono::milliseconds timeout, Completion done) {
+  core_of(handle_).close(timeout, std::move(done));
+}
+
+std::error_code Client::close_sync(std::chrono::milliseconds timeout) {
+  auto& core = core_of(handle_);
+  return wait_for<std::error_code>(
+      core, [&](std::function<void(std::error_code)> done) { close(timeout, std::move(done)); },
+      make_error_code(errc::would_block_io_thread));
+}
+
+Stats Client::stats() const { return core_of(handle_).shared()->stats.snapshot(); }
+
+// ---- Subscription ----
+
+namespace {
+detail::SubscriptionCore& sub_of(const std::shared_ptr<detail::SubscriptionCore>& core) {
+  if (!core) throw Error(errc::invalid_argument, "empty polybus::Subscription");
+  return *core;
+}
+}  // namespace
+
+std::error_code Subscription::wait_ready(std::chrono::milliseconds timeout) const {
+  return sub_of(core_).wait_ready(timeout);
+}
+void Subscription::unsubscribe(std::function<void(std::error_code)> done) {
+  sub_of(core_).unsubscribe(std::move(done));
+}
+std::error_code Subscription::unsubscribe_sync(std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<std::error_code>>();
+  auto future = promise->get_future();
+  unsubscribe([promise](std::error_code ec) { promise->set_value(ec); });
+  if (future.wait_for(timeout) != std::future_status::ready) return make_error_code(errc::timeout);
+  return future.get();
+}
+void Subscription::pause() { sub_of(core_).pause(); }
+void Subscription::resume() { sub_of(core_).resume(); }
+void Subscription::set_max_in_flight(std::uint32_t n) { sub_of(core_).set_max_in_flight(n); }
+bool Subscription::active() const { return core_ && core_->active(); }
+std::size_t Subscription::pending() const { return core_ ? core_->pending() : 0; }
+
+}  // namespace polybus

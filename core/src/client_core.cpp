@@ -1,0 +1,287 @@
+#include "client_core.hpp"
+
+#include <asio/post.hpp>
+
+#include "polybus/error.hpp"
+
+namespace polybus::detail {
+
+namespace {
+constexpr std::size_t kMaxHandlerThreads = 256;
+}
+
+ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions options,
+                       ConnectOptions connect, Strand strand)
+    : shared_(std::make_shared<ClientShared>(std::move(strand), scheme.scheme)),
+      url_(std::move(url)),
+      options_(std::move(options)),
+      pool_(std::make_shared<HandlerPool>(kMaxHandlerThreads)),
+      op_timeout_(options_.get_duration("op_timeout")),
+      default_max_in_flight_(static_cast<std::uint32_t>(options_.get_int("max_in_flight"))),
+      default_concurrency_(static_cast<std::uint32_t>(options_.get_int("handler_concurrency"))),
+      default_max_attempts_(static_cast<std::uint32_t>(options_.get_int("max_attempts"))) {
+  shared_->on_state = std::move(connect.on_state);
+  shared_->on_error = std::move(connect.on_error);
+  shared_->log_sink = std::move(connect.log);
+  shared_->log_level = connect.log_level;
+  shared_->custom_backoff = std::move(connect.reconnect_backoff);
+  shared_->caps = scheme.capabilities;
+  shared_->requeue_delay = options_.get_duration("requeue_delay");
+  shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
+}
+
+void ClientCore::start(const SchemeInfo& scheme) {
+  ops_ = std::make_shared<OperationTracker>(shared_->strand);
+  AdapterContext context(shared_->strand, url_, options_, shared_);
+  adapter_ = scheme.factory(context);
+  shared_->caps = adapter_->capabilities();
+  ops_->set_on_idle([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->check_drain();
+  });
+}
+
+Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout) const {
+  return Clock::now() + (timeout.count() > 0 ? timeout : op_timeout_);
+}
+
+void ClientCore::fail_now(Completion done, std::error_code ec) {
+  if (!done) return;
+  asio::post(shared_->strand, [done = std::move(done), ec] { done(ec); });
+}
+
+void ClientCore::publish(std::string_view topic, std::vector<std::string> payloads,
+                         Completion done, PublishOptions options, bool batch) {
+  const auto& caps = shared_->caps;
+  std::error_code refused;
+  if (!caps.publish || (batch && !caps.batch_publish) ||
+      (options.defer.count() > 0 && !caps.deferred_publish))
+    refused = make_error_code(errc::not_supported);
+  else if (options.defer.count() < 0 || payloads.empty())
+    refused = make_error_code(errc::invalid_argument);
+  else if (state_.load() != State::open)
+    refused = make_error_code(errc::closed);
+  const std::size_t count = payloads.size();
+  shared_->stats.published += count;
+  if (refused) {
+    shared_->stats.publish_failed += count;
+    return fail_now(std::move(done), refused);
+  }
+  auto deadline = deadline_from(options.timeout);
+  asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
+                               payloads = std::move(payloads), done = std::move(done),
+                               defer = options.defer, deadline, count]() mutable {
+    if (self->state_.load() != State::open || !self->adapter_) {
+      self->shared_->stats.publish_failed += count;
+      if (done) done(make_error_code(errc::closed));
+      return;
+    }
+    auto op = self->ops_->add(deadline, [shared = self->shared_, done = std::move(done), count](
+                                            std::error_code ec, std::string, std::string) {
+      (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
+      if (done) done(ec);
+    });
+    self->adapter_->publish(PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
+  });
+}
+
+Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,
+                                   MessageHandler handler, ServeHandler serve) {
+  const bool serving = static_cast<bool>(serve);
+  const auto& caps = shared_->caps;
+  if (serving ? !caps.request_reply : !caps.subscribe)
+    throw Error(errc::not_supported, scheme() + ": " + (serving ? "serve" : "subscribe") +
+                                         " is not supported by this adapter");
+  if (!options.group.empty() && !caps.consumer_groups)
+    throw Error(errc::not_supported, scheme() + ": consumer groups are not supported");
+  if (options.from_offset && !caps.replay_from_offset)
+    throw Error(errc::not_supported, scheme() + ": replay from an offset is not supported");
+  if (state_.load() != State::open) throw Error(errc::closed, scheme() + ": client is closed");
+  const std::uint32_t concurrency = options.concurrency ? options.concurrency : default_concurrency_;
+  auto sub = std::make_shared<SubscriptionCore>(
+      shared_from_this(), std::string(topic), std::move(handler), std::move(serve), concurrency,
+      options.max_attempts ? options.max_attempts : default_max_attempts_,
+      std::move(options.on_discard));
+  SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
+                     options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
+  asio::post(shared_->strand, [self = shared_from_this(), sub, spec, serving] {
+    if (self->state_.load() != State::open || !self->adapter_) {
+      sub->ready(make_error_code(errc::closed), "client is closed");
+      sub->deactivate();
+      return;
+    }
+    self->subscriptions_.push_back(sub);
+    try {
+      auto adapter_sub = serving ? self->adapter_->serve(spec.topic, sub)
+                                 : self->adapter_->subscribe(spec, sub);
+      sub->attach(std::move(adapter_sub));
+    } catch (const Error& e) {
+      sub->ready(e.code(), e.what());
+      sub->deactivate();
+    }
+  });
+  return Subscription(std::move(sub));
+}
+
+void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
+                             std::function<void(std::error_code)> done) {
+  // strand
+  sub->deactivate();
+  auto& subs = subscriptions_;
+  subs.erase(std::remove(subs.begin(), subs.end(), sub), subs.end());
+  auto adapter_sub = sub->adapter();
+  if (!adapter_sub || !ops_) {
+    if (done) done({});
+    return;
+  }
+  auto op = ops_->add(deadline_from({}), [done = std::move(done)](std::error_code ec, std::string,
+                                                                  std::string) {
+    if (done) done(ec);
+  });
+  adapter_sub->unsubscribe(std::move(op));
+  check_drain();
+}
+
+void ClientCore::request(std::string_view topic, std::string payload, ReplyCompletion done,
+                         std::chrono::milliseconds timeout) {
+  std::error_code refused;
+  if (!shared_->caps.request_reply) refused = make_error_code(errc::not_supported);
+  else if (state_.load() != State::open) refused = make_error_code(errc::closed);
+  ++shared_->stats.requests;
+  if (refused) {
+    if (done)
+      asio::post(shared_->strand,
+                 [done = std::move(done), refused] { done(Reply{refused, {}, refused.message()}); });
+    return;
+  }
+  auto deadline = deadline_from(timeout);
+  asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
+                               payload = std::move(payload), done = std::move(done),
+                               deadline]() mutable {
+    if (self->state_.load() != State::open || !self->adapter_) {
+      if (done) done(Reply{make_error_code(errc::closed), {}, "client is closed"});
+      return;
+    }
+    auto op = self->ops_->add(deadline, [shared = self->shared_, done = std::move(done)](
+                                            std::error_code ec, std::string reply,
+                                            std::string detail) {
+      if (!ec) ++shared->stats.replies;
+      if (done) done(Reply{ec, std::move(reply), std::move(detail)});
+    });
+    self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
+  });
+}
+
+void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
+  if (state_.load() != State::open) return fail_now(std::move(done), make_error_code(errc::closed));
+  auto deadline = deadline_from(timeout);
+  asio::post(shared_->strand, [self = shared_from_this(), done = std::move(done), deadline]() mutable {
+    if (self->state_.load() != State::open || !self->adapter_) {
+      if (done) done(make_error_code(errc::closed));
+      return;
+    }
+    auto op = self->ops_->add(deadline, [done = std::move(done)](std::error_code ec, std::string,
+                                                                 std::string) {
+      if (done) done(ec);
+    });
+    self->adapter_->ping(std::move(op));
+  });
+}
+
+void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
+  asio::post(shared_->strand, [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
+    if (self->state_.load() == State::closed) {
+      if (done) done({});
+      return;
+    }
+    if (done) self->close_waiters_.push_back(std::move(done));
+    if (self->state_.load() == State::closing) return;
+    self->state_.store(State::closing);
+    self->close_deadline_ = Clock::now() + timeout;
+    // Stop intake: no new messages reach handlers that will have to be drained.
+    for (auto& sub : self->subscriptions_)
+      if (sub->adapter()) sub->adapter()->pause();
+    self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
+    self->close_timer_->expires_at(self->close_deadline_);
+    self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto me = weak.lock()) me->finish_close();
+    });
+    self->check_drain();
+  });
+}
+
+void ClientCore::check_drain() {
+  if (state_.load() != State::closing || adapter_closing_) return;
+  if (ops_ && ops_->live() > 0) return;
+  for (auto& sub : subscriptions_)
+    if (!sub->idle()) return;
+  finish_close();
+}
+
+void ClientCore::finish_close() {
+  if (adapter_closing_ || state_.load() != State::closing) return;
+  adapter_closing_ = true;
+  // Give the adapter until the deadline (at least a moment) to close its connections.
+  auto adapter_deadline = std::max(close_deadline_, Clock::now() + std::chrono::milliseconds(50));
+  auto finished = std::make_shared<bool>(false);
+  auto complete = [weak = weak_from_this(), finished] {
+    if (*finished) return;
+    *finished = true;
+    auto self = weak.lock();
+    if (!self) return;
+    if (self->ops_) self->ops_->fail_all(make_error_code(errc::closed), "client closed");
+    for (auto& sub : self->subscriptions_) {
+      sub->deactivate();
+      sub->ended(make_error_code(errc::closed), "client closed");
+      sub->drop_handlers();
+    }
+    self->subscriptions_.clear();
+    self->state_.store(State::closed);
+    self->close_timer_.reset();
+    if (self->shared_->on_state) self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
+    auto waiters = std::move(self->close_waiters_);
+    for (auto& waiter : waiters) waiter({});
+    self->adapter_.reset();
+  };
+  close_timer_->expires_at(adapter_deadline);
+  close_timer_->async_wait([complete](std::error_code ec) {
+    if (!ec) complete();
+  });
+  adapter_->close(adapter_deadline, [complete, strand = shared_->strand] {
+    asio::post(strand, complete);
+  });
+}
+
+ClientHandle::~ClientHandle() {
+  if (!core) return;
+  const bool on_io_thread = runtime && runtime->thread.get_id() == std::this_thread::get_id();
+  const bool on_strand = core->on_strand();
+  if (!core->closed()) {
+    if (on_io_thread || on_strand) {
+      core->close(close_timeout, {});
+    } else {
+      std::mutex mutex;
+      std::condition_variable cv;
+      bool done = false;
+      core->close(close_timeout, [&](std::error_code) {
+        std::lock_guard<std::mutex> lock(mutex);
+        done = true;
+        cv.notify_one();
+      });
+      std::unique_lock<std::mutex> lock(mutex);
+      // The close sequence always completes by its deadline; the margin only guards a stalled io.
+      cv.wait_for(lock, close_timeout + std::chrono::seconds(5), [&] { return done; });
+    }
+  }
+  if (runtime && runtime->own) {
+    runtime->work.reset();
+    if (on_io_thread) {
+      runtime->thread.detach();  // it finishes the close and exits; the runtime outlives it
+    } else if (runtime->thread.joinable()) {
+      runtime->own->stop();
+      runtime->thread.join();
+    }
+  }
+}
+
+}  // namespace polybus::detail

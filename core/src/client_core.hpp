@@ -1,0 +1,151 @@
+// Internal: the part of the client that every adapter shares: threads, deadlines, capability
+// checks, statistics, handler dispatch and the close sequence.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "client_shared.hpp"
+#include "handler_pool.hpp"
+#include "operations.hpp"
+#include "polybus/client.hpp"
+#include "polybus/registry.hpp"
+
+namespace polybus::detail {
+
+class ClientCore;
+
+// One subscription or serve() registration: the sink the adapter delivers into, and the
+// dispatcher that runs handlers on the pool with bounded concurrency.
+class SubscriptionCore : public SubscriptionSink,
+                         public std::enable_shared_from_this<SubscriptionCore> {
+ public:
+  SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, MessageHandler handler,
+                   ServeHandler serve_handler, std::uint32_t concurrency,
+                   std::uint32_t max_attempts, DiscardCallback on_discard);
+
+  // SubscriptionSink (strand)
+  void deliver(Message message) override;
+  void ready(std::error_code ec, const std::string& detail) override;
+  void ended(std::error_code ec, const std::string& detail) override;
+
+  std::error_code wait_ready(std::chrono::milliseconds timeout);
+  void unsubscribe(std::function<void(std::error_code)> done);
+  void pause();
+  void resume();
+  void set_max_in_flight(std::uint32_t n);
+  bool active() const { return active_.load(); }
+  std::size_t pending() const;
+  bool idle() const;  // no message queued or being handled
+  const std::string& topic() const { return topic_; }
+
+  // Strand: the adapter's side of this subscription.
+  void attach(std::shared_ptr<AdapterSubscription> adapter) { adapter_ = std::move(adapter); }
+  const std::shared_ptr<AdapterSubscription>& adapter() const { return adapter_; }
+  void deactivate();  // stop handing messages to the handler; release queued ones
+  void drop_handlers();  // after close: break reference cycles through user lambdas
+
+ private:
+  void run_queue();
+  void handle(Message& message);
+  void release(Message& message);  // give back a message that will not be handled
+
+  std::weak_ptr<ClientCore> client_;
+  std::shared_ptr<ClientShared> shared_;
+  std::shared_ptr<HandlerPool> pool_;
+  std::string topic_;
+  MessageHandler handler_;
+  ServeHandler serve_handler_;
+  std::uint32_t concurrency_;
+  std::uint32_t max_attempts_;
+  DiscardCallback on_discard_;
+  std::atomic<bool> active_{true};
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_cv_;
+  std::optional<std::error_code> ready_result_;
+  std::deque<Message> queue_;
+  std::uint32_t running_ = 0;
+
+  std::shared_ptr<AdapterSubscription> adapter_;  // strand
+};
+
+// The io thread, owned by the client unless the caller supplied an io_context.
+struct Runtime {
+  std::unique_ptr<asio::io_context> own;
+  asio::io_context* io = nullptr;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+};
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+ public:
+  ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions options, ConnectOptions connect,
+             Strand strand);
+  void start(const SchemeInfo& scheme);
+
+  const std::string& scheme() const { return shared_->scheme; }
+  const Capabilities& capabilities() const { return shared_->caps; }
+  const std::shared_ptr<ClientShared>& shared() const { return shared_; }
+  const std::shared_ptr<HandlerPool>& pool() const { return pool_; }
+  bool on_strand() const { return shared_->strand.running_in_this_thread(); }
+
+  void publish(std::string_view topic, std::vector<std::string> payloads, Completion done,
+               PublishOptions options, bool batch);
+  Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
+                         ServeHandler serve);
+  void request(std::string_view topic, std::string payload, ReplyCompletion done,
+               std::chrono::milliseconds timeout);
+  void ping(Completion done, std::chrono::milliseconds timeout);
+  void close(std::chrono::milliseconds timeout, Completion done);
+  bool closed() const { return state_.load() == State::closed; }
+
+  // Strand: a subscription or an operation finished; see whether close can go on.
+  void check_drain();
+  void unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
+                   std::function<void(std::error_code)> done);
+
+ private:
+  enum class State { open, closing, closed };
+  Clock::time_point deadline_from(std::chrono::milliseconds timeout) const;
+  void finish_close();
+  void fail_now(Completion done, std::error_code ec);
+
+  std::shared_ptr<ClientShared> shared_;
+  Url url_;
+  ResolvedOptions options_;
+  std::shared_ptr<HandlerPool> pool_;
+  std::chrono::milliseconds op_timeout_;
+  std::uint32_t default_max_in_flight_;
+  std::uint32_t default_concurrency_;
+  std::uint32_t default_max_attempts_;
+
+  std::atomic<State> state_{State::open};
+  // Strand only:
+  std::unique_ptr<Adapter> adapter_;
+  std::shared_ptr<OperationTracker> ops_;
+  std::vector<std::shared_ptr<SubscriptionCore>> subscriptions_;
+  std::vector<Completion> close_waiters_;
+  Clock::time_point close_deadline_;
+  std::unique_ptr<asio::steady_timer> close_timer_;
+  bool adapter_closing_ = false;
+};
+
+// What a Client handle owns: closing and joining the io thread when the last copy goes.
+class ClientHandle {
+ public:
+  ClientHandle(std::shared_ptr<ClientCore> core, std::shared_ptr<Runtime> runtime,
+               std::chrono::milliseconds close_timeout)
+      : core(std::move(core)), runtime(std::move(runtime)), close_timeout(close_timeout) {}
+  ~ClientHandle();
+  std::shared_ptr<ClientCore> core;
+  std::shared_ptr<Runtime> runtime;
+  std::chrono::milliseconds close_timeout;
+};
+
+}  // namespace polybus::detail

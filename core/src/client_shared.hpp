@@ -1,0 +1,48 @@
+// Internal: state shared by the client core, its adapter and every message it delivered.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "polybus/adapter.hpp"
+#include "polybus/events.hpp"
+
+namespace polybus::detail {
+
+struct AtomicStats {
+  std::atomic<std::uint64_t> published{0}, publish_acked{0}, publish_failed{0}, received{0},
+      acked{0}, nacked{0}, discarded{0}, requests{0}, replies{0}, reconnects{0}, bytes_in{0},
+      bytes_out{0};
+  Stats snapshot() const;
+};
+
+class ClientShared {
+ public:
+  ClientShared(Strand strand, std::string scheme) : strand(std::move(strand)), scheme(std::move(scheme)) {}
+
+  Strand strand;
+  std::string scheme;
+  AtomicStats stats;
+  StateCallback on_state;
+  ErrorCallback on_error;
+  LogSink log_sink;
+  LogLevel log_level = LogLevel::info;
+  Capabilities caps;
+  std::chrono::milliseconds requeue_delay{0};
+  std::chrono::milliseconds max_requeue_delay{0};
+  std::optional<Backoff> custom_backoff;
+
+  void emit_error(std::error_code ec, const std::string& message) const;
+  void log(LogLevel level, std::string_view text) const;
+};
+
+}  // namespace polybus::detail
+
+namespace polybus {
+class Message;
+namespace detail {
+// Answers a request with an error (the serve handler threw or went away).
+void detail_reply_error(Message& message, const std::string& what);
+}  // namespace detail
+}  // namespace polybus

@@ -1,0 +1,68 @@
+#include "polybus/events.hpp"
+
+#include "client_shared.hpp"
+
+namespace polybus {
+
+const char* to_string(ConnectionState state) noexcept {
+  switch (state) {
+    case ConnectionState::connecting: return "connecting";
+    case ConnectionState::connected: return "connected";
+    case ConnectionState::disconnected: return "disconnected";
+    case ConnectionState::reconnecting: return "reconnecting";
+    case ConnectionState::closed: return "closed";
+  }
+  return "unknown";
+}
+
+const char* to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::debug: return "debug";
+    case LogLevel::info: return "info";
+    case LogLevel::warn: return "warn";
+    case LogLevel::error: return "error";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+Stats AtomicStats::snapshot() const {
+  Stats s;
+  s.published = published.load();
+  s.publish_acked = publish_acked.load();
+  s.publish_failed = publish_failed.load();
+  s.received = received.load();
+  s.acked = acked.load();
+  s.nacked = nacked.load();
+  s.discarded = discarded.load();
+  s.requests = requests.load();
+  s.replies = replies.load();
+  s.reconnects = reconnects.load();
+  s.bytes_in = bytes_in.load();
+  s.bytes_out = bytes_out.load();
+  return s;
+}
+
+void ClientShared::emit_error(std::error_code ec, const std::string& message) const {
+  if (on_error) {
+    try {
+      on_error(ec, message);
+    } catch (...) {
+    }
+  } else {
+    log(LogLevel::warn, message + " (" + ec.message() + ")");
+  }
+}
+
+void ClientShared::log(LogLevel level, std::string_view text) const {
+  if (log_sink && level >= log_level) {
+    try {
+      log_sink(level, text);
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace polybus

@@ -1,0 +1,47 @@
+#include "handler_pool.hpp"
+
+#include <algorithm>
+
+namespace polybus::detail {
+
+HandlerPool::~HandlerPool() {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->stopping = true;
+  }
+  queue_->wake.notify_all();
+  for (auto& thread : threads_) {
+    if (thread.get_id() == std::this_thread::get_id()) thread.detach();
+    else thread.join();
+  }
+}
+
+void HandlerPool::reserve(std::size_t n) {
+  std::lock_guard<std::mutex> lock(threads_mutex_);
+  n = std::min(n, max_threads_);
+  while (threads_.size() < n) threads_.emplace_back([queue = queue_] { run(queue); });
+}
+
+void HandlerPool::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    queue_->jobs.push_back(std::move(job));
+  }
+  queue_->wake.notify_one();
+}
+
+void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(queue->mutex);
+      queue->wake.wait(lock, [&] { return queue->stopping || !queue->jobs.empty(); });
+      if (queue->jobs.empty()) return;  // stopping, and nothing left to run
+      job = std::move(queue->jobs.front());
+      queue->jobs.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace polybus::detail

@@ -1,0 +1,43 @@
+// Internal: the threads that run message handlers, so a slow handler never stalls the io strand.
+// Grows on demand to the concurrency that subscriptions ask for.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace polybus::detail {
+
+class HandlerPool {
+ public:
+  explicit HandlerPool(std::size_t max_threads) : max_threads_(max_threads) {}
+  ~HandlerPool();
+  HandlerPool(const HandlerPool&) = delete;
+  HandlerPool& operator=(const HandlerPool&) = delete;
+
+  // Makes sure at least n threads exist (capped at max_threads).
+  void reserve(std::size_t n);
+  void post(std::function<void()> job);
+
+ private:
+  // Shared with the threads: the pool may be destroyed from one of its own threads (a handler
+  // dropping the last reference to the client), which then finishes on its own.
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::function<void()>> jobs;
+    bool stopping = false;
+  };
+  static void run(const std::shared_ptr<Queue>& queue);
+
+  const std::size_t max_threads_;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  std::mutex threads_mutex_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace polybus::detail

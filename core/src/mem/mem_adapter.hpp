@@ -1,0 +1,8 @@
+// Internal: the mem:// scheme, registered by the core itself.
+#pragma once
+
+#include "polybus/registry.hpp"
+
+namespace polybus::mem {
+SchemeInfo scheme_info();
+}

@@ -1,0 +1,493 @@
+#include "mem_broker.hpp"
+
+#include <algorithm>
+
+#include "polybus/error.hpp"
+
+namespace polybus::mem {
+
+namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+std::error_code err(errc e) { return make_error_code(e); }
+}  // namespace
+
+BrokerImpl::BrokerImpl() : timer_thread_([this] { timer_loop(); }) {}
+
+BrokerImpl::~BrokerImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutting_down_ = true;
+  }
+  timer_wake_.notify_all();
+  timer_thread_.join();
+}
+
+std::uint64_t BrokerImpl::connect(SessionCallbacks callbacks, std::chrono::milliseconds msg_timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!running_) return 0;
+  std::uint64_t id = ++next_id_;
+  sessions_.emplace(id, Session{std::move(callbacks), msg_timeout});
+  return id;
+}
+
+void BrokerImpl::disconnect(std::uint64_t session) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  drop_session_locked(session, false);
+}
+
+bool BrokerImpl::alive(std::uint64_t session) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sessions_.count(session) != 0;
+}
+
+BrokerImpl::Topic& BrokerImpl::topic_locked(const std::string& name) {
+  auto& slot = topics_[name];
+  if (!slot) {
+    slot = std::make_unique<Topic>();
+    slot->name = name;
+  }
+  return *slot;
+}
+
+void BrokerImpl::append_locked(Topic& topic, std::shared_ptr<const std::string> payload) {
+  topic.log.push_back(Stored{std::move(payload), now_ns()});
+  ++stats_.published;
+  while (topic.log.size() > retention_) {
+    topic.log.pop_front();
+    ++topic.base;
+  }
+}
+
+std::error_code BrokerImpl::publish(std::uint64_t session, const std::string& topic_name,
+                                    std::vector<std::string>& payloads,
+                                    std::chrono::milliseconds defer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sessions_.count(session)) return err(errc::disconnected);
+  Topic& topic = topic_locked(topic_name);
+  if (defer.count() > 0) {
+    auto at = Clock::now() + defer;
+    for (auto& payload : payloads)
+      schedule_locked(Timer{at, TimerKind::deferred_publish, 0, topic_name,
+                            std::make_shared<const std::string>(std::move(payload))});
+    return {};
+  }
+  for (auto& payload : payloads)
+    append_locked(topic, std::make_shared<const std::string>(std::move(payload)));
+  for (auto& [name, group] : topic.groups) dispatch_locked(*group);
+  return {};
+}
+
+BrokerImpl::Member* BrokerImpl::member_locked(Group& group, std::uint64_t session,
+                                              std::uint64_t sub) {
+  for (auto& m : group.members)
+    if (m.session == session && m.sub == sub) return &m;
+  return nullptr;
+}
+
+std::error_code BrokerImpl::subscribe(std::uint64_t session, std::uint64_t sub,
+                                      const std::string& topic_name, const std::string& group_name,
+                                      std::optional<std::uint64_t> from,
+                                      std::uint32_t max_in_flight) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sessions_.count(session)) return err(errc::disconnected);
+  Topic& topic = topic_locked(topic_name);
+  auto& slot = topic.groups[group_name];
+  if (!slot) {
+    slot = std::make_unique<Group>();
+    slot->id = ++next_id_;
+    slot->name = group_name;
+    slot->topic = &topic;
+    slot->anonymous = !group_name.empty() && group_name[0] == '~';
+    slot->cursor = from ? std::clamp(*from, topic.base, topic.end()) : topic.end();
+    groups_by_id_[slot->id] = slot.get();
+  }
+  Group& group = *slot;
+  if (member_locked(group, session, sub)) return err(errc::already_subscribed);
+  group.members.push_back(Member{session, sub, max_in_flight});
+  dispatch_locked(group);
+  return {};
+}
+
+std::error_code BrokerImpl::unsubscribe(std::uint64_t session, std::uint64_t sub, bool delete_group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [tname, topic] : topics_) {
+    auto& responders = topic->responders;
+    responders.erase(std::remove_if(responders.begin(), responders.end(),
+                                    [&](const Member& m) { return m.session == session && m.sub == sub; }),
+                     responders.end());
+    for (auto it = topic->groups.begin(); it != topic->groups.end();) {
+      Group& group = *it->second;
+      auto& members = group.members;
+      auto before = members.size();
+      members.erase(std::remove_if(members.begin(), members.end(),
+                                   [&](const Member& m) { return m.session == session && m.sub == sub; }),
+                    members.end());
+      if (members.size() != before) {
+        // Its unacknowledged messages go back to the group.
+        std::vector<std::uint64_t> mine;
+        for (auto& [id, f] : group.in_flight)
+          if (f.session == session && f.sub == sub) mine.push_back(id);
+        for (auto id : mine) requeue_locked(group, id, std::chrono::milliseconds(0));
+        if (delete_group && members.empty()) {
+          for (auto& [id, f] : group.in_flight) delivery_group_.erase(id);
+          groups_by_id_.erase(group.id);
+          it = topic->groups.erase(it);
+          continue;
+        }
+        dispatch_locked(group);
+      }
+      ++it;
+    }
+  }
+  return {};
+}
+
+std::error_code BrokerImpl::set_max_in_flight(std::uint64_t session, std::uint64_t sub,
+                                              std::uint32_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [tname, topic] : topics_) {
+    for (auto& [gname, group] : topic->groups) {
+      if (Member* m = member_locked(*group, session, sub)) {
+        m->max_in_flight = n;
+        dispatch_locked(*group);
+      }
+    }
+    for (auto& m : topic->responders)
+      if (m.session == session && m.sub == sub) {
+        m.max_in_flight = n;
+        dispatch_requests_locked(*topic);
+      }
+  }
+  return {};
+}
+
+void BrokerImpl::requeue_locked(Group& group, std::uint64_t delivery, std::chrono::milliseconds delay) {
+  auto it = group.in_flight.find(delivery);
+  if (it == group.in_flight.end()) return;
+  InFlight f = it->second;
+  group.in_flight.erase(it);
+  delivery_group_.erase(delivery);
+  if (Member* m = member_locked(group, f.session, f.sub))
+    if (m->in_flight > 0) --m->in_flight;
+  Pending p{f.offset, f.attempts};
+  if (delay.count() <= 0) {
+    // Keep redeliveries in offset order so that a single consumer sees them in order.
+    auto pos = std::upper_bound(group.ready.begin(), group.ready.end(), p,
+                                [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
+    group.ready.insert(pos, p);
+  } else {
+    auto at = Clock::now() + delay;
+    group.delayed.emplace(at, p);
+    schedule_locked(Timer{at, TimerKind::delayed_ready, group.id, {}, nullptr});
+  }
+}
+
+void BrokerImpl::dispatch_locked(Group& group) {
+  Topic& topic = *group.topic;
+  while (!group.members.empty()) {
+    Member* member = nullptr;
+    for (std::size_t i = 0; i < group.members.size(); ++i) {
+      Member& m = group.members[(group.next_member + i) % group.members.size()];
+      if (m.in_flight < m.max_in_flight) {
+        member = &m;
+        group.next_member = (group.next_member + i + 1) % group.members.size();
+        break;
+      }
+    }
+    if (!member) return;
+    Pending next{};
+    if (!group.ready.empty()) {
+      next = group.ready.front();
+      group.ready.pop_front();
+    } else if (group.cursor < topic.end()) {
+      next = Pending{group.cursor++, 0};
+    } else {
+      return;
+    }
+    if (next.offset < topic.base) continue;  // dropped by retention meanwhile
+    auto session = sessions_.find(member->session);
+    if (session == sessions_.end()) continue;  // cannot happen: sessions leave their groups
+    const Stored& stored = topic.log[next.offset - topic.base];
+    std::uint64_t id = ++next_id_;
+    auto deadline = Clock::now() + session->second.msg_timeout;
+    group.in_flight.emplace(id, InFlight{next.offset, next.attempts + 1, member->session,
+                                         member->sub, deadline});
+    delivery_group_[id] = &group;
+    ++member->in_flight;
+    ++stats_.delivered;
+    if (next.attempts > 0) ++stats_.redelivered;
+    schedule_locked(Timer{deadline, TimerKind::ack_timeout, id, {}, nullptr});
+    session->second.callbacks.deliver(Delivery{member->sub, id, next.offset, stored.payload,
+                                               next.attempts + 1, stored.timestamp_ns, false});
+  }
+}
+
+std::error_code BrokerImpl::ack(std::uint64_t session, std::uint64_t delivery) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto g = delivery_group_.find(delivery);
+  if (g == delivery_group_.end()) return err(errc::broker_error);  // timed out and requeued
+  Group& group = *g->second;
+  auto it = group.in_flight.find(delivery);
+  if (it == group.in_flight.end() || it->second.session != session) return err(errc::broker_error);
+  if (Member* m = member_locked(group, it->second.session, it->second.sub))
+    if (m->in_flight > 0) --m->in_flight;
+  group.in_flight.erase(it);
+  delivery_group_.erase(g);
+  ++stats_.acked;
+  dispatch_locked(group);
+  return {};
+}
+
+std::error_code BrokerImpl::nack(std::uint64_t session, std::uint64_t delivery,
+                                 std::chrono::milliseconds delay) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto g = delivery_group_.find(delivery);
+  if (g == delivery_group_.end()) return err(errc::broker_error);
+  Group& group = *g->second;
+  auto it = group.in_flight.find(delivery);
+  if (it == group.in_flight.end() || it->second.session != session) return err(errc::broker_error);
+  requeue_locked(group, delivery, delay);
+  dispatch_locked(group);
+  return {};
+}
+
+std::error_code BrokerImpl::touch(std::uint64_t session, std::uint64_t delivery) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto g = delivery_group_.find(delivery);
+  if (g == delivery_group_.end()) return err(errc::broker_error);
+  auto it = g->second->in_flight.find(delivery);
+  auto s = sessions_.find(session);
+  if (it == g->second->in_flight.end() || it->second.session != session || s == sessions_.end())
+    return err(errc::broker_error);
+  it->second.deadline = Clock::now() + s->second.msg_timeout;
+  schedule_locked(Timer{it->second.deadline, TimerKind::ack_timeout, delivery, {}, nullptr});
+  return {};
+}
+
+std::error_code BrokerImpl::serve(std::uint64_t session, std::uint64_t sub, const std::string& topic_name,
+                                  std::uint32_t max_in_flight) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sessions_.count(session)) return err(errc::disconnected);
+  Topic& topic = topic_locked(topic_name);
+  topic.responders.push_back(Member{session, sub, std::max<std::uint32_t>(1, max_in_flight)});
+  dispatch_requests_locked(topic);
+  return {};
+}
+
+std::error_code BrokerImpl::request(std::uint64_t session, std::uint64_t request_id,
+                                    const std::string& topic_name, std::string payload) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sessions_.count(session)) return err(errc::disconnected);
+  Topic& topic = topic_locked(topic_name);
+  if (topic.responders.empty()) return err(errc::no_responder);
+  topic.requests.push_back(
+      QueuedRequest{session, request_id, std::make_shared<const std::string>(std::move(payload))});
+  dispatch_requests_locked(topic);
+  return {};
+}
+
+void BrokerImpl::dispatch_requests_locked(Topic& topic) {
+  while (!topic.requests.empty() && !topic.responders.empty()) {
+    Member* responder = nullptr;
+    for (std::size_t i = 0; i < topic.responders.size(); ++i) {
+      Member& m = topic.responders[(topic.next_responder + i) % topic.responders.size()];
+      if (m.in_flight < m.max_in_flight) {
+        responder = &m;
+        topic.next_responder = (topic.next_responder + i + 1) % topic.responders.size();
+        break;
+      }
+    }
+    if (!responder) return;
+    QueuedRequest req = std::move(topic.requests.front());
+    topic.requests.pop_front();
+    if (!sessions_.count(req.session)) continue;  // the requester left
+    std::uint64_t id = ++next_id_;
+    open_requests_.emplace(id, OpenRequest{req.session, req.request_id, responder->session,
+                                           responder->sub, &topic});
+    ++responder->in_flight;
+    sessions_.at(responder->session)
+        .callbacks.deliver(Delivery{responder->sub, id, 0, req.payload, 1, now_ns(), true});
+  }
+}
+
+std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery, std::string payload,
+                                  std::error_code ec, std::string detail) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = open_requests_.find(delivery);
+  if (it == open_requests_.end() || it->second.responder != session) return err(errc::broker_error);
+  OpenRequest open = it->second;
+  open_requests_.erase(it);
+  for (auto& m : open.topic->responders)
+    if (m.session == open.responder && m.sub == open.sub && m.in_flight > 0) --m.in_flight;
+  auto requester = sessions_.find(open.requester);
+  if (requester != sessions_.end())
+    requester->second.callbacks.reply(open.request_id, ec, std::move(payload), std::move(detail));
+  dispatch_requests_locked(*open.topic);
+  return {};
+}
+
+void BrokerImpl::drop_session_locked(std::uint64_t session, bool notify) {
+  auto s = sessions_.find(session);
+  if (s == sessions_.end()) return;
+  for (auto& [tname, topic] : topics_) {
+    auto& responders = topic->responders;
+    responders.erase(std::remove_if(responders.begin(), responders.end(),
+                                    [&](const Member& m) { return m.session == session; }),
+                     responders.end());
+    for (auto& [gname, group] : topic->groups) {
+      std::vector<std::uint64_t> mine;
+      for (auto& [id, f] : group->in_flight)
+        if (f.session == session) mine.push_back(id);
+      for (auto id : mine) requeue_locked(*group, id, std::chrono::milliseconds(0));
+      auto& members = group->members;
+      members.erase(std::remove_if(members.begin(), members.end(),
+                                   [&](const Member& m) { return m.session == session; }),
+                    members.end());
+    }
+  }
+  SessionCallbacks callbacks = std::move(s->second.callbacks);
+  sessions_.erase(s);
+  // Requests this session was answering fail now rather than at their deadline.
+  for (auto it = open_requests_.begin(); it != open_requests_.end();) {
+    if (it->second.responder == session) {
+      auto requester = sessions_.find(it->second.requester);
+      if (requester != sessions_.end())
+        requester->second.callbacks.reply(it->second.request_id, err(errc::disconnected), {},
+                                          "the responder disconnected");
+      it = open_requests_.erase(it);
+    } else if (it->second.requester == session) {
+      it = open_requests_.erase(it);  // its reply has nowhere to go; the responder still answers
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [tname, topic] : topics_) {
+    for (auto& [gname, group] : topic->groups) dispatch_locked(*group);
+    dispatch_requests_locked(*topic);
+  }
+  if (notify && callbacks.disconnected) callbacks.disconnected();
+}
+
+void BrokerImpl::schedule_locked(Timer timer) {
+  bool earliest = timers_.empty() || timer.at < timers_.top().at;
+  timers_.push(std::move(timer));
+  if (earliest) timer_wake_.notify_one();
+}
+
+void BrokerImpl::timer_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!shutting_down_) {
+    if (timers_.empty()) {
+      timer_wake_.wait(lock);
+      continue;
+    }
+    auto at = timers_.top().at;
+    if (Clock::now() < at) {
+      timer_wake_.wait_until(lock, at);
+      continue;
+    }
+    Timer timer = timers_.top();
+    timers_.pop();
+    fire_locked(timer);
+  }
+}
+
+void BrokerImpl::fire_locked(Timer& timer) {
+  switch (timer.kind) {
+    case TimerKind::ack_timeout: {
+      auto g = delivery_group_.find(timer.group_or_delivery);
+      if (g == delivery_group_.end()) return;
+      Group& group = *g->second;
+      auto it = group.in_flight.find(timer.group_or_delivery);
+      if (it == group.in_flight.end() || it->second.deadline > Clock::now()) return;  // touched
+      requeue_locked(group, timer.group_or_delivery, std::chrono::milliseconds(0));
+      dispatch_locked(group);
+      return;
+    }
+    case TimerKind::delayed_ready: {
+      auto g = groups_by_id_.find(timer.group_or_delivery);
+      if (g == groups_by_id_.end()) return;
+      Group& group = *g->second;
+      auto now = Clock::now();
+      while (!group.delayed.empty() && group.delayed.begin()->first <= now) {
+        Pending p = group.delayed.begin()->second;
+        group.delayed.erase(group.delayed.begin());
+        auto pos = std::upper_bound(group.ready.begin(), group.ready.end(), p,
+                                    [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
+        group.ready.insert(pos, p);
+      }
+      dispatch_locked(group);
+      return;
+    }
+    case TimerKind::deferred_publish: {
+      Topic& topic = topic_locked(timer.topic);
+      append_locked(topic, std::move(timer.payload));
+      for (auto& [name, group] : topic.groups) dispatch_locked(*group);
+      return;
+    }
+  }
+}
+
+void BrokerImpl::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = false;
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, s] : sessions_) ids.push_back(id);
+  for (auto id : ids) drop_session_locked(id, true);
+}
+
+void BrokerImpl::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_ = true;
+}
+
+bool BrokerImpl::running() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return running_;
+}
+
+void BrokerImpl::set_retention(std::size_t messages) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  retention_ = std::max<std::size_t>(1, messages);
+}
+
+BrokerStats BrokerImpl::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  BrokerStats s = stats_;
+  s.connections = sessions_.size();
+  return s;
+}
+
+std::uint64_t BrokerImpl::topic_size(const std::string& topic) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = topics_.find(topic);
+  return it == topics_.end() ? 0 : it->second->log.size();
+}
+
+// ---- public handle ----
+
+std::shared_ptr<Broker> Broker::get(const std::string& name) {
+  static std::mutex mutex;
+  static auto* brokers = new std::map<std::string, std::shared_ptr<Broker>>;  // process lifetime
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*brokers)[name];
+  if (!slot) slot = std::make_shared<Broker>(std::make_shared<BrokerImpl>());
+  return slot;
+}
+
+void Broker::restart() {
+  impl_->stop();
+  impl_->start();
+}
+void Broker::stop() { impl_->stop(); }
+void Broker::start() { impl_->start(); }
+bool Broker::running() const { return impl_->running(); }
+void Broker::set_retention(std::size_t messages) { impl_->set_retention(messages); }
+BrokerStats Broker::stats() const { return impl_->stats(); }
+std::uint64_t Broker::topic_size(const std::string& topic) const { return impl_->topic_size(topic); }
+
+}  // namespace polybus::mem

@@ -1,0 +1,99 @@
+#include "polybus/message.hpp"
+
+#include <asio/post.hpp>
+#include <algorithm>
+
+#include "client_shared.hpp"
+#include "polybus/error.hpp"
+
+namespace polybus {
+
+namespace {
+const std::string kEmpty;
+}
+
+const std::string& Message::topic() const { return state_ ? state_->topic : kEmpty; }
+std::string_view Message::payload() const { return state_ ? state_->payload : std::string_view{}; }
+const std::string& Message::id() const { return state_ ? state_->id : kEmpty; }
+std::uint32_t Message::attempts() const { return state_ ? state_->attempts : 0; }
+std::optional<std::int64_t> Message::timestamp_ns() const {
+  return state_ ? state_->timestamp_ns : std::nullopt;
+}
+std::optional<std::uint64_t> Message::offset() const {
+  return state_ ? state_->offset : std::nullopt;
+}
+bool Message::expects_reply() const { return state_ && state_->expects_reply; }
+bool Message::responded() const { return state_ && state_->responded.load(); }
+void Message::take_manual_control() {
+  if (state_) state_->manual.store(true);
+}
+
+namespace {
+
+// Common path of every response: checks, then runs fn on the client's strand.
+template <typename Fn>
+std::error_code respond(const std::shared_ptr<detail::MessageState>& state, bool final, Fn fn) {
+  if (!state) return make_error_code(errc::invalid_argument);
+  if (final ? state->responded.exchange(true) : state->responded.load())
+    return make_error_code(errc::already_responded);
+  auto backend = state->backend.lock();
+  if (!backend) return make_error_code(errc::closed);
+  asio::post(state->client->strand,
+             [state, backend = std::move(backend), fn = std::move(fn)]() mutable {
+               fn(*backend, *state);
+             });
+  return {};
+}
+
+}  // namespace
+
+std::error_code Message::ack() {
+  if (!state_) return make_error_code(errc::invalid_argument);
+  if (state_->expects_reply || !state_->client->caps.ack) return make_error_code(errc::not_supported);
+  auto ec = respond(state_, true, [](MessageBackend& b, detail::MessageState& s) { b.ack(s); });
+  if (!ec) ++state_->client->stats.acked;
+  return ec;
+}
+
+std::error_code Message::nack(std::chrono::milliseconds delay) {
+  if (!state_) return make_error_code(errc::invalid_argument);
+  const auto& client = *state_->client;
+  if (state_->expects_reply || !client.caps.ack) return make_error_code(errc::not_supported);
+  if (delay.count() > 0 && !client.caps.nack_with_delay) return make_error_code(errc::not_supported);
+  if (delay.count() < 0) {
+    // Default: grows with the attempts, capped (as go-nsq does).
+    delay = client.caps.nack_with_delay
+                ? std::min(client.requeue_delay * std::max<std::uint32_t>(1, state_->attempts),
+                           client.max_requeue_delay)
+                : std::chrono::milliseconds(0);
+  }
+  auto ec = respond(state_, true,
+                    [delay](MessageBackend& b, detail::MessageState& s) { b.nack(s, delay); });
+  if (!ec) ++state_->client->stats.nacked;
+  return ec;
+}
+
+std::error_code Message::touch() {
+  if (!state_) return make_error_code(errc::invalid_argument);
+  if (!state_->client->caps.touch || state_->expects_reply) return make_error_code(errc::not_supported);
+  return respond(state_, false, [](MessageBackend& b, detail::MessageState& s) { b.touch(s); });
+}
+
+std::error_code Message::reply(std::string payload) {
+  if (!state_) return make_error_code(errc::invalid_argument);
+  if (!state_->expects_reply) return make_error_code(errc::not_supported);
+  return respond(state_, true, [payload = std::move(payload)](MessageBackend& b,
+                                                              detail::MessageState& s) mutable {
+    b.reply(s, std::move(payload), {}, {});
+  });
+}
+
+namespace detail {
+void detail_reply_error(Message& message, const std::string& what) {
+  respond(message.state(), true, [what](MessageBackend& b, MessageState& s) {
+    b.reply(s, {}, make_error_code(errc::handler_failed), what);
+  });
+}
+}  // namespace detail
+
+}  // namespace polybus

@@ -1,0 +1,103 @@
+#include "operations.hpp"
+
+#include <algorithm>
+
+#include "polybus/error.hpp"
+
+namespace polybus {
+
+namespace {
+struct LaterDeadline {
+  bool operator()(const std::shared_ptr<detail::Operation>& a,
+                  const std::shared_ptr<detail::Operation>& b) const {
+    return a->deadline > b->deadline;
+  }
+};
+}  // namespace
+
+void OpCompletion::operator()(std::error_code ec, std::string reply, std::string detail) {
+  if (!op_ || op_->done) return;
+  op_->done = true;
+  auto fn = std::move(op_->fn);
+  op_->fn = nullptr;
+  if (fn) fn(ec, std::move(reply), std::move(detail));
+  if (auto tracker = op_->tracker.lock()) tracker->completed();
+}
+
+bool OpCompletion::done() const { return !op_ || op_->done; }
+
+Clock::time_point OpCompletion::deadline() const {
+  return op_ ? op_->deadline : Clock::time_point::min();
+}
+
+namespace detail {
+
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn) {
+  auto op = std::make_shared<Operation>();
+  op->fn = std::move(fn);
+  op->deadline = deadline;
+  op->tracker = weak_from_this();
+  heap_.push_back(op);
+  std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  ++live_;
+  if (heap_.size() > 1024 && heap_.size() > 4 * live_) prune();
+  if (deadline < armed_for_) arm();
+  return OpCompletion(std::move(op));
+}
+
+void OperationTracker::completed() {
+  if (live_ > 0) --live_;
+  if (live_ == 0) {
+    heap_.clear();  // every entry is done: drop them all at once
+    if (on_idle_) on_idle_();
+  }
+}
+
+void OperationTracker::prune() {
+  heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
+                             [](const std::shared_ptr<Operation>& op) { return op->done; }),
+              heap_.end());
+  std::make_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+}
+
+void OperationTracker::arm() {
+  while (!heap_.empty() && heap_.front()->done) {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+    heap_.pop_back();
+  }
+  if (heap_.empty()) {
+    armed_for_ = Clock::time_point::max();
+    timer_.cancel();
+    return;
+  }
+  armed_for_ = heap_.front()->deadline;
+  timer_.expires_at(armed_for_);
+  timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->on_timer();
+  });
+}
+
+void OperationTracker::on_timer() {
+  auto now = Clock::now();
+  armed_for_ = Clock::time_point::max();
+  while (!heap_.empty() && (heap_.front()->done || heap_.front()->deadline <= now)) {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+    auto op = std::move(heap_.back());
+    heap_.pop_back();
+    if (!op->done) OpCompletion{op}(make_error_code(errc::timeout), {}, "deadline passed");
+  }
+  if (!heap_.empty()) arm();
+}
+
+void OperationTracker::fail_all(std::error_code ec, const std::string& detail) {
+  auto pending = std::move(heap_);
+  heap_.clear();
+  for (auto& op : pending)
+    if (!op->done) OpCompletion{op}(ec, {}, detail);
+  timer_.cancel();
+  armed_for_ = Clock::time_point::max();
+}
+
+}  // namespace detail
+}  // namespace polybus

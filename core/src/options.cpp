@@ -1,0 +1,183 @@
+#include "polybus/options.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "polybus/error.hpp"
+
+namespace polybus {
+namespace {
+
+bool parse_int(std::string_view text, std::int64_t& out) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+bool parse_bool(std::string_view text, bool& out) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return out = true, true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return out = false, true;
+  return false;
+}
+
+std::string range_text(const OptionSpec& spec) {
+  switch (spec.type) {
+    case OptionType::boolean: return "true or false";
+    case OptionType::integer:
+      return "an integer in [" + std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]";
+    case OptionType::duration:
+      return "a duration in [" + std::to_string(spec.min) + "ms, " + std::to_string(spec.max) +
+             "ms] (e.g. 250ms, 2s, 1m)";
+    case OptionType::string: return "a string";
+    case OptionType::choice: {
+      std::string text = "one of";
+      for (const auto& c : spec.choices) text += " " + c;
+      return text;
+    }
+  }
+  return {};
+}
+
+[[noreturn]] void reject(std::string_view scheme, const OptionSpec& spec, std::string_view value) {
+  throw Error(errc::invalid_option, std::string(scheme) + ": option '" + spec.name +
+                                        "' has invalid value '" + std::string(value) +
+                                        "': expected " + range_text(spec));
+}
+
+}  // namespace
+
+bool parse_duration(std::string_view text, std::chrono::milliseconds& out) {
+  std::size_t digits = (!text.empty() && text[0] == '-') ? 1 : 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::int64_t number = 0;
+  if (!parse_int(text.substr(0, digits), number)) return false;
+  std::string_view unit = text.substr(digits);
+  std::int64_t scale = 0;
+  if (unit.empty() || unit == "ms") scale = 1;
+  else if (unit == "s") scale = 1000;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  else return false;
+  if (number > INT64_MAX / scale || number < INT64_MIN / scale) return false;
+  out = std::chrono::milliseconds(number * scale);
+  return true;
+}
+
+OptionTable::OptionTable(std::vector<OptionSpec> specs) { add(std::move(specs)); }
+
+OptionTable& OptionTable::add(std::vector<OptionSpec> specs) {
+  for (auto& spec : specs) {
+    auto it = std::find_if(specs_.begin(), specs_.end(),
+                           [&](const OptionSpec& s) { return s.name == spec.name; });
+    if (it != specs_.end()) *it = std::move(spec);
+    else specs_.push_back(std::move(spec));
+  }
+  return *this;
+}
+
+OptionTable& OptionTable::set_default(std::string_view name, std::string value) {
+  for (auto& spec : specs_) {
+    if (spec.name == name) {
+      spec.default_value = std::move(value);
+      return *this;
+    }
+  }
+  throw Error(errc::invalid_option, "set_default: no option named '" + std::string(name) + "'");
+}
+
+const OptionSpec* OptionTable::find(std::string_view name) const {
+  for (const auto& spec : specs_)
+    if (spec.name == name) return &spec;
+  return nullptr;
+}
+
+std::string OptionTable::describe() const {
+  std::string out = "| option | default | allowed | meaning |\n|---|---|---|---|\n";
+  for (const auto& spec : specs_) {
+    out += "| " + spec.name + " | " + (spec.default_value.empty() ? "(none)" : spec.default_value) +
+           " | " + range_text(spec) + " | " + spec.doc + " |\n";
+  }
+  return out;
+}
+
+Options& Options::set(std::string key, std::string value) {
+  values_[std::move(key)] = std::move(value);
+  return *this;
+}
+
+ResolvedOptions ResolvedOptions::resolve(const OptionTable& table, const Options& given,
+                                         std::string_view scheme) {
+  for (const auto& [key, value] : given.values()) {
+    if (table.find(key) == nullptr) {
+      std::string known;
+      for (const auto& spec : table.specs()) known += (known.empty() ? "" : ", ") + spec.name;
+      throw Error(errc::invalid_option,
+                  std::string(scheme) + ": unknown option '" + key + "' (known: " + known + ")");
+    }
+  }
+  ResolvedOptions resolved;
+  for (const auto& spec : table.specs()) {
+    auto it = given.values().find(spec.name);
+    const bool set = it != given.values().end();
+    const std::string& text = set ? it->second : spec.default_value;
+    Value value{spec.type, 0, {}, set};
+    switch (spec.type) {
+      case OptionType::boolean: {
+        bool b = false;
+        if (!parse_bool(text, b)) reject(scheme, spec, text);
+        value.number = b ? 1 : 0;
+        break;
+      }
+      case OptionType::integer:
+        if (!parse_int(text, value.number) || value.number < spec.min || value.number > spec.max)
+          reject(scheme, spec, text);
+        break;
+      case OptionType::duration: {
+        std::chrono::milliseconds ms{};
+        if (!parse_duration(text, ms) || ms.count() < spec.min || ms.count() > spec.max)
+          reject(scheme, spec, text);
+        value.number = ms.count();
+        break;
+      }
+      case OptionType::string: value.text = text; break;
+      case OptionType::choice:
+        if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end())
+          reject(scheme, spec, text);
+        value.text = text;
+        break;
+    }
+    resolved.values_.emplace(spec.name, std::move(value));
+  }
+  return resolved;
+}
+
+const ResolvedOptions::Value& ResolvedOptions::lookup(std::string_view name, OptionType type) const {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    throw Error(errc::invalid_option, "no option named '" + std::string(name) + "' in the table");
+  bool compatible = it->second.type == type ||
+                    (type == OptionType::string && it->second.type == OptionType::choice);
+  if (!compatible)
+    throw Error(errc::invalid_option, "option '" + std::string(name) + "' read with the wrong type");
+  return it->second;
+}
+
+bool ResolvedOptions::get_bool(std::string_view name) const {
+  return lookup(name, OptionType::boolean).number != 0;
+}
+std::int64_t ResolvedOptions::get_int(std::string_view name) const {
+  return lookup(name, OptionType::integer).number;
+}
+std::chrono::milliseconds ResolvedOptions::get_duration(std::string_view name) const {
+  return std::chrono::milliseconds(lookup(name, OptionType::duration).number);
+}
+const std::string& ResolvedOptions::get_string(std::string_view name) const {
+  return lookup(name, OptionType::string).text;
+}
+bool ResolvedOptions::was_set(std::string_view name) const {
+  auto it = values_.find(name);
+  return it != values_.end() && it->second.explicitly_set;
+}
+
+}  // namespace polybus

@@ -1,0 +1,201 @@
+#include <asio/post.hpp>
+
+#include "client_core.hpp"
+#include "polybus/error.hpp"
+
+namespace polybus::detail {
+
+SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic,
+                                   MessageHandler handler, ServeHandler serve_handler,
+                                   std::uint32_t concurrency, std::uint32_t max_attempts,
+                                   DiscardCallback on_discard)
+    : client_(client),
+      shared_(client->shared()),
+      pool_(client->pool()),
+      topic_(std::move(topic)),
+      handler_(std::move(handler)),
+      serve_handler_(std::move(serve_handler)),
+      concurrency_(std::max<std::uint32_t>(1, concurrency)),
+      max_attempts_(max_attempts),
+      on_discard_(std::move(on_discard)) {
+  pool_->reserve(concurrency_);
+}
+
+void SubscriptionCore::deliver(Message message) {
+  ++shared_->stats.received;
+  if (!active_.load()) return release(message);
+  if (max_attempts_ > 0 && message.attempts() > max_attempts_ && !message.expects_reply()) {
+    ++shared_->stats.discarded;
+    shared_->log(LogLevel::warn, topic_ + ": message " + message.id() + " discarded after " +
+                                     std::to_string(message.attempts() - 1) + " attempts");
+    if (on_discard_) {
+      pool_->post([discard = on_discard_, message]() mutable {
+        try {
+          discard(message);
+        } catch (...) {
+        }
+        message.ack();
+      });
+    } else {
+      message.ack();
+    }
+    return;
+  }
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(message));
+    if (running_ < concurrency_) {
+      ++running_;
+      start = true;
+    }
+  }
+  if (start) pool_->post([self = shared_from_this()] { self->run_queue(); });
+}
+
+void SubscriptionCore::run_queue() {
+  for (;;) {
+    Message message;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty()) {
+        --running_;
+        if (running_ == 0) {
+          if (auto client = client_.lock())
+            asio::post(shared_->strand, [client] { client->check_drain(); });
+        }
+        return;
+      }
+      message = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (active_.load()) handle(message);
+    else release(message);
+  }
+}
+
+void SubscriptionCore::handle(Message& message) {
+  const auto& caps = shared_->caps;
+  if (serve_handler_) {
+    try {
+      std::string reply = serve_handler_(message);
+      if (!message.responded()) message.reply(std::move(reply));
+    } catch (const std::exception& e) {
+      if (!message.responded()) detail_reply_error(message, e.what());
+      shared_->emit_error(make_error_code(errc::handler_failed),
+                          topic_ + ": serve handler threw: " + e.what());
+    } catch (...) {
+      if (!message.responded()) detail_reply_error(message, "unknown exception");
+      shared_->emit_error(make_error_code(errc::handler_failed),
+                          topic_ + ": serve handler threw a non-standard exception");
+    }
+    return;
+  }
+  try {
+    handler_(message);
+    if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
+  } catch (const std::exception& e) {
+    if (caps.ack && !message.state()->manual.load() && !message.responded())
+      message.nack();
+    shared_->emit_error(make_error_code(errc::handler_failed),
+                        topic_ + ": handler threw: " + e.what());
+  } catch (...) {
+    if (caps.ack && !message.state()->manual.load() && !message.responded()) message.nack();
+    shared_->emit_error(make_error_code(errc::handler_failed),
+                        topic_ + ": handler threw a non-standard exception");
+  }
+}
+
+void SubscriptionCore::release(Message& message) {
+  // Not handled: give it back at once so another subscriber can have it.
+  if (message.expects_reply()) {
+    detail_reply_error(message, "responder unsubscribed");
+  } else if (shared_->caps.ack && !message.responded()) {
+    message.nack(std::chrono::milliseconds(0));
+  }
+}
+
+void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ready_result_) return;
+    ready_result_ = ec;
+  }
+  ready_cv_.notify_all();
+  if (ec) shared_->emit_error(ec, topic_ + ": subscription refused: " + detail);
+}
+
+void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
+  ready(ec ? ec : make_error_code(errc::closed), detail);
+  deactivate();
+  if (ec && ec != make_error_code(errc::closed))
+    shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
+}
+
+std::error_code SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
+    return make_error_code(errc::timeout);
+  return *ready_result_;
+}
+
+void SubscriptionCore::deactivate() {
+  active_.store(false);
+  std::deque<Message> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (running_ == 0) left.swap(queue_);  // otherwise the running loop releases them
+  }
+  for (auto& message : left) release(message);
+}
+
+void SubscriptionCore::drop_handlers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (running_ == 0) {
+    handler_ = nullptr;
+    serve_handler_ = nullptr;
+    on_discard_ = nullptr;
+  }
+}
+
+void SubscriptionCore::unsubscribe(std::function<void(std::error_code)> done) {
+  active_.store(false);
+  auto client = client_.lock();
+  if (!client) {
+    if (done) done(make_error_code(errc::closed));
+    return;
+  }
+  asio::post(shared_->strand, [client, self = shared_from_this(), done = std::move(done)]() mutable {
+    client->unsubscribe(self, std::move(done));
+  });
+}
+
+void SubscriptionCore::pause() {
+  asio::post(shared_->strand, [self = shared_from_this()] {
+    if (self->adapter_) self->adapter_->pause();
+  });
+}
+
+void SubscriptionCore::resume() {
+  asio::post(shared_->strand, [self = shared_from_this()] {
+    if (self->adapter_ && self->active()) self->adapter_->resume();
+  });
+}
+
+void SubscriptionCore::set_max_in_flight(std::uint32_t n) {
+  asio::post(shared_->strand, [self = shared_from_this(), n] {
+    if (self->adapter_) self->adapter_->set_max_in_flight(n);
+  });
+}
+
+std::size_t SubscriptionCore::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size() + running_;
+}
+
+bool SubscriptionCore::idle() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.empty() && running_ == 0;
+}
+
+}  // namespace polybus::detail
