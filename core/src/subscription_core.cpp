@@ -79,7 +79,7 @@ void SubscriptionCore::handle(Message& message) {
   if (serve_handler_) {
     try {
       std::string reply = serve_handler_(message);
-      if (!message.responded()) message.reply(std::move(reply));
+      if (!message.state()->manual.load() && !message.responded()) message.reply(std::move(reply));
     } catch (const std::exception& e) {
       if (!message.responded()) detail_reply_error(message, e.what());
       shared_->emit_error(make_error_code(errc::handler_failed),

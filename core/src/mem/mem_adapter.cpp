@@ -220,6 +220,11 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     std::size_t bytes = 0;
     for (auto& p : work.payloads) bytes += p.size();
     auto ec = broker_->publish(session_, work.topic, work.payloads, work.defer);
+    if (ec == errc::disconnected) {
+      // The broker dropped us and the notice is on its way: send it again after reconnecting.
+      waiting_publishes_.push_back(std::move(work));
+      return;
+    }
     if (!ec) ctx_.count_bytes_out(bytes);
     work.done(ec);
   }
@@ -227,7 +232,11 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   void send_request(RequestWork work) {
     std::uint64_t id = ++next_request_;
     ctx_.count_bytes_out(work.payload.size());
-    auto ec = broker_->request(session_, id, work.topic, std::move(work.payload));
+    auto ec = broker_->request(session_, id, work.topic, work.payload);
+    if (ec == errc::disconnected) {
+      waiting_requests_.push_back(std::move(work));
+      return;
+    }
     if (ec) {
       work.done(ec, {}, ec == make_error_code(errc::no_responder)
                             ? "nobody serves '" + work.topic + "'"

@@ -279,13 +279,13 @@ std::error_code BrokerImpl::serve(std::uint64_t session, std::uint64_t sub, cons
 }
 
 std::error_code BrokerImpl::request(std::uint64_t session, std::uint64_t request_id,
-                                    const std::string& topic_name, std::string payload) {
+                                    const std::string& topic_name, const std::string& payload) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
   Topic& topic = topic_locked(topic_name);
   if (topic.responders.empty()) return err(errc::no_responder);
   topic.requests.push_back(
-      QueuedRequest{session, request_id, std::make_shared<const std::string>(std::move(payload))});
+      QueuedRequest{session, request_id, std::make_shared<const std::string>(payload)});
   dispatch_requests_locked(topic);
   return {};
 }

@@ -66,7 +66,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::error_code serve(std::uint64_t session, std::uint64_t sub, const std::string& topic,
                         std::uint32_t max_in_flight);
   std::error_code request(std::uint64_t session, std::uint64_t request_id, const std::string& topic,
-                          std::string payload);
+                          const std::string& payload);
   std::error_code reply(std::uint64_t session, std::uint64_t delivery, std::string payload,
                         std::error_code ec, std::string detail);
   bool alive(std::uint64_t session) const;

@@ -1,0 +1,39 @@
+// In-process brokers for tests and the demo. Each protocol's testing library registers a
+// factory; the contract suite and `polybus demo` run against every registered one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace polybus::testing {
+
+class TestBroker {
+ public:
+  virtual ~TestBroker() = default;
+  // A URL for clients, with options that keep tests fast (short timeouts and backoff).
+  virtual std::string url() const = 0;
+  // Stop drops every connection and refuses new ones; start accepts them again. The broker keeps
+  // its messages across the two where the protocol's real broker does.
+  virtual void stop() = 0;
+  virtual void start() = 0;
+  void restart() {
+    stop();
+    start();
+  }
+};
+
+struct TestBrokerFactory {
+  std::string name;    // e.g. "mem", "nsq", "nsq+lookupd"
+  std::string scheme;  // the URL scheme its url() uses
+  std::function<std::unique_ptr<TestBroker>()> start;
+};
+
+void register_test_broker(TestBrokerFactory factory);
+std::vector<TestBrokerFactory> test_brokers();
+
+// The mem:// one: a broker with a fresh unique name.
+std::unique_ptr<TestBroker> start_mem_broker();
+
+}  // namespace polybus::testing

@@ -1,0 +1,292 @@
+// Close, deadlines, broker restarts, request/reply and capability gating.
+#include <set>
+#include <thread>
+
+#include "contract.hpp"
+
+using namespace polybus;
+using namespace polybus::contract;
+
+CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) {
+  if (!env.caps.publish) return;
+  auto client = env.connect();
+  auto topic = unique_name("closing");
+  Collector got;
+  Client reader = env.connect();
+  Subscription sub;
+  if (env.caps.subscribe) {
+    SubscribeOptions options;
+    options.max_in_flight = 500;
+    sub = reader.subscribe(topic, options, [&](Message& m) { got.add(std::string(m.payload())); });
+    REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  }
+  constexpr int kCount = 10000;
+  std::vector<std::atomic<int>> completions(kCount);
+  std::vector<std::error_code> results(kCount);
+  Latch all;
+  for (int i = 0; i < kCount; ++i) {
+    client.publish(topic, "c" + std::to_string(i), [&, i](std::error_code ec) {
+      results[i] = ec;
+      ++completions[i];
+      all.count_down();
+    });
+  }
+  Latch closed;
+  client.close(10s, [&](std::error_code) { closed.count_down(); });
+  REQUIRE(closed.wait_for(1));
+  REQUIRE(all.wait_for(kCount));
+  std::set<std::string> acked;
+  for (int i = 0; i < kCount; ++i) {
+    REQUIRE(completions[i].load() == 1);
+    if (!results[i]) acked.insert("c" + std::to_string(i));
+    else CHECK((results[i] == errc::closed || results[i] == errc::timeout));
+  }
+  if (env.caps.subscribe && env.caps.publish_confirmed) {
+    REQUIRE(got.wait_for_distinct(acked.size()));
+    for (auto& p : acked) CHECK(got.count(p) >= 1);
+  }
+  // Nothing completes twice, even later.
+  CHECK(all.count() == static_cast<std::size_t>(kCount));
+  CHECK(client.stats().publish_acked + client.stats().publish_failed == kCount);
+}
+
+CONTRACT_CASE(concurrent_close_completes_every_caller) {
+  auto client = env.connect();
+  Latch closed;
+  std::vector<std::thread> closers;
+  for (int i = 0; i < 8; ++i)
+    closers.emplace_back([&] { client.close(5s, [&](std::error_code) { closed.count_down(); }); });
+  for (auto& t : closers) t.join();
+  REQUIRE(closed.wait_for(8));
+  // After close, new work fails at once with errc::closed.
+  Latch refused;
+  std::error_code result;
+  client.publish("t", "late", [&](std::error_code ec) {
+    result = ec;
+    refused.count_down();
+  });
+  REQUIRE(refused.wait_for(1));
+  CHECK(result == errc::closed);
+}
+
+CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
+  if (!env.caps.subscribe) return;
+  auto client = env.connect();
+  auto topic = unique_name("drain");
+  std::atomic<bool> handler_running{false}, handler_finished{false};
+  Latch started;
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open_gate = false;
+  auto sub = client.subscribe(topic, {}, [&](Message&) {
+    handler_running = true;
+    started.count_down();
+    std::unique_lock<std::mutex> lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open_gate; });
+    handler_finished = true;
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "work") == std::error_code{});
+  REQUIRE(started.wait_for(1));
+  Latch closed;
+  client.close(test::kWaitBound, [&](std::error_code) { closed.count_down(); });
+  CHECK_FALSE(closed.wait_for(1, 100ms));  // bound: close must wait for the handler
+  {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    open_gate = true;
+  }
+  gate_cv.notify_all();
+  REQUIRE(closed.wait_for(1));
+  CHECK(handler_finished.load());
+}
+
+CONTRACT_CASE(request_gets_the_reply_from_serve) {
+  if (!env.caps.request_reply) return;
+  auto server = env.connect();
+  auto client = env.connect();
+  auto topic = unique_name("rpc");
+  auto sub = server.serve(topic, [](Message& m) { return "echo:" + std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < 20; ++i) {
+    auto reply = client.request_sync(topic, "q" + std::to_string(i), 10s);
+    REQUIRE(reply.ec == std::error_code{});
+    CHECK(reply.payload == "echo:q" + std::to_string(i));
+  }
+}
+
+CONTRACT_CASE(a_serve_handler_that_throws_fails_the_request) {
+  if (!env.caps.request_reply) return;
+  auto server = env.connect();
+  auto client = env.connect();
+  auto topic = unique_name("rpcfail");
+  auto sub = server.serve(topic, [](Message&) -> std::string { throw std::runtime_error("boom"); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  auto reply = client.request_sync(topic, "q", 10s);
+  CHECK(reply.ec);
+  CHECK(reply.ec != errc::timeout);
+}
+
+CONTRACT_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
+  if (!env.caps.request_reply) return;
+  auto server = env.connect();
+  auto client = env.connect();
+  auto topic = unique_name("rpcslow");
+  auto sub = server.serve(topic, [](Message& m) {
+    m.take_manual_control();  // never replies
+    return std::string();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  auto start = std::chrono::steady_clock::now();
+  auto reply = client.request_sync(topic, "q", 300ms);
+  CHECK(reply.ec == errc::timeout);
+  CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+}
+
+CONTRACT_CASE(a_publish_while_the_broker_is_down_expires_with_a_timeout_error) {
+  if (!env.caps.publish) return;
+  auto client = env.connect();
+  REQUIRE(client.publish_sync("warmup", "x") == std::error_code{});
+  env.broker->stop();
+  PublishOptions options;
+  options.timeout = 300ms;
+  auto ec = client.publish_sync("down", "x", options);
+  CHECK(ec == errc::timeout);
+  env.broker->start();
+  // And the client recovers by itself.
+  REQUIRE(client.publish_sync("up", "y", PublishOptions{test::kWaitBound, {}}) == std::error_code{});
+}
+
+CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recovers) {
+  if (!env.caps.publish || !env.caps.subscribe) return;
+  std::atomic<int> disconnects{0}, reconnects{0};
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) ++disconnects;
+    if (e.state == ConnectionState::connected) ++reconnects;
+  };
+  auto publisher = polybus::connect(env.url, options);
+  auto consumer = polybus::connect(env.url, options);
+  auto topic = unique_name("restart");
+  Collector got;
+  SubscribeOptions sub_options;
+  sub_options.group = "survivors";
+  sub_options.max_in_flight = 100;
+  auto sub = consumer.subscribe(topic, sub_options, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+
+  constexpr int kCount = 2000;
+  std::mutex mutex;
+  std::set<std::string> acked;
+  Latch done;
+  std::function<void(int)> publish_one = [&](int i) {
+    publisher.publish(topic, "p" + std::to_string(i), [&, i](std::error_code ec) {
+      if (!ec) {
+        std::lock_guard<std::mutex> lock(mutex);
+        acked.insert("p" + std::to_string(i));
+      }
+      done.count_down();
+    });
+  };
+  for (int i = 0; i < kCount / 2; ++i) publish_one(i);
+  REQUIRE(done.wait_for(kCount / 2));
+  env.broker->restart();
+  for (int i = kCount / 2; i < kCount; ++i) publish_one(i);
+  REQUIRE(done.wait_for(kCount));
+  std::set<std::string> expected;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    expected = acked;
+  }
+  CHECK(expected.size() > kCount / 2);  // the publisher recovered and went on
+  REQUIRE(got.wait_until([&](const std::map<std::string, int>& seen) {
+    for (auto& p : expected)
+      if (!seen.count(p)) return false;
+    return true;
+  }));
+  CHECK(disconnects >= 2);
+  CHECK(publisher.stats().reconnects >= 1);
+}
+
+CONTRACT_CASE(what_an_adapter_cannot_do_fails_with_not_supported) {
+  auto client = env.connect();
+  if (!env.caps.batch_publish) {
+    Latch done;
+    std::error_code result;
+    client.publish_batch("t", {"a", "b"}, [&](std::error_code ec) {
+      result = ec;
+      done.count_down();
+    });
+    REQUIRE(done.wait_for(1));
+    CHECK(result == errc::not_supported);
+  }
+  if (!env.caps.deferred_publish) {
+    PublishOptions options;
+    options.defer = 100ms;
+    CHECK(client.publish_sync("t", "a", options) == errc::not_supported);
+  }
+  if (!env.caps.request_reply) {
+    CHECK(client.request_sync("t", "a", 1s).ec == errc::not_supported);
+    CHECK_THROWS_AS(client.serve("t", [](Message&) { return std::string(); }), Error);
+  }
+  if (!env.caps.replay_from_offset && env.caps.subscribe) {
+    SubscribeOptions options;
+    options.from_offset = 0;
+    CHECK_THROWS_AS(client.subscribe("t", options, [](Message&) {}), Error);
+  }
+}
+
+CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
+  if (!env.caps.subscribe) return;
+  auto client = env.connect();
+  auto topic = unique_name("batch");
+  Collector got;
+  auto sub = client.subscribe(topic, {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  std::size_t expected = 0;
+  if (env.caps.batch_publish) {
+    Latch done;
+    std::error_code result;
+    client.publish_batch(topic, {"b1", "b2", "b3"}, [&](std::error_code ec) {
+      result = ec;
+      done.count_down();
+    });
+    REQUIRE(done.wait_for(1));
+    CHECK(result == std::error_code{});
+    expected += 3;
+  }
+  if (env.caps.deferred_publish) {
+    PublishOptions options;
+    options.defer = 200ms;
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(client.publish_sync(topic, "deferred", options) == std::error_code{});
+    ++expected;
+    REQUIRE(got.wait_until([](const auto& seen) { return seen.count("deferred") > 0; }));
+    CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+  }
+  REQUIRE(got.wait_for_distinct(expected));
+}
+
+CONTRACT_CASE(ping_reaches_the_broker) {
+  auto client = env.connect();
+  Latch done;
+  std::error_code result;
+  client.ping([&](std::error_code ec) {
+    result = ec;
+    done.count_down();
+  }, test::kWaitBound);
+  REQUIRE(done.wait_for(1));
+  CHECK(result == std::error_code{});
+}
+
+CONTRACT_CASE(a_blocking_call_from_a_completion_is_refused_not_deadlocked) {
+  if (!env.caps.publish) return;
+  auto client = env.connect();
+  Latch done;
+  std::error_code inner;
+  client.publish("t", "outer", [&](std::error_code) {
+    inner = client.publish_sync("t", "inner");
+    done.count_down();
+  });
+  REQUIRE(done.wait_for(1));
+  CHECK(inner == errc::would_block_io_thread);
+}

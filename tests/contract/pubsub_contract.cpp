@@ -1,0 +1,316 @@
+// Publish/subscribe behaviour every adapter must show.
+#include <thread>
+
+#include "contract.hpp"
+
+using namespace polybus;
+using namespace polybus::contract;
+
+namespace {
+
+Subscription subscribe_collecting(Client& client, const std::string& topic, Collector& into,
+                                  SubscribeOptions options = {}) {
+  auto sub = client.subscribe(topic, std::move(options),
+                              [&into](Message& m) { into.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  return sub;
+}
+
+}  // namespace
+
+CONTRACT_CASE(published_messages_reach_a_subscriber) {
+  if (!env.caps.subscribe || !env.caps.publish) return;
+  auto client = env.connect();
+  auto topic = unique_name("basic");
+  Collector got;
+  auto sub = subscribe_collecting(client, topic, got);
+  for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_distinct(10));
+  for (int i = 0; i < 10; ++i) CHECK(got.count("m" + std::to_string(i)) >= 1);
+  CHECK(client.stats().publish_acked == 10);
+  CHECK(client.close_sync(5s) == std::error_code{});
+}
+
+CONTRACT_CASE(a_subscriber_receives_5000_messages_published_concurrently) {
+  if (!env.caps.subscribe || !env.caps.publish) return;
+  auto client = env.connect();
+  auto topic = unique_name("many");
+  Collector got;
+  SubscribeOptions options;
+  options.max_in_flight = 200;
+  options.concurrency = 4;
+  auto sub = subscribe_collecting(client, topic, got, options);
+  constexpr int kPublishers = 4, kEach = 1250;
+  Latch published;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> publishers;
+  for (int p = 0; p < kPublishers; ++p) {
+    publishers.emplace_back([&, p] {
+      for (int i = 0; i < kEach; ++i)
+        client.publish(topic, std::to_string(p) + "-" + std::to_string(i), [&](std::error_code ec) {
+          if (ec) ++failures;
+          published.count_down();
+        });
+    });
+  }
+  for (auto& t : publishers) t.join();
+  REQUIRE(published.wait_for(kPublishers * kEach));
+  CHECK(failures == 0);
+  REQUIRE(got.wait_for_distinct(kPublishers * kEach));
+  CHECK(client.close_sync(10s) == std::error_code{});
+}
+
+CONTRACT_CASE(several_topics_at_once_are_kept_apart) {
+  if (!env.caps.subscribe || !env.caps.publish) return;
+  auto client = env.connect();
+  std::vector<std::string> topics{unique_name("ta"), unique_name("tb"), unique_name("tc")};
+  std::vector<std::unique_ptr<Collector>> got;
+  std::vector<Subscription> subs;
+  for (auto& t : topics) {
+    got.push_back(std::make_unique<Collector>());
+    subs.push_back(subscribe_collecting(client, t, *got.back()));
+  }
+  for (int i = 0; i < 20; ++i)
+    for (std::size_t t = 0; t < topics.size(); ++t)
+      client.publish(topics[t], topics[t] + "/" + std::to_string(i), nullptr);
+  for (std::size_t t = 0; t < topics.size(); ++t) {
+    REQUIRE(got[t]->wait_for_distinct(20));
+    for (auto& payload : got[t]->order()) CHECK(payload.rfind(topics[t] + "/", 0) == 0);
+  }
+}
+
+CONTRACT_CASE(a_nacked_message_is_redelivered) {
+  if (!env.caps.ack) return;
+  auto client = env.connect();
+  auto topic = unique_name("nack");
+  std::atomic<int> deliveries{0};
+  Latch second;
+  std::atomic<std::uint32_t> last_attempts{0};
+  auto sub = client.subscribe(topic, {}, [&](Message& m) {
+    if (++deliveries == 1) {
+      CHECK(m.nack(std::chrono::milliseconds(0)) == std::error_code{});
+    } else {
+      last_attempts = m.attempts();
+      second.count_down();
+    }
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "again") == std::error_code{});
+  REQUIRE(second.wait_for(1));
+  CHECK(last_attempts.load() == 2);
+}
+
+CONTRACT_CASE(a_handler_that_throws_gets_its_message_again) {
+  if (!env.caps.ack) return;
+  ConnectOptions none;
+  auto client = env.connect(Options{{"requeue_delay", "0"}});
+  auto topic = unique_name("throw");
+  std::atomic<int> deliveries{0};
+  Latch redelivered;
+  auto sub = client.subscribe(topic, {}, [&](Message&) {
+    if (++deliveries == 1) throw std::runtime_error("first attempt fails");
+    redelivered.count_down();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "x") == std::error_code{});
+  REQUIRE(redelivered.wait_for(1));
+  CHECK(client.stats().nacked >= 1);
+}
+
+CONTRACT_CASE(a_message_never_acked_is_redelivered_after_its_timeout) {
+  if (!env.caps.redelivery_on_timeout) return;
+  auto client = env.connect();
+  auto topic = unique_name("timeout");
+  std::atomic<int> deliveries{0};
+  Latch redelivered;
+  auto sub = client.subscribe(topic, {}, [&](Message& m) {
+    if (++deliveries == 1) m.take_manual_control();  // and never respond
+    else redelivered.count_down();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "slow") == std::error_code{});
+  REQUIRE(redelivered.wait_for(1));
+}
+
+CONTRACT_CASE(touch_keeps_a_slow_message_from_being_redelivered) {
+  if (!env.caps.touch || !env.caps.redelivery_on_timeout) return;
+  auto client = env.connect();
+  auto topic = unique_name("touch");
+  std::atomic<int> deliveries{0};
+  Latch handled;
+  auto sub = client.subscribe(topic, {}, [&](Message& m) {
+    ++deliveries;
+    m.take_manual_control();
+    // Hold the message for about three message timeouts' worth of touches, then ack. The
+    // touches are what keep it; the count of deliveries is what the test checks.
+    for (int i = 0; i < 12; ++i) {
+      CHECK(m.touch() == std::error_code{});
+      std::this_thread::sleep_for(100ms);  // simulated work, not synchronisation
+    }
+    CHECK(m.ack() == std::error_code{});
+    handled.count_down();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "slow") == std::error_code{});
+  REQUIRE(handled.wait_for(1));
+  CHECK(client.close_sync(5s) == std::error_code{});
+  CHECK(deliveries == 1);
+}
+
+CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
+  if (!env.caps.subscribe || !env.caps.consumer_groups) return;
+  auto client = env.connect();
+  auto topic = unique_name("continue");
+  SubscribeOptions options;
+  options.group = "workers";
+  Collector first;
+  auto sub1 = subscribe_collecting(client, topic, first, options);
+  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "a" + std::to_string(i)) == std::error_code{});
+  REQUIRE(first.wait_for_distinct(5));
+  REQUIRE(sub1.unsubscribe_sync(5s) == std::error_code{});
+  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "b" + std::to_string(i)) == std::error_code{});
+  Collector second;
+  auto sub2 = subscribe_collecting(client, topic, second, options);
+  REQUIRE(second.wait_for_distinct(5));
+  for (int i = 0; i < 5; ++i) CHECK(second.count("b" + std::to_string(i)) == 1);
+}
+
+CONTRACT_CASE(unsubscribe_stops_delivery) {
+  if (!env.caps.subscribe) return;
+  auto client = env.connect();
+  auto topic = unique_name("unsub");
+  Collector got;
+  auto sub = subscribe_collecting(client, topic, got);
+  REQUIRE(client.publish_sync(topic, "before") == std::error_code{});
+  REQUIRE(got.wait_for_count(1));
+  REQUIRE(sub.unsubscribe_sync(5s) == std::error_code{});
+  CHECK_FALSE(sub.active());
+  // A second subscriber on the same topic proves the later message was published and delivered.
+  Collector witness;
+  auto sub2 = subscribe_collecting(client, topic, witness);
+  REQUIRE(client.publish_sync(topic, "after") == std::error_code{});
+  REQUIRE(witness.wait_for_count(1));
+  CHECK(got.count("after") == 0);
+}
+
+CONTRACT_CASE(messages_arrive_in_publish_order_where_ordering_is_claimed) {
+  if (!env.caps.ordered_delivery) return;
+  auto client = env.connect();
+  auto topic = unique_name("order");
+  Collector got;
+  SubscribeOptions options;
+  options.max_in_flight = 50;
+  options.concurrency = 1;
+  auto sub = subscribe_collecting(client, topic, got, options);
+  constexpr int kCount = 1000;
+  Latch published;
+  for (int i = 0; i < kCount; ++i)
+    client.publish(topic, std::to_string(i), [&](std::error_code) { published.count_down(); });
+  REQUIRE(published.wait_for(kCount));
+  REQUIRE(got.wait_for_count(kCount));
+  auto order = got.order();
+  for (int i = 0; i < kCount; ++i) REQUIRE(order[i] == std::to_string(i));
+}
+
+CONTRACT_CASE(pause_holds_delivery_until_resume) {
+  if (!env.caps.subscribe) return;
+  auto client = env.connect();
+  auto topic = unique_name("pause");
+  Collector got;
+  auto sub = subscribe_collecting(client, topic, got);
+  sub.pause();
+  // Both publishes complete after the pause took effect: the client applies operations in order.
+  REQUIRE(client.publish_sync(topic, "held") == std::error_code{});
+  Collector witness;
+  auto sub2 = subscribe_collecting(client, topic, witness);
+  REQUIRE(client.publish_sync(topic, "held2") == std::error_code{});
+  REQUIRE(witness.wait_for_count(1));
+  CHECK(got.total() == 0);
+  sub.resume();
+  REQUIRE(got.wait_for_distinct(2));
+}
+
+CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
+  if (!env.caps.consumer_groups) return;
+  auto client_a = env.connect();
+  auto client_b = env.connect();
+  auto topic = unique_name("groups");
+  Collector group1, group2_got;
+  std::atomic<int> member1{0}, member2{0};
+  SubscribeOptions g1;
+  g1.group = "g1";
+  g1.max_in_flight = 1;
+  SubscribeOptions g2;
+  g2.group = "g2";
+  auto member = [&](std::atomic<int>& count) {
+    return [&](Message& m) {
+      ++count;
+      group1.add(std::string(m.payload()));
+    };
+  };
+  auto s1 = client_a.subscribe(topic, g1, member(member1));
+  auto s2 = client_b.subscribe(topic, g1, member(member2));
+  auto s3 = client_a.subscribe(topic, g2, [&](Message& m) { group2_got.add(std::string(m.payload())); });
+  for (auto* s : {&s1, &s2, &s3}) REQUIRE(s->wait_ready(test::kWaitBound) == std::error_code{});
+  constexpr int kCount = 200;
+  Latch published;
+  for (int i = 0; i < kCount; ++i)
+    client_a.publish(topic, std::to_string(i), [&](std::error_code) { published.count_down(); });
+  REQUIRE(published.wait_for(kCount));
+  REQUIRE(group2_got.wait_for_distinct(kCount));
+  REQUIRE(group1.wait_for_distinct(kCount));
+  CHECK(member1 > 0);
+  CHECK(member2 > 0);
+}
+
+CONTRACT_CASE(a_subscription_replays_from_an_offset) {
+  if (!env.caps.replay_from_offset) return;
+  auto client = env.connect();
+  auto topic = unique_name("replay");
+  Collector first;
+  std::mutex mutex;
+  std::map<std::string, std::uint64_t> offsets;
+  auto sub = client.subscribe(topic, {}, [&](Message& m) {
+    REQUIRE(m.offset().has_value());
+    std::lock_guard<std::mutex> lock(mutex);
+    offsets[std::string(m.payload())] = *m.offset();
+    first.add(std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync(topic, "r" + std::to_string(i)) == std::error_code{});
+  REQUIRE(first.wait_for_distinct(10));
+  // The offset of r4 resumes after it: a subscription from there replays r5..r9.
+  SubscribeOptions from;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    from.from_offset = offsets.at("r4");
+  }
+  Collector replay;
+  auto sub2 = subscribe_collecting(client, topic, replay, from);
+  REQUIRE(replay.wait_for_count(5));
+  auto order = replay.order();
+  for (int i = 0; i < 5; ++i) CHECK(order[i] == "r" + std::to_string(i + 5));
+}
+
+CONTRACT_CASE(a_message_over_max_attempts_is_discarded_through_the_callback) {
+  if (!env.caps.ack) return;
+  auto client = env.connect(Options{{"requeue_delay", "0"}});
+  auto topic = unique_name("attempts");
+  Latch discarded;
+  std::atomic<int> handled{0};
+  SubscribeOptions options;
+  options.max_attempts = 3;
+  options.on_discard = [&](const Message& m) {
+    CHECK(m.attempts() == 4);
+    discarded.count_down();
+  };
+  auto sub = client.subscribe(topic, options, [&](Message& m) {
+    ++handled;
+    m.nack(std::chrono::milliseconds(0));
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "poison") == std::error_code{});
+  REQUIRE(discarded.wait_for(1));
+  CHECK(handled == 3);
+  CHECK(client.stats().discarded == 1);
+}

@@ -1,0 +1,188 @@
+// Behaviour of the client front that every adapter shares, exercised over mem://.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "polybus/polybus.hpp"
+#include "test_support.hpp"
+
+using namespace polybus;
+using namespace polybus::test;
+
+TEST_CASE("connect rejects an unknown scheme and names the registered ones", "[client]") {
+  try {
+    connect("nope://host:1");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::unknown_scheme);
+    CHECK(std::string(e.what()).find("mem") != std::string::npos);
+  }
+}
+
+TEST_CASE("connect rejects bad options in the URL and in ConnectOptions", "[client]") {
+  CHECK_THROWS_AS(connect("mem://x?max_in_flight=abc"), Error);
+  CHECK_THROWS_AS(connect("mem://x?unknown=1"), Error);
+  ConnectOptions options;
+  options.options.set("op_timeout", "-5");
+  CHECK_THROWS_AS(connect("mem://x", options), Error);
+  CHECK_THROWS_AS(connect("mem://x:123"), Error);
+  CHECK_THROWS_AS(connect("mem://a,b"), Error);
+}
+
+TEST_CASE("an empty client handle throws instead of crashing", "[client]") {
+  Client empty;
+  CHECK_FALSE(empty);
+  CHECK_THROWS_AS(empty.publish("t", "x", nullptr), Error);
+}
+
+TEST_CASE("state events report connected and closed", "[client]") {
+  std::mutex mutex;
+  std::vector<ConnectionState> states;
+  Latch closed;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    states.push_back(e.state);
+    if (e.state == ConnectionState::closed) closed.count_down();
+  };
+  auto client = connect("mem://" + unique_name("states"), options);
+  REQUIRE(client.publish_sync("t", "x") == std::error_code{});
+  REQUIRE(client.close_sync(5s) == std::error_code{});
+  REQUIRE(closed.wait_for(1));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(std::find(states.begin(), states.end(), ConnectionState::connected) != states.end());
+  CHECK(states.back() == ConnectionState::closed);
+}
+
+TEST_CASE("a handler that throws is reported through the error callback", "[client]") {
+  Latch reported;
+  std::string message;
+  std::error_code code;
+  ConnectOptions options;
+  options.on_error = [&](std::error_code ec, const std::string& text) {
+    if (ec == errc::handler_failed && message.empty()) {
+      code = ec;
+      message = text;
+      reported.count_down();
+    }
+  };
+  options.options.set("requeue_delay", "0");
+  auto client = connect("mem://" + unique_name("errors"), options);
+  std::atomic<int> calls{0};
+  auto sub = client.subscribe("t", {}, [&](Message&) {
+    if (++calls == 1) throw std::runtime_error("bad payload");
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("t", "x") == std::error_code{});
+  REQUIRE(reported.wait_for(1));
+  CHECK(message.find("bad payload") != std::string::npos);
+  CHECK(message.find("t") != std::string::npos);
+}
+
+TEST_CASE("handlers run off the io thread, completions on it", "[client]") {
+  auto client = connect("mem://" + unique_name("threads"));
+  std::thread::id completion_thread, handler_thread;
+  Latch both;
+  auto sub = client.subscribe("t", {}, [&](Message&) {
+    handler_thread = std::this_thread::get_id();
+    both.count_down();
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  client.publish("t", "x", [&](std::error_code) {
+    completion_thread = std::this_thread::get_id();
+    both.count_down();
+  });
+  REQUIRE(both.wait_for(2));
+  CHECK(handler_thread != completion_thread);
+  CHECK(handler_thread != std::this_thread::get_id());
+}
+
+TEST_CASE("a caller-supplied io_context runs the client", "[client]") {
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  {
+    ConnectOptions options;
+    options.io_context = &io;
+    auto client = connect("mem://" + unique_name("userio"), options);
+    std::thread::id completion_thread;
+    Latch done;
+    client.publish("t", "x", [&](std::error_code ec) {
+      CHECK_FALSE(ec);
+      completion_thread = std::this_thread::get_id();
+      done.count_down();
+    });
+    REQUIRE(done.wait_for(1));
+    CHECK(completion_thread == runner.get_id());
+    CHECK(client.close_sync(5s) == std::error_code{});
+  }
+  guard.reset();
+  runner.join();
+}
+
+TEST_CASE("dropping the last handle closes the client and completes its operations", "[client]") {
+  Latch done;
+  {
+    auto client = connect("mem://" + unique_name("drop"));
+    for (int i = 0; i < 100; ++i) client.publish("t", "x", [&](std::error_code) { done.count_down(); });
+  }
+  CHECK(done.count() == 100);
+}
+
+TEST_CASE("a client dropped inside its own completion does not deadlock", "[client]") {
+  Latch done;
+  auto client = std::make_shared<Client>(connect("mem://" + unique_name("selfdrop")));
+  auto holder = client;
+  client->publish("t", "x", [&done, holder](std::error_code) mutable { done.count_down(); });
+  client.reset();
+  holder.reset();  // the completion lambda holds the last copy: it is dropped on the io thread
+  REQUIRE(done.wait_for(1));
+}
+
+TEST_CASE("log lines reach the sink at or above the chosen level", "[client]") {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  ConnectOptions options;
+  options.log_level = LogLevel::debug;
+  options.log = [&](LogLevel, std::string_view text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    lines.emplace_back(text);
+  };
+  auto client = connect("mem://" + unique_name("log"), options);
+  REQUIRE(client.publish_sync("t", "x") == std::error_code{});
+  client.close_sync(5s);
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK_FALSE(lines.empty());
+}
+
+TEST_CASE("a message can be responded to only once", "[client]") {
+  auto client = connect("mem://" + unique_name("once"));
+  Latch done;
+  std::error_code first, second, third;
+  auto sub = client.subscribe("t", {}, [&](Message& m) {
+    first = m.ack();
+    second = m.ack();
+    third = m.nack(std::chrono::milliseconds(0));
+    done.count_down();
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("t", "x") == std::error_code{});
+  REQUIRE(done.wait_for(1));
+  CHECK(first == std::error_code{});
+  CHECK(second == errc::already_responded);
+  CHECK(third == errc::already_responded);
+}
+
+TEST_CASE("statistics count publishes, deliveries and bytes", "[client]") {
+  auto client = connect("mem://" + unique_name("stats"));
+  Collector got;
+  auto sub = client.subscribe("t", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync("t", "12345") == std::error_code{});
+  REQUIRE(got.wait_for_count(5));
+  auto s = client.stats();
+  CHECK(s.published == 5);
+  CHECK(s.publish_acked == 5);
+  CHECK(s.received == 5);
+  CHECK(s.bytes_out == 25);
+  CHECK(s.bytes_in == 25);
+}

@@ -1,0 +1,98 @@
+#include <catch2/catch.hpp>
+
+#include "polybus/error.hpp"
+#include "polybus/options.hpp"
+#include "polybus/registry.hpp"
+
+using namespace polybus;
+using namespace std::chrono_literals;
+
+TEST_CASE("durations parse with units and reject garbage", "[options]") {
+  std::chrono::milliseconds ms{};
+  CHECK(parse_duration("250ms", ms));
+  CHECK(ms == 250ms);
+  CHECK(parse_duration("2s", ms));
+  CHECK(ms == 2000ms);
+  CHECK(parse_duration("1m", ms));
+  CHECK(ms == 60000ms);
+  CHECK(parse_duration("1h", ms));
+  CHECK(ms == 3600000ms);
+  CHECK(parse_duration("42", ms));
+  CHECK(ms == 42ms);
+  CHECK(parse_duration("-1", ms));
+  CHECK(ms == -1ms);
+  CHECK_FALSE(parse_duration("", ms));
+  CHECK_FALSE(parse_duration("s", ms));
+  CHECK_FALSE(parse_duration("5 s", ms));
+  CHECK_FALSE(parse_duration("5d", ms));
+  CHECK_FALSE(parse_duration("99999999999999999999", ms));
+  CHECK_FALSE(parse_duration("9999999999999999h", ms));
+}
+
+TEST_CASE("defaults apply when nothing is set", "[options]") {
+  auto resolved = ResolvedOptions::resolve(core_option_table(), {}, "test");
+  CHECK(resolved.get_duration("op_timeout") == 10s);
+  CHECK(resolved.get_int("max_in_flight") == 32);
+  CHECK(resolved.get_bool("tls_verify"));
+  CHECK(resolved.get_string("reconnect_backoff") == "exponential");
+  CHECK_FALSE(resolved.was_set("op_timeout"));
+}
+
+TEST_CASE("an unknown option is an error naming the key and the known ones", "[options]") {
+  Options given{{"max_in_fligt", "5"}};
+  try {
+    ResolvedOptions::resolve(core_option_table(), given, "nsq");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::invalid_option);
+    std::string what = e.what();
+    CHECK(what.find("max_in_fligt") != std::string::npos);
+    CHECK(what.find("max_in_flight") != std::string::npos);
+    CHECK(what.find("nsq") != std::string::npos);
+  }
+}
+
+TEST_CASE("an out-of-range value names the key and the allowed range", "[options]") {
+  Options given{{"handler_concurrency", "0"}};
+  try {
+    ResolvedOptions::resolve(core_option_table(), given, "mem");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    CHECK(what.find("handler_concurrency") != std::string::npos);
+    CHECK(what.find("[1, 256]") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad booleans, integers, durations and choices are rejected", "[options]") {
+  auto table = core_option_table();
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"tls", "maybe"},
+           {"max_in_flight", "12x"},
+           {"max_in_flight", "-1"},
+           {"op_timeout", "0"},
+           {"op_timeout", "soon"},
+           {"reconnect_backoff", "linear"},
+           {"max_frame_size", "1"}}) {
+    INFO(key << "=" << value);
+    CHECK_THROWS_AS(ResolvedOptions::resolve(table, Options{{key, value}}, "t"), Error);
+  }
+}
+
+TEST_CASE("adapters override core defaults and add options", "[options]") {
+  auto table = core_option_table();
+  table.set_default("max_attempts", "5");
+  table.add({{"msg_timeout", OptionType::duration, "60s", 1000, 900000, "doc"}});
+  auto resolved = ResolvedOptions::resolve(table, Options{{"msg_timeout", "2s"}}, "t");
+  CHECK(resolved.get_int("max_attempts") == 5);
+  CHECK(resolved.get_duration("msg_timeout") == 2s);
+  CHECK(resolved.was_set("msg_timeout"));
+  CHECK_THROWS_AS(table.set_default("nope", "1"), Error);
+  CHECK(table.describe().find("| msg_timeout | 60s |") != std::string::npos);
+}
+
+TEST_CASE("reading an option with the wrong type is a programming error", "[options]") {
+  auto resolved = ResolvedOptions::resolve(core_option_table(), {}, "t");
+  CHECK_THROWS_AS(resolved.get_int("op_timeout"), Error);
+  CHECK_THROWS_AS(resolved.get_bool("no_such_option"), Error);
+}
