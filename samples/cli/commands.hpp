@@ -1,0 +1,26 @@
+// The polybus command's subcommands. Each returns the process exit code (0 ok, 1 failure,
+// 2 bad usage via UsageError).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace polybus::cli {
+
+using Argv = std::vector<std::string>;
+
+int run_pub(const Argv& args);
+int run_sub(const Argv& args);
+int run_request(const Argv& args);
+int run_serve(const Argv& args);
+int run_bench(const Argv& args);
+int run_demo(const Argv& args);
+
+// Payload i of a generated run: its sequence number, then printable filler up to size bytes.
+std::string generated_payload(std::uint64_t i, std::size_t size);
+
+// Call before connecting (threads inherit the mask), then wait: a clean close on Ctrl-C.
+void block_termination_signals();
+void wait_for_termination_signal();
+
+}  // namespace polybus::cli

@@ -1,0 +1,72 @@
+// polybus: publish, subscribe, request, serve, benchmark and demo over any registered scheme.
+#include <iostream>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "polybus/polybus.hpp"
+#include "polybus/register_all_test_brokers.hpp"
+
+namespace {
+
+const char* kUsage = R"(usage: polybus COMMAND [ARGS] [--help]
+
+commands:
+  pub URL TOPIC [MSG...]      publish MSGs, or stdin lines, or --count N --size B generated ones
+  sub URL TOPIC               print payloads, one per line [--group G] [--count N] [--from OFFSET]
+  request URL TOPIC PAYLOAD   print the reply payload
+  serve URL TOPIC             answer requests with their own payload (echo) until interrupted
+  bench URL                   --topic T --messages N --size B [--publishers P] [--subscribers S]
+  demo                        round-trip messages over every scheme on in-process brokers
+  schemes                     list registered schemes, their capabilities and options
+
+URL examples: mem://demo  nsq://127.0.0.1:4150  figg://127.0.0.1:8119  memodb+tcp://127.0.0.1:12703
+Options go in the URL query: nsq://127.0.0.1:4150?max_in_flight=100&op_timeout=5s
+)";
+
+int run_schemes() {
+  for (const auto& name : polybus::registered_schemes()) {
+    const auto* info = polybus::find_scheme(name);
+    std::cout << "## " << name << "://  " << info->summary << "\n\ncapabilities:";
+    for (auto [cap, on] : info->capabilities.list())
+      if (on) std::cout << " " << cap;
+    std::cout << "\n\n" << info->options.describe() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  polybus::register_all_schemes();
+  polybus::register_all_test_brokers();
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  polybus::cli::Argv args(argv + 2, argv + argc);
+  try {
+    if (command == "pub") return polybus::cli::run_pub(args);
+    if (command == "sub") return polybus::cli::run_sub(args);
+    if (command == "request") return polybus::cli::run_request(args);
+    if (command == "serve") return polybus::cli::run_serve(args);
+    if (command == "bench") return polybus::cli::run_bench(args);
+    if (command == "demo") return polybus::cli::run_demo(args);
+    if (command == "schemes") return run_schemes();
+    throw polybus::cli::UsageError("unknown command '" + command + "'");
+  } catch (const polybus::cli::UsageError& e) {
+    std::cerr << "polybus " << command << ": " << e.what() << "\n(polybus "
+              << (command.empty() ? "" : command + " ") << "--help for usage)\n";
+    return 2;
+  } catch (const polybus::Error& e) {
+    std::cerr << "polybus " << command << ": " << e.what() << "\n";
+    return e.code() == polybus::errc::invalid_url || e.code() == polybus::errc::invalid_option ||
+                   e.code() == polybus::errc::unknown_scheme
+               ? 2
+               : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "polybus " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,91 @@
+// pub and sub.
+#include <iostream>
+#include <mutex>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "windowed_publisher.hpp"
+#include "polybus/polybus.hpp"
+
+namespace polybus::cli {
+namespace {
+
+const char* kPubUsage = R"(usage: polybus pub URL TOPIC [MSG...] [--count N --size B] [--timeout MS]
+Publishes each MSG; with no MSG, each line of standard input; with --count, N generated payloads
+of B bytes (default 100), each beginning with its sequence number. Exits 1 if any publish failed.
+)";
+
+const char* kSubUsage = R"(usage: polybus sub URL TOPIC [--group G] [--count N] [--from OFFSET]
+Prints each payload on its own line; exits after N messages when --count is given.
+)";
+
+}  // namespace
+
+int run_pub(const Argv& argv) {
+  Args args(argv, {"count", "size", "timeout"});
+  if (args.help()) return std::cout << kPubUsage, 0;
+  const std::string& url = args.positional(0, "URL");
+  const std::string& topic = args.positional(1, "TOPIC");
+  auto timeout = std::chrono::milliseconds(args.number("timeout", 10000, 1, 3'600'000));
+  if (args.has("count") && args.positional().size() > 2)
+    throw UsageError("give either MSG arguments or --count, not both");
+  if (args.has("size") && !args.has("count")) throw UsageError("--size goes with --count");
+  auto client = polybus::connect(url);
+  WindowedPublisher publisher(client, topic, timeout);
+  if (args.has("count")) {
+    auto count = args.number("count", 0, 1, 1'000'000'000);
+    auto size = args.number("size", 100, 1, 64 << 20);
+    for (std::uint64_t i = 0; i < count; ++i) publisher.publish(generated_payload(i, size));
+  } else if (args.positional().size() > 2) {
+    for (std::size_t i = 2; i < args.positional().size(); ++i) publisher.publish(args.positional()[i]);
+  } else {
+    for (std::string line; std::getline(std::cin, line);) publisher.publish(std::move(line));
+  }
+  auto failed = publisher.finish();
+  if (failed)
+    std::cerr << "polybus pub: " << failed << " publish(es) failed: " << publisher.first_error() << "\n";
+  client.close_sync(timeout);
+  return failed ? 1 : 0;
+}
+
+int run_sub(const Argv& argv) {
+  Args args(argv, {"group", "count", "from"});
+  if (args.help()) return std::cout << kSubUsage, 0;
+  const std::string& url = args.positional(0, "URL");
+  const std::string& topic = args.positional(1, "TOPIC");
+  if (args.positional().size() > 2) throw UsageError("unexpected argument '" + args.positional()[2] + "'");
+  SubscribeOptions options;
+  options.group = args.value("group").value_or("");
+  if (args.has("from")) options.from_offset = args.number("from", 0, 0, UINT64_MAX);
+  const std::uint64_t limit = args.number("count", 0, 1, UINT64_MAX);
+  if (!limit) block_termination_signals();
+  auto client = polybus::connect(url);
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::uint64_t printed = 0;
+  options.concurrency = 1;
+  auto sub = client.subscribe(topic, options, [&](Message& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (limit && printed >= limit) {
+      if (client.capabilities().ack) m.nack(std::chrono::milliseconds(0));  // not ours to take
+      return;
+    }
+    std::cout << m.payload() << '\n' << std::flush;
+    if (++printed == limit) cv.notify_all();
+  });
+  if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
+    std::cerr << "polybus sub: subscription failed: " << ec.message() << "\n";
+    return 1;
+  }
+  if (limit) {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return printed >= limit; });
+  } else {
+    wait_for_termination_signal();
+  }
+  sub.pause();
+  client.close_sync(std::chrono::seconds(5));
+  return 0;
+}
+
+}  // namespace polybus::cli
