@@ -1,0 +1,144 @@
+// The byte stream every TCP-based adapter runs on: resolve and connect with a deadline, optional
+// TLS (certificate verification on by default, CA file, client certificate, SNI), an in-band TLS
+// upgrade for protocols that negotiate it (NSQ's IDENTIFY), ordered gather writes with a write
+// deadline, and an idle hook for heartbeat rules. Everything runs on the adapter's strand.
+//
+// Reads land in reference-counted chunks: a protocol parser can hand out views into a chunk and
+// keep it alive (Message::payload without a copy); the transport reads into a fresh chunk when
+// the previous one is still referenced.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "polybus/adapter.hpp"
+#include "polybus/url.hpp"
+
+namespace polybus {
+
+struct TlsSettings {
+  bool enabled = false;
+  bool verify = true;
+  std::string ca_file;      // empty: the system's default CA paths
+  std::string cert_file;    // client certificate (PEM), optional
+  std::string key_file;
+  std::string server_name;  // SNI and the name verified; empty: the host connected to
+};
+
+struct TransportSettings {
+  std::chrono::milliseconds connect_timeout{5000};  // resolve + connect + TLS handshake
+  std::chrono::milliseconds write_timeout{10000};   // 0: none
+  std::size_t read_chunk_size = 64 * 1024;
+  TlsSettings tls;
+  // From the core options connect_timeout, write_timeout and tls*.
+  static TransportSettings from_options(const ResolvedOptions& options);
+};
+
+// A read chunk; views into it stay valid while a shared_ptr to it is held.
+struct ReadChunk {
+  explicit ReadChunk(std::size_t size) : data(size) {}
+  std::vector<char> data;
+};
+
+class Transport : public std::enable_shared_from_this<Transport> {
+ public:
+  struct Callbacks {
+    std::function<void()> on_connected;  // TCP (and TLS, if enabled) is up
+    // Bytes received. chunk owns [data, data + size).
+    std::function<void(const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t size)>
+        on_data;
+    // Once per connect(): why the connection ended (or never came up). Not called after close().
+    std::function<void(std::error_code ec, const std::string& detail)> on_closed;
+  };
+
+  // Throws polybus::Error(errc::tls_error) when the TLS settings cannot be loaded.
+  static std::shared_ptr<Transport> create(Strand strand, TransportSettings settings,
+                                           Callbacks callbacks, const AdapterContext* stats = nullptr);
+
+  void connect(const HostPort& target);
+  // Queued and written in order; the string is moved in, so payloads are not copied.
+  void write(std::string bytes);
+  // Upgrades the open connection to TLS in band. Call it from on_data (no read is then pending);
+  // reading resumes over TLS after the handshake. done runs on the strand.
+  void start_tls(std::function<void(std::error_code)> done);
+  // Calls on_idle after `idle` without received bytes, then every `idle` while it lasts.
+  void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle);
+  // Ends the connection; on_closed is not called. Safe to call at any time, more than once.
+  void close();
+  // Ends the connection and reports it through on_closed (a protocol error, say).
+  void fail(std::error_code ec, const std::string& detail);
+
+  bool connected() const { return connected_; }
+  bool tls_active() const { return tls_active_; }
+  const std::string& endpoint() const { return endpoint_; }
+  std::size_t queued_bytes() const { return queued_bytes_; }
+
+  ~Transport();
+  Transport(Strand strand, TransportSettings settings, Callbacks callbacks,
+            const AdapterContext* stats);
+
+ private:
+  void on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results);
+  void on_tcp_connected(std::error_code ec);
+  void handshake(asio::ssl::stream_base::handshake_type type, std::function<void(std::error_code)> done);
+  void read_next();
+  void on_read(std::error_code ec, std::size_t n);
+  void flush();
+  void on_written(std::error_code ec, std::size_t n);
+  void arm_idle();
+  void end(std::error_code ec, const std::string& detail, bool report);
+  void reset_stream();
+
+  Strand strand_;
+  TransportSettings settings_;
+  Callbacks callbacks_;
+  const AdapterContext* stats_;
+  std::optional<asio::ssl::context> ssl_context_;
+  asio::ip::tcp::resolver resolver_;
+  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> stream_;
+  asio::steady_timer connect_timer_;
+  asio::steady_timer write_timer_;
+  asio::steady_timer idle_timer_;
+  std::string endpoint_;
+  std::string host_;
+  std::uint64_t generation_ = 0;  // bumps on every connect/close: stale completions are dropped
+  bool connecting_ = false;
+  bool connected_ = false;
+  bool tls_active_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
+  std::function<void(std::error_code)> pending_tls_;
+  std::deque<std::string> queue_;
+  std::vector<std::string> in_flight_;
+  std::size_t queued_bytes_ = 0;
+  std::shared_ptr<ReadChunk> chunk_;
+  std::chrono::milliseconds idle_{0};
+  std::function<void()> on_idle_;
+  Clock::time_point last_read_;
+};
+
+// Reconnect delays for one connection: wait per the backoff policy, reset after a handshake.
+class Reconnector {
+ public:
+  Reconnector(const Strand& strand, Backoff policy) : timer_(strand), state_(std::move(policy)) {}
+  // Runs attempt after the next backoff delay (replacing a scheduled one); returns the delay.
+  std::chrono::milliseconds schedule(std::function<void()> attempt);
+  void succeeded() { state_.reset(); }
+  void cancel() { timer_.cancel(); }
+  std::uint32_t attempts() const { return state_.attempts(); }
+
+ private:
+  asio::steady_timer timer_;
+  BackoffState state_;
+};
+
+}  // namespace polybus

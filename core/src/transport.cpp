@@ -1,0 +1,323 @@
+#include "polybus/transport.hpp"
+
+#include <asio/connect.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
+
+#include "polybus/error.hpp"
+#include "polybus/options.hpp"
+
+namespace polybus {
+
+namespace {
+constexpr std::size_t kMaxGather = 64;  // buffers per write
+}
+
+TransportSettings TransportSettings::from_options(const ResolvedOptions& options) {
+  TransportSettings s;
+  s.connect_timeout = options.get_duration("connect_timeout");
+  s.write_timeout = options.get_duration("write_timeout");
+  s.tls.enabled = options.get_bool("tls");
+  s.tls.verify = options.get_bool("tls_verify");
+  s.tls.ca_file = options.get_string("tls_ca_file");
+  s.tls.cert_file = options.get_string("tls_cert_file");
+  s.tls.key_file = options.get_string("tls_key_file");
+  s.tls.server_name = options.get_string("tls_server_name");
+  return s;
+}
+
+std::shared_ptr<Transport> Transport::create(Strand strand, TransportSettings settings,
+                                             Callbacks callbacks, const AdapterContext* stats) {
+  return std::make_shared<Transport>(std::move(strand), std::move(settings), std::move(callbacks),
+                                     stats);
+}
+
+Transport::Transport(Strand strand, TransportSettings settings, Callbacks callbacks,
+                     const AdapterContext* stats)
+    : strand_(std::move(strand)),
+      settings_(std::move(settings)),
+      callbacks_(std::move(callbacks)),
+      stats_(stats),
+      resolver_(strand_),
+      connect_timer_(strand_),
+      write_timer_(strand_),
+      idle_timer_(strand_) {
+  // The TLS context is needed for an in-band upgrade too, so it is always prepared.
+  ssl_context_.emplace(asio::ssl::context::tls_client);
+  auto& ctx = *ssl_context_;
+  ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                  asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                  asio::ssl::context::no_tlsv1_1);
+  std::error_code ec;
+  const auto& tls = settings_.tls;
+  if (!tls.ca_file.empty()) {
+    ctx.load_verify_file(tls.ca_file, ec);
+    if (ec) throw Error(errc::tls_error, "cannot load TLS CA file '" + tls.ca_file + "': " + ec.message());
+  } else {
+    ctx.set_default_verify_paths(ec);
+  }
+  if (!tls.cert_file.empty()) {
+    ctx.use_certificate_chain_file(tls.cert_file, ec);
+    if (ec) throw Error(errc::tls_error, "cannot load TLS certificate '" + tls.cert_file + "': " + ec.message());
+    ctx.use_private_key_file(tls.key_file.empty() ? tls.cert_file : tls.key_file,
+                             asio::ssl::context::pem, ec);
+    if (ec) throw Error(errc::tls_error, "cannot load TLS key '" + tls.key_file + "': " + ec.message());
+  }
+  ctx.set_verify_mode(tls.verify ? asio::ssl::verify_peer : asio::ssl::verify_none);
+}
+
+Transport::~Transport() = default;
+
+void Transport::reset_stream() {
+  stream_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket>>(strand_, *ssl_context_);
+  tls_active_ = false;
+}
+
+void Transport::connect(const HostPort& target) {
+  close();
+  ++generation_;
+  connecting_ = true;
+  host_ = target.host;
+  endpoint_ = target.to_string();
+  reset_stream();
+  connect_timer_.expires_after(settings_.connect_timeout);
+  connect_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || gen != self->generation_ || !self->connecting_) return;
+    self->end(make_error_code(errc::timeout),
+              "connecting to " + self->endpoint_ + " took longer than " +
+                  std::to_string(self->settings_.connect_timeout.count()) + "ms",
+              true);
+  });
+  resolver_.async_resolve(target.host, std::to_string(target.port),
+                          [weak = weak_from_this(), gen = generation_](
+                              std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+                            auto self = weak.lock();
+                            if (!self || gen != self->generation_) return;
+                            self->on_resolved(ec, std::move(results));
+                          });
+}
+
+void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+  if (ec) return end(make_error_code(errc::connect_failed), "cannot resolve " + endpoint_ + ": " + ec.message(), true);
+  asio::async_connect(stream_->next_layer(), results,
+                      [weak = weak_from_this(), gen = generation_](std::error_code e,
+                                                                   const asio::ip::tcp::endpoint&) {
+                        auto self = weak.lock();
+                        if (!self || gen != self->generation_) return;
+                        self->on_tcp_connected(e);
+                      });
+}
+
+void Transport::on_tcp_connected(std::error_code ec) {
+  if (ec) return end(make_error_code(errc::connect_failed), "cannot connect to " + endpoint_ + ": " + ec.message(), true);
+  std::error_code ignored;
+  stream_->next_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
+  auto up = [this] {
+    connecting_ = false;
+    connected_ = true;
+    connect_timer_.cancel();
+    last_read_ = Clock::now();
+    if (callbacks_.on_connected) callbacks_.on_connected();
+    if (connected_) {
+      read_next();
+      flush();
+    }
+  };
+  if (!settings_.tls.enabled) return up();
+  handshake(asio::ssl::stream_base::client, [this, up](std::error_code e) {
+    if (e) return end(make_error_code(errc::tls_error), "TLS handshake with " + endpoint_ + " failed: " + e.message(), true);
+    up();
+  });
+}
+
+void Transport::handshake(asio::ssl::stream_base::handshake_type type,
+                          std::function<void(std::error_code)> done) {
+  const auto& tls = settings_.tls;
+  const std::string& name = tls.server_name.empty() ? host_ : tls.server_name;
+  // SNI only for names (RFC 6066 forbids IP literals); verification for both.
+  asio::error_code parse_ec;
+  asio::ip::make_address(name, parse_ec);
+  if (parse_ec) SSL_set_tlsext_host_name(stream_->native_handle(), name.c_str());
+  if (tls.verify) stream_->set_verify_callback(asio::ssl::host_name_verification(name));
+  stream_->async_handshake(type, [weak = weak_from_this(), gen = generation_,
+                                  done = std::move(done)](std::error_code ec) {
+    auto self = weak.lock();
+    if (!self || gen != self->generation_) return;
+    if (!ec) self->tls_active_ = true;
+    done(ec);
+  });
+}
+
+void Transport::start_tls(std::function<void(std::error_code)> done) {
+  if (!connected_ || tls_active_) {
+    asio::post(strand_, [done = std::move(done), active = tls_active_] {
+      done(make_error_code(active ? errc::invalid_argument : errc::disconnected));
+    });
+    return;
+  }
+  pending_tls_ = std::move(done);
+  if (!reading_) read_next();  // picks up the upgrade
+}
+
+void Transport::read_next() {
+  if (!connected_ || reading_ || upgrading_) return;
+  if (pending_tls_) {
+    auto done = std::move(pending_tls_);
+    pending_tls_ = nullptr;
+    connect_timer_.expires_after(settings_.connect_timeout);
+    connect_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || gen != self->generation_ || self->tls_active_) return;
+      self->end(make_error_code(errc::timeout), "TLS upgrade with " + self->endpoint_ + " timed out", true);
+    });
+    writing_ = true;  // hold writes until the handshake is done
+    upgrading_ = true;
+    handshake(asio::ssl::stream_base::client, [this, done](std::error_code ec) {
+      connect_timer_.cancel();
+      writing_ = false;
+      upgrading_ = false;
+      if (ec) {
+        done(make_error_code(errc::tls_error));
+        return end(make_error_code(errc::tls_error), "TLS upgrade with " + endpoint_ + " failed: " + ec.message(), true);
+      }
+      done({});
+      read_next();
+      flush();
+    });
+    return;
+  }
+  if (!chunk_ || chunk_.use_count() > 1) chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
+  reading_ = true;
+  auto handler = [weak = weak_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
+    auto self = weak.lock();
+    if (!self || gen != self->generation_) return;
+    self->on_read(ec, n);
+  };
+  auto buffer = asio::buffer(chunk_->data);
+  if (tls_active_) stream_->async_read_some(buffer, std::move(handler));
+  else stream_->next_layer().async_read_some(buffer, std::move(handler));
+}
+
+void Transport::on_read(std::error_code ec, std::size_t n) {
+  reading_ = false;
+  if (ec) {
+    const bool orderly = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    return end(make_error_code(errc::disconnected),
+               endpoint_ + (orderly ? " closed the connection" : ": read failed: " + ec.message()), true);
+  }
+  last_read_ = Clock::now();
+  if (stats_) stats_->count_bytes_in(n);
+  auto chunk = chunk_;
+  const std::uint64_t gen = generation_;
+  if (callbacks_.on_data) callbacks_.on_data(chunk, chunk->data.data(), n);
+  if (gen == generation_) read_next();
+}
+
+void Transport::write(std::string bytes) {
+  if (bytes.empty()) return;
+  queued_bytes_ += bytes.size();
+  queue_.push_back(std::move(bytes));
+  flush();
+}
+
+void Transport::flush() {
+  if (!connected_ || writing_ || queue_.empty()) return;
+  in_flight_.clear();
+  std::vector<asio::const_buffer> buffers;
+  while (!queue_.empty() && in_flight_.size() < kMaxGather) {
+    in_flight_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  buffers.reserve(in_flight_.size());
+  for (auto& piece : in_flight_) buffers.push_back(asio::buffer(piece));
+  writing_ = true;
+  if (settings_.write_timeout.count() > 0) {
+    write_timer_.expires_after(settings_.write_timeout);
+    write_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || gen != self->generation_ || !self->writing_) return;
+      self->end(make_error_code(errc::timeout),
+                "writing to " + self->endpoint_ + " made no progress for " +
+                    std::to_string(self->settings_.write_timeout.count()) + "ms",
+                true);
+    });
+  }
+  auto handler = [weak = weak_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
+    auto self = weak.lock();
+    if (!self || gen != self->generation_) return;
+    self->on_written(ec, n);
+  };
+  if (tls_active_) asio::async_write(*stream_, buffers, std::move(handler));
+  else asio::async_write(stream_->next_layer(), buffers, std::move(handler));
+}
+
+void Transport::on_written(std::error_code ec, std::size_t n) {
+  writing_ = false;
+  write_timer_.cancel();
+  if (ec) return end(make_error_code(errc::disconnected), "write to " + endpoint_ + " failed: " + ec.message(), true);
+  queued_bytes_ -= std::min(queued_bytes_, n);
+  if (stats_) stats_->count_bytes_out(n);
+  in_flight_.clear();
+  flush();
+}
+
+void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle) {
+  idle_ = idle;
+  on_idle_ = std::move(on_idle);
+  last_read_ = Clock::now();
+  arm_idle();
+}
+
+void Transport::arm_idle() {
+  if (idle_.count() <= 0 || !on_idle_) {
+    idle_timer_.cancel();
+    return;
+  }
+  idle_timer_.expires_at(last_read_ + idle_);
+  idle_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || gen != self->generation_ || !self->connected_) return;
+    if (Clock::now() - self->last_read_ >= self->idle_) {
+      self->last_read_ = Clock::now();  // the next call comes one idle period later
+      if (self->on_idle_) self->on_idle_();
+    }
+    if (gen == self->generation_) self->arm_idle();
+  });
+}
+
+void Transport::close() { end({}, {}, false); }
+
+void Transport::fail(std::error_code ec, const std::string& detail) { end(ec, detail, true); }
+
+void Transport::end(std::error_code ec, const std::string& detail, bool report) {
+  const bool was_active = connecting_ || connected_;
+  ++generation_;
+  connecting_ = connected_ = reading_ = writing_ = upgrading_ = false;
+  tls_active_ = false;
+  pending_tls_ = nullptr;
+  resolver_.cancel();
+  connect_timer_.cancel();
+  write_timer_.cancel();
+  idle_timer_.cancel();
+  if (stream_) {
+    std::error_code ignored;
+    stream_->next_layer().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->next_layer().close(ignored);
+  }
+  queue_.clear();
+  in_flight_.clear();
+  queued_bytes_ = 0;
+  if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail);
+}
+
+std::chrono::milliseconds Reconnector::schedule(std::function<void()> attempt) {
+  auto delay = state_.next();
+  timer_.expires_after(delay);
+  timer_.async_wait([attempt = std::move(attempt)](std::error_code ec) {
+    if (!ec) attempt();
+  });
+  return delay;
+}
+
+}  // namespace polybus

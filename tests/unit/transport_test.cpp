@@ -1,0 +1,390 @@
+// The shared TCP/TLS transport against small blocking servers on loopback.
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/read_until.hpp>
+#include <asio/ssl.hpp>
+#include <asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <sys/socket.h>
+#include <thread>
+
+#include "polybus/error.hpp"
+#include "polybus/transport.hpp"
+#include "test_support.hpp"
+#include "tls_certs.hpp"
+
+using namespace polybus;
+using namespace polybus::test;
+using asio::ip::tcp;
+
+namespace {
+
+enum class Mode { echo, tls_echo, starttls_echo, silent };
+
+// Accepts connections on 127.0.0.1 and serves each on its own thread with blocking I/O.
+class TestServer {
+ public:
+  TestServer(Mode mode, const TestCertificates* certs = nullptr, bool require_client_cert = false)
+      : mode_(mode), acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        ssl_(asio::ssl::context::tls_server) {
+    if (certs) {
+      ssl_.use_certificate_chain_file(certs->server_cert_file);
+      ssl_.use_private_key_file(certs->server_key_file, asio::ssl::context::pem);
+      if (require_client_cert) {
+        ssl_.load_verify_file(certs->ca_file);
+        ssl_.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+      }
+    }
+    accept_thread_ = std::thread([this] { accept_loop(); });
+  }
+  ~TestServer() {
+    stopping_ = true;
+    // Closing a descriptor does not wake a thread blocked on it; shutting it down does.
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    accept_thread_.join();
+    std::error_code ignored;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& s : sockets_) s->shutdown(tcp::socket::shutdown_both, ignored);
+    }
+    for (auto& t : connection_threads_) t.join();
+    for (auto& s : sockets_) s->close(ignored);
+    acceptor_.close(ignored);
+  }
+  HostPort address() const { return {"127.0.0.1", acceptor_.local_endpoint().port()}; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void accept_loop() {
+    while (!stopping_) {
+      auto socket = std::make_shared<tcp::socket>(io_);
+      std::error_code ec;
+      acceptor_.accept(*socket, ec);
+      if (ec) return;
+      ++accepted_;
+      std::lock_guard<std::mutex> lock(mutex_);
+      sockets_.push_back(socket);
+      connection_threads_.emplace_back([this, socket] { serve(socket); });
+    }
+  }
+  void serve(const std::shared_ptr<tcp::socket>& socket) {
+    std::error_code ec;
+    char data[4096];
+    if (mode_ == Mode::silent) {
+      socket->read_some(asio::buffer(data), ec);  // until the peer or the test closes
+      return;
+    }
+    if (mode_ == Mode::echo) {
+      for (;;) {
+        auto n = socket->read_some(asio::buffer(data), ec);
+        if (ec) return;
+        asio::write(*socket, asio::buffer(data, n), ec);
+      }
+    }
+    asio::ssl::stream<tcp::socket&> tls(*socket, ssl_);
+    if (mode_ == Mode::starttls_echo) {
+      std::string line;
+      asio::read_until(*socket, asio::dynamic_buffer(line), '\n', ec);
+      if (ec) return;
+      asio::write(*socket, asio::buffer("OK\n", 3), ec);
+    }
+    tls.handshake(asio::ssl::stream_base::server, ec);
+    if (ec) return;
+    for (;;) {
+      auto n = tls.read_some(asio::buffer(data), ec);
+      if (ec) return;
+      asio::write(tls, asio::buffer(data, n), ec);
+    }
+  }
+
+  Mode mode_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::ssl::context ssl_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> accepted_{0};
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<tcp::socket>> sockets_;
+  std::thread accept_thread_;
+  std::vector<std::thread> connection_threads_;
+};
+
+// A client transport on its own io thread, recording what happens to it.
+class Client {
+ public:
+  explicit Client(TransportSettings settings = {})
+      : strand_(asio::make_strand(io_)), work_(asio::make_work_guard(io_)) {
+    Transport::Callbacks callbacks;
+    callbacks.on_connected = [this] { events_.add("connected"); };
+    callbacks.on_data = [this](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      received_.append(data, n);
+      cv_.notify_all();
+      if (on_data_hook) on_data_hook();
+    };
+    callbacks.on_closed = [this](std::error_code ec, const std::string& detail) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        closed_ec_ = ec;
+        closed_detail_ = detail;
+      }
+      events_.add("closed");
+    };
+    transport_ = Transport::create(strand_, std::move(settings), std::move(callbacks));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Client() {
+    run([this] { transport_->close(); });
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+  template <typename Fn>
+  void run(Fn fn) {
+    asio::post(strand_, fn);
+  }
+  bool wait_received(const std::string& expected) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, kWaitBound, [&] { return received_ == expected; });
+  }
+  std::error_code closed_ec() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return closed_ec_;
+  }
+  std::string closed_detail() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return closed_detail_;
+  }
+
+  asio::io_context io_;
+  Strand strand_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::shared_ptr<Transport> transport_;
+  Collector events_;
+  std::function<void()> on_data_hook;  // strand
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string received_;
+  std::error_code closed_ec_;
+  std::string closed_detail_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("bytes written arrive in order and echo back", "[transport]") {
+  TestServer server(Mode::echo);
+  Client client;
+  client.run([&] { client.transport_->connect(server.address()); });
+  std::string expected;
+  client.run([&] {
+    for (int i = 0; i < 500; ++i) client.transport_->write("piece-" + std::to_string(i) + ";");
+  });
+  for (int i = 0; i < 500; ++i) expected += "piece-" + std::to_string(i) + ";";
+  REQUIRE(client.wait_received(expected));
+  CHECK(client.events_.count("connected") == 1);
+}
+
+TEST_CASE("writes queued before the connection is up are sent once it is", "[transport]") {
+  TestServer server(Mode::echo);
+  Client client;
+  client.run([&] {
+    client.transport_->connect(server.address());
+    client.transport_->write("early");
+  });
+  REQUIRE(client.wait_received("early"));
+}
+
+TEST_CASE("a refused connection reports connect_failed naming the endpoint", "[transport]") {
+  // Bind then close a listener: its port is very likely unused for the moment of the test.
+  std::uint16_t port;
+  {
+    asio::io_context io;
+    tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = a.local_endpoint().port();
+  }
+  Client client;
+  client.run([&] { client.transport_->connect({"127.0.0.1", port}); });
+  REQUIRE(client.events_.wait_for_count(1));
+  CHECK(client.events_.count("closed") == 1);
+  CHECK(client.closed_ec() == errc::connect_failed);
+  CHECK(client.closed_detail().find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+}
+
+TEST_CASE("a peer that closes is reported once as disconnected", "[transport]") {
+  Client client;
+  {
+    TestServer server(Mode::echo);
+    client.run([&] { client.transport_->connect(server.address()); });
+    REQUIRE(client.events_.wait_for_count(1));
+  }  // the server goes away
+  REQUIRE(client.events_.wait_for_count(2));
+  CHECK(client.events_.count("closed") == 1);
+  CHECK(client.closed_ec() == errc::disconnected);
+}
+
+TEST_CASE("close() ends the connection without reporting it", "[transport]") {
+  TestServer server(Mode::echo);
+  Client client;
+  client.run([&] { client.transport_->connect(server.address()); });
+  REQUIRE(client.events_.wait_for_count(1));
+  Latch closed;
+  client.run([&] {
+    client.transport_->close();
+    client.transport_->close();
+    CHECK_FALSE(client.transport_->connected());
+    closed.count_down();
+  });
+  REQUIRE(closed.wait_for(1));
+  CHECK(client.events_.count("closed") == 0);
+}
+
+TEST_CASE("silence past the idle timeout calls the idle hook", "[transport]") {
+  TestServer server(Mode::silent);
+  Client client;
+  Latch idle;
+  client.run([&] {
+    client.transport_->connect(server.address());
+    client.transport_->set_idle_timeout(std::chrono::milliseconds(50), [&] { idle.count_down(); });
+  });
+  REQUIRE(idle.wait_for(2));
+}
+
+TEST_CASE("TLS with the test CA verifies and carries data", "[transport][tls]") {
+  TestCertificates certs;
+  TestServer server(Mode::tls_echo, &certs);
+  TransportSettings settings;
+  settings.tls.enabled = true;
+  settings.tls.ca_file = certs.ca_file;
+  Client client(settings);
+  client.run([&] { client.transport_->connect({"localhost", server.address().port}); });
+  client.run([&] { client.transport_->write("secret"); });
+  REQUIRE(client.wait_received("secret"));
+}
+
+TEST_CASE("TLS verification fails against an unrelated CA, and passes with verify off", "[transport][tls]") {
+  TestCertificates certs;
+  TestServer server(Mode::tls_echo, &certs);
+  {
+    TransportSettings settings;
+    settings.tls.enabled = true;
+    settings.tls.ca_file = certs.other_ca_file;
+    Client client(settings);
+    client.run([&] { client.transport_->connect(server.address()); });
+    REQUIRE(client.events_.wait_for_count(1));
+    CHECK(client.closed_ec() == errc::tls_error);
+  }
+  {
+    TransportSettings settings;
+    settings.tls.enabled = true;
+    settings.tls.verify = false;
+    Client client(settings);
+    client.run([&] { client.transport_->connect(server.address()); });
+    client.run([&] { client.transport_->write("x"); });
+    REQUIRE(client.wait_received("x"));
+  }
+}
+
+TEST_CASE("TLS verification fails for a name the certificate does not carry", "[transport][tls]") {
+  TestCertificates certs;
+  TestServer server(Mode::tls_echo, &certs);
+  TransportSettings settings;
+  settings.tls.enabled = true;
+  settings.tls.ca_file = certs.ca_file;
+  settings.tls.server_name = "not-this-host.example";
+  Client client(settings);
+  client.run([&] { client.transport_->connect(server.address()); });
+  REQUIRE(client.events_.wait_for_count(1));
+  CHECK(client.closed_ec() == errc::tls_error);
+}
+
+TEST_CASE("a client certificate is presented when the server requires one", "[transport][tls]") {
+  TestCertificates certs;
+  TestServer server(Mode::tls_echo, &certs, true);
+  TransportSettings settings;
+  settings.tls.enabled = true;
+  settings.tls.ca_file = certs.ca_file;
+  settings.tls.cert_file = certs.client_cert_file;
+  settings.tls.key_file = certs.client_key_file;
+  Client client(settings);
+  client.run([&] { client.transport_->connect(server.address()); });
+  client.run([&] { client.transport_->write("mutual"); });
+  REQUIRE(client.wait_received("mutual"));
+}
+
+TEST_CASE("unreadable TLS files are an error naming the file", "[transport][tls]") {
+  TransportSettings settings;
+  settings.tls.enabled = true;
+  settings.tls.ca_file = "/nonexistent/ca.pem";
+  asio::io_context io;
+  try {
+    Transport::create(asio::make_strand(io), settings, {});
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::tls_error);
+    CHECK(std::string(e.what()).find("/nonexistent/ca.pem") != std::string::npos);
+  }
+}
+
+TEST_CASE("a TLS handshake the server never answers times out", "[transport][tls]") {
+  TestServer server(Mode::silent);
+  TransportSettings settings;
+  settings.tls.enabled = true;
+  settings.connect_timeout = std::chrono::milliseconds(200);
+  Client client(settings);
+  client.run([&] { client.transport_->connect(server.address()); });
+  REQUIRE(client.events_.wait_for_count(1));
+  CHECK(client.closed_ec() == errc::timeout);
+}
+
+TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][tls]") {
+  TestCertificates certs;
+  TestServer server(Mode::starttls_echo, &certs);
+  TransportSettings settings;
+  settings.tls.ca_file = certs.ca_file;  // TLS not enabled at connect: the protocol upgrades
+  Client client(settings);
+  Latch upgraded;
+  std::error_code upgrade_result;
+  bool asked = false;
+  client.on_data_hook = [&] {
+    if (asked) return;
+    asked = true;  // "OK\n" arrived in plain text: upgrade now, from within on_data
+    client.transport_->start_tls([&](std::error_code ec) {
+      upgrade_result = ec;
+      upgraded.count_down();
+      client.transport_->write("inside");
+    });
+  };
+  client.run([&] {
+    client.transport_->connect(server.address());
+    client.transport_->write("STARTTLS\n");
+  });
+  REQUIRE(upgraded.wait_for(1));
+  CHECK(upgrade_result == std::error_code{});
+  REQUIRE(client.wait_received("OK\ninside"));
+}
+
+TEST_CASE("the reconnector waits per the policy and resets", "[transport]") {
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  std::vector<std::uint32_t> seen;
+  Reconnector reconnector(strand, Backoff::custom([&](std::uint32_t n) {
+                            seen.push_back(n);
+                            return std::chrono::milliseconds(1);
+                          }));
+  int attempts = 0;
+  std::function<void()> attempt = [&] {
+    if (++attempts < 3) reconnector.schedule(attempt);
+  };
+  reconnector.schedule(attempt);
+  io.run();
+  CHECK(attempts == 3);
+  CHECK(seen == std::vector<std::uint32_t>{1, 2, 3});
+  reconnector.succeeded();
+  io.restart();
+  reconnector.schedule([] {});
+  io.run();
+  CHECK(seen.back() == 1);
+}
