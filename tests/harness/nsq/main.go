@@ -129,6 +129,11 @@ func run() int {
 	flag.Var(&tlsRequired, "tls-required", "require TLS for clients: true, false or tcp-https")
 	flag.Parse()
 
+	// Catch signals from the start, so a SIGTERM sent while the servers are
+	// starting still ends in a clean shutdown (after the JSON line).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
 	fail := func(format string, a ...interface{}) int {
 		fmt.Fprintf(os.Stderr, "nsq-harness: "+format+"\n", a...)
 		return 2
@@ -293,8 +298,6 @@ func run() int {
 	}
 	os.Stdout.Sync() // os.Stdout is unbuffered; Sync is a no-op on pipes
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	stdinEOF := make(chan struct{})
 	if *watchStdin {
 		go func() {
