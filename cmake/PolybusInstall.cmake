@@ -1,0 +1,36 @@
+# Install rules: libraries, headers, an exported CMake package (find_package(polybus)) and a
+# pkg-config file.
+include(CMakePackageConfigHelpers)
+
+set(POLYBUS_INSTALL_TARGETS polybus_core polybus_all)
+foreach(adapter IN LISTS POLYBUS_ADAPTERS)
+  list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter})
+endforeach()
+
+install(TARGETS ${POLYBUS_INSTALL_TARGETS}
+        EXPORT polybusTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT polybusTargets NAMESPACE polybus::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
+
+configure_package_config_file(cmake/polybusConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/polybusConfig.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/polybusConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
+              ${PROJECT_BINARY_DIR}/polybusConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
+
+set(POLYBUS_PC_LIBS "-lpolybus_core")
+foreach(adapter IN LISTS POLYBUS_ADAPTERS)
+  set(POLYBUS_PC_LIBS "-lpolybus_${adapter} ${POLYBUS_PC_LIBS}")
+endforeach()
+# Relocatable: the prefix is found from the .pc file's own location.
+file(RELATIVE_PATH POLYBUS_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" POLYBUS_PC_TO_PREFIX "${POLYBUS_PC_TO_PREFIX}")
+configure_file(cmake/polybus.pc.in ${PROJECT_BINARY_DIR}/polybus.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/polybus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
