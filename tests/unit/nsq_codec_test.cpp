@@ -74,8 +74,8 @@ FeedOutcome feed_chunks(FrameParser& parser, std::string_view stream,
   std::size_t offset = 0;
   std::size_t next_size = 0;
   while (offset < stream.size()) {
-    const std::size_t size = next_size < chunk_sizes.size() ? chunk_sizes[next_size++]
-                                                            : stream.size() - offset;
+    const std::size_t size =
+        next_size < chunk_sizes.size() ? chunk_sizes[next_size++] : stream.size() - offset;
     const std::string chunk(stream.substr(offset, size));
     offset += chunk.size();
     std::string_view input = chunk;
@@ -86,8 +86,10 @@ FeedOutcome feed_chunks(FrameParser& parser, std::string_view stream,
         outcome.error = result.error;
         return outcome;
       }
-      REQUIRE((result.consumed > 0 || result.has_frame));
-      REQUIRE(result.consumed <= input.size());
+      // Checked only on failure, so that the assertion count reflects the tests, not the bytes.
+      if ((result.consumed == 0 && !result.has_frame) || result.consumed > input.size()) {
+        FAIL("feed() made no progress or consumed more than it was given");
+      }
       input.remove_prefix(result.consumed);
       if (result.has_frame) outcome.frames.push_back({frame.type, std::string(frame.body)});
     }
@@ -184,16 +186,16 @@ TEST_CASE("topic and channel names follow nsqd 1.3's rule", "[nsq][names]") {
   const std::string longest(64, 'a');
   const std::string longest_ephemeral = std::string(54, 'b') + "#ephemeral";
   REQUIRE(longest_ephemeral.size() == 64);
-  for (const std::string& name : {"a"s, "orders"s, "a.b_c-D9"s, longest, "x#ephemeral"s,
-                                  longest_ephemeral, "..."s, "-_-"s}) {
+  for (const std::string& name :
+       {"a"s, "orders"s, "a.b_c-D9"s, longest, "x#ephemeral"s, longest_ephemeral, "..."s, "-_-"s}) {
     INFO(name);
     CHECK(valid_topic_name(name));
     CHECK(valid_channel_name(name));
   }
   for (const std::string& name :
        {""s, std::string(65, 'a'), std::string(55, 'b') + "#ephemeral", "#ephemeral"s, "a b"s,
-        "a\n"s, "a/b"s, "a#eph"s, "a#ephemeral#ephemeral"s, "a#EPHEMERAL"s, "caf\xc3\xa9"s,
-        "a\0b"s, "a\r"s, "a:b"s}) {
+        "a\n"s, "a/b"s, "a#eph"s, "a#ephemeral#ephemeral"s, "a#EPHEMERAL"s, "caf\xc3\xa9"s, "a\0b"s,
+        "a\r"s, "a:b"s}) {
     INFO(name);
     CHECK_FALSE(valid_topic_name(name));
     CHECK_FALSE(valid_channel_name(name));
@@ -220,7 +222,9 @@ TEST_CASE("encoders append to what the buffer already holds", "[nsq][encode]") {
 TEST_CASE("IDENTIFY is the command line, a 4-byte big-endian size and the JSON", "[nsq][encode]") {
   std::string out;
   REQUIRE_FALSE(append_identify(out, R"({"feature_negotiation":true})"));
-  CHECK(out == "IDENTIFY\n\x00\x00\x00\x1c"s R"({"feature_negotiation":true})");
+  CHECK(out ==
+        "IDENTIFY\n\x00\x00\x00\x1c"s
+        R"({"feature_negotiation":true})");
 }
 
 TEST_CASE("AUTH carries the secret size-prefixed", "[nsq][encode]") {
@@ -273,10 +277,9 @@ TEST_CASE("FIN, REQ and TOUCH carry the 16-byte message id", "[nsq][encode]") {
 
 TEST_CASE("FIN, REQ and TOUCH refuse ids that are not 16 printable bytes", "[nsq][encode]") {
   std::string out = "keep";
-  for (const std::string& id : {""s, "0a1b2c3d4e5f678"s, "0a1b2c3d4e5f67890"s,
-                                "0a1b2c3d 4e5f678"s, "0a1b2c3d\n4e5f678"s, "0a1b2c3d\0"
-                                                                            "4e5f678"s,
-                                "0a1b2c3d4e5f678\x7f"s, "0a1b2c3d4e5f678\xc3"s}) {
+  for (const std::string& id :
+       {""s, "0a1b2c3d4e5f678"s, "0a1b2c3d4e5f67890"s, "0a1b2c3d 4e5f678"s, "0a1b2c3d\n4e5f678"s,
+        "0a1b2c3d\0004e5f678"s, "0a1b2c3d4e5f678\x7f"s, "0a1b2c3d4e5f678\xc3"s}) {
     INFO(id);
     CHECK(append_fin(out, id) == errc::invalid_message_id);
     CHECK(append_req(out, id, 10) == errc::invalid_message_id);
@@ -348,8 +351,8 @@ TEST_CASE("DPUB refuses what PUB refuses", "[nsq][encode]") {
 TEST_CASE("MPUB counts the messages and size-prefixes each", "[nsq][encode]") {
   const std::vector<std::string> bodies = {"a", "bc", "\0\n"s};
   // Body size: 4 (count) + (4 + 1) + (4 + 2) + (4 + 2) = 21.
-  const std::string expected = "MPUB orders\n"s + be32(21) + be32(3) + be32(1) + "a" + be32(2) +
-                               "bc" + be32(2) + "\0\n"s;
+  const std::string expected =
+      "MPUB orders\n"s + be32(21) + be32(3) + be32(1) + "a" + be32(2) + "bc" + be32(2) + "\0\n"s;
   std::string out;
   REQUIRE_FALSE(append_mpub(out, "orders", bodies));
   CHECK(out == expected);
@@ -455,6 +458,7 @@ TEST_CASE("frames fed whole come out in order as views into the input", "[nsq][f
     // Zero copy: the body lies inside the caller's buffer.
     CHECK(frame.body.data() >= sample.bytes.data());
     CHECK(frame.body.data() + frame.body.size() <= sample.bytes.data() + sample.bytes.size());
+    CHECK_FALSE(frame.in_parser_buffer);
     frames.push_back({frame.type, std::string(frame.body)});
     input.remove_prefix(result.consumed);
     CHECK(parser.idle());
@@ -477,7 +481,8 @@ TEST_CASE("frames fed in random splits come out intact", "[nsq][frames]") {
   for (std::uint32_t seed = 1; seed <= 200; ++seed) {
     INFO("seed " << seed);
     FrameParser parser(4096);
-    const auto outcome = feed_chunks(parser, sample.bytes, random_chunks(sample.bytes.size(), seed));
+    const auto outcome =
+        feed_chunks(parser, sample.bytes, random_chunks(sample.bytes.size(), seed));
     REQUIRE_FALSE(outcome.error);
     REQUIRE(outcome.frames == sample.frames);
     CHECK(parser.idle());
@@ -522,6 +527,7 @@ TEST_CASE("a split header with the body whole in the next chunk still avoids a c
   REQUIRE(tail.has_frame);
   CHECK(frame.body == "response body");
   CHECK(frame.body.data() == rest.data() + 3);
+  CHECK_FALSE(frame.in_parser_buffer);
   CHECK(parser.buffer_capacity() == 0);
 }
 
@@ -539,6 +545,7 @@ TEST_CASE("a body split across chunks is copied into a buffer of exactly its siz
   const auto last = parser.feed(std::string_view(stream).substr(38), frame);
   REQUIRE(last.has_frame);
   CHECK(frame.body == body);
+  CHECK(frame.in_parser_buffer);
 
   parser.reset();
   CHECK(parser.buffer_capacity() == 0);
@@ -566,7 +573,7 @@ TEST_CASE("a size field over max_frame_size is refused before anything is buffer
 
   const auto [error, consumed] = first_error(be32(0x7fffffff) + be32(2) + "xyz", 1 << 20);
   CHECK(error == errc::frame_too_large);
-  CHECK(consumed == 4);
+  CHECK(consumed <= kFrameHeaderSize);
 }
 
 TEST_CASE("a size field below 4 is a bad frame size", "[nsq][frames][hostile]") {
@@ -574,7 +581,8 @@ TEST_CASE("a size field below 4 is a bad frame size", "[nsq][frames][hostile]") 
     INFO(size);
     const auto [error, consumed] = first_error(be32(size) + be32(0) + "rest");
     CHECK(error == errc::bad_frame_size);
-    CHECK(consumed == 4);
+    CHECK(consumed <= kFrameHeaderSize);
+    CHECK(first_error(be32(size)).first == errc::bad_frame_size);  // known from 4 bytes
   }
 }
 
@@ -584,7 +592,8 @@ TEST_CASE("a negative size field is a bad frame size, not a huge one", "[nsq][fr
     // Even a parser without a practical bound must not read these as 4 GiB.
     const auto [error, consumed] = first_error(be32(size) + be32(0), SIZE_MAX);
     CHECK(error == errc::bad_frame_size);
-    CHECK(consumed == 4);
+    CHECK(consumed <= kFrameHeaderSize);
+    CHECK(first_error(be32(size), SIZE_MAX).first == errc::bad_frame_size);
   }
 }
 
@@ -625,8 +634,8 @@ TEST_CASE("hostile headers are refused whichever way they are split", "[nsq][fra
       const auto outcome =
           feed_chunks(parser, prefix + stream, random_chunks(prefix.size() + stream.size(), seed));
       CHECK(outcome.error == expected);
-      CHECK(outcome.frames.size() == 1);  // the valid frame before it still came out
-      CHECK(parser.buffer_capacity() == 0);
+      CHECK(outcome.frames.size() == 1);     // the valid frame before it still came out
+      CHECK(parser.buffer_capacity() <= 2);  // at most that frame's split body
     }
   }
 }
@@ -643,7 +652,8 @@ TEST_CASE("a framing error is sticky until reset", "[nsq][frames][hostile]") {
 
   parser.reset();
   CHECK(parser.idle());
-  const auto after_reset = parser.feed(frame_bytes(0, "OK"), frame);
+  const std::string ok_frame = frame_bytes(0, "OK");  // outlives the view into it
+  const auto after_reset = parser.feed(ok_frame, frame);
   CHECK_FALSE(after_reset.error);
   REQUIRE(after_reset.has_frame);
   CHECK(frame.body == "OK");
@@ -675,8 +685,8 @@ TEST_CASE("random garbage never crashes the parser or grows it past its bound",
       garbage.replace(0, 8, header);
     }
     FrameParser parser(kMax);
-    const auto outcome =
-        feed_chunks(parser, garbage, random_chunks(garbage.size(), static_cast<std::uint32_t>(round)));
+    const auto outcome = feed_chunks(
+        parser, garbage, random_chunks(garbage.size(), static_cast<std::uint32_t>(round)));
     CHECK(parser.buffer_capacity() <= kMax);
     for (const auto& frame : outcome.frames) CHECK(frame.body.size() <= kMax - 4);
   }
@@ -690,9 +700,8 @@ TEST_CASE("a corrupted byte anywhere in a valid stream is refused or parsed, nev
       std::string corrupted = sample.bytes;
       corrupted[position] = bad;
       FrameParser parser(2048);
-      const auto outcome = feed_chunks(parser, corrupted,
-                                       random_chunks(corrupted.size(),
-                                                     static_cast<std::uint32_t>(position)));
+      const auto outcome = feed_chunks(
+          parser, corrupted, random_chunks(corrupted.size(), static_cast<std::uint32_t>(position)));
       CHECK(parser.buffer_capacity() <= 2048);
       CHECK(outcome.frames.size() <= sample.frames.size() + corrupted.size() / 8);
     }
@@ -754,8 +763,8 @@ TEST_CASE("heartbeat, OK and CLOSE_WAIT responses are recognised exactly", "[nsq
   CHECK_FALSE(is_ok("OK\n"));
   CHECK(is_close_wait("CLOSE_WAIT"));
   CHECK_FALSE(is_close_wait("CLOSE"));
-  CHECK(is_heartbeat(Frame{FrameType::response, "_heartbeat_"}));
-  CHECK_FALSE(is_heartbeat(Frame{FrameType::error, "_heartbeat_"}));
+  CHECK(is_heartbeat(Frame{FrameType::response, "_heartbeat_", false}));
+  CHECK_FALSE(is_heartbeat(Frame{FrameType::error, "_heartbeat_", false}));
 }
 
 TEST_CASE("every nsqd error code maps to its own errc", "[nsq][server-error]") {
@@ -874,14 +883,11 @@ TEST_CASE("IDENTIFY sends -1 to disable heartbeats and buffering", "[nsq][identi
 
 TEST_CASE("IDENTIFY escapes strings for JSON", "[nsq][identify]") {
   IdentifyRequest request;
-  request.client_id = "quote\" backslash\\ newline\n tab\t ctl\x01 nul"s + '\0' + " end";
-  request.hostname = "caf\xc3\xa9";  // UTF-8 passes through
-  request.user_agent = "</script>";
+  request.client_id = "quote\" backslash\\ newline\n tab\t ctl\x01 us\x1f nul"s + '\0' + " end";
+  request.hostname = "caf\xc3\xa9";  // UTF-8 passes through unchanged
+  request.user_agent = "</script>";  // no escape needed in JSON
   CHECK(request.to_json() ==
-        R"({"client_id":"quote\" backslash\\ newline\n tab\t ctl\u0001 nul\u0000 end",)"
-        "\"hostname\":\"caf\xc3\xa9\",\"user_agent\":\"<\\/script>\",\"feature_negotiation\":true}"
-        || request.to_json() ==
-        R"({"client_id":"quote\" backslash\\ newline\n tab\t ctl\u0001 nul\u0000 end",)"
+        R"({"client_id":"quote\" backslash\\ newline\n tab\t ctl\u0001 us\u001F nul\u0000 end",)"
         "\"hostname\":\"caf\xc3\xa9\",\"user_agent\":\"</script>\",\"feature_negotiation\":true}");
 }
 
@@ -954,9 +960,8 @@ TEST_CASE("IDENTIFY response fields of the wrong type or range are refused",
           "[nsq][identify][hostile]") {
   const std::string deep_balanced = std::string(100000, '[') + std::string(100000, ']');
   for (const std::string& body :
-       {R"([])"s, R"("OK")"s, R"(2500)"s, R"(null)"s, deep_balanced,
-        R"({"max_rdy_count":"2500"})"s, R"({"max_rdy_count":2500.5})"s,
-        R"({"max_rdy_count":1e3})"s, R"({"max_rdy_count":-1})"s,
+       {R"([])"s, R"("OK")"s, R"(2500)"s, R"(null)"s, deep_balanced, R"({"max_rdy_count":"2500"})"s,
+        R"({"max_rdy_count":2500.5})"s, R"({"max_rdy_count":1e3})"s, R"({"max_rdy_count":-1})"s,
         R"({"max_rdy_count":18446744073709551615})"s, R"({"msg_timeout":-5})"s,
         R"({"max_msg_timeout":-1})"s, R"({"tls_v1":1})"s, R"({"snappy":"true"})"s,
         R"({"auth_required":null})"s, R"({"version":130})"s, R"({"deflate_level":4294967296})"s,
@@ -991,8 +996,7 @@ TEST_CASE("malformed AUTH responses are refused", "[nsq][auth][hostile]") {
   CHECK(parse_auth_response(R"({"identity":7})", response) == errc::invalid_auth_response);
   CHECK(parse_auth_response(R"({"permission_count":"3"})", response) ==
         errc::invalid_auth_response);
-  CHECK(parse_auth_response(R"({"permission_count":-1})", response) ==
-        errc::invalid_auth_response);
+  CHECK(parse_auth_response(R"({"permission_count":-1})", response) == errc::invalid_auth_response);
   CHECK(response.identity == "untouched");
 }
 
