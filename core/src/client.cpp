@@ -167,11 +167,9 @@ Client connect(std::string_view text, ConnectOptions options) {
   auto close_timeout = resolved.get_duration("close_timeout");
   auto core = std::make_shared<detail::ClientCore>(*scheme, std::move(url), std::move(resolved),
                                                    std::move(options), strand);
+  core->shared()->runtime = runtime;
   core->start(*scheme);
-  if (runtime->own) {
-    // The thread keeps the runtime alive: a client dropped from its own io thread detaches it.
-    runtime->thread = std::thread([runtime] { runtime->io->run(); });
-  }
+  if (runtime->own) detail::Runtime::start(runtime);
   return Client(std::make_shared<detail::ClientHandle>(std::move(core), std::move(runtime),
                                                        close_timeout));
 }

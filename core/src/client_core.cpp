@@ -238,6 +238,7 @@ void ClientCore::finish_close() {
     self->subscriptions_.clear();
     self->state_.store(State::closed);
     self->close_timer_.reset();
+    self->ops_->set_on_idle(nullptr);
     if (self->shared_->on_state) self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
     auto waiters = std::move(self->close_waiters_);
     for (auto& waiter : waiters) waiter({});
@@ -254,10 +255,9 @@ void ClientCore::finish_close() {
 
 ClientHandle::~ClientHandle() {
   if (!core) return;
-  const bool on_io_thread = runtime && runtime->thread.get_id() == std::this_thread::get_id();
-  const bool on_strand = core->on_strand();
+  const bool on_io_thread = runtime && runtime->on_io_thread();
   if (!core->closed()) {
-    if (on_io_thread || on_strand) {
+    if (on_io_thread || core->on_strand()) {
       core->close(close_timeout, {});
     } else {
       std::mutex mutex;
@@ -273,15 +273,8 @@ ClientHandle::~ClientHandle() {
       cv.wait_for(lock, close_timeout + std::chrono::seconds(5), [&] { return done; });
     }
   }
-  if (runtime && runtime->own) {
-    runtime->work.reset();
-    if (on_io_thread) {
-      runtime->thread.detach();  // it finishes the close and exits; the runtime outlives it
-    } else if (runtime->thread.joinable()) {
-      runtime->own->stop();
-      runtime->thread.join();
-    }
-  }
+  core.reset();
+  if (runtime) runtime->finish(std::chrono::seconds(5));
 }
 
 }  // namespace polybus::detail

@@ -13,6 +13,7 @@
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
 #include "operations.hpp"
+#include "runtime.hpp"
 #include "polybus/client.hpp"
 #include "polybus/registry.hpp"
 
@@ -73,14 +74,6 @@ class SubscriptionCore : public SubscriptionSink,
   std::uint32_t running_ = 0;
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
-};
-
-// The io thread, owned by the client unless the caller supplied an io_context.
-struct Runtime {
-  std::unique_ptr<asio::io_context> own;
-  asio::io_context* io = nullptr;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::thread thread;
 };
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
