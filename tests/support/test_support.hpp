@@ -21,12 +21,11 @@ inline constexpr std::chrono::seconds kWaitBound{20};
 // Received payloads, counted, with a wait on a predicate over them.
 class Collector {
  public:
+  // Notifies under the lock: a waiter that returns may destroy the collector at once.
   void add(std::string payload) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++counts_[payload];
-      order_.push_back(std::move(payload));
-    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_[payload];
+    order_.push_back(std::move(payload));
     cv_.notify_all();
   }
   bool wait_for_count(std::size_t n, std::chrono::milliseconds bound = kWaitBound) {
@@ -71,10 +70,8 @@ class Collector {
 class Latch {
  public:
   void count_down() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++done_;
-    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++done_;
     cv_.notify_all();
   }
   bool wait_for(std::size_t n, std::chrono::milliseconds bound = kWaitBound) {

@@ -105,13 +105,15 @@ TEST_CASE("a caller-supplied io_context runs the client", "[client]") {
     options.io_context = &io;
     auto client = connect("mem://" + unique_name("userio"), options);
     std::thread::id completion_thread;
+    std::error_code result;
     Latch done;
     client.publish("t", "x", [&](std::error_code ec) {
-      CHECK_FALSE(ec);
+      result = ec;
       completion_thread = std::this_thread::get_id();
       done.count_down();
     });
     REQUIRE(done.wait_for(1));
+    CHECK(result == std::error_code{});
     CHECK(completion_thread == runner.get_id());
     CHECK(client.close_sync(5s) == std::error_code{});
   }
