@@ -5,6 +5,12 @@ include(CMakePackageConfigHelpers)
 set(POLYBUS_INSTALL_TARGETS polybus_core polybus_all)
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter})
+  # An adapter's sans-IO codec library, when it has one, is part of its link interface.
+  if(TARGET polybus_${adapter}_codec)
+    list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter}_codec)
+  endif()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${adapter}/include/polybus
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 
 install(TARGETS ${POLYBUS_INSTALL_TARGETS}
@@ -27,6 +33,9 @@ install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
 
 set(POLYBUS_PC_LIBS "-lpolybus_core")
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
+  if(TARGET polybus_${adapter}_codec)
+    set(POLYBUS_PC_LIBS "-lpolybus_${adapter}_codec ${POLYBUS_PC_LIBS}")
+  endif()
   set(POLYBUS_PC_LIBS "-lpolybus_${adapter} ${POLYBUS_PC_LIBS}")
 endforeach()
 # Relocatable: the prefix is found from the .pc file's own location.

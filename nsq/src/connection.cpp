@@ -1,0 +1,141 @@
+#include "connection.hpp"
+
+#include "polybus/error.hpp"
+
+namespace polybus::nsq {
+
+std::shared_ptr<Connection> Connection::create(std::shared_ptr<const AdapterContext> context, HostPort target,
+                                               SessionConfig config, TransportSettings transport,
+                                               std::chrono::milliseconds read_timeout,
+                                               Events events) {
+  return std::make_shared<Connection>(std::move(context), std::move(target), std::move(config),
+                                      std::move(transport), read_timeout, std::move(events));
+}
+
+Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort target, SessionConfig config,
+                       TransportSettings transport, std::chrono::milliseconds read_timeout,
+                       Events events)
+    : context_(std::move(context)),
+      target_(std::move(target)),
+      endpoint_(target_.to_string()),
+      config_(std::move(config)),
+      transport_settings_(std::move(transport)),
+      read_timeout_(read_timeout),
+      events_(std::move(events)) {
+  // NSQ negotiates TLS inside the protocol (IDENTIFY tls_v1), so the socket starts plain.
+  transport_settings_.tls.enabled = false;
+}
+
+Connection::~Connection() {
+  if (transport_) transport_->close();
+}
+
+void Connection::connect() {
+  if (transport_) transport_->close();
+  ++generation_;
+  ready_ = false;
+  connecting_ = true;
+  session_ = std::make_unique<Session>(config_, *this);
+  std::weak_ptr<Connection> weak = shared_from_this();
+  const std::uint64_t generation = generation_;
+  Transport::Callbacks callbacks;
+  callbacks.on_connected = [weak, generation] {
+    auto self = weak.lock();
+    if (!self || self->generation_ != generation) return;
+    self->session_->start();
+    self->flush();
+  };
+  callbacks.on_data = [weak, generation](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                                         std::size_t size) {
+    auto self = weak.lock();
+    if (!self || self->generation_ != generation) return;
+    self->session_->receive(chunk, std::string_view(data, size));
+    if (self->generation_ == generation) self->flush();
+  };
+  callbacks.on_closed = [weak, generation](std::error_code ec, const std::string& detail) {
+    auto self = weak.lock();
+    if (!self || self->generation_ != generation) return;
+    self->closed(ec, detail);
+  };
+  // A fresh transport per attempt, whose callbacks carry this attempt's generation.
+  transport_ = Transport::create(context_->strand(), transport_settings_, std::move(callbacks), context_.get());
+  transport_->connect(target_);
+}
+
+void Connection::flush() {
+  if (!session_ || !transport_) return;
+  auto& out = session_->output();
+  while (!out.empty()) {
+    transport_->write(std::move(out.front()));
+    out.pop_front();
+  }
+}
+
+void Connection::close() {
+  ++generation_;
+  ready_ = connecting_ = false;
+  if (transport_) transport_->close();
+}
+
+void Connection::fail(std::error_code ec, const std::string& detail) {
+  if (!connecting_ && !ready_) return;
+  if (transport_) transport_->close();
+  closed(ec, detail);
+}
+
+void Connection::closed(std::error_code ec, const std::string& detail) {
+  if (!connecting_ && !ready_) return;
+  ++generation_;
+  ready_ = connecting_ = false;
+  if (events_.on_closed) events_.on_closed(ec, detail);
+}
+
+void Connection::on_start_tls() {
+  const std::uint64_t generation = generation_;
+  std::weak_ptr<Connection> weak = shared_from_this();
+  transport_->start_tls([weak, generation](std::error_code ec) {
+    auto self = weak.lock();
+    if (!self || self->generation_ != generation || ec) return;  // a failure closes the transport
+    self->session_->tls_established();
+    self->flush();
+  });
+}
+
+void Connection::on_ready(const IdentifyResponse& negotiated) {
+  connecting_ = false;
+  ready_ = true;
+  // Two heartbeat intervals of silence mean the connection is dead (as go-nsq decides).
+  std::chrono::milliseconds idle = read_timeout_;
+  if (idle.count() == 0 && config_.identify.heartbeat_interval.value_or(30000) > 0)
+    idle = std::chrono::milliseconds(2 * config_.identify.heartbeat_interval.value_or(30000));
+  if (idle.count() > 0) {
+    std::weak_ptr<Connection> weak = shared_from_this();
+    transport_->set_idle_timeout(idle, [weak, idle] {
+      if (auto self = weak.lock())
+        self->fail(make_error_code(polybus::errc::timeout),
+                   self->endpoint_ + ": nothing received for " + std::to_string(idle.count()) +
+                       "ms (two heartbeat intervals): connection presumed dead");
+    });
+  }
+  context_->log(LogLevel::debug, endpoint_ + ": ready (nsqd " + negotiated.version + ", max_rdy_count " +
+                                    std::to_string(negotiated.max_rdy_count) + ")");
+  if (events_.on_ready) events_.on_ready();
+}
+
+void Connection::on_message(const MessageView& message, const std::shared_ptr<const void>& owner) {
+  if (events_.on_message) events_.on_message(message, owner);
+}
+
+void Connection::on_response(std::string_view body) {
+  if (events_.on_response) events_.on_response(body);
+}
+
+void Connection::on_server_error(const ServerError& error) {
+  if (events_.on_server_error) events_.on_server_error(error);
+}
+
+void Connection::on_failure(std::error_code ec, const std::string& detail) {
+  fail(ec, endpoint_ + ": " + detail);
+}
+
+}  // namespace polybus::nsq

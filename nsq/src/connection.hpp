@@ -1,0 +1,71 @@
+// One TCP connection to one nsqd: the sans-IO Session bound to the core's Transport. Producers
+// and consumers own these and decide about reconnecting; a connection reports its end once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "polybus/transport.hpp"
+#include "session.hpp"
+
+namespace polybus::nsq {
+
+class Connection : public SessionHandler, public std::enable_shared_from_this<Connection> {
+ public:
+  struct Events {
+    std::function<void()> on_ready;
+    std::function<void(const MessageView&, const std::shared_ptr<const void>& owner)> on_message;
+    std::function<void(std::string_view body)> on_response;
+    std::function<void(const ServerError&)> on_server_error;
+    std::function<void(std::error_code, const std::string& detail)> on_closed;  // once per connect
+  };
+
+  static std::shared_ptr<Connection> create(std::shared_ptr<const AdapterContext> context, HostPort target,
+                                            SessionConfig config, TransportSettings transport,
+                                            std::chrono::milliseconds read_timeout, Events events);
+  Connection(std::shared_ptr<const AdapterContext> context, HostPort target, SessionConfig config,
+             TransportSettings transport, std::chrono::milliseconds read_timeout, Events events);
+  ~Connection() override;
+
+  void connect();
+  void close();  // no on_closed
+  // Ends the connection with an error, reported through on_closed.
+  void fail(std::error_code ec, const std::string& detail);
+
+  // Commands go through the session; flush() moves them to the socket.
+  Session& session() { return *session_; }
+  void flush();
+
+  bool ready() const { return ready_; }
+  bool connecting() const { return connecting_; }
+  const HostPort& target() const { return target_; }
+  const std::string& endpoint() const { return endpoint_; }
+  std::uint64_t generation() const { return generation_; }
+
+  // SessionHandler
+  void on_start_tls() override;
+  void on_ready(const IdentifyResponse& negotiated) override;
+  void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) override;
+  void on_response(std::string_view body) override;
+  void on_server_error(const ServerError& error) override;
+  void on_failure(std::error_code ec, const std::string& detail) override;
+
+ private:
+  void closed(std::error_code ec, const std::string& detail);
+
+  std::shared_ptr<const AdapterContext> context_;
+  HostPort target_;
+  std::string endpoint_;
+  SessionConfig config_;
+  TransportSettings transport_settings_;
+  std::chrono::milliseconds read_timeout_;
+  Events events_;
+  std::shared_ptr<Transport> transport_;
+  std::unique_ptr<Session> session_;
+  std::uint64_t generation_ = 0;
+  bool connecting_ = false;
+  bool ready_ = false;
+};
+
+}  // namespace polybus::nsq

@@ -1,0 +1,476 @@
+#include "consumer.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "polybus/error.hpp"
+
+namespace polybus::nsq {
+namespace {
+
+// A message names its connection attempt: the connection's key and its generation.
+std::uint64_t token_of(std::uint64_t key, std::uint64_t generation) { return (key << 32) | (generation & 0xffffffff); }
+std::uint64_t key_of(std::uint64_t token) { return token >> 32; }
+std::uint64_t generation_of(std::uint64_t token) { return token & 0xffffffff; }
+
+}  // namespace
+
+Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings settings,
+                   std::string topic, std::string channel, std::uint32_t max_in_flight,
+                   Discovery discovery, std::shared_ptr<SubscriptionSink> sink)
+    : context_(std::move(context)),
+      settings_(std::move(settings)),
+      topic_(std::move(topic)),
+      channel_(std::move(channel)),
+      max_in_flight_(max_in_flight),
+      discovery_(std::move(discovery)),
+      sink_(std::move(sink)),
+      backoff_timer_(context_->strand()),
+      redistribute_timer_(context_->strand()),
+      poll_timer_(context_->strand()),
+      stop_timer_(context_->strand()) {}
+
+void Consumer::start() {
+  if (discovery_.lookupds.empty()) {
+    for (const auto& target : discovery_.nsqds) connect(add_conn(target));
+  } else {
+    poll_lookupd();
+  }
+  redistribute();
+}
+
+Consumer::Conn& Consumer::add_conn(const HostPort& target) {
+  auto conn = std::make_unique<Conn>();
+  conn->key = ++next_key_;
+  conn->target = target;
+  conn->reconnector = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+  std::weak_ptr<Consumer> weak = shared_from_this();
+  const std::uint64_t key = conn->key;
+  auto with = [weak, key](auto fn) {
+    return [weak, key, fn](auto&&... args) {
+      auto self = weak.lock();
+      if (!self) return;
+      if (Conn* c = self->find_conn(key)) fn(*self, *c, std::forward<decltype(args)>(args)...);
+    };
+  };
+  Connection::Events events;
+  events.on_ready = with([](Consumer& self, Conn& c) { self.on_ready(c); });
+  events.on_message = with([](Consumer& self, Conn& c, const MessageView& m,
+                              const std::shared_ptr<const void>& owner) { self.on_message(c, m, owner); });
+  events.on_response = with([](Consumer& self, Conn& c, std::string_view body) { self.on_response(c, body); });
+  events.on_server_error = with([](Consumer& self, Conn& c, const ServerError& e) {
+    // FIN/REQ/TOUCH for a message that timed out on nsqd: it is redelivered, the connection stays.
+    self.context_->error(make_error_code(e.code), c.target.to_string() + ": " + std::string(e.code_text) +
+                                                      " " + std::string(e.description));
+  });
+  events.on_closed = with([](Consumer& self, Conn& c, std::error_code ec, const std::string& detail) {
+    self.on_closed(c, ec, detail);
+  });
+  conn->connection = Connection::create(context_, target, settings_.session, settings_.transport,
+                                        settings_.read_timeout, std::move(events));
+  Conn& ref = *conn;
+  conns_.emplace(key, std::move(conn));
+  return ref;
+}
+
+Consumer::Conn* Consumer::find_conn(std::uint64_t key) {
+  auto it = conns_.find(key);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void Consumer::remove_conn(std::uint64_t key) {
+  auto it = conns_.find(key);
+  if (it == conns_.end()) return;
+  it->second->reconnector->cancel();
+  it->second->connection->close();
+  // Destroyed after the current callback has unwound: it may be running inside this connection.
+  asio::post(context_->strand(), [doomed = std::shared_ptr<Conn>(std::move(it->second))] {});
+  conns_.erase(it);
+}
+
+void Consumer::connect(Conn& conn) {
+  context_->state(ConnectionState::connecting, conn.target.to_string());
+  conn.connection->connect();
+}
+
+void Consumer::on_ready(Conn& conn) {
+  if (stopping_) return conn.connection->close(), remove_conn(conn.key), check_stopped();
+  conn.max_rdy = static_cast<std::uint32_t>(std::clamp<std::int64_t>(
+      conn.connection->session().negotiated().max_rdy_count, 1, UINT32_MAX));
+  if (auto ec = conn.connection->session().subscribe(topic_, channel_)) {
+    sink_->ended(ec, "cannot subscribe to '" + topic_ + "'/'" + channel_ + "': " + ec.message());
+    return;
+  }
+  conn.connection->flush();
+}
+
+void Consumer::on_response(Conn& conn, std::string_view body) {
+  if (is_ok(body) && !conn.subscribed && !conn.closing) {
+    conn.subscribed = true;
+    conn.rdy = 0;
+    conn.reconnector->succeeded();
+    context_->state(ConnectionState::connected, conn.target.to_string());
+    if (!ready_reported_) {
+      ready_reported_ = true;
+      sink_->ready({});
+    }
+    update_rdy();
+    return;
+  }
+  if (is_close_wait(body)) {
+    conn.closing = true;
+    if (conn.in_flight == 0) {
+      remove_conn(conn.key);
+      check_stopped();
+    }
+  }
+}
+
+void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared_ptr<const void>& owner) {
+  ++conn.in_flight;
+  auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
+  state->topic = topic_;
+  state->buffer = owner;
+  state->payload = view.body;
+  state->id = std::string(view.id);
+  state->attempts = view.attempts;
+  state->timestamp_ns = view.timestamp_ns;
+  state->adapter_token = token_of(conn.key, conn.connection->generation());
+  context_->count_bytes_in(0);
+  sink_->deliver(Message(std::move(state)));
+}
+
+template <typename Fn>
+void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
+  Conn* conn = find_conn(key_of(message.adapter_token));
+  if (!conn || !conn->connection->ready() ||
+      (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token)) {
+    context_->error(make_error_code(polybus::errc::disconnected),
+                    std::string(what) + " of message " + message.id + " on '" + topic_ +
+                        "' not sent: its connection ended, so nsqd will redeliver the message");
+    return;
+  }
+  if (auto ec = fn(conn->connection->session())) {
+    context_->error(ec, std::string(what) + " of message " + message.id + " refused: " + ec.message());
+    return;
+  }
+  conn->connection->flush();
+}
+
+void Consumer::ack(detail::MessageState& message) {
+  respond(message, "FIN", [&](Session& s) { return s.finish(message.id); });
+  if (Conn* conn = find_conn(key_of(message.adapter_token))) {
+    if (conn->in_flight > 0) --conn->in_flight;
+    if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
+  }
+  signal(Signal::success);
+}
+
+void Consumer::nack(detail::MessageState& message, std::chrono::milliseconds delay) {
+  auto ms = std::clamp<std::int64_t>(delay.count(), 0, settings_.max_requeue_delay.count());
+  respond(message, "REQ", [&](Session& s) { return s.requeue(message.id, static_cast<std::uint32_t>(ms)); });
+  if (Conn* conn = find_conn(key_of(message.adapter_token))) {
+    if (conn->in_flight > 0) --conn->in_flight;
+    if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
+  }
+  signal(Signal::failure);
+}
+
+void Consumer::touch(detail::MessageState& message) {
+  respond(message, "TOUCH", [&](Session& s) { return s.touch(message.id); });
+}
+
+void Consumer::reply(detail::MessageState& message, std::string, std::error_code, std::string) {
+  context_->error(make_error_code(polybus::errc::not_supported),
+                  "NSQ has no request/reply: message " + message.id + " cannot be answered");
+}
+
+void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& detail) {
+  const std::uint64_t key = conn.key;
+  const bool was_subscribed = conn.subscribed;
+  conn.subscribed = conn.closing = false;
+  conn.rdy = 0;
+  conn.in_flight = 0;  // nsqd requeues what this connection held
+  if (stopping_ || conn.retiring) {
+    remove_conn(key);
+    check_stopped();
+    return;
+  }
+  context_->state(ConnectionState::disconnected, conn.target.to_string(), ec);
+  if (was_subscribed) context_->count_reconnect();
+  context_->log(LogLevel::warn, detail);
+  if (!discovery_.lookupds.empty()) {
+    // Discovery decides: the next poll reconnects it if nsqlookupd still lists it.
+    remove_conn(key);
+  } else {
+    std::weak_ptr<Consumer> weak = shared_from_this();
+    auto delay = conn.reconnector->schedule([weak, key] {
+      auto self = weak.lock();
+      if (!self || self->stopping_) return;
+      if (Conn* c = self->find_conn(key)) self->connect(*c);
+    });
+    context_->state(ConnectionState::reconnecting,
+                    conn.target.to_string() + " in " + std::to_string(delay.count()) + "ms", ec);
+  }
+  update_rdy();
+}
+
+void Consumer::send_rdy(Conn& conn, std::uint32_t count) {
+  count = std::min(count, conn.max_rdy);
+  if (count == conn.rdy || !conn.subscribed) return;
+  conn.rdy = count;
+  conn.connection->session().ready_count(count);
+  conn.connection->flush();
+}
+
+void Consumer::update_rdy() {
+  std::vector<Conn*> live;
+  for (auto& [key, conn] : conns_)
+    if (conn->subscribed && !conn->closing && !conn->retiring) live.push_back(conn.get());
+  if (live.empty()) return;
+  const bool hold = stopping_ || paused_ || backoff_waiting_ || max_in_flight_ == 0;
+  if (hold) {
+    for (auto* c : live) send_rdy(*c, 0);
+    return;
+  }
+  if (backoff_counter_ > 0) {
+    // Testing the water after a backoff: one message on one connection.
+    Conn* test = find_conn(test_conn_);
+    if (!test || std::find(live.begin(), live.end(), test) == live.end()) test = live.front();
+    test_conn_ = test->key;
+    for (auto* c : live) send_rdy(*c, c == test ? 1 : 0);
+    return;
+  }
+  const std::size_t n = live.size();
+  if (max_in_flight_ >= n) {
+    const std::uint32_t base = max_in_flight_ / static_cast<std::uint32_t>(n);
+    const std::uint32_t extra = max_in_flight_ % static_cast<std::uint32_t>(n);
+    for (std::size_t i = 0; i < n; ++i) send_rdy(*live[i], base + (i < extra ? 1 : 0));
+  } else {
+    // Fewer credits than connections: a rotating subset gets RDY 1, so no nsqd starves.
+    for (std::size_t i = 0; i < n; ++i)
+      send_rdy(*live[i], ((i + n - rotation_ % n) % n) < max_in_flight_ ? 1 : 0);
+  }
+}
+
+void Consumer::redistribute() {
+  if (stopping_) return;
+  std::size_t live = 0;
+  for (auto& [key, conn] : conns_) live += conn->subscribed ? 1 : 0;
+  if (max_in_flight_ < live) {
+    ++rotation_;
+    update_rdy();
+  }
+  redistribute_timer_.expires_after(settings_.rdy_redistribute_interval);
+  redistribute_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->redistribute();
+  });
+}
+
+void Consumer::signal(Signal signal) {
+  if (settings_.max_backoff_duration.count() == 0 || backoff_waiting_ || stopping_) return;
+  if (signal == Signal::failure) {
+    // Stop counting once the wait is already at its cap.
+    auto unit = settings_.backoff_multiplier.count();
+    if (backoff_counter_ < 31 && (unit << backoff_counter_) < settings_.max_backoff_duration.count() * 2)
+      ++backoff_counter_;
+  } else if (backoff_counter_ > 0) {
+    --backoff_counter_;
+  } else {
+    return;  // steady state
+  }
+  if (backoff_counter_ == 0) {
+    context_->log(LogLevel::info, topic_ + "/" + channel_ + ": backoff over, full RDY again");
+    update_rdy();
+    return;
+  }
+  auto exponential = std::min<std::int64_t>(settings_.backoff_multiplier.count() << (backoff_counter_ - 1),
+                                            settings_.max_backoff_duration.count());
+  std::int64_t wait = exponential;
+  if (settings_.backoff_full_jitter)
+    wait = std::uniform_int_distribution<std::int64_t>(0, exponential)(random_);
+  backoff_waiting_ = true;
+  update_rdy();  // RDY 0 everywhere
+  context_->log(LogLevel::warn, topic_ + "/" + channel_ + ": backing off for " + std::to_string(wait) +
+                                    "ms (level " + std::to_string(backoff_counter_) + ")");
+  backoff_timer_.expires_after(std::chrono::milliseconds(wait));
+  backoff_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->backoff_done();
+  });
+}
+
+void Consumer::backoff_done() {
+  backoff_waiting_ = false;
+  // Test with one random connection.
+  std::vector<std::uint64_t> keys;
+  for (auto& [key, conn] : conns_)
+    if (conn->subscribed) keys.push_back(key);
+  if (!keys.empty())
+    test_conn_ = keys[std::uniform_int_distribution<std::size_t>(0, keys.size() - 1)(random_)];
+  update_rdy();
+}
+
+void Consumer::poll_lookupd() {
+  if (stopping_) return;
+  const std::size_t round = ++lookup_round_;
+  struct Round {
+    std::size_t waiting;
+    bool any_answer = false;
+    bool topic_known = false;
+    std::vector<HostPort> found;
+  };
+  auto state = std::make_shared<Round>();
+  state->waiting = discovery_.lookupds.size();
+  std::weak_ptr<Consumer> weak = shared_from_this();
+  auto timeout = std::min<std::chrono::milliseconds>(settings_.lookupd_poll_interval * 2,
+                                                     settings_.transport.connect_timeout * 2);
+  for (const auto& lookupd : discovery_.lookupds) {
+    http_get(context_, settings_.transport, lookupd, "/lookup?topic=" + topic_, timeout,
+             [weak, state, round, lookupd](HttpResult result) {
+               auto self = weak.lock();
+               if (!self || round != self->lookup_round_) return;
+               std::vector<LookupProducer> producers;
+               if (!result.ec && result.status == 200 && !parse_lookup_response(result.body, producers)) {
+                 state->any_answer = state->topic_known = true;
+                 for (auto& p : producers) state->found.push_back({p.broadcast_address, p.tcp_port});
+               } else if (!result.ec && result.status == 404) {
+                 state->any_answer = true;  // nobody has the topic yet
+               } else {
+                 self->context_->log(LogLevel::warn, "nsqlookupd " + lookupd.to_string() + ": " +
+                                                         (result.ec ? result.detail : "HTTP " + std::to_string(result.status)));
+               }
+               if (--state->waiting > 0) return;
+               if (state->any_answer && !state->topic_known) {
+                 // No nsqd has the topic yet: subscribe on every nsqd nsqlookupd knows, so the
+                 // channel exists before the first message is published and none is missed.
+                 auto nodes = std::make_shared<std::vector<HostPort>>();
+                 auto left = std::make_shared<std::size_t>(self->discovery_.lookupds.size());
+                 for (const auto& l : self->discovery_.lookupds) {
+                   http_get(self->context_, self->settings_.transport, l, "/nodes",
+                            std::chrono::milliseconds(5000), [weak, round, nodes, left](HttpResult r) {
+                              auto me = weak.lock();
+                              if (!me || round != me->lookup_round_) return;
+                              std::vector<LookupProducer> all;
+                              if (!r.ec && r.status == 200 && !parse_lookup_response(r.body, all))
+                                for (auto& p : all) nodes->push_back({p.broadcast_address, p.tcp_port});
+                              if (--*left == 0) me->on_lookup(round, *nodes, true);
+                            });
+                 }
+                 return;
+               }
+               self->on_lookup(round, state->found, state->any_answer);
+             });
+  }
+}
+
+void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answer) {
+  if (stopping_) return;
+  if (any_answer) {
+    std::set<std::string> wanted;
+    for (auto& target : found) wanted.insert(target.to_string());
+    std::set<std::string> have;
+    std::vector<std::uint64_t> gone;
+    for (auto& [key, conn] : conns_) {
+      have.insert(conn->target.to_string());
+      if (!wanted.count(conn->target.to_string()) && !conn->retiring) gone.push_back(key);
+    }
+    for (auto& target : found)
+      if (!have.count(target.to_string())) {
+        have.insert(target.to_string());
+        connect(add_conn(target));
+      }
+    for (auto key : gone) {
+      // nsqlookupd no longer lists it: finish what it gave us, then close.
+      Conn& conn = *find_conn(key);
+      conn.retiring = true;
+      if (conn.subscribed) {
+        send_rdy(conn, 0);
+        conn.connection->session().close_wait();
+        conn.connection->flush();
+      } else {
+        remove_conn(key);
+      }
+    }
+    if (found.empty() && !ready_reported_) {
+      ready_reported_ = true;
+      sink_->ready({});
+    }
+    update_rdy();
+  }
+  auto jitter = static_cast<std::int64_t>(settings_.lookupd_poll_interval.count() *
+                                          settings_.lookupd_poll_jitter *
+                                          std::uniform_real_distribution<double>(0, 1)(random_));
+  poll_timer_.expires_after(settings_.lookupd_poll_interval + std::chrono::milliseconds(jitter));
+  poll_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->poll_lookupd();
+  });
+}
+
+void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
+  if (stopping_) {
+    if (done) done();
+    return;
+  }
+  stopping_ = true;
+  stopped_ = std::move(done);
+  poll_timer_.cancel();
+  redistribute_timer_.cancel();
+  backoff_timer_.cancel();
+  update_rdy();  // RDY 0 everywhere
+  std::vector<std::uint64_t> idle;
+  for (auto& [key, conn] : conns_) {
+    conn->reconnector->cancel();
+    if (conn->subscribed) {
+      conn->closing = true;
+      conn->connection->session().close_wait();
+      conn->connection->flush();
+    } else {
+      idle.push_back(key);
+    }
+  }
+  for (auto key : idle) remove_conn(key);
+  stop_timer_.expires_at(deadline);
+  stop_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self) return;
+    std::vector<std::uint64_t> keys;
+    for (auto& [key, conn] : self->conns_) keys.push_back(key);
+    for (auto key : keys) self->remove_conn(key);
+    self->check_stopped();
+  });
+  check_stopped();
+}
+
+void Consumer::check_stopped() {
+  if (!stopping_ || !conns_.empty() || !stopped_) return;
+  stop_timer_.cancel();
+  auto done = std::move(stopped_);
+  stopped_ = nullptr;
+  done();
+}
+
+void Consumer::unsubscribe(OpCompletion done) {
+  auto shared = std::make_shared<OpCompletion>(std::move(done));
+  stop(shared->deadline(), [shared] { (*shared)({}); });
+}
+
+void Consumer::pause() {
+  paused_ = true;
+  update_rdy();
+}
+
+void Consumer::resume() {
+  paused_ = false;
+  update_rdy();
+}
+
+void Consumer::set_max_in_flight(std::uint32_t n) {
+  max_in_flight_ = n;
+  update_rdy();
+}
+
+}  // namespace polybus::nsq

@@ -1,0 +1,107 @@
+// One subscription (topic, channel): a connection to every nsqd that has the topic, RDY spread
+// over them within max_in_flight and each nsqd's max_rdy_count, go-nsq's backoff after failed
+// messages, FIN/REQ/TOUCH for the messages it delivered, and a clean close (RDY 0, CLS,
+// CLOSE_WAIT, in-flight messages finished or the deadline, close).
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "connection.hpp"
+#include "lookupd_client.hpp"
+#include "options.hpp"
+
+namespace polybus::nsq {
+
+class Consumer : public AdapterSubscription,
+                 public MessageBackend,
+                 public std::enable_shared_from_this<Consumer> {
+ public:
+  struct Discovery {
+    std::vector<HostPort> nsqds;    // fixed list (nsq://), reconnected with backoff
+    std::vector<HostPort> lookupds;  // or nsqlookupd HTTP addresses (nsq+lookupd://)
+  };
+
+  Consumer(std::shared_ptr<const AdapterContext> context, Settings settings, std::string topic, std::string channel,
+           std::uint32_t max_in_flight, Discovery discovery, std::shared_ptr<SubscriptionSink> sink);
+  void start();
+  // Ends the subscription: RDY 0, CLS, wait for in-flight messages until the deadline, close.
+  void stop(Clock::time_point deadline, std::function<void()> done);
+
+  // AdapterSubscription
+  void unsubscribe(OpCompletion done) override;
+  void pause() override;
+  void resume() override;
+  void set_max_in_flight(std::uint32_t n) override;
+
+  // MessageBackend
+  void ack(detail::MessageState& message) override;
+  void nack(detail::MessageState& message, std::chrono::milliseconds delay) override;
+  void touch(detail::MessageState& message) override;
+  void reply(detail::MessageState& message, std::string, std::error_code, std::string) override;
+
+ private:
+  struct Conn {
+    std::uint64_t key = 0;  // unique per connection attempt: messages name their connection
+    HostPort target;
+    std::shared_ptr<Connection> connection;
+    std::unique_ptr<Reconnector> reconnector;
+    std::uint32_t rdy = 0;        // last RDY sent
+    std::uint32_t max_rdy = 2500;  // negotiated
+    std::size_t in_flight = 0;
+    bool subscribed = false;
+    bool closing = false;  // CLS sent
+    bool retiring = false;  // lookupd no longer lists it: close once drained
+  };
+  enum class Signal { success, failure };
+
+  Conn& add_conn(const HostPort& target);
+  void connect(Conn& conn);
+  void on_ready(Conn& conn);
+  void on_message(Conn& conn, const MessageView& message, const std::shared_ptr<const void>& owner);
+  void on_response(Conn& conn, std::string_view body);
+  void on_closed(Conn& conn, std::error_code ec, const std::string& detail);
+  void remove_conn(std::uint64_t key);
+  Conn* find_conn(std::uint64_t key);
+  template <typename Fn>
+  void respond(detail::MessageState& message, const char* what, Fn fn);
+
+  void update_rdy();
+  void send_rdy(Conn& conn, std::uint32_t count);
+  void signal(Signal signal);
+  void backoff_done();
+  void redistribute();
+  void poll_lookupd();
+  void on_lookup(std::size_t pending_id, std::vector<HostPort> found, bool any_answer);
+  void check_stopped();
+
+  std::shared_ptr<const AdapterContext> context_;
+  Settings settings_;
+  std::string topic_;
+  std::string channel_;
+  std::uint32_t max_in_flight_;
+  Discovery discovery_;
+  std::shared_ptr<SubscriptionSink> sink_;
+  std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
+  std::uint64_t next_key_ = 0;
+  bool paused_ = false;
+  bool stopping_ = false;
+  bool ready_reported_ = false;
+  // Backoff (as go-nsq): failures count up, successes down; while the count is above zero every
+  // connection gets RDY 0 for a while, then one connection RDY 1 to test.
+  std::uint32_t backoff_counter_ = 0;
+  bool backoff_waiting_ = false;
+  std::uint64_t test_conn_ = 0;
+  asio::steady_timer backoff_timer_;
+  asio::steady_timer redistribute_timer_;
+  asio::steady_timer poll_timer_;
+  asio::steady_timer stop_timer_;
+  std::size_t rotation_ = 0;  // which connections hold RDY when max_in_flight < connections
+  std::size_t lookup_round_ = 0;
+  std::function<void()> stopped_;
+  std::mt19937 random_{std::random_device{}()};
+};
+
+}  // namespace polybus::nsq

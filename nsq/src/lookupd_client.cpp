@@ -1,0 +1,71 @@
+#include "lookupd_client.hpp"
+
+#include <asio/steady_timer.hpp>
+
+#include "http_response.hpp"
+#include "polybus/error.hpp"
+
+namespace polybus::nsq {
+namespace {
+
+constexpr std::size_t kMaxResponse = 4 << 20;
+
+struct Request : std::enable_shared_from_this<Request> {
+  explicit Request(const AdapterContext& context) : timer(context.strand()), parser(kMaxResponse) {}
+  std::shared_ptr<Transport> transport;
+  asio::steady_timer timer;
+  HttpResponseParser parser;
+  std::function<void(HttpResult)> done;
+  std::string endpoint;
+
+  void finish(HttpResult result) {
+    if (!done) return;
+    auto callback = std::move(done);
+    done = nullptr;
+    timer.cancel();
+    // Dropping the transport breaks the cycle through its callbacks; a transport that is
+    // running one of them keeps itself alive until it returns.
+    if (auto t = std::move(transport)) t->close();
+    callback(std::move(result));
+  }
+};
+
+}  // namespace
+
+void http_get(const std::shared_ptr<const AdapterContext>& context, const TransportSettings& settings,
+              const HostPort& server, const std::string& target, std::chrono::milliseconds timeout,
+              std::function<void(HttpResult)> done) {
+  auto request = std::make_shared<Request>(*context);
+  request->done = std::move(done);
+  request->endpoint = server.to_string();
+  std::weak_ptr<Request> weak = request;
+  Transport::Callbacks callbacks;
+  const std::string text = "GET " + target + " HTTP/1.1\r\nHost: " + server.to_string() +
+                           "\r\nAccept: application/vnd.nsq; version=1.0\r\n"
+                           "User-Agent: polybus\r\nConnection: close\r\n\r\n";
+  // The callbacks hold the request: it lives until the response, the close or the deadline.
+  callbacks.on_connected = [request, text] { request->transport->write(text); };
+  callbacks.on_data = [request](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
+    if (auto ec = request->parser.feed(std::string_view(data, n)))
+      return request->finish({ec, 0, {}, request->endpoint + ": malformed HTTP response"});
+    if (request->parser.complete())
+      request->finish({{}, request->parser.status(), request->parser.body(), {}});
+  };
+  callbacks.on_closed = [request](std::error_code ec, const std::string& detail) {
+    if (ec == polybus::errc::disconnected && !request->parser.finish() && request->parser.complete())
+      return request->finish({{}, request->parser.status(), request->parser.body(), {}});
+    request->finish({ec, 0, {}, detail});
+  };
+  TransportSettings plain = settings;
+  plain.tls.enabled = false;
+  request->transport = Transport::create(context->strand(), plain, std::move(callbacks));
+  request->timer.expires_after(timeout);
+  request->timer.async_wait([weak](std::error_code ec) {
+    if (ec) return;
+    if (auto r = weak.lock())
+      r->finish({make_error_code(polybus::errc::timeout), 0, {}, r->endpoint + ": no answer in time"});
+  });
+  request->transport->connect(server);
+}
+
+}  // namespace polybus::nsq

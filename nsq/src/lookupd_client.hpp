@@ -1,0 +1,24 @@
+// GET requests to nsqlookupd's HTTP API over the core transport, one connection per request.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "polybus/transport.hpp"
+
+namespace polybus::nsq {
+
+struct HttpResult {
+  std::error_code ec;
+  int status = 0;
+  std::string body;
+  std::string detail;
+};
+
+// done runs on the strand exactly once, by the deadline at the latest.
+void http_get(const std::shared_ptr<const AdapterContext>& context, const TransportSettings& settings,
+              const HostPort& server, const std::string& target, std::chrono::milliseconds timeout,
+              std::function<void(HttpResult)> done);
+
+}  // namespace polybus::nsq

@@ -1,0 +1,28 @@
+// The NSQ schemes' option table (the core's options plus NSQ's, with go-nsq's defaults), and the
+// values read from it once per client.
+#pragma once
+
+#include "polybus/registry.hpp"
+#include "polybus/transport.hpp"
+#include "session.hpp"
+
+namespace polybus::nsq {
+
+OptionTable option_table();
+
+struct Settings {
+  SessionConfig session;
+  TransportSettings transport;
+  std::chrono::milliseconds read_timeout{0};
+  std::chrono::milliseconds lookupd_poll_interval{60000};
+  double lookupd_poll_jitter = 0.3;
+  std::chrono::milliseconds rdy_redistribute_interval{5000};
+  std::chrono::milliseconds backoff_multiplier{1000};
+  std::chrono::milliseconds max_backoff_duration{120000};
+  bool backoff_full_jitter = false;
+  std::chrono::milliseconds max_requeue_delay{900000};
+
+  static Settings from(const ResolvedOptions& options);
+};
+
+}  // namespace polybus::nsq

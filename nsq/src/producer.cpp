@@ -1,0 +1,206 @@
+#include "producer.hpp"
+
+#include "polybus/error.hpp"
+
+namespace polybus::nsq {
+
+Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
+                   Discover discover)
+    : context_(std::move(context)), settings_(std::move(settings)), discover_(std::move(discover)) {
+  set_nodes(std::move(nsqds));
+}
+
+void Producer::set_nodes(std::vector<HostPort> nsqds) {
+  for (auto& target : nsqds) {
+    bool known = false;
+    for (auto& node : nodes_) known = known || node->target.to_string() == target.to_string();
+    if (known) continue;
+    auto node = std::make_unique<Node>();
+    node->target = std::move(target);
+    node->reconnector = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+    nodes_.push_back(std::move(node));
+  }
+}
+
+Producer::Node* Producer::usable_node() {
+  for (auto& node : nodes_)
+    if (node->connection && node->connection->ready()) return node.get();
+  return nullptr;
+}
+
+void Producer::publish(PublishWork work) {
+  if (closed_) return work.done(make_error_code(polybus::errc::closed));
+  if (!valid_topic_name(work.topic))
+    return work.done(make_error_code(errc::invalid_name),
+                     {}, "'" + work.topic + "' is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-])");
+  if (Node* node = usable_node()) return send(*node, work);
+  waiting_.push_back(std::move(work));
+  connect_some();
+}
+
+void Producer::send(Node& node, PublishWork& work) {
+  if (work.done.done()) return;  // its deadline passed while it waited
+  auto& session = node.connection->session();
+  std::error_code ec;
+  if (work.payloads.size() > 1) {
+    ec = session.publish_batch(work.topic, std::move(work.payloads));
+  } else {
+    auto defer = work.defer.count();
+    if (defer > settings_.max_requeue_delay.count() && defer > 3'600'000)
+      return work.done(make_error_code(polybus::errc::invalid_argument), {},
+                       "deferred publish over nsqd's maximum (1h by default)");
+    ec = session.publish(work.topic, std::move(work.payloads.front()),
+                         static_cast<std::uint32_t>(defer));
+  }
+  if (ec) return work.done(ec, {}, "cannot publish to '" + work.topic + "': " + ec.message());
+  node.awaiting.push_back(std::move(work.done));
+  node.connection->flush();
+}
+
+void Producer::flush_waiting() {
+  while (!waiting_.empty()) {
+    Node* node = usable_node();
+    if (!node) return;
+    PublishWork work = std::move(waiting_.front());
+    waiting_.pop_front();
+    send(*node, work);
+  }
+}
+
+void Producer::connect_some() {
+  if (closed_) return;
+  if (nodes_.empty() && discover_ && !discovering_) {
+    discovering_ = true;
+    std::weak_ptr<Producer> weak = shared_from_this();
+    discover_([weak](std::vector<HostPort> found) {
+      auto self = weak.lock();
+      if (!self || self->closed_) return;
+      self->discovering_ = false;
+      self->set_nodes(std::move(found));
+      if (!self->nodes_.empty()) self->connect_some();
+    });
+    return;
+  }
+  // Every nsqd that is neither up, nor on its way, nor waiting for its backoff gets a try.
+  for (auto& node : nodes_) {
+    if (node->connection && (node->connection->ready() || node->connection->connecting())) continue;
+    if (node->retry_scheduled) continue;
+    if (!node->connection) node->connection = make_connection(*node);
+    context_->state(ConnectionState::connecting, node->target.to_string());
+    node->connection->connect();
+  }
+}
+
+std::shared_ptr<Connection> Producer::make_connection(Node& node) {
+  std::weak_ptr<Producer> weak = shared_from_this();
+  Node* raw = &node;  // nodes live as long as the producer (never removed)
+  Connection::Events events;
+  events.on_ready = [weak, raw] {
+    auto self = weak.lock();
+    if (!self) return;
+    raw->reconnector->succeeded();
+    self->context_->state(ConnectionState::connected, raw->target.to_string());
+    self->flush_waiting();
+  };
+  events.on_response = [weak, raw](std::string_view body) {
+    if (auto self = weak.lock()) self->on_response(*raw, body);
+  };
+  events.on_server_error = [weak, raw](const ServerError& error) {
+    if (auto self = weak.lock()) self->on_server_error(*raw, error);
+  };
+  events.on_closed = [weak, raw](std::error_code ec, const std::string& detail) {
+    if (auto self = weak.lock()) self->on_closed(*raw, ec, detail);
+  };
+  return Connection::create(context_, node.target, settings_.session, settings_.transport,
+                            settings_.read_timeout, std::move(events));
+}
+
+void Producer::on_response(Node& node, std::string_view body) {
+  if (!is_ok(body)) return;  // heartbeats are answered by the session; nothing else is expected
+  if (node.awaiting.empty()) {
+    node.connection->fail(make_error_code(polybus::errc::protocol_error),
+                          node.target.to_string() + ": OK with no publish waiting for it");
+    return;
+  }
+  auto done = std::move(node.awaiting.front());
+  node.awaiting.pop_front();
+  done({});
+}
+
+void Producer::on_server_error(Node& node, const ServerError& error) {
+  // Answers to a publish complete it in order; the connection closes after fatal ones.
+  if (node.awaiting.empty()) {
+    context_->error(make_error_code(error.code),
+                   node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
+    return;
+  }
+  auto done = std::move(node.awaiting.front());
+  node.awaiting.pop_front();
+  done(make_error_code(error.code), {},
+       node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
+}
+
+void Producer::on_closed(Node& node, std::error_code ec, const std::string& detail) {
+  auto awaiting = std::move(node.awaiting);
+  node.awaiting.clear();
+  for (auto& done : awaiting)
+    done(make_error_code(polybus::errc::disconnected), {},
+         "connection to " + node.target.to_string() + " ended before nsqd answered (" + detail +
+             "): the message may or may not have been published");
+  if (closed_) return;
+  context_->state(ConnectionState::disconnected, node.target.to_string(), ec);
+  context_->count_reconnect();
+  if (Node* other = usable_node()) {
+    (void)other;
+    flush_waiting();
+  }
+  if (waiting_.empty()) return;  // lazy: reconnect when there is something to send
+  node.retry_scheduled = true;
+  std::weak_ptr<Producer> weak = shared_from_this();
+  Node* raw = &node;
+  auto delay = node.reconnector->schedule([weak, raw] {
+    auto self = weak.lock();
+    if (!self) return;
+    raw->retry_scheduled = false;
+    if (!self->waiting_.empty()) self->connect_some();
+  });
+  context_->state(ConnectionState::reconnecting, node.target.to_string() + " in " +
+                                                    std::to_string(delay.count()) + "ms", ec);
+  connect_some();  // the other nsqds, if any
+}
+
+void Producer::ping(OpCompletion done) {
+  // nsqd answers nothing to NOP, so the round trip is a full handshake on a fresh connection.
+  if (nodes_.empty()) return done(make_error_code(polybus::errc::connect_failed), {}, "no nsqd known");
+  auto finished = std::make_shared<OpCompletion>(std::move(done));
+  auto holder = std::make_shared<std::shared_ptr<Connection>>();
+  Connection::Events events;
+  events.on_ready = [finished, holder] {
+    (*finished)({});
+    if (*holder) (*holder)->close();
+    holder->reset();
+  };
+  events.on_closed = [finished, holder](std::error_code ec, const std::string& detail) {
+    (*finished)(ec, {}, detail);
+    holder->reset();
+  };
+  Node* node = usable_node();
+  *holder = Connection::create(context_, node ? node->target : nodes_.front()->target,
+                               settings_.session, settings_.transport, settings_.read_timeout,
+                               std::move(events));
+  (*holder)->connect();
+}
+
+void Producer::close() {
+  closed_ = true;
+  for (auto& node : nodes_) {
+    node->reconnector->cancel();
+    if (node->connection) node->connection->close();
+    auto awaiting = std::move(node->awaiting);
+    for (auto& done : awaiting) done(make_error_code(polybus::errc::closed), {}, "client closed");
+  }
+  for (auto& work : waiting_) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
+  waiting_.clear();
+}
+
+}  // namespace polybus::nsq

@@ -1,0 +1,57 @@
+// Publishing to nsqd: PUB, MPUB and DPUB pipelined on one connection per nsqd, completions
+// matched in order to nsqd's answers. Connects lazily; uses the first nsqd in the list that is
+// up and fails over to the next; while none is reachable, publishes wait until their deadline.
+// A publish written to a connection that then dies without an answer fails with
+// errc::disconnected: nsqd may or may not have it (at-least-once callers retry).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "connection.hpp"
+#include "options.hpp"
+
+namespace polybus::nsq {
+
+class Producer : public std::enable_shared_from_this<Producer> {
+ public:
+  // discover: for nsq+lookupd, asks nsqlookupd for the nsqd list (called when none is usable).
+  using Discover = std::function<void(std::function<void(std::vector<HostPort>)>)>;
+
+  Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
+           Discover discover = nullptr);
+  void publish(PublishWork work);
+  void ping(OpCompletion done);
+  void close();
+
+ private:
+  struct Node {
+    HostPort target;
+    std::shared_ptr<Connection> connection;
+    std::unique_ptr<Reconnector> reconnector;
+    std::deque<OpCompletion> awaiting;  // written, answer pending, in order
+    bool retry_scheduled = false;
+  };
+
+  Node* usable_node();
+  void send(Node& node, PublishWork& work);
+  void flush_waiting();
+  void connect_some();
+  void set_nodes(std::vector<HostPort> nsqds);
+  std::shared_ptr<Connection> make_connection(Node& node);
+  void on_response(Node& node, std::string_view body);
+  void on_server_error(Node& node, const ServerError& error);
+  void on_closed(Node& node, std::error_code ec, const std::string& detail);
+
+  std::shared_ptr<const AdapterContext> context_;
+  Settings settings_;
+  Discover discover_;
+  bool discovering_ = false;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::deque<PublishWork> waiting_;  // no nsqd ready yet
+  bool closed_ = false;
+};
+
+}  // namespace polybus::nsq

@@ -1,0 +1,241 @@
+#include "session.hpp"
+
+#include "polybus/error.hpp"
+
+namespace polybus::nsq {
+
+Session::Session(SessionConfig config, SessionHandler& handler)
+    : config_(std::move(config)), handler_(handler), parser_(config_.max_frame_size) {}
+
+void Session::start() {
+  std::string out;
+  append_magic(out);
+  if (auto ec = append_identify(out, config_.identify.to_json()))
+    return fail(ec, "cannot encode IDENTIFY: " + ec.message());
+  phase_ = Phase::identifying;
+  emit(std::move(out));
+}
+
+void Session::emit(std::string bytes) {
+  if (codec_) {
+    std::string encoded;
+    if (auto ec = codec_->encode(bytes, encoded)) return fail(ec, "compression failed: " + ec.message());
+    output_.push_back(std::move(encoded));
+  } else {
+    output_.push_back(std::move(bytes));
+  }
+}
+
+void Session::fail(std::error_code ec, const std::string& detail) {
+  if (phase_ == Phase::failed) return;
+  phase_ = Phase::failed;
+  handler_.on_failure(ec, detail);
+}
+
+void Session::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+  if (phase_ == Phase::failed || phase_ == Phase::idle) return;
+  if (!codec_) return feed(owner, bytes);
+  decoded_.clear();
+  if (auto ec = codec_->decode(bytes, decoded_))
+    return fail(ec, "cannot decompress the stream from nsqd: " + ec.message());
+  // The decoded bytes live in decoded_, which the next receive() overwrites: frames copy.
+  feed(nullptr, decoded_);
+}
+
+void Session::feed(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+  while (!bytes.empty() && phase_ != Phase::failed) {
+    Frame frame;
+    auto result = parser_.feed(bytes, frame);
+    if (result.error)
+      return fail(result.error, "bad frame from nsqd: " + result.error.message());
+    bytes.remove_prefix(result.consumed);
+    if (!result.has_frame) continue;
+    handle(frame, frame.in_parser_buffer ? nullptr : owner);
+    if (codec_pending_) {
+      // nsqd switched to compression after this frame: the rest of the input is compressed.
+      codec_pending_ = false;
+      if (bytes.empty()) return;
+      std::string rest(bytes);
+      return receive(nullptr, rest);
+    }
+  }
+}
+
+void Session::handle(const Frame& frame, const std::shared_ptr<const void>& owner) {
+  switch (frame.type) {
+    case FrameType::error: {
+      ServerError error = parse_server_error(frame.body);
+      handler_.on_server_error(error);
+      if (error.fatal || phase_ != Phase::ready)
+        fail(make_error_code(error.code),
+             "nsqd answered " + std::string(frame.body.substr(0, 512)));
+      return;
+    }
+    case FrameType::message: {
+      if (phase_ != Phase::ready) return fail(make_error_code(polybus::errc::protocol_error),
+                                              "nsqd sent a message before the handshake ended");
+      MessageView message;
+      if (auto ec = parse_message(frame.body, message)) return fail(ec, "bad message frame: " + ec.message());
+      std::shared_ptr<const void> keep = owner;
+      if (!keep) {
+        // The body is in a buffer that the next frame overwrites: copy this one.
+        auto copy = std::make_shared<std::string>(frame.body);
+        if (auto ec = parse_message(*copy, message)) return fail(ec, "bad message frame");
+        keep = copy;
+      }
+      handler_.on_message(message, keep);
+      return;
+    }
+    case FrameType::response:
+      if (is_heartbeat(frame.body)) {
+        std::string nop;
+        append_nop(nop);
+        emit(std::move(nop));
+        return;
+      }
+      if (phase_ == Phase::ready) return handler_.on_response(frame.body);
+      return handshake_response(frame.body);
+  }
+}
+
+void Session::handshake_response(std::string_view body) {
+  switch (phase_) {
+    case Phase::identifying: {
+      if (auto ec = parse_identify_response(body, negotiated_))
+        return fail(ec, "bad IDENTIFY response: " + ec.message());
+      if (config_.identify.tls_v1 && !negotiated_.tls_v1)
+        return fail(make_error_code(polybus::errc::tls_error),
+                    "TLS was requested but nsqd did not agree to it (is it configured for TLS?)");
+      if (negotiated_.tls_v1) {
+        phase_ = Phase::upgrading_tls;
+        return handler_.on_start_tls();
+      }
+      return after_tls();
+    }
+    case Phase::awaiting_tls_ok:
+      if (!is_ok(body)) return fail(make_error_code(polybus::errc::protocol_error),
+                                    "expected OK after the TLS upgrade, got '" + std::string(body.substr(0, 64)) + "'");
+      return after_tls();
+    case Phase::awaiting_compression_ok:
+      if (!is_ok(body)) return fail(make_error_code(polybus::errc::protocol_error),
+                                    "expected OK after switching compression, got '" + std::string(body.substr(0, 64)) + "'");
+      return after_compression();
+    case Phase::authenticating: {
+      AuthResponse auth;
+      if (auto ec = parse_auth_response(body, auth)) return fail(ec, "bad AUTH response: " + ec.message());
+      phase_ = Phase::ready;
+      return handler_.on_ready(negotiated_);
+    }
+    default:
+      return fail(make_error_code(polybus::errc::protocol_error),
+                  "unexpected response '" + std::string(body.substr(0, 64)) + "' during the handshake");
+  }
+}
+
+void Session::tls_established() {
+  if (phase_ == Phase::upgrading_tls) phase_ = Phase::awaiting_tls_ok;
+}
+
+void Session::after_tls() {
+  if (negotiated_.snappy || negotiated_.deflate) {
+    codec_ = negotiated_.snappy ? make_snappy_codec()
+                                : make_deflate_codec(negotiated_.deflate_level > 0 ? negotiated_.deflate_level : 6);
+    codec_pending_ = true;
+    phase_ = Phase::awaiting_compression_ok;
+    return;
+  }
+  after_compression();
+}
+
+void Session::after_compression() {
+  if (negotiated_.auth_required) {
+    if (config_.auth_secret.empty())
+      return fail(make_error_code(errc::e_auth_first), "nsqd requires AUTH but no auth_secret is set");
+    std::string out;
+    if (auto ec = append_auth(out, config_.auth_secret)) return fail(ec, "cannot encode AUTH");
+    phase_ = Phase::authenticating;
+    return emit(std::move(out));
+  }
+  phase_ = Phase::ready;
+  handler_.on_ready(negotiated_);
+}
+
+std::error_code Session::subscribe(std::string_view topic, std::string_view channel) {
+  std::string out;
+  if (auto ec = append_sub(out, topic, channel)) return ec;
+  emit(std::move(out));
+  return {};
+}
+
+void Session::ready_count(std::uint32_t count) {
+  std::string out;
+  append_rdy(out, count);
+  emit(std::move(out));
+}
+
+std::error_code Session::finish(std::string_view id) {
+  std::string out;
+  if (auto ec = append_fin(out, id)) return ec;
+  emit(std::move(out));
+  return {};
+}
+
+std::error_code Session::requeue(std::string_view id, std::uint32_t delay_ms) {
+  std::string out;
+  if (auto ec = append_req(out, id, delay_ms)) return ec;
+  emit(std::move(out));
+  return {};
+}
+
+std::error_code Session::touch(std::string_view id) {
+  std::string out;
+  if (auto ec = append_touch(out, id)) return ec;
+  emit(std::move(out));
+  return {};
+}
+
+void Session::close_wait() {
+  std::string out;
+  append_cls(out);
+  emit(std::move(out));
+}
+
+std::error_code Session::publish(std::string_view topic, std::string body, std::uint32_t defer_ms) {
+  std::string header;
+  auto ec = defer_ms ? append_dpub_header(header, topic, defer_ms, body.size())
+                     : append_pub_header(header, topic, body.size());
+  if (ec) return ec;
+  if (body.empty()) return make_error_code(errc::empty_body);
+  if (codec_) {
+    header += body;
+    emit(std::move(header));
+  } else {
+    output_.push_back(std::move(header));
+    output_.push_back(std::move(body));  // gather-written: the payload is not copied
+  }
+  return {};
+}
+
+std::error_code Session::publish_batch(std::string_view topic, std::vector<std::string> bodies) {
+  std::vector<std::string_view> views(bodies.begin(), bodies.end());
+  std::string header;
+  if (auto ec = append_mpub_header(header, topic, views)) return ec;
+  if (codec_) {
+    for (auto& body : bodies) {
+      append_size_prefix(header, static_cast<std::uint32_t>(body.size()));
+      header += body;
+    }
+    emit(std::move(header));
+    return {};
+  }
+  output_.push_back(std::move(header));
+  for (auto& body : bodies) {
+    std::string prefix;
+    append_size_prefix(prefix, static_cast<std::uint32_t>(body.size()));
+    output_.push_back(std::move(prefix));
+    output_.push_back(std::move(body));
+  }
+  return {};
+}
+
+}  // namespace polybus::nsq

@@ -1,0 +1,88 @@
+// The NSQ connection's protocol state machine, sans I/O: bytes in, events and bytes out.
+// It runs the handshake nsqd 1.3 expects (magic, IDENTIFY with feature negotiation, the TLS
+// upgrade, the switch to snappy or deflate, AUTH), answers heartbeats, and turns frames into
+// events. The owner moves output() to its socket after each call and performs the TLS upgrade
+// when asked (on_start_tls), then calls tls_established().
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "polybus/nsq/codec.hpp"
+#include "polybus/nsq/compression.hpp"
+
+namespace polybus::nsq {
+
+struct SessionConfig {
+  IdentifyRequest identify;
+  std::string auth_secret;  // sent when nsqd says auth_required
+  std::size_t max_frame_size = kDefaultMaxFrameSize;
+};
+
+class SessionHandler {
+ public:
+  virtual ~SessionHandler() = default;
+  virtual void on_start_tls() = 0;
+  virtual void on_ready(const IdentifyResponse& negotiated) = 0;
+  // owner keeps message.body alive (the read chunk, or a copy when the body was split or
+  // decompressed).
+  virtual void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) = 0;
+  virtual void on_response(std::string_view body) = 0;  // after the handshake: OK, CLOSE_WAIT...
+  virtual void on_server_error(const ServerError& error) = 0;
+  // The stream cannot go on (bad frame, handshake refused, fatal error frame): close it.
+  virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
+};
+
+class Session {
+ public:
+  enum class Phase { idle, identifying, upgrading_tls, awaiting_tls_ok, awaiting_compression_ok,
+                     authenticating, ready, failed };
+
+  Session(SessionConfig config, SessionHandler& handler);
+
+  void start();  // queues magic and IDENTIFY
+  void receive(const std::shared_ptr<const void>& owner, std::string_view bytes);
+  void tls_established();
+
+  // Commands, queued in order. Errors: invalid names or ids, a body nsqd would refuse.
+  std::error_code subscribe(std::string_view topic, std::string_view channel);
+  void ready_count(std::uint32_t count);
+  std::error_code finish(std::string_view id);
+  std::error_code requeue(std::string_view id, std::uint32_t delay_ms);
+  std::error_code touch(std::string_view id);
+  void close_wait();  // CLS
+  // The body is moved into the output without a copy when the stream is not compressed.
+  std::error_code publish(std::string_view topic, std::string body, std::uint32_t defer_ms = 0);
+  std::error_code publish_batch(std::string_view topic, std::vector<std::string> bodies);
+
+  // Bytes to write, in order. The owner takes them (std::move, then clear()).
+  std::deque<std::string>& output() { return output_; }
+  Phase phase() const { return phase_; }
+  const IdentifyResponse& negotiated() const { return negotiated_; }
+  bool compressed() const { return static_cast<bool>(codec_); }
+
+ private:
+  void feed(const std::shared_ptr<const void>& owner, std::string_view bytes);
+  void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
+  void handshake_response(std::string_view body);
+  void after_tls();
+  void after_compression();
+  void emit(std::string bytes);
+  void fail(std::error_code ec, const std::string& detail);
+
+  SessionConfig config_;
+  SessionHandler& handler_;
+  FrameParser parser_;
+  Phase phase_ = Phase::idle;
+  IdentifyResponse negotiated_;
+  std::unique_ptr<StreamCodec> codec_;
+  bool codec_pending_ = false;  // the rest of the current input is compressed already
+  std::string decoded_;
+  std::string scratch_;
+  std::deque<std::string> output_;
+};
+
+}  // namespace polybus::nsq

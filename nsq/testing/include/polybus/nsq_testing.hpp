@@ -1,0 +1,181 @@
+// An in-process nsqd and nsqlookupd for tests. They speak the TCP protocol V2 and the lookup HTTP
+// API as nsqd and nsqlookupd 1.3 do, closely enough for the real clients (go-nsq, pynsq, nsqjs)
+// and polybus's adapter, with knobs to make tests fast and accessors to check the broker's state.
+//
+//   auto nsqd = polybus::nsq::testing::Nsqd::start();          // 127.0.0.1, a free port
+//   connect_to(nsqd->tcp_address());
+//   REQUIRE(nsqd->wait_until([&] { return nsqd->channel_depth("orders", "billing") == 3; }));
+//   nsqd->stop();    // drops every connection, keeps the messages, as a restarted nsqd would
+//   nsqd->start();   // same port again
+//
+// Each server runs on an io thread of its own. Every method may be called from any thread; the
+// accessors return a consistent snapshot.
+//
+// What is faithful to nsqd 1.3 (and checked against it byte for byte where it matters): the magic,
+// every command with its state rules and error frames (code, text, fatal or not), IDENTIFY with
+// feature negotiation (heartbeats, msg_timeout, TLS, snappy, deflate, sample rate, output buffer
+// values), AUTH, RDY as a bound on messages in flight, in-flight timeouts and requeues, deferred
+// messages, heartbeats and the two-missed-heartbeats disconnect, topic buffering until a channel
+// exists, a copy of every message per channel, and ephemeral channels and topics. What differs:
+// messages live in memory only (stop() keeps them; destroying the Nsqd loses them), AUTH compares
+// a shared secret instead of asking an auth server, output is written at once instead of being
+// buffered for output_buffer_timeout, deferred messages stay deferred across stop()/start() (nsqd
+// delivers them at once after a restart), and a broker-wide memory bound refuses publishes past it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace polybus::nsq::testing {
+
+namespace detail {
+class NsqdServer;
+class LookupdServer;
+class LookupRegistry;
+}  // namespace detail
+
+struct NsqdOptions {
+  // 127.0.0.1:tcp_port; 0 picks a free port (kept across stop()/start()).
+  std::uint16_t tcp_port = 0;
+
+  // Message timeouts: the default a client gets, and the most it may ask for in IDENTIFY or
+  // reach with TOUCH. nsqd refuses a client msg_timeout below 1000 ms.
+  std::chrono::milliseconds msg_timeout{60000};
+  std::chrono::milliseconds max_msg_timeout{15 * 60 * 1000};
+  // REQ delays are clamped to it; DPUB beyond it is refused.
+  std::chrono::milliseconds max_req_timeout{60 * 60 * 1000};
+  // RDY above it is a fatal E_INVALID.
+  std::int64_t max_rdy_count = 2500;
+  // One message body (PUB, DPUB, each of MPUB), and a whole command body (MPUB, IDENTIFY, AUTH).
+  std::int64_t max_msg_size = 1024 * 1024;
+  std::int64_t max_body_size = 5 * 1024 * 1024;
+
+  // Heartbeats for a client that does not ask for an interval (nsqd: --client-timeout / 2), and the
+  // most it may ask for. A client silent for twice its interval is disconnected.
+  std::chrono::milliseconds heartbeat_interval{30000};
+  std::chrono::milliseconds max_heartbeat_interval{60000};
+
+  // Output buffering as reported in IDENTIFY (this server writes at once whatever it is told).
+  std::chrono::milliseconds output_buffer_timeout{250};
+  std::int64_t max_output_buffer_size = 64 * 1024;
+
+  // Non-empty: IDENTIFY reports auth_required, and SUB/PUB/MPUB/DPUB need AUTH with this secret.
+  std::string auth_secret;
+  std::string auth_identity = "polybus-test";  // what a successful AUTH answers
+
+  // Both set (PEM files): IDENTIFY offers tls_v1 and upgrades the connection in band.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+
+  bool snappy = true;
+  bool deflate = true;
+  int max_deflate_level = 6;
+
+  // Longest command line; a longer one closes the connection (nsqd's read buffer is 16 KiB).
+  std::size_t max_line_length = 16 * 1024;
+  // Bytes of message bodies the broker holds at once; a publish beyond it fails (E_PUB_FAILED,
+  // E_MPUB_FAILED, E_DPUB_FAILED) instead of growing without bound.
+  std::size_t max_stored_bytes = 256 * 1024 * 1024;
+};
+
+class Lookupd;
+
+class Nsqd {
+ public:
+  // Listens on 127.0.0.1 and serves until stop() or destruction. Throws std::system_error when the
+  // port cannot be bound, std::runtime_error when the TLS files cannot be loaded.
+  static std::unique_ptr<Nsqd> start(NsqdOptions options = {});
+  ~Nsqd();
+  Nsqd(const Nsqd&) = delete;
+  Nsqd& operator=(const Nsqd&) = delete;
+
+  std::uint16_t tcp_port() const;
+  std::string tcp_address() const;  // "127.0.0.1:<port>"
+  const NsqdOptions& options() const;
+
+  // Closes the listener and every connection; topics, channels and their messages stay (messages
+  // in flight go back to their channel, attempts kept), like an nsqd restarting with its disk
+  // queue. Returns once every connection is closed. Idempotent.
+  void stop();
+  // Listens again on the same port. Throws std::system_error if it was taken meanwhile.
+  void start();
+  bool running() const;
+
+  // Registers with an in-process nsqlookupd: every topic and channel, now and later, is announced
+  // with broadcast address 127.0.0.1 and this nsqd's TCP port, and withdrawn while stopped.
+  // The Lookupd may be destroyed first.
+  void register_with(const Lookupd& lookupd);
+
+  // State, for assertions. An unknown topic or channel has depth 0.
+  std::size_t client_count() const;  // open TCP connections
+  std::vector<std::string> topics() const;
+  std::vector<std::string> channels(const std::string& topic) const;
+  bool has_topic(const std::string& topic) const;
+  bool has_channel(const std::string& topic, const std::string& channel) const;
+  // Messages held by a topic that has no channel yet.
+  std::uint64_t topic_depth(const std::string& topic) const;
+  // Messages published to a topic since it was created.
+  std::uint64_t topic_message_count(const std::string& topic) const;
+  // Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
+  std::uint64_t channel_depth(const std::string& topic, const std::string& channel) const;
+  std::size_t in_flight(const std::string& topic, const std::string& channel) const;
+  std::size_t deferred(const std::string& topic, const std::string& channel) const;
+  std::size_t subscriber_count(const std::string& topic, const std::string& channel) const;
+  // Timeouts that sent an in-flight message back to its channel, and REQs, per channel.
+  std::uint64_t timeout_count(const std::string& topic, const std::string& channel) const;
+  std::uint64_t requeue_count(const std::string& topic, const std::string& channel) const;
+
+  // Waits until `condition` holds, re-checking whenever the broker's state changes (a command, a
+  // connection opening or closing, a timeout), never by sleeping. False if `bound` passes first.
+  // `condition` runs on the calling thread and may call the accessors above.
+  bool wait_until(const std::function<bool()>& condition,
+                  std::chrono::milliseconds bound = std::chrono::seconds(20)) const;
+
+ private:
+  explicit Nsqd(NsqdOptions options);
+  std::unique_ptr<detail::NsqdServer> server_;
+};
+
+// An nsqlookupd HTTP interface: GET /lookup?topic=T and GET /ping, over HTTP/1.1 with keep-alive.
+class Lookupd {
+ public:
+  static std::unique_ptr<Lookupd> start();
+  ~Lookupd();
+  Lookupd(const Lookupd&) = delete;
+  Lookupd& operator=(const Lookupd&) = delete;
+
+  std::uint16_t http_port() const;
+  std::string http_address() const;  // "127.0.0.1:<port>"
+
+  // Producers announced by hand (an nsqd registered with register_with() does this by itself).
+  // Adding makes the topic known; removing the last producer keeps it known with none, as
+  // nsqlookupd does (except for #ephemeral topics, which it forgets).
+  void add_producer(const std::string& topic, const std::string& broadcast_address,
+                    std::uint16_t tcp_port, std::uint16_t http_port = 0);
+  void remove_producer(const std::string& topic, const std::string& broadcast_address,
+                       std::uint16_t tcp_port);
+  // Forgets the topic: /lookup answers 404 TOPIC_NOT_FOUND again.
+  void remove_topic(const std::string& topic);
+
+  // true: answer in the pre-1.0 form {"status_code":200,"status_txt":"OK","data":{...}}.
+  void set_wrapped(bool wrapped);
+
+  // Requests answered so far on /lookup.
+  std::uint64_t lookup_count() const;
+
+ private:
+  Lookupd();
+  friend class Nsqd;
+  std::shared_ptr<detail::LookupRegistry> registry_;
+  std::unique_ptr<detail::LookupdServer> server_;
+};
+
+// Registers the "nsq" (one nsqd) and "nsq+lookupd" (a lookupd and one nsqd registered with it)
+// test brokers with polybus::testing. Idempotent.
+void register_test_brokers();
+
+}  // namespace polybus::nsq::testing

@@ -1,0 +1,18 @@
+// Text formatted the way nsqd's Go code formats it, so that error frames and JSON bodies match
+// nsqd's byte for byte.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace polybus::nsq::testing::detail {
+
+// fmt's %q of a string (strconv.Quote): double quotes, C-like escapes, \xNN for bytes that are not
+// printable ASCII or valid UTF-8. Valid non-ASCII UTF-8 is kept as is, except the C1 controls.
+std::string go_quote(std::string_view text);
+
+// A JSON string as encoding/json writes it, quotes included: besides the JSON escapes it escapes
+// <, > and & as \u003c, \u003e and \u0026.
+std::string go_json_string(std::string_view text);
+
+}  // namespace polybus::nsq::testing::detail
