@@ -133,8 +133,9 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
     if (done) done({});
     return;
   }
-  auto op = ops_->add(deadline_from({}), [done = std::move(done)](std::error_code ec, std::string,
-                                                                  std::string) {
+  sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
+  auto op = ops_->add(deadline_from({}), [done = std::move(done), adapter_sub](
+                                             std::error_code ec, std::string, std::string) {
     if (done) done(ec);
   });
   adapter_sub->unsubscribe(std::move(op));
@@ -234,6 +235,7 @@ void ClientCore::finish_close() {
       sub->deactivate();
       sub->ended(make_error_code(errc::closed), "client closed");
       sub->drop_handlers();
+      sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
     }
     self->subscriptions_.clear();
     self->state_.store(State::closed);

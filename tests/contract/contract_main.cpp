@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "contract.hpp"
+#include "nsq_harness_broker.hpp"
 #include "polybus/register_all_test_brokers.hpp"
 
 namespace polybus::contract {
@@ -44,5 +45,6 @@ Client Env::connect(Options extra) const {
 int main(int argc, char* argv[]) {
   polybus::register_all_schemes();
   polybus::register_all_test_brokers();
+  polybus::test::register_real_nsq_brokers();
   return Catch::Session().run(argc, argv);
 }

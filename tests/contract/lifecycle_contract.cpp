@@ -9,9 +9,16 @@ using namespace polybus::contract;
 
 CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) {
   if (!env.caps.publish) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Latch all;
+  Latch closed;
+  constexpr int kCount = 10000;
+  std::vector<std::atomic<int>> completions(kCount);
+  std::vector<std::error_code> results(kCount);
+  std::set<std::string> acked;
   auto client = env.connect();
   auto topic = unique_name("closing");
-  Collector got;
   Client reader = env.connect();
   Subscription sub;
   if (env.caps.subscribe) {
@@ -20,10 +27,6 @@ CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) 
     sub = reader.subscribe(topic, options, [&](Message& m) { got.add(std::string(m.payload())); });
     REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   }
-  constexpr int kCount = 10000;
-  std::vector<std::atomic<int>> completions(kCount);
-  std::vector<std::error_code> results(kCount);
-  Latch all;
   for (int i = 0; i < kCount; ++i) {
     client.publish(topic, "c" + std::to_string(i), [&, i](std::error_code ec) {
       results[i] = ec;
@@ -31,11 +34,9 @@ CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) 
       all.count_down();
     });
   }
-  Latch closed;
   client.close(10s, [&](std::error_code) { closed.count_down(); });
   REQUIRE(closed.wait_for(1));
   REQUIRE(all.wait_for(kCount));
-  std::set<std::string> acked;
   for (int i = 0; i < kCount; ++i) {
     REQUIRE(completions[i].load() == 1);
     if (!results[i]) acked.insert("c" + std::to_string(i));
@@ -51,16 +52,17 @@ CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) 
 }
 
 CONTRACT_CASE(concurrent_close_completes_every_caller) {
-  auto client = env.connect();
+  // Declared before the clients: handlers may still run while the clients close.
   Latch closed;
+  Latch refused;
+  std::error_code result;
+  auto client = env.connect();
   std::vector<std::thread> closers;
   for (int i = 0; i < 8; ++i)
     closers.emplace_back([&] { client.close(5s, [&](std::error_code) { closed.count_down(); }); });
   for (auto& t : closers) t.join();
   REQUIRE(closed.wait_for(8));
   // After close, new work fails at once with errc::closed.
-  Latch refused;
-  std::error_code result;
   client.publish("t", "late", [&](std::error_code ec) {
     result = ec;
     refused.count_down();
@@ -71,13 +73,15 @@ CONTRACT_CASE(concurrent_close_completes_every_caller) {
 
 CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
   if (!env.caps.subscribe) return;
-  auto client = env.connect();
-  auto topic = unique_name("drain");
-  std::atomic<bool> handler_running{false}, handler_finished{false};
+  // Declared before the clients: handlers may still run while the clients close.
   Latch started;
+  Latch closed;
+  std::atomic<bool> handler_running{false}, handler_finished{false};
   std::mutex gate_mutex;
   std::condition_variable gate_cv;
   bool open_gate = false;
+  auto client = env.connect();
+  auto topic = unique_name("drain");
   auto sub = client.subscribe(topic, {}, [&](Message&) {
     handler_running = true;
     started.count_down();
@@ -88,7 +92,6 @@ CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   REQUIRE(client.publish_sync(topic, "work") == std::error_code{});
   REQUIRE(started.wait_for(1));
-  Latch closed;
   client.close(test::kWaitBound, [&](std::error_code) { closed.count_down(); });
   CHECK_FALSE(closed.wait_for(1, 100ms));  // bound: close must wait for the handler
   {
@@ -164,20 +167,22 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
     if (e.state == ConnectionState::disconnected) ++disconnects;
     if (e.state == ConnectionState::connected) ++reconnects;
   };
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Latch done;
+  constexpr int kCount = 2000;
+  std::mutex mutex;
+  std::set<std::string> acked;
+  std::set<std::string> expected;
   auto publisher = polybus::connect(env.url, options);
   auto consumer = polybus::connect(env.url, options);
   auto topic = unique_name("restart");
-  Collector got;
   SubscribeOptions sub_options;
   sub_options.group = "survivors";
   sub_options.max_in_flight = 100;
   auto sub = consumer.subscribe(topic, sub_options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
 
-  constexpr int kCount = 2000;
-  std::mutex mutex;
-  std::set<std::string> acked;
-  Latch done;
   std::function<void(int)> publish_one = [&](int i) {
     publisher.publish(topic, "p" + std::to_string(i), [&, i](std::error_code ec) {
       if (!ec) {
@@ -192,7 +197,6 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   env.broker->restart();
   for (int i = kCount / 2; i < kCount; ++i) publish_one(i);
   REQUIRE(done.wait_for(kCount));
-  std::set<std::string> expected;
   {
     std::lock_guard<std::mutex> lock(mutex);
     expected = acked;
@@ -237,9 +241,10 @@ CONTRACT_CASE(what_an_adapter_cannot_do_fails_with_not_supported) {
 
 CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
   if (!env.caps.subscribe) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
   auto client = env.connect();
   auto topic = unique_name("batch");
-  Collector got;
   auto sub = client.subscribe(topic, {}, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   std::size_t expected = 0;
@@ -267,9 +272,10 @@ CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
 }
 
 CONTRACT_CASE(ping_reaches_the_broker) {
-  auto client = env.connect();
+  // Declared before the clients: handlers may still run while the clients close.
   Latch done;
   std::error_code result;
+  auto client = env.connect();
   client.ping([&](std::error_code ec) {
     result = ec;
     done.count_down();
@@ -280,9 +286,10 @@ CONTRACT_CASE(ping_reaches_the_broker) {
 
 CONTRACT_CASE(a_blocking_call_from_a_completion_is_refused_not_deadlocked) {
   if (!env.caps.publish) return;
-  auto client = env.connect();
+  // Declared before the clients: handlers may still run while the clients close.
   Latch done;
   std::error_code inner;
+  auto client = env.connect();
   client.publish("t", "outer", [&](std::error_code) {
     inner = client.publish_sync("t", "inner");
     done.count_down();

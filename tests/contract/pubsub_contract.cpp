@@ -20,9 +20,10 @@ Subscription subscribe_collecting(Client& client, const std::string& topic, Coll
 
 CONTRACT_CASE(published_messages_reach_a_subscriber) {
   if (!env.caps.subscribe || !env.caps.publish) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
   auto client = env.connect();
   auto topic = unique_name("basic");
-  Collector got;
   auto sub = subscribe_collecting(client, topic, got);
   for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
   REQUIRE(got.wait_for_distinct(10));
@@ -33,16 +34,17 @@ CONTRACT_CASE(published_messages_reach_a_subscriber) {
 
 CONTRACT_CASE(a_subscriber_receives_5000_messages_published_concurrently) {
   if (!env.caps.subscribe || !env.caps.publish) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Latch published;
+  constexpr int kPublishers = 4, kEach = 1250;
+  std::atomic<int> failures{0};
   auto client = env.connect();
   auto topic = unique_name("many");
-  Collector got;
   SubscribeOptions options;
   options.max_in_flight = 200;
   options.concurrency = 4;
   auto sub = subscribe_collecting(client, topic, got, options);
-  constexpr int kPublishers = 4, kEach = 1250;
-  Latch published;
-  std::atomic<int> failures{0};
   std::vector<std::thread> publishers;
   for (int p = 0; p < kPublishers; ++p) {
     publishers.emplace_back([&, p] {
@@ -62,9 +64,9 @@ CONTRACT_CASE(a_subscriber_receives_5000_messages_published_concurrently) {
 
 CONTRACT_CASE(several_topics_at_once_are_kept_apart) {
   if (!env.caps.subscribe || !env.caps.publish) return;
+  std::vector<std::unique_ptr<Collector>> got;
   auto client = env.connect();
   std::vector<std::string> topics{unique_name("ta"), unique_name("tb"), unique_name("tc")};
-  std::vector<std::unique_ptr<Collector>> got;
   std::vector<Subscription> subs;
   for (auto& t : topics) {
     got.push_back(std::make_unique<Collector>());
@@ -81,12 +83,13 @@ CONTRACT_CASE(several_topics_at_once_are_kept_apart) {
 
 CONTRACT_CASE(a_nacked_message_is_redelivered) {
   if (!env.caps.ack) return;
-  auto client = env.connect();
-  auto topic = unique_name("nack");
-  std::atomic<int> deliveries{0};
+  // Declared before the clients: handlers may still run while the clients close.
   Latch second;
+  std::atomic<int> deliveries{0};
   std::atomic<std::uint32_t> last_attempts{0};
   std::atomic<bool> nack_refused{false};
+  auto client = env.connect();
+  auto topic = unique_name("nack");
   // Catch2 assertions are not thread-safe: handlers record, the test thread checks.
   auto sub = client.subscribe(topic, {}, [&](Message& m) {
     if (++deliveries == 1) {
@@ -106,10 +109,11 @@ CONTRACT_CASE(a_nacked_message_is_redelivered) {
 CONTRACT_CASE(a_handler_that_throws_gets_its_message_again) {
   if (!env.caps.ack) return;
   ConnectOptions none;
+  // Declared before the clients: handlers may still run while the clients close.
+  Latch redelivered;
+  std::atomic<int> deliveries{0};
   auto client = env.connect(Options{{"requeue_delay", "0"}});
   auto topic = unique_name("throw");
-  std::atomic<int> deliveries{0};
-  Latch redelivered;
   auto sub = client.subscribe(topic, {}, [&](Message&) {
     if (++deliveries == 1) throw std::runtime_error("first attempt fails");
     redelivered.count_down();
@@ -122,10 +126,11 @@ CONTRACT_CASE(a_handler_that_throws_gets_its_message_again) {
 
 CONTRACT_CASE(a_message_never_acked_is_redelivered_after_its_timeout) {
   if (!env.caps.redelivery_on_timeout) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Latch redelivered;
+  std::atomic<int> deliveries{0};
   auto client = env.connect();
   auto topic = unique_name("timeout");
-  std::atomic<int> deliveries{0};
-  Latch redelivered;
   auto sub = client.subscribe(topic, {}, [&](Message& m) {
     if (++deliveries == 1) m.take_manual_control();  // and never respond
     else redelivered.count_down();
@@ -137,10 +142,11 @@ CONTRACT_CASE(a_message_never_acked_is_redelivered_after_its_timeout) {
 
 CONTRACT_CASE(touch_keeps_a_slow_message_from_being_redelivered) {
   if (!env.caps.touch || !env.caps.redelivery_on_timeout) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Latch handled;
+  std::atomic<int> deliveries{0}, refused{0};
   auto client = env.connect();
   auto topic = unique_name("touch");
-  std::atomic<int> deliveries{0}, refused{0};
-  Latch handled;
   auto sub = client.subscribe(topic, {}, [&](Message& m) {
     ++deliveries;
     m.take_manual_control();
@@ -163,17 +169,18 @@ CONTRACT_CASE(touch_keeps_a_slow_message_from_being_redelivered) {
 
 CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
   if (!env.caps.subscribe || !env.caps.consumer_groups) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector first;
+  Collector second;
   auto client = env.connect();
   auto topic = unique_name("continue");
   SubscribeOptions options;
   options.group = "workers";
-  Collector first;
   auto sub1 = subscribe_collecting(client, topic, first, options);
   for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "a" + std::to_string(i)) == std::error_code{});
   REQUIRE(first.wait_for_distinct(5));
   REQUIRE(sub1.unsubscribe_sync(5s) == std::error_code{});
   for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "b" + std::to_string(i)) == std::error_code{});
-  Collector second;
   auto sub2 = subscribe_collecting(client, topic, second, options);
   REQUIRE(second.wait_for_distinct(5));
   for (int i = 0; i < 5; ++i) CHECK(second.count("b" + std::to_string(i)) == 1);
@@ -181,16 +188,17 @@ CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
 
 CONTRACT_CASE(unsubscribe_stops_delivery) {
   if (!env.caps.subscribe) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Collector witness;
   auto client = env.connect();
   auto topic = unique_name("unsub");
-  Collector got;
   auto sub = subscribe_collecting(client, topic, got);
   REQUIRE(client.publish_sync(topic, "before") == std::error_code{});
   REQUIRE(got.wait_for_count(1));
   REQUIRE(sub.unsubscribe_sync(5s) == std::error_code{});
   CHECK_FALSE(sub.active());
   // A second subscriber on the same topic proves the later message was published and delivered.
-  Collector witness;
   auto sub2 = subscribe_collecting(client, topic, witness);
   REQUIRE(client.publish_sync(topic, "after") == std::error_code{});
   REQUIRE(witness.wait_for_count(1));
@@ -199,15 +207,16 @@ CONTRACT_CASE(unsubscribe_stops_delivery) {
 
 CONTRACT_CASE(messages_arrive_in_publish_order_where_ordering_is_claimed) {
   if (!env.caps.ordered_delivery) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Latch published;
+  constexpr int kCount = 1000;
   auto client = env.connect();
   auto topic = unique_name("order");
-  Collector got;
   SubscribeOptions options;
   options.max_in_flight = 50;
   options.concurrency = 1;
   auto sub = subscribe_collecting(client, topic, got, options);
-  constexpr int kCount = 1000;
-  Latch published;
   for (int i = 0; i < kCount; ++i)
     client.publish(topic, std::to_string(i), [&](std::error_code) { published.count_down(); });
   REQUIRE(published.wait_for(kCount));
@@ -218,14 +227,15 @@ CONTRACT_CASE(messages_arrive_in_publish_order_where_ordering_is_claimed) {
 
 CONTRACT_CASE(pause_holds_delivery_until_resume) {
   if (!env.caps.subscribe) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Collector witness;
   auto client = env.connect();
   auto topic = unique_name("pause");
-  Collector got;
   auto sub = subscribe_collecting(client, topic, got);
   sub.pause();
   // Both publishes complete after the pause took effect: the client applies operations in order.
   REQUIRE(client.publish_sync(topic, "held") == std::error_code{});
-  Collector witness;
   auto sub2 = subscribe_collecting(client, topic, witness);
   REQUIRE(client.publish_sync(topic, "held2") == std::error_code{});
   REQUIRE(witness.wait_for_count(1));
@@ -236,11 +246,14 @@ CONTRACT_CASE(pause_holds_delivery_until_resume) {
 
 CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
   if (!env.caps.consumer_groups) return;
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector group1, group2_got;
+  Latch published;
+  constexpr int kCount = 200;
+  std::atomic<int> member1{0}, member2{0};
   auto client_a = env.connect();
   auto client_b = env.connect();
   auto topic = unique_name("groups");
-  Collector group1, group2_got;
-  std::atomic<int> member1{0}, member2{0};
   SubscribeOptions g1;
   g1.group = "g1";
   g1.max_in_flight = 1;
@@ -256,8 +269,6 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
   auto s2 = client_b.subscribe(topic, g1, member(member2));
   auto s3 = client_a.subscribe(topic, g2, [&](Message& m) { group2_got.add(std::string(m.payload())); });
   for (auto* s : {&s1, &s2, &s3}) REQUIRE(s->wait_ready(test::kWaitBound) == std::error_code{});
-  constexpr int kCount = 200;
-  Latch published;
   for (int i = 0; i < kCount; ++i)
     client_a.publish(topic, std::to_string(i), [&](std::error_code) { published.count_down(); });
   REQUIRE(published.wait_for(kCount));
@@ -269,11 +280,13 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
 
 CONTRACT_CASE(a_subscription_replays_from_an_offset) {
   if (!env.caps.replay_from_offset) return;
-  auto client = env.connect();
-  auto topic = unique_name("replay");
+  // Declared before the clients: handlers may still run while the clients close.
   Collector first;
+  Collector replay;
   std::mutex mutex;
   std::map<std::string, std::uint64_t> offsets;
+  auto client = env.connect();
+  auto topic = unique_name("replay");
   auto sub = client.subscribe(topic, {}, [&](Message& m) {
     std::lock_guard<std::mutex> lock(mutex);
     offsets[std::string(m.payload())] = m.offset().value_or(UINT64_MAX);
@@ -289,7 +302,6 @@ CONTRACT_CASE(a_subscription_replays_from_an_offset) {
     for (auto& [payload, offset] : offsets) CHECK(offset != UINT64_MAX);
     from.from_offset = offsets.at("r4");
   }
-  Collector replay;
   auto sub2 = subscribe_collecting(client, topic, replay, from);
   REQUIRE(replay.wait_for_count(5));
   auto order = replay.order();
@@ -298,11 +310,12 @@ CONTRACT_CASE(a_subscription_replays_from_an_offset) {
 
 CONTRACT_CASE(a_message_over_max_attempts_is_discarded_through_the_callback) {
   if (!env.caps.ack) return;
-  auto client = env.connect(Options{{"requeue_delay", "0"}});
-  auto topic = unique_name("attempts");
+  // Declared before the clients: handlers may still run while the clients close.
   Latch discarded;
   std::atomic<int> handled{0};
   std::atomic<std::uint32_t> discarded_attempts{0};
+  auto client = env.connect(Options{{"requeue_delay", "0"}});
+  auto topic = unique_name("attempts");
   SubscribeOptions options;
   options.max_attempts = 3;
   options.on_discard = [&](const Message& m) {

@@ -1,6 +1,6 @@
 module polybus.test/nsqharness
 
-go 1.21
+go 1.19
 
 require github.com/nsqio/nsq v1.3.0
 
