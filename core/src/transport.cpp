@@ -217,7 +217,14 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
 void Transport::write(std::string bytes) {
   if (bytes.empty()) return;
   queued_bytes_ += bytes.size();
-  queue_.push_back(std::move(bytes));
+  queue_.push_back(Piece{std::move(bytes), nullptr});
+  flush();
+}
+
+void Transport::write(std::shared_ptr<const std::string> bytes) {
+  if (!bytes || bytes->empty()) return;
+  queued_bytes_ += bytes->size();
+  queue_.push_back(Piece{{}, std::move(bytes)});
   flush();
 }
 
@@ -230,7 +237,7 @@ void Transport::flush() {
     queue_.pop_front();
   }
   buffers.reserve(in_flight_.size());
-  for (auto& piece : in_flight_) buffers.push_back(asio::buffer(piece));
+  for (auto& piece : in_flight_) buffers.push_back(asio::buffer(piece.bytes()));
   writing_ = true;
   if (settings_.write_timeout.count() > 0) {
     write_timer_.expires_after(settings_.write_timeout);

@@ -22,6 +22,8 @@ class TestBroker {
     stop();
     start();
   }
+  // False for brokers that never answer the protocol's ping (the older Figg server).
+  virtual bool answers_ping() const { return true; }
 };
 
 struct TestBrokerFactory {

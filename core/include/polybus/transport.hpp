@@ -66,6 +66,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void connect(const HostPort& target);
   // Queued and written in order; the string is moved in, so payloads are not copied.
   void write(std::string bytes);
+  // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
+  void write(std::shared_ptr<const std::string> bytes);
   // Upgrades the open connection to TLS in band. Call it from on_data (no read is then pending);
   // reading resumes over TLS after the handshake. done runs on the strand.
   void start_tls(std::function<void(std::error_code)> done);
@@ -117,8 +119,14 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool writing_ = false;
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
   std::function<void(std::error_code)> pending_tls_;
-  std::deque<std::string> queue_;
-  std::vector<std::string> in_flight_;
+  // A queued piece: owned bytes, or bytes shared with the caller.
+  struct Piece {
+    std::string owned;
+    std::shared_ptr<const std::string> shared;
+    const std::string& bytes() const { return shared ? *shared : owned; }
+  };
+  std::deque<Piece> queue_;
+  std::vector<Piece> in_flight_;
   std::size_t queued_bytes_ = 0;
   std::shared_ptr<ReadChunk> chunk_;
   std::chrono::milliseconds idle_{0};

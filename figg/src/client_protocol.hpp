@@ -1,0 +1,92 @@
+// Figg's client side as a state machine, sans I/O: the publish window (a fixed ring of
+// unacknowledged messages), the attachments and their offsets, and what to send again, in the
+// document's order, after a reconnect. The owner feeds received bytes, moves output() to its
+// socket, and tells it when the connection comes and goes.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "polybus/adapter.hpp"
+#include "polybus/figg/codec.hpp"
+
+namespace polybus::figg {
+
+struct OutPiece {
+  std::string bytes;
+  std::shared_ptr<const std::string> shared;  // a payload kept for resending
+};
+
+class ProtocolHandler {
+ public:
+  virtual ~ProtocolHandler() = default;
+  virtual void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
+                       const std::shared_ptr<const void>& owner) = 0;
+  virtual void on_attached(const std::string& topic, std::uint64_t offset) = 0;
+  virtual void on_pong(std::uint64_t timestamp) = 0;
+  virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
+};
+
+class ClientProtocol {
+ public:
+  ClientProtocol(std::size_t window, std::size_t max_payload, ProtocolHandler& handler);
+
+  // Publishing. publish() needs room in the window (window_full() false).
+  bool window_full() const { return unacked_ == ring_.size(); }
+  std::size_t unacked() const { return unacked_; }
+  void publish(std::string topic, std::shared_ptr<const std::string> data, OpCompletion done);
+
+  // Attachments: one per topic. attach() fails with errc::already_subscribed for a topic that is
+  // attached or attaching. from: resume from this offset; empty: the latest message.
+  std::error_code attach(const std::string& topic, std::optional<std::uint64_t> from);
+  void detach(const std::string& topic);
+  // Where delivery resumes: the offset after the last DATA, or ATTACHED's offset.
+  std::optional<std::uint64_t> offset(const std::string& topic) const;
+
+  void ping(std::uint64_t timestamp);
+
+  // The connection: connected() queues the resend in the document's order.
+  void connected();
+  void disconnected();
+  bool is_connected() const { return connected_; }
+  void receive(const std::shared_ptr<const void>& owner, std::string_view bytes);
+
+  std::deque<OutPiece>& output() { return output_; }
+  // Fails every unacknowledged publish (on close).
+  void fail_all(std::error_code ec, const std::string& detail);
+
+ private:
+  enum class State { attaching, attached, detaching };
+  struct Attachment {
+    State state;
+    std::optional<std::uint64_t> offset;
+    bool received = false;  // DATA arrived since the subscription began
+  };
+  struct Slot {
+    std::uint64_t seq = 0;
+    std::string topic;
+    std::shared_ptr<const std::string> data;
+    OpCompletion done;
+  };
+
+  void send_attach(const std::string& topic, const Attachment& a);
+  void send_publish(const Slot& slot);
+  void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
+  void acked(std::uint64_t seq);
+
+  ProtocolHandler& handler_;
+  FrameParser parser_;
+  std::vector<Slot> ring_;
+  std::size_t head_ = 0;  // oldest unacknowledged
+  std::size_t unacked_ = 0;
+  std::uint64_t next_seq_ = 1;
+  std::map<std::string, Attachment> attachments_;
+  bool connected_ = false;
+  std::deque<OutPiece> output_;
+};
+
+}  // namespace polybus::figg

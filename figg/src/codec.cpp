@@ -1,0 +1,244 @@
+#include "polybus/figg/codec.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace polybus::figg {
+namespace {
+
+class Category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "figg"; }
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::frame_too_large: return "figg frame payload larger than the configured maximum";
+      case errc::truncated_field: return "figg field runs past the end of its message";
+      case errc::trailing_bytes: return "figg message has bytes after its last field";
+      case errc::unknown_type: return "figg message of an unknown type";
+      case errc::invalid_topic: return "figg topic is empty or too long";
+    }
+    return "figg error " + std::to_string(value);
+  }
+};
+
+void put16(std::string& out, std::uint16_t v) {
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v & 0xff));
+}
+void put32(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+void put64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+void header(std::string& out, MessageType type, std::size_t payload_size) {
+  put16(out, static_cast<std::uint16_t>(type));
+  put16(out, kProtocolVersion);
+  put32(out, static_cast<std::uint32_t>(payload_size));
+}
+void bytes(std::string& out, std::string_view field) {
+  put32(out, static_cast<std::uint32_t>(field.size()));
+  out.append(field);
+}
+
+std::uint64_t get(std::string_view in, std::size_t width) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < width; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+// Reads fields off a payload, bounded by it.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool u16(std::uint16_t& v) { return fixed(2, v); }
+  bool u64(std::uint64_t& v) { return fixed(8, v); }
+  bool field(std::string_view& v) {
+    std::uint64_t size = 0;
+    if (!fixed(4, size) || size > in_.size()) return false;
+    v = in_.substr(0, size);
+    in_.remove_prefix(size);
+    return true;
+  }
+  bool done() const { return in_.empty(); }
+
+ private:
+  template <typename T>
+  bool fixed(std::size_t width, T& v) {
+    if (in_.size() < width) return false;
+    v = static_cast<T>(get(in_, width));
+    in_.remove_prefix(width);
+    return true;
+  }
+  std::string_view in_;
+};
+
+std::error_code finish(const Reader& r) {
+  return r.done() ? std::error_code{} : make_error_code(errc::trailing_bytes);
+}
+std::error_code check_topic(std::string_view topic) {
+  return topic.empty() || topic.size() > kMaxTopicLength ? make_error_code(errc::invalid_topic)
+                                                          : std::error_code{};
+}
+
+}  // namespace
+
+const std::error_category& figg_category() noexcept {
+  static const Category category;
+  return category;
+}
+std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), figg_category()}; }
+
+void append_attach(std::string& out, std::string_view topic, bool from_offset, std::uint64_t offset) {
+  header(out, MessageType::attach, 2 + 4 + topic.size() + 8);
+  put16(out, from_offset ? kAttachFromOffset : 0);
+  bytes(out, topic);
+  put64(out, from_offset ? offset : 0);  // always present; the server reads it either way
+}
+void append_detach(std::string& out, std::string_view topic) {
+  header(out, MessageType::detach, 4 + topic.size());
+  bytes(out, topic);
+}
+void append_publish_header(std::string& out, std::string_view topic, std::uint64_t seq,
+                           std::size_t data_size) {
+  header(out, MessageType::publish, 4 + topic.size() + 8 + 4 + data_size);
+  bytes(out, topic);
+  put64(out, seq);
+  put32(out, static_cast<std::uint32_t>(data_size));
+}
+void append_ping(std::string& out, std::uint64_t timestamp) {
+  header(out, MessageType::ping, 8);
+  put64(out, timestamp);
+}
+void append_attached(std::string& out, std::string_view topic, std::uint64_t offset) {
+  header(out, MessageType::attached, 4 + topic.size() + 8);
+  bytes(out, topic);
+  put64(out, offset);
+}
+void append_detached(std::string& out, std::string_view topic) {
+  header(out, MessageType::detached, 4 + topic.size());
+  bytes(out, topic);
+}
+void append_ack(std::string& out, std::uint64_t seq) {
+  header(out, MessageType::ack, 8);
+  put64(out, seq);
+}
+void append_data_header(std::string& out, std::string_view topic, std::uint64_t offset,
+                        std::size_t data_size) {
+  header(out, MessageType::data, 4 + topic.size() + 8 + 4 + data_size);
+  bytes(out, topic);
+  put64(out, offset);
+  put32(out, static_cast<std::uint32_t>(data_size));
+}
+void append_pong(std::string& out, std::uint64_t timestamp) {
+  header(out, MessageType::pong, 8);
+  put64(out, timestamp);
+}
+
+FrameParser::FrameParser(std::size_t max_payload) : max_payload_(max_payload) {}
+
+void FrameParser::reset() {
+  header_filled_ = 0;
+  buffer_.clear();
+  error_ = {};
+}
+
+FrameParser::Result FrameParser::feed(std::string_view input, Frame& frame) {
+  Result result;
+  if (error_) return result.error = error_, result;
+  if (header_filled_ < kHeaderSize) {
+    std::size_t take = std::min(kHeaderSize - header_filled_, input.size());
+    std::memcpy(header_ + header_filled_, input.data(), take);
+    header_filled_ += take;
+    input.remove_prefix(take);
+    result.consumed = take;
+    if (header_filled_ < kHeaderSize) return result;
+    size_ = static_cast<std::uint32_t>(get(std::string_view(header_ + 4, 4), 4));
+    if (size_ > max_payload_) {
+      error_ = make_error_code(errc::frame_too_large);
+      result.error = error_;
+      return result;
+    }
+    buffer_.clear();
+  }
+  std::size_t needed = size_ - buffer_.size();
+  auto complete = [&](std::string_view payload, bool buffered) {
+    frame.type = static_cast<MessageType>(get(std::string_view(header_, 2), 2));
+    frame.version = static_cast<std::uint16_t>(get(std::string_view(header_ + 2, 2), 2));
+    frame.payload = payload;
+    frame.in_parser_buffer = buffered;
+    header_filled_ = 0;
+    result.has_frame = true;
+  };
+  if (buffer_.empty() && input.size() >= needed) {
+    complete(input.substr(0, needed), false);
+    result.consumed += needed;
+    return result;
+  }
+  std::size_t take = std::min(needed, input.size());
+  buffer_.append(input.substr(0, take));
+  result.consumed += take;
+  if (buffer_.size() == size_) complete(buffer_, true);
+  return result;
+}
+
+std::error_code parse_attach(std::string_view payload, Attach& out) {
+  Reader r(payload);
+  std::uint16_t flags = 0;
+  Attach a;
+  if (!r.u16(flags) || !r.field(a.topic) || !r.u64(a.offset)) return make_error_code(errc::truncated_field);
+  if (auto ec = check_topic(a.topic)) return ec;
+  a.from_offset = (flags & kAttachFromOffset) != 0;
+  if (auto ec = finish(r)) return ec;
+  out = a;
+  return {};
+}
+
+std::error_code parse_topic(std::string_view payload, std::string_view& topic) {
+  Reader r(payload);
+  std::string_view t;
+  if (!r.field(t)) return make_error_code(errc::truncated_field);
+  if (auto ec = check_topic(t)) return ec;
+  if (auto ec = finish(r)) return ec;
+  topic = t;
+  return {};
+}
+
+std::error_code parse_attached(std::string_view payload, TopicOffset& out) {
+  Reader r(payload);
+  TopicOffset a;
+  if (!r.field(a.topic) || !r.u64(a.offset)) return make_error_code(errc::truncated_field);
+  if (auto ec = finish(r)) return ec;
+  out = a;
+  return {};
+}
+
+std::error_code parse_publish(std::string_view payload, Publish& out) {
+  Reader r(payload);
+  Publish p;
+  if (!r.field(p.topic) || !r.u64(p.seq) || !r.field(p.data)) return make_error_code(errc::truncated_field);
+  if (auto ec = check_topic(p.topic)) return ec;
+  if (auto ec = finish(r)) return ec;
+  out = p;
+  return {};
+}
+
+std::error_code parse_data(std::string_view payload, Data& out) {
+  Reader r(payload);
+  Data d;
+  if (!r.field(d.topic) || !r.u64(d.offset) || !r.field(d.data)) return make_error_code(errc::truncated_field);
+  if (auto ec = finish(r)) return ec;
+  out = d;
+  return {};
+}
+
+std::error_code parse_u64(std::string_view payload, std::uint64_t& out) {
+  Reader r(payload);
+  std::uint64_t v = 0;
+  if (!r.u64(v)) return make_error_code(errc::truncated_field);
+  if (auto ec = finish(r)) return ec;
+  out = v;
+  return {};
+}
+
+}  // namespace polybus::figg

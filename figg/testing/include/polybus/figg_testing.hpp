@@ -1,0 +1,52 @@
+// An in-process Figg broker for tests: an in-memory log per topic with offsets as byte positions
+// (4-byte length + data per message, as the real server keeps them), ATTACH at the latest message
+// or from an offset, history streamed as fast as the client reads then live messages, an ACK per
+// PUBLISH, PING/PONG, DETACH answered with DETACHED, optional retention (an expired offset starts
+// from the oldest message), and a switch that makes it fall short where the real server does.
+//
+//   auto broker = polybus::figg::testing::Broker::launch();
+//   auto client = polybus::connect("figg://" + broker->address());
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace polybus::figg::testing {
+
+struct BrokerOptions {
+  // As the real server: DETACH ignored (no DETACHED, DATA keeps coming), PING never answered.
+  bool real_server_quirks = false;
+  // Bytes kept per topic (0: everything); the oldest messages go first.
+  std::size_t retention_bytes = 0;
+  // Largest payload accepted; a bigger frame closes the connection.
+  std::size_t max_payload = 64 << 20;
+};
+
+class BrokerImpl;
+
+class Broker {
+ public:
+  static std::unique_ptr<Broker> launch(BrokerOptions options = {});
+  ~Broker();
+
+  std::uint16_t port() const;
+  std::string address() const;  // "127.0.0.1:port"
+  // stop() closes the listener and every connection; the logs stay (a restart keeps them).
+  // start() listens again on the same port.
+  void stop();
+  void start();
+  std::size_t connections() const;
+  std::uint64_t end_offset(const std::string& topic) const;
+  std::uint64_t messages(const std::string& topic) const;
+
+  explicit Broker(std::unique_ptr<BrokerImpl> impl);
+
+ private:
+  std::unique_ptr<BrokerImpl> impl_;
+};
+
+// Registers "figg" and "figg-quirks" with polybus::testing (the contract suite and the demo).
+void register_test_brokers();
+
+}  // namespace polybus::figg::testing

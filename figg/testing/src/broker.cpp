@@ -1,0 +1,341 @@
+#include <asio.hpp>
+#include <deque>
+#include <future>
+#include <map>
+#include <set>
+
+#include "polybus/figg/codec.hpp"
+#include "polybus/figg_testing.hpp"
+#include "polybus/testing.hpp"
+
+namespace polybus::figg::testing {
+
+using asio::ip::tcp;
+
+namespace {
+
+struct Entry {
+  std::uint64_t start;  // byte position of the message in the log
+  std::shared_ptr<const std::string> data;
+  std::uint64_t next() const { return start + 4 + data->size(); }
+};
+
+struct Topic {
+  std::uint64_t first_number = 0;  // absolute number of log.front()
+  std::uint64_t end = 0;           // byte position after the last message
+  std::size_t bytes = 0;
+  std::deque<Entry> log;
+  std::uint64_t end_number() const { return first_number + log.size(); }
+  std::uint64_t first_offset() const { return log.empty() ? end : log.front().start; }
+};
+
+class Session;
+
+}  // namespace
+
+class BrokerImpl {
+ public:
+  explicit BrokerImpl(BrokerOptions options)
+      : options_(options), acceptor_(io_), work_(asio::make_work_guard(io_)) {
+    listen(0);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~BrokerImpl() {
+    run([this] { close_all(); });
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+
+  template <typename Fn>
+  auto run(Fn fn) -> decltype(fn()) {
+    std::packaged_task<decltype(fn())()> task(fn);
+    auto future = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return future.get();
+  }
+
+  void listen(std::uint16_t port) {
+    tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port);
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+    port_ = acceptor_.local_endpoint().port();
+    accept();
+  }
+  void accept();
+  void close_all();
+
+  // Called by sessions (io thread).
+  Topic& topic(const std::string& name) { return topics_[name]; }
+  void published(const std::string& name);
+  void forget(Session* session) { sessions_.erase(session); }
+
+  BrokerOptions options_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
+  std::map<std::string, Topic> topics_;
+  std::set<Session*> sessions_;
+  std::vector<std::shared_ptr<Session>> owned_;
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(BrokerImpl& broker, tcp::socket socket)
+      : broker_(broker), socket_(std::move(socket)), parser_(broker.options_.max_payload) {}
+
+  void start() { read(); }
+  void close() {
+    std::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+  // New messages in a topic: send what this session is attached to.
+  void pump();
+
+ private:
+  struct Attachment {
+    std::uint64_t next_number;  // next message to send, by absolute number
+  };
+
+  void read() {
+    socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+      if (ec) return self->finish();
+      self->received(std::string_view(self->buffer_, n));
+      if (self->socket_.is_open()) self->read();
+    });
+  }
+  void finish() {
+    close();
+    broker_.forget(this);
+  }
+  void received(std::string_view bytes) {
+    while (!bytes.empty()) {
+      Frame frame;
+      auto result = parser_.feed(bytes, frame);
+      // Unlike the real server (which crashes), a malformed message only closes this connection.
+      if (result.error) return finish();
+      bytes.remove_prefix(result.consumed);
+      if (result.has_frame && !handle(frame)) return finish();
+    }
+  }
+  bool handle(const Frame& frame);
+  void send(std::string bytes, std::shared_ptr<const std::string> payload = nullptr) {
+    queued_ += bytes.size() + (payload ? payload->size() : 0);
+    queue_.push_back({std::move(bytes), std::move(payload)});
+    write();
+  }
+  void write() {
+    if (writing_ || queue_.empty() || !socket_.is_open()) return;
+    writing_ = true;
+    auto batch = std::make_shared<std::vector<Piece>>();
+    std::vector<asio::const_buffer> buffers;
+    while (!queue_.empty() && batch->size() < 64) {
+      batch->push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    for (auto& p : *batch) {
+      buffers.push_back(asio::buffer(p.bytes));
+      if (p.payload) buffers.push_back(asio::buffer(*p.payload));
+    }
+    asio::async_write(socket_, buffers, [self = shared_from_this(), batch](std::error_code ec, std::size_t n) {
+      self->writing_ = false;
+      self->queued_ -= std::min(self->queued_, n);
+      if (ec) return self->finish();
+      self->pump();  // history continues as the client reads it
+      self->write();
+    });
+  }
+
+  struct Piece {
+    std::string bytes;
+    std::shared_ptr<const std::string> payload;
+  };
+
+  BrokerImpl& broker_;
+  tcp::socket socket_;
+  FrameParser parser_;
+  char buffer_[64 * 1024];
+  std::deque<Piece> queue_;
+  std::size_t queued_ = 0;
+  bool writing_ = false;
+  std::map<std::string, Attachment> attachments_;
+};
+
+bool Session::handle(const Frame& frame) {
+  switch (frame.type) {
+    case MessageType::attach: {
+      Attach attach;
+      if (parse_attach(frame.payload, attach)) return false;
+      std::string name(attach.topic);
+      Topic& topic = broker_.topic(name);
+      std::uint64_t number = topic.end_number();
+      std::uint64_t offset = topic.end;
+      if (attach.from_offset) {
+        if (attach.offset <= topic.first_offset()) {
+          // An expired (or the very first) offset starts from the oldest message kept.
+          number = topic.first_number;
+          offset = std::max(attach.offset, topic.first_offset());
+          if (attach.offset < topic.first_offset()) offset = topic.first_offset();
+        } else if (attach.offset >= topic.end) {
+          number = topic.end_number();
+          offset = attach.offset;
+        } else {
+          auto it = std::lower_bound(topic.log.begin(), topic.log.end(), attach.offset,
+                                     [](const Entry& e, std::uint64_t x) { return e.start < x; });
+          number = topic.first_number + static_cast<std::uint64_t>(it - topic.log.begin());
+          offset = attach.offset;
+        }
+      }
+      attachments_[name] = Attachment{number};
+      std::string out;
+      append_attached(out, name, offset);
+      send(std::move(out));
+      pump();
+      return true;
+    }
+    case MessageType::detach: {
+      std::string_view name;
+      if (parse_topic(frame.payload, name)) return false;
+      if (broker_.options_.real_server_quirks) return true;  // ignored, DATA keeps coming
+      attachments_.erase(std::string(name));
+      std::string out;
+      append_detached(out, name);
+      send(std::move(out));
+      return true;
+    }
+    case MessageType::publish: {
+      Publish publish;
+      if (parse_publish(frame.payload, publish)) return false;
+      std::string name(publish.topic);
+      Topic& topic = broker_.topic(name);
+      Entry entry{topic.end, std::make_shared<const std::string>(publish.data)};
+      topic.end = entry.next();
+      topic.bytes += 4 + entry.data->size();
+      topic.log.push_back(std::move(entry));
+      auto retention = broker_.options_.retention_bytes;
+      while (retention > 0 && topic.bytes > retention && topic.log.size() > 1) {
+        topic.bytes -= 4 + topic.log.front().data->size();
+        topic.log.pop_front();
+        ++topic.first_number;
+      }
+      std::string out;
+      append_ack(out, publish.seq);
+      send(std::move(out));
+      broker_.published(name);
+      return true;
+    }
+    case MessageType::ping: {
+      std::uint64_t timestamp = 0;
+      if (parse_u64(frame.payload, timestamp)) return false;
+      if (broker_.options_.real_server_quirks) return true;  // the older server has no PONG
+      std::string out;
+      append_pong(out, timestamp);
+      send(std::move(out));
+      return true;
+    }
+    default:
+      return true;  // unknown types are ignored, as the real server does
+  }
+}
+
+void Session::pump() {
+  constexpr std::size_t kHighWater = 256 * 1024;
+  for (auto& [name, attachment] : attachments_) {
+    Topic& topic = broker_.topic(name);
+    if (attachment.next_number < topic.first_number) attachment.next_number = topic.first_number;
+    while (queued_ < kHighWater && attachment.next_number < topic.end_number()) {
+      const Entry& entry = topic.log[attachment.next_number - topic.first_number];
+      std::string header;
+      append_data_header(header, name, entry.next(), entry.data->size());
+      send(std::move(header), entry.data);
+      ++attachment.next_number;
+    }
+  }
+}
+
+}  // namespace
+
+void BrokerImpl::accept() {
+  acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
+    if (ec) return;
+    auto session = std::make_shared<Session>(*this, std::move(socket));
+    sessions_.insert(session.get());
+    owned_.push_back(session);
+    session->start();
+    accept();
+  });
+}
+
+void BrokerImpl::published(const std::string&) {
+  for (auto* session : sessions_) session->pump();
+}
+
+void BrokerImpl::close_all() {
+  std::error_code ignored;
+  acceptor_.close(ignored);
+  for (auto& session : owned_) session->close();
+  sessions_.clear();
+  owned_.clear();
+}
+
+std::unique_ptr<Broker> Broker::launch(BrokerOptions options) {
+  return std::make_unique<Broker>(std::make_unique<BrokerImpl>(options));
+}
+Broker::Broker(std::unique_ptr<BrokerImpl> impl) : impl_(std::move(impl)) {}
+Broker::~Broker() = default;
+std::uint16_t Broker::port() const { return impl_->port_; }
+std::string Broker::address() const { return "127.0.0.1:" + std::to_string(impl_->port_); }
+void Broker::stop() {
+  impl_->run([this] { impl_->close_all(); });
+}
+void Broker::start() {
+  impl_->run([this] {
+    if (!impl_->acceptor_.is_open()) impl_->listen(impl_->port_);
+  });
+}
+std::size_t Broker::connections() const {
+  return impl_->run([this] { return impl_->sessions_.size(); });
+}
+std::uint64_t Broker::end_offset(const std::string& topic) const {
+  return impl_->run([this, &topic] { return impl_->topic(topic).end; });
+}
+std::uint64_t Broker::messages(const std::string& topic) const {
+  return impl_->run([this, &topic] { return impl_->topic(topic).end_number(); });
+}
+
+namespace {
+class FiggTestBroker : public polybus::testing::TestBroker {
+ public:
+  explicit FiggTestBroker(BrokerOptions options)
+      : quirks_(options.real_server_quirks), broker_(Broker::launch(options)) {}
+  bool answers_ping() const override { return !quirks_; }
+  std::string url() const override {
+    return "figg://" + broker_->address() + "?reconnect_initial=10ms&reconnect_max=200ms&ping_interval=200ms";
+  }
+  void stop() override { broker_->stop(); }
+  void start() override { broker_->start(); }
+
+ private:
+  bool quirks_;
+  std::unique_ptr<Broker> broker_;
+};
+}  // namespace
+
+void register_test_brokers() {
+  polybus::testing::register_test_broker(
+      {"figg", "figg", [] { return std::make_unique<FiggTestBroker>(BrokerOptions{}); }});
+  polybus::testing::register_test_broker({"figg-quirks", "figg", [] {
+                                            BrokerOptions options;
+                                            options.real_server_quirks = true;
+                                            return std::make_unique<FiggTestBroker>(options);
+                                          }});
+}
+
+}  // namespace polybus::figg::testing
