@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "contract.hpp"
+#include "figg_server_broker.hpp"
 #include "nsq_harness_broker.hpp"
 #include "polybus/register_all_test_brokers.hpp"
 
@@ -46,5 +47,6 @@ int main(int argc, char* argv[]) {
   polybus::register_all_schemes();
   polybus::register_all_test_brokers();
   polybus::test::register_real_nsq_brokers();
+  polybus::test::register_real_figg_broker();
   return Catch::Session().run(argc, argv);
 }

@@ -7,8 +7,8 @@
 #   DEST_DIR/nsqjs          nsqjs peer: runs tests/harness/nsqjs/peer.js with the node_modules
 #                           that `npm ci` installs beside it (gitignored)
 #
-# Each is an executable with the same command line (see tests/harness/README.md or any peer's
-# source): `pub ADDR TOPIC COUNT PREFIX`, `sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S`,
+# Each is an executable with the same command line (tests/integration/README.md, or the top of
+# any peer's source): `pub ADDR TOPIC COUNT PREFIX`, `sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S`,
 # `sub-lookupd LOOKUPD_HTTP TOPIC CHANNEL COUNT TIMEOUT_S`.
 #
 # Idempotent: the Go build is incremental; pip and npm run only when requirements.txt or

@@ -83,7 +83,7 @@ struct SkipCounter : Catch::TestEventListenerBase {
 // ---------------------------------------------------------------------------------------------
 // A child process with its stdout and stderr read line by line by a thread, each line with the
 // time it arrived. Its stdin is a pipe held open until destruction (the nsq harness exits when
-// it closes); it gets SIGKILL if this process dies. Destruction kills it if it still runs.
+// it closes); it gets SIGTERM if this process dies. Destruction kills it if it still runs.
 
 struct Line {
   std::string text;
@@ -111,8 +111,8 @@ class Child {
       close_all();
       throw std::runtime_error("fork failed");
     }
-    if (pid_ == 0) {  // only async-signal-safe calls until exec
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (pid_ == 0) {                     // only async-signal-safe calls until exec
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // lets the harness clean up
       if (getppid() != parent) _exit(127);
       dup2(in[0], 0);
       dup2(out[1], 1);
