@@ -89,6 +89,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
 
   void ping(OpCompletion done) {
     // Sent now, or on connecting; an older server never answers PING: the deadline settles it.
+    while (!pings_.empty() && pings_.front().second.done()) pings_.pop_front();
     pings_.push_back({++ping_counter_, std::move(done)});
     protocol_.ping(ping_counter_);
     flush();
