@@ -10,6 +10,7 @@
 #include <iostream>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -20,11 +21,13 @@ namespace polybus::cli {
 namespace {
 
 const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N] [--size B]
-                           [--publishers P] [--subscribers S] [--window W] [--timeout S]
+                           [--publishers P] [--subscribers S] [--window W] [--batch K]
+                           [--timeout S]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
 msgs/s, MB/s, publish-to-receive latency p50/p99/p99.9 and this process's CPU time. Schemes that
-only do request/reply run N round trips to S responders instead. Ends with one JSON line.
+only do request/reply run N round trips to S responders instead. --batch K publishes K messages
+per publish_batch (NSQ's MPUB). Ends with one JSON line.
 )";
 
 using SteadyClock = std::chrono::steady_clock;
@@ -81,14 +84,14 @@ class LatencyLog {
 
 struct Settings {
   std::string url, topic;
-  std::uint64_t messages, size, publishers, subscribers, window;
+  std::uint64_t messages, size, publishers, subscribers, window, batch;
   std::chrono::seconds timeout;
 };
 
 }  // namespace
 
 int run_bench(const Argv& argv) {
-  Args args(argv, {"topic", "messages", "size", "publishers", "subscribers", "window", "timeout"});
+  Args args(argv, {"topic", "messages", "size", "publishers", "subscribers", "window", "batch", "timeout"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   Settings s;
   s.url = args.positional(0, "URL");
@@ -99,6 +102,7 @@ int run_bench(const Argv& argv) {
   s.publishers = args.number("publishers", 1, 1, 64);
   s.subscribers = args.number("subscribers", 1, 1, 64);
   s.window = args.number("window", 1000, 1, 1'000'000);
+  s.batch = args.number("batch", 1, 1, 100'000);
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
 
   std::vector<Client> clients;
@@ -109,6 +113,8 @@ int run_bench(const Argv& argv) {
   Client probe = make_client();
   const Capabilities caps = probe.capabilities();
   const bool pubsub = caps.publish && caps.subscribe;
+  if (s.batch > 1 && !caps.batch_publish)
+    throw UsageError(probe.scheme() + " has no batch publish: --batch needs it");
   if (!pubsub && !caps.request_reply)
     throw UsageError(probe.scheme() + " can neither publish/subscribe nor request/reply");
   const std::uint64_t expected = pubsub && !caps.consumer_groups ? s.messages * s.subscribers : s.messages;
@@ -147,7 +153,15 @@ int run_bench(const Argv& argv) {
       std::uint64_t begin = s.messages * p / s.publishers, end = s.messages * (p + 1) / s.publishers;
       if (pubsub) {
         WindowedPublisher publisher(c, s.topic, std::chrono::seconds(60), s.window);
-        for (std::uint64_t i = begin; i < end; ++i) publisher.publish(bench_payload(i, s.size));
+        if (s.batch > 1) {
+          std::vector<std::string> batch;
+          for (std::uint64_t i = begin; i < end; ++i) {
+            batch.push_back(bench_payload(i, s.size));
+            if (batch.size() == s.batch || i + 1 == end) publisher.publish_batch(std::exchange(batch, {}));
+          }
+        } else {
+          for (std::uint64_t i = begin; i < end; ++i) publisher.publish(bench_payload(i, s.size));
+        }
         publish_failures += publisher.finish();
       } else {
         std::mutex mutex;
