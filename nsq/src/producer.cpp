@@ -81,13 +81,15 @@ void Producer::connect_some() {
     });
     return;
   }
-  // Every nsqd that is neither up, nor on its way, nor waiting for its backoff gets a try.
+  // The nsqd are tried in the order given: the first one that is not waiting out its backoff.
+  // Later ones are only connected when the earlier ones are down (failover).
   for (auto& node : nodes_) {
-    if (node->connection && (node->connection->ready() || node->connection->connecting())) continue;
+    if (node->connection && (node->connection->ready() || node->connection->connecting())) return;
     if (node->retry_scheduled) continue;
     if (!node->connection) node->connection = make_connection(*node);
     context_->state(ConnectionState::connecting, node->target.to_string());
     node->connection->connect();
+    return;
   }
 }
 
