@@ -87,7 +87,8 @@ void append_le(std::string& out, std::uint32_t value, int bytes) {
 
 // The largest chunk of each data type a conforming encoder can produce.
 std::size_t max_compressed_chunk_length() {
-  static const std::size_t length = kChecksumSize + snappy::MaxCompressedLength(kSnappyMaxChunkData);
+  static const std::size_t length =
+      kChecksumSize + snappy::MaxCompressedLength(kSnappyMaxChunkData);
   return length;
 }
 constexpr std::size_t kMaxUncompressedChunkLength = kChecksumSize + kSnappyMaxChunkData;
@@ -316,7 +317,9 @@ DeflateEncoder::DeflateEncoder(int level)
   if (rc != Z_OK) throw std::runtime_error("deflateInit2 failed");
 }
 
-DeflateEncoder::~DeflateEncoder() { deflateEnd(&stream_->z); }
+DeflateEncoder::~DeflateEncoder() {
+  deflateEnd(&stream_->z);
+}
 
 std::error_code DeflateEncoder::encode(std::string_view in, std::string& out) {
   if (error_) return error_;
@@ -330,8 +333,8 @@ std::error_code DeflateEncoder::encode(std::string_view in, std::string& out) {
     in.remove_prefix(piece);
     // Until deflate leaves output space unused, it has more to give.
     do {
-      const std::size_t room = std::min(
-          std::max<std::size_t>(deflateBound(&z, z.avail_in) + 16, 4096), kZlibMaxPiece);
+      const std::size_t room =
+          std::min(std::max<std::size_t>(deflateBound(&z, z.avail_in) + 16, 4096), kZlibMaxPiece);
       const std::size_t old_size = out.size();
       out.resize(old_size + room);
       z.next_out = reinterpret_cast<Bytef*>(out.data() + old_size);
@@ -355,7 +358,9 @@ DeflateDecoder::DeflateDecoder(std::size_t max_output_per_call)
   if (rc != Z_OK) throw std::runtime_error("inflateInit2 failed");
 }
 
-DeflateDecoder::~DeflateDecoder() { inflateEnd(&stream_->z); }
+DeflateDecoder::~DeflateDecoder() {
+  inflateEnd(&stream_->z);
+}
 
 std::error_code DeflateDecoder::decode(std::string_view in, std::string& out) {
   if (error_) return error_;
@@ -393,7 +398,8 @@ std::error_code DeflateDecoder::decode(std::string_view in, std::string& out) {
       if (z.avail_in > 0 || !in.empty()) return fail(compression_errc::data_after_end);
       break;
     }
-    if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) return fail(compression_errc::corrupt_deflate_data);
+    if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT)
+      return fail(compression_errc::corrupt_deflate_data);
     // Z_BUF_ERROR only says no progress was possible: the input ran out mid-block.
     if (rc != Z_OK && rc != Z_BUF_ERROR) return fail(compression_errc::zlib_failure);
     // Output space left over with no input left: inflate has nothing more to give.

@@ -286,8 +286,7 @@ TEST_CASE("snappy rejects a compressed chunk that expands past 65536 bytes",
         compression_errc::uncompressed_too_large);
 }
 
-TEST_CASE("snappy rejects a compressed chunk that is not a snappy block",
-          "[compression][snappy]") {
+TEST_CASE("snappy rejects a compressed chunk that is not a snappy block", "[compression][snappy]") {
   // The length prefix is a varint that never ends.
   const std::string garbage = "\xff\xff\xff\xff\xff\xff garbage that is not snappy";
   std::string out;
@@ -301,8 +300,8 @@ TEST_CASE("snappy rejects a compressed chunk that is not a snappy block",
 
 TEST_CASE("a truncated snappy stream is not idle and yields only complete chunks",
           "[compression][snappy]") {
-  const std::string stream = kIdentifier + uncompressed_chunk("complete") +
-                             uncompressed_chunk("partial");
+  const std::string stream =
+      kIdentifier + uncompressed_chunk("complete") + uncompressed_chunk("partial");
   SnappyFrameDecoder decoder;
   std::string out;
   REQUIRE_FALSE(decoder.decode(std::string_view(stream).substr(0, stream.size() - 3), out));
@@ -316,7 +315,8 @@ TEST_CASE("a truncated snappy stream is not idle and yields only complete chunks
 TEST_CASE("snappy errors are sticky", "[compression][snappy]") {
   SnappyFrameDecoder decoder;
   std::string out;
-  CHECK(decoder.decode(kIdentifier + chunk(0x02, ""), out) == compression_errc::reserved_chunk_type);
+  CHECK(decoder.decode(kIdentifier + chunk(0x02, ""), out) ==
+        compression_errc::reserved_chunk_type);
   CHECK(decoder.decode(uncompressed_chunk("fine"), out) == compression_errc::reserved_chunk_type);
   CHECK(out.empty());
 }

@@ -1,8 +1,8 @@
 // The in-process nsqd and nsqlookupd, driven over real sockets with plain blocking asio and the
 // NSQ codec, the way a client would see them. Expected texts are nsqd 1.3's, checked against it.
-#include <catch2/catch.hpp>
 #include <asio.hpp>
 #include <asio/ssl.hpp>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -312,8 +312,7 @@ void publish(const Nsqd& nsqd, std::string_view topic, std::string_view body) {
 }
 
 bool is_hex_id(std::string_view id) {
-  return id.size() == 16 &&
-         id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+  return id.size() == 16 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 }  // namespace
@@ -581,7 +580,8 @@ TEST_CASE("nsqd: REQ with a delay defers the message, clamped to max_req_timeout
 TEST_CASE("nsqd: a message not finished within msg_timeout is delivered again",
           "[nsq_testing][delivery]") {
   auto nsqd = Nsqd::start();
-  auto client = consumer(*nsqd, "slow", "c", 1, R"({"feature_negotiation":true,"msg_timeout":1000})");
+  auto client =
+      consumer(*nsqd, "slow", "c", 1, R"({"feature_negotiation":true,"msg_timeout":1000})");
   publish(*nsqd, "slow", "work");
   const ReceivedMessage first = client->message();
   const ReceivedMessage second = client->message();
@@ -681,7 +681,8 @@ TEST_CASE("nsqd: MPUB stores every message of the batch", "[nsq_testing][deliver
 TEST_CASE("nsqd: a client that goes away leaves its messages in flight until they time out",
           "[nsq_testing][delivery]") {
   auto nsqd = Nsqd::start();
-  auto client = consumer(*nsqd, "gone", "c", 1, R"({"feature_negotiation":true,"msg_timeout":1000})");
+  auto client =
+      consumer(*nsqd, "gone", "c", 1, R"({"feature_negotiation":true,"msg_timeout":1000})");
   publish(*nsqd, "gone", "orphan");
   client->message();
   client->close();
@@ -896,6 +897,29 @@ TEST_CASE("nsqd: publishing past max_stored_bytes fails instead of growing",
   CHECK(client.closed_within());
 }
 
+TEST_CASE("nsqd: a subscriber that does not read is held back, and gets the rest once it reads",
+          "[nsq_testing][delivery]") {
+  // 40 MB against RDY 2500: more than the server queues for one client plus what the kernel
+  // buffers on loopback.
+  auto nsqd = Nsqd::start();
+  auto client = consumer(*nsqd, "flood", "c", 2500);
+  const std::string body(200 * 1024, 'f');
+  WireClient producer(nsqd->tcp_port());
+  for (int i = 0; i < 200; ++i) {
+    producer.pub("flood", body);
+    producer.expect_response("OK");
+  }
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("flood", "c") > 0; }));
+  CHECK_FALSE(nsqd->wait_until([&] { return nsqd->channel_depth("flood", "c") == 0; }, 1s));
+  for (int i = 0; i < 200; ++i) {
+    const ReceivedMessage message = client->message();
+    CHECK(message.body.size() == body.size());
+    client->fin(message.id);
+  }
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("flood", "c") == 0; }));
+  CHECK(nsqd->channel_depth("flood", "c") == 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Heartbeats
 
@@ -917,8 +941,7 @@ TEST_CASE("nsqd: heartbeats come at the negotiated interval and NOP keeps the cl
   CHECK(nsqd->client_count() == 1);
 }
 
-TEST_CASE("nsqd: a client that misses two heartbeats is disconnected",
-          "[nsq_testing][heartbeat]") {
+TEST_CASE("nsqd: a client that misses two heartbeats is disconnected", "[nsq_testing][heartbeat]") {
   auto nsqd = Nsqd::start();
   WireClient client(nsqd->tcp_port());
   client.identify(R"({"heartbeat_interval":1000})");
@@ -1025,8 +1048,7 @@ TEST_CASE("nsqd: tls_v1 upgrades the connection in band, then OK comes over TLS"
   }
 }
 
-TEST_CASE("nsqd: without a certificate tls_v1 is refused in the response",
-          "[nsq_testing][tls]") {
+TEST_CASE("nsqd: without a certificate tls_v1 is refused in the response", "[nsq_testing][tls]") {
   auto nsqd = Nsqd::start();
   WireClient client(nsqd->tcp_port());
   client.identify(R"({"feature_negotiation":true,"tls_v1":true})");
@@ -1089,7 +1111,11 @@ TEST_CASE("nsqd: random bytes never crash the server", "[nsq_testing][hostile]")
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> byte(0, 255);
   const std::vector<std::string> prefixes = {
-      "", "  V2", "  V2IDENTIFY\n", "  V2PUB t\n", "  V2MPUB t\n",
+      "",
+      "  V2",
+      "  V2IDENTIFY\n",
+      "  V2PUB t\n",
+      "  V2MPUB t\n",
       "  V2IDENTIFY\n" + be32(30) + R"({"feature_negotiation":true,"snappy":true})"};
   for (int round = 0; round < 60; ++round) {
     WireClient client(nsqd->tcp_port(), false);
@@ -1211,16 +1237,17 @@ TEST_CASE("lookupd: /ping, keep-alive and Connection: close", "[nsq_testing][loo
   CHECK(ec == asio::error::eof);
 }
 
-TEST_CASE("lookupd: a registered nsqd announces its topics and channels, and withdraws while "
-          "stopped",
-          "[nsq_testing][lookupd]") {
+TEST_CASE(
+    "lookupd: a registered nsqd announces its topics and channels, and withdraws while "
+    "stopped",
+    "[nsq_testing][lookupd]") {
   auto lookupd = Lookupd::start();
   auto nsqd = Nsqd::start();
   publish(*nsqd, "before", "x");
   nsqd->register_with(*lookupd);
   std::vector<LookupProducer> producers;
-  REQUIRE_FALSE(
-      parse_lookup_response(http_get(lookupd->http_port(), "/lookup?topic=before").body, producers));
+  REQUIRE_FALSE(parse_lookup_response(http_get(lookupd->http_port(), "/lookup?topic=before").body,
+                                      producers));
   REQUIRE(producers.size() == 1);
   CHECK(producers[0].broadcast_address == "127.0.0.1");
   CHECK(producers[0].tcp_port == nsqd->tcp_port());

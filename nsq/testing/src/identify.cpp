@@ -78,7 +78,9 @@ bool read_member(const rapidjson::Value& key, const rapidjson::Value& value, Ide
   return true;  // unknown fields are ignored
 }
 
-const char* json_bool(bool value) { return value ? "true" : "false"; }
+const char* json_bool(bool value) {
+  return value ? "true" : "false";
+}
 
 }  // namespace
 

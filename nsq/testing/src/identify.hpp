@@ -61,7 +61,8 @@ struct Negotiated {
 };
 
 // What nsqd agrees to: a feature both sides want and the server offers.
-Negotiated negotiate(const IdentifyRequest& request, const NsqdOptions& options, bool tls_available);
+Negotiated negotiate(const IdentifyRequest& request, const NsqdOptions& options,
+                     bool tls_available);
 
 // The JSON response to an IDENTIFY with feature_negotiation, field for field as nsqd 1.3 writes it.
 std::string identify_response(const NsqdOptions& options, const ClientSettings& settings,

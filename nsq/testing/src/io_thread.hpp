@@ -4,7 +4,6 @@
 #pragma once
 
 #include <asio.hpp>
-#include <exception>
 #include <future>
 #include <thread>
 #include <type_traits>

@@ -6,7 +6,7 @@
 //   connect_to(nsqd->tcp_address());
 //   REQUIRE(nsqd->wait_until([&] { return nsqd->channel_depth("orders", "billing") == 3; }));
 //   nsqd->stop();    // drops every connection, keeps the messages, as a restarted nsqd would
-//   nsqd->start();   // same port again
+//   nsqd->resume();  // same port again
 //
 // Each server runs on an io thread of its own. Every method may be called from any thread; the
 // accessors return a consistent snapshot.
@@ -19,8 +19,10 @@
 // exists, a copy of every message per channel, and ephemeral channels and topics. What differs:
 // messages live in memory only (stop() keeps them; destroying the Nsqd loses them), AUTH compares
 // a shared secret instead of asking an auth server, output is written at once instead of being
-// buffered for output_buffer_timeout, deferred messages stay deferred across stop()/start() (nsqd
-// delivers them at once after a restart), and a broker-wide memory bound refuses publishes past it.
+// buffered for output_buffer_timeout, timeouts and deferrals fire when due instead of at nsqd's
+// 100 ms queue scans, deferred messages stay deferred across stop()/resume() (nsqd delivers them
+// at once after a restart), deliveries to one client pause while 4 MiB wait for it to read, and
+// a broker-wide memory bound refuses publishes past it.
 #pragma once
 
 #include <chrono>
@@ -101,8 +103,11 @@ class Nsqd {
   // in flight go back to their channel, attempts kept), like an nsqd restarting with its disk
   // queue. Returns once every connection is closed. Idempotent.
   void stop();
-  // Listens again on the same port. Throws std::system_error if it was taken meanwhile.
-  void start();
+  // Listens again on the same port (named apart from the static start(), which it would clash
+  // with). Throws std::system_error if the port was taken meanwhile.
+  void resume();
+  // stop() then resume().
+  void restart();
   bool running() const;
 
   // Registers with an in-process nsqlookupd: every topic and channel, now and later, is announced

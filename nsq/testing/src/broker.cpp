@@ -1,0 +1,380 @@
+#include "broker.hpp"
+
+#include <algorithm>
+#include <asio/post.hpp>
+#include <numeric>
+
+namespace polybus::nsq::testing::detail {
+namespace {
+
+constexpr std::string_view kEphemeralSuffix = "#ephemeral";
+
+bool has_ephemeral_suffix(std::string_view name) {
+  return name.size() >= kEphemeralSuffix.size() &&
+         name.substr(name.size() - kEphemeralSuffix.size()) == kEphemeralSuffix;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+MessageId MessageId::from_counter(std::uint64_t value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  MessageId id;
+  for (int i = 15; i >= 0; --i) {
+    id.text[static_cast<std::size_t>(i)] = kHex[value & 0xf];
+    value >>= 4;
+  }
+  return id;
+}
+
+MessageId MessageId::from_wire(std::string_view sixteen_bytes) {
+  MessageId id;
+  std::copy_n(sixteen_bytes.data(), std::min(sixteen_bytes.size(), id.text.size()),
+              id.text.begin());
+  return id;
+}
+
+StoredBody::StoredBody(std::string bytes, std::shared_ptr<MemoryAccount> account)
+    : bytes_(std::move(bytes)), account_(std::move(account)) {
+  account_->used += bytes_.size();
+}
+
+StoredBody::~StoredBody() {
+  account_->used -= bytes_.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Channel
+
+Channel::Channel(std::string name)
+    : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)) {}
+
+void Channel::put_deferred(Message message, Clock::time_point due) {
+  deferred_.emplace(due, std::move(message));
+}
+
+void Channel::add_subscriber(Subscriber* subscriber) {
+  if (std::find(subscribers_.begin(), subscribers_.end(), subscriber) == subscribers_.end()) {
+    subscribers_.push_back(subscriber);
+  }
+}
+
+void Channel::remove_subscriber(Subscriber* subscriber) {
+  subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), subscriber),
+                     subscribers_.end());
+  if (next_subscriber_ >= subscribers_.size()) next_subscriber_ = 0;
+}
+
+Subscriber* Channel::next_ready_subscriber() {
+  const std::size_t count = subscribers_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t index = (next_subscriber_ + i) % count;
+    if (subscribers_[index]->ready_for_message()) {
+      next_subscriber_ = (index + 1) % count;
+      return subscribers_[index];
+    }
+  }
+  return nullptr;
+}
+
+void Channel::dispatch(Clock::time_point now) {
+  while (!ready_.empty()) {
+    Subscriber* subscriber = next_ready_subscriber();
+    if (subscriber == nullptr) return;
+    Message message = std::move(ready_.front());
+    ready_.pop_front();
+    if (subscriber->sampled_out()) continue;
+    ++message.attempts;
+    const Clock::time_point deadline = now + subscriber->message_timeout();
+    subscriber->deliver(message);
+    const MessageId id = message.id;
+    in_flight_deadlines_.emplace(deadline, id);
+    in_flight_[id] = InFlight{std::move(message), subscriber->client_id(), deadline, now};
+  }
+}
+
+std::unordered_map<MessageId, Channel::InFlight, MessageIdHash>::iterator Channel::find_owned(
+    std::uint64_t client_id, const MessageId& id, std::string& error) {
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end()) {
+    error = "ID not in flight";
+  } else if (it->second.client_id != client_id) {
+    error = "client does not own message";
+    it = in_flight_.end();
+  }
+  return it;
+}
+
+void Channel::forget_deadline(const InFlight& entry, const MessageId& id) {
+  in_flight_deadlines_.erase({entry.deadline, id});
+}
+
+std::string Channel::finish(std::uint64_t client_id, const MessageId& id) {
+  std::string error;
+  auto it = find_owned(client_id, id, error);
+  if (it == in_flight_.end()) return error;
+  forget_deadline(it->second, id);
+  in_flight_.erase(it);
+  return {};
+}
+
+std::string Channel::requeue(std::uint64_t client_id, const MessageId& id,
+                             std::chrono::milliseconds delay, Clock::time_point now) {
+  std::string error;
+  auto it = find_owned(client_id, id, error);
+  if (it == in_flight_.end()) return error;
+  forget_deadline(it->second, id);
+  Message message = std::move(it->second.message);
+  in_flight_.erase(it);
+  ++requeue_count_;
+  if (delay.count() == 0) {
+    ready_.push_back(std::move(message));
+  } else {
+    put_deferred(std::move(message), now + delay);
+  }
+  return {};
+}
+
+std::string Channel::touch(std::uint64_t client_id, const MessageId& id,
+                           std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds max_msg_timeout, Clock::time_point now) {
+  std::string error;
+  auto it = find_owned(client_id, id, error);
+  if (it == in_flight_.end()) return error;
+  InFlight& entry = it->second;
+  forget_deadline(entry, id);
+  entry.deadline = std::min(now + timeout, entry.delivered + max_msg_timeout);
+  in_flight_deadlines_.emplace(entry.deadline, id);
+  return {};
+}
+
+void Channel::process_due(Clock::time_point now) {
+  while (!in_flight_deadlines_.empty() && in_flight_deadlines_.begin()->first <= now) {
+    const MessageId id = in_flight_deadlines_.begin()->second;
+    in_flight_deadlines_.erase(in_flight_deadlines_.begin());
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) continue;
+    for (Subscriber* subscriber : subscribers_) {
+      if (subscriber->client_id() == it->second.client_id) subscriber->message_timed_out();
+    }
+    ++timeout_count_;
+    ready_.push_back(std::move(it->second.message));
+    in_flight_.erase(it);
+  }
+  while (!deferred_.empty() && deferred_.begin()->first <= now) {
+    ready_.push_back(std::move(deferred_.begin()->second));
+    deferred_.erase(deferred_.begin());
+  }
+}
+
+std::optional<Clock::time_point> Channel::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  if (!in_flight_deadlines_.empty()) next = in_flight_deadlines_.begin()->first;
+  if (!deferred_.empty() && (!next || deferred_.begin()->first < *next)) {
+    next = deferred_.begin()->first;
+  }
+  return next;
+}
+
+void Channel::return_in_flight() {
+  // In delivery order, after what was already waiting, as nsqd's flush writes them.
+  std::vector<InFlight*> entries;
+  for (auto& [id, entry] : in_flight_) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const InFlight* a, const InFlight* b) { return a->delivered < b->delivered; });
+  for (InFlight* entry : entries) ready_.push_back(std::move(entry->message));
+  in_flight_.clear();
+  in_flight_deadlines_.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Topic
+
+Topic::Topic(std::string name) : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)) {}
+
+Channel* Topic::find_channel(const std::string& name) const {
+  auto it = channels_.find(name);
+  return it == channels_.end() ? nullptr : it->second.get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broker
+
+Broker::Broker(asio::io_context& io, const NsqdOptions& options, BrokerListener& listener)
+    : timer_(io),
+      options_(options),
+      listener_(listener),
+      account_(std::make_shared<MemoryAccount>()) {
+  account_->limit = options.max_stored_bytes;
+}
+
+Broker::~Broker() = default;
+
+Topic& Broker::topic(const std::string& name) {
+  auto it = topics_.find(name);
+  if (it != topics_.end()) return *it->second;
+  Topic& created = *topics_.emplace(name, std::make_unique<Topic>(name)).first->second;
+  listener_.topic_created(name);
+  return created;
+}
+
+Channel& Broker::channel(Topic& topic, const std::string& name) {
+  if (Channel* existing = topic.find_channel(name)) return *existing;
+  const bool first = topic.channels().empty();
+  Channel& created = *topic.channels().emplace(name, std::make_unique<Channel>(name)).first->second;
+  if (first) {
+    // The topic's messages go to the channels it has when they are pumped: all to the first.
+    const Clock::time_point now = Clock::now();
+    for (Message& message : topic.pending()) {
+      if (message.defer.count() > 0) {
+        const auto defer = message.defer;
+        message.defer = std::chrono::milliseconds(0);
+        created.put_deferred(std::move(message), now + defer);
+      } else {
+        created.put(std::move(message));
+      }
+    }
+    topic.pending().clear();
+  }
+  listener_.channel_created(topic.name(), name);
+  reschedule();
+  return created;
+}
+
+const Topic* Broker::find_topic(const std::string& name) const {
+  auto it = topics_.find(name);
+  return it == topics_.end() ? nullptr : it->second.get();
+}
+
+const Channel* Broker::find_channel(const std::string& topic, const std::string& channel) const {
+  const Topic* found = find_topic(topic);
+  return found == nullptr ? nullptr : found->find_channel(channel);
+}
+
+Message Broker::make_message(std::string body) {
+  Message message;
+  message.id = MessageId::from_counter(next_id_++);
+  message.body = std::make_shared<const StoredBody>(std::move(body), account_);
+  message.timestamp_ns = now_ns();
+  return message;
+}
+
+bool Broker::publish(const std::string& topic_name, std::vector<std::string> bodies,
+                     std::chrono::milliseconds defer) {
+  const std::size_t bytes =
+      std::accumulate(bodies.begin(), bodies.end(), std::size_t{0},
+                      [](std::size_t sum, const std::string& body) { return sum + body.size(); });
+  if (account_->used + bytes > account_->limit) return false;
+  Topic& target = topic(topic_name);
+  const Clock::time_point now = Clock::now();
+  for (std::string& body : bodies) {
+    Message message = make_message(std::move(body));
+    ++target.message_count;
+    if (target.channels().empty()) {
+      message.defer = defer;
+      target.pending().push_back(std::move(message));
+      continue;
+    }
+    for (auto& [name, channel] : target.channels()) {
+      if (defer.count() > 0) {
+        channel->put_deferred(message, now + defer);
+      } else {
+        channel->put(message);
+      }
+    }
+  }
+  reschedule();
+  dispatch_soon();
+  return true;
+}
+
+void Broker::subscribe(Channel& channel, Subscriber& subscriber) {
+  channel.add_subscriber(&subscriber);
+}
+
+void Broker::unsubscribe(Topic& topic, Channel& channel, Subscriber& subscriber) {
+  channel.remove_subscriber(&subscriber);
+  if (!channel.ephemeral() || channel.subscriber_count() > 0) return;
+  const std::string topic_name = topic.name();
+  const std::string channel_name = channel.name();
+  topic.channels().erase(channel_name);  // `channel` is gone from here on
+  listener_.channel_deleted(topic_name, channel_name);
+  if (topic.ephemeral() && topic.channels().empty()) {
+    topics_.erase(topic_name);
+    listener_.topic_deleted(topic_name);
+  }
+  reschedule();
+}
+
+void Broker::changed(Channel&) {
+  reschedule();
+  dispatch_soon();
+}
+
+void Broker::dispatch_soon() {
+  if (dispatch_posted_) return;
+  dispatch_posted_ = true;
+  asio::post(timer_.get_executor(), [this] {
+    dispatch_posted_ = false;
+    const Clock::time_point now = Clock::now();
+    for (auto& [topic_name, topic] : topics_) {
+      for (auto& [channel_name, channel] : topic->channels()) channel->dispatch(now);
+    }
+    reschedule();
+    listener_.state_changed();
+  });
+}
+
+void Broker::return_in_flight() {
+  for (auto& [topic_name, topic] : topics_) {
+    for (auto& [channel_name, channel] : topic->channels()) channel->return_in_flight();
+  }
+  reschedule();
+}
+
+void Broker::close() {
+  timer_.cancel();
+  armed_.reset();
+}
+
+void Broker::reschedule() {
+  std::optional<Clock::time_point> next;
+  for (auto& [topic_name, topic] : topics_) {
+    for (auto& [channel_name, channel] : topic->channels()) {
+      const auto deadline = channel->next_deadline();
+      if (deadline && (!next || *deadline < *next)) next = deadline;
+    }
+  }
+  if (next == armed_) return;
+  armed_ = next;
+  if (!next) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(*next);
+  timer_.async_wait([this](std::error_code ec) { on_timer(ec); });
+}
+
+void Broker::on_timer(std::error_code ec) {
+  if (ec == asio::error::operation_aborted) return;
+  armed_.reset();
+  const Clock::time_point now = Clock::now();
+  for (auto& [topic_name, topic] : topics_) {
+    for (auto& [channel_name, channel] : topic->channels()) {
+      channel->process_due(now);
+      channel->dispatch(now);
+    }
+  }
+  reschedule();
+  listener_.state_changed();
+}
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,240 @@
+// The broker behind the test nsqd: topics, their channels, and the messages in each, with nsqd's
+// delivery rules. Everything here runs on the server's io thread.
+//
+//  * A topic without channels holds what is published to it; its first channel gets all of it.
+//    Then each message is copied to every channel (one body shared by all copies).
+//  * A channel hands ready messages to its subscribers in turn, each while its messages in flight
+//    are fewer than its RDY count. A delivery counts an attempt and starts the subscriber's message
+//    timeout; FIN ends it, REQ (with an optional delay) and the timeout put the message back.
+//  * A subscriber that goes away leaves its messages in flight until they time out, as in nsqd.
+//  * Ephemeral channels ("#ephemeral") go with their last subscriber, and ephemeral topics with
+//    their last channel.
+#pragma once
+
+#include <array>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "polybus/nsq_testing.hpp"
+
+namespace polybus::nsq::testing::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// 16 hex characters, as nsqd's ids are on the wire.
+struct MessageId {
+  std::array<char, 16> text{};
+  std::string_view view() const { return {text.data(), text.size()}; }
+  bool operator==(const MessageId& other) const { return text == other.text; }
+  bool operator<(const MessageId& other) const { return text < other.text; }
+  static MessageId from_counter(std::uint64_t value);
+  static MessageId from_wire(std::string_view sixteen_bytes);
+};
+
+struct MessageIdHash {
+  std::size_t operator()(const MessageId& id) const noexcept {
+    return std::hash<std::string_view>()(id.view());
+  }
+};
+
+// Bytes of message bodies held, against NsqdOptions::max_stored_bytes.
+struct MemoryAccount {
+  std::size_t used = 0;
+  std::size_t limit = 0;
+};
+
+// A body shared by a message's copies in every channel; gives its bytes back to the account when
+// the last copy goes.
+class StoredBody {
+ public:
+  StoredBody(std::string bytes, std::shared_ptr<MemoryAccount> account);
+  ~StoredBody();
+  StoredBody(const StoredBody&) = delete;
+  StoredBody& operator=(const StoredBody&) = delete;
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+  std::shared_ptr<MemoryAccount> account_;
+};
+
+struct Message {
+  MessageId id;
+  std::shared_ptr<const StoredBody> body;
+  std::int64_t timestamp_ns = 0;       // when published, ns since the Unix epoch
+  std::uint16_t attempts = 0;          // deliveries so far
+  std::chrono::milliseconds defer{0};  // DPUB's delay, while the topic has no channel
+};
+
+// A connection subscribed to a channel, as the channel sees it.
+class Subscriber {
+ public:
+  virtual ~Subscriber() = default;
+  virtual std::uint64_t client_id() const = 0;
+  // Subscribed, not closing, and fewer messages in flight than its RDY count.
+  virtual bool ready_for_message() const = 0;
+  // True when the client's sample rate drops this message (nsqd drops it for the channel).
+  virtual bool sampled_out() = 0;
+  virtual std::chrono::milliseconds message_timeout() const = 0;
+  // Sends the message frame and counts one more in flight.
+  virtual void deliver(const Message& message) = 0;
+  // One of its messages timed out: one fewer in flight.
+  virtual void message_timed_out() = 0;
+};
+
+// Told when topics and channels come and go, to keep an nsqlookupd informed, and when a timer
+// changed what tests may be waiting for.
+class BrokerListener {
+ public:
+  virtual ~BrokerListener() = default;
+  virtual void state_changed() = 0;
+  virtual void topic_created(const std::string& topic) = 0;
+  virtual void topic_deleted(const std::string& topic) = 0;
+  virtual void channel_created(const std::string& topic, const std::string& channel) = 0;
+  virtual void channel_deleted(const std::string& topic, const std::string& channel) = 0;
+};
+
+class Channel {
+ public:
+  explicit Channel(std::string name);
+
+  const std::string& name() const { return name_; }
+  bool ephemeral() const { return ephemeral_; }
+
+  void put(Message message) { ready_.push_back(std::move(message)); }
+  void put_deferred(Message message, Clock::time_point due);
+
+  void add_subscriber(Subscriber* subscriber);
+  void remove_subscriber(Subscriber* subscriber);
+  std::size_t subscriber_count() const { return subscribers_.size(); }
+
+  // "" on success, else nsqd's reason: "ID not in flight" or "client does not own message".
+  std::string finish(std::uint64_t client_id, const MessageId& id);
+  std::string requeue(std::uint64_t client_id, const MessageId& id, std::chrono::milliseconds delay,
+                      Clock::time_point now);
+  // Extends the message's timeout by the client's msg_timeout from now, but never past
+  // `max_msg_timeout` after its delivery.
+  std::string touch(std::uint64_t client_id, const MessageId& id, std::chrono::milliseconds timeout,
+                    std::chrono::milliseconds max_msg_timeout, Clock::time_point now);
+
+  // Hands ready messages to subscribers that can take them, in turn.
+  void dispatch(Clock::time_point now);
+  // Messages whose timeout passed go back to the ready queue, deferred ones that are due join it.
+  void process_due(Clock::time_point now);
+  std::optional<Clock::time_point> next_deadline() const;
+  // On stop: every message in flight goes back to the ready queue, as nsqd writes them to disk.
+  void return_in_flight();
+
+  std::size_t depth() const { return ready_.size(); }
+  std::size_t in_flight() const { return in_flight_.size(); }
+  std::size_t deferred() const { return deferred_.size(); }
+  std::uint64_t timeout_count() const { return timeout_count_; }
+  std::uint64_t requeue_count() const { return requeue_count_; }
+
+ private:
+  struct InFlight {
+    Message message;
+    std::uint64_t client_id = 0;
+    Clock::time_point deadline;
+    Clock::time_point delivered;
+  };
+
+  Subscriber* next_ready_subscriber();
+  std::unordered_map<MessageId, InFlight, MessageIdHash>::iterator find_owned(
+      std::uint64_t client_id, const MessageId& id, std::string& error);
+  void forget_deadline(const InFlight& entry, const MessageId& id);
+
+  std::string name_;
+  bool ephemeral_;
+  std::deque<Message> ready_;
+  std::unordered_map<MessageId, InFlight, MessageIdHash> in_flight_;
+  std::set<std::pair<Clock::time_point, MessageId>> in_flight_deadlines_;
+  std::multimap<Clock::time_point, Message> deferred_;
+  std::vector<Subscriber*> subscribers_;
+  std::size_t next_subscriber_ = 0;
+  std::uint64_t timeout_count_ = 0;
+  std::uint64_t requeue_count_ = 0;
+};
+
+class Topic {
+ public:
+  explicit Topic(std::string name);
+  const std::string& name() const { return name_; }
+  bool ephemeral() const { return ephemeral_; }
+
+  std::map<std::string, std::unique_ptr<Channel>>& channels() { return channels_; }
+  const std::map<std::string, std::unique_ptr<Channel>>& channels() const { return channels_; }
+  Channel* find_channel(const std::string& name) const;
+
+  std::deque<Message>& pending() { return pending_; }
+  std::size_t depth() const { return pending_.size(); }
+  std::uint64_t message_count = 0;
+
+ private:
+  std::string name_;
+  bool ephemeral_;
+  std::deque<Message> pending_;  // published while the topic had no channel
+  std::map<std::string, std::unique_ptr<Channel>> channels_;
+};
+
+class Broker {
+ public:
+  Broker(asio::io_context& io, const NsqdOptions& options, BrokerListener& listener);
+  ~Broker();
+
+  // Gets or creates; a new channel takes what its topic held.
+  Topic& topic(const std::string& name);
+  Channel& channel(Topic& topic, const std::string& name);
+  const Topic* find_topic(const std::string& name) const;
+  const Channel* find_channel(const std::string& topic, const std::string& channel) const;
+  const std::map<std::string, std::unique_ptr<Topic>>& topics() const { return topics_; }
+
+  // Stores the bodies as messages of `topic` (created if need be), deferred by `defer` if set.
+  // False, storing nothing, when they would take the broker past max_stored_bytes.
+  bool publish(const std::string& topic, std::vector<std::string> bodies,
+               std::chrono::milliseconds defer);
+
+  void subscribe(Channel& channel, Subscriber& subscriber);
+  // May delete an ephemeral channel and topic: `channel` is then gone.
+  void unsubscribe(Topic& topic, Channel& channel, Subscriber& subscriber);
+
+  // Call after anything that may let a channel deliver (RDY, FIN, REQ, TOUCH) or move a deadline.
+  void changed(Channel& channel);
+
+  // On stop: in-flight messages back to their channels.
+  void return_in_flight();
+  // Cancels the timer, for shutdown.
+  void close();
+
+ private:
+  void reschedule();
+  void on_timer(std::error_code ec);
+  // Deliveries happen once the commands at hand are answered, as nsqd's message pumps hand
+  // messages on after the command that made room for them returned: a PUB's OK comes before the
+  // message it lets a subscriber have. One pass over every channel, however many calls.
+  void dispatch_soon();
+  Message make_message(std::string body);
+
+  asio::steady_timer timer_;
+  std::optional<Clock::time_point> armed_;
+  bool dispatch_posted_ = false;
+  const NsqdOptions& options_;
+  BrokerListener& listener_;
+  std::shared_ptr<MemoryAccount> account_;
+  std::uint64_t next_id_ = 1;
+  std::map<std::string, std::unique_ptr<Topic>> topics_;
+};
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,168 @@
+// One client of the test nsqd: the byte layers (TCP, then optionally TLS, then optionally snappy or
+// deflate, each switched on in band after IDENTIFY) and the V2 protocol on top, with nsqd's state
+// rules, error frames, heartbeats and read deadline. Runs on the server's io thread. The layers,
+// output and timers are in client_connection.cpp, the commands in client_commands.cpp.
+//
+// Output is never unbounded: a client is only sent what it asked for (responses) or made room for
+// (RDY), and reading pauses while too much output waits for a client that does not read. Input is
+// bounded by the command parser's limits and by decompressing at most one small read at a time.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl.hpp>
+#include <asio/steady_timer.hpp>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker.hpp"
+#include "command_parser.hpp"
+#include "identify.hpp"
+#include "polybus/nsq/compression.hpp"
+
+namespace polybus::nsq::testing::detail {
+
+// What a connection needs from its server.
+class ServerContext {
+ public:
+  virtual ~ServerContext() = default;
+  virtual const NsqdOptions& options() const = 0;
+  virtual Broker& broker() = 0;
+  // Null when no certificate is configured: tls_v1 is then refused.
+  virtual asio::ssl::context* tls_context() = 0;
+  virtual void connection_closed(std::uint64_t id) = 0;
+  // Something a test may be waiting for happened.
+  virtual void state_changed() = 0;
+};
+
+class ClientConnection final : public Subscriber,
+                               public std::enable_shared_from_this<ClientConnection> {
+ public:
+  ClientConnection(ServerContext& server, asio::ip::tcp::socket socket, std::uint64_t id,
+                   asio::ssl::context& ssl_context);
+
+  void start();
+  // Closes at once (the server stops): unsubscribes and tells the server.
+  void close();
+
+  // Subscriber
+  std::uint64_t client_id() const override { return id_; }
+  bool ready_for_message() const override;
+  bool sampled_out() override;
+  std::chrono::milliseconds message_timeout() const override { return settings_.msg_timeout; }
+  void deliver(const Message& message) override;
+  void message_timed_out() override;
+
+ private:
+  enum class State { magic, init, subscribed, closing };
+  enum class BodyCommand { none, identify, auth, pub, mpub, dpub };
+
+  // Input, layer by layer.
+  void read_next();
+  void on_read(std::error_code ec, std::size_t size);
+  void process_input(std::string_view raw);
+  void decode_and_process(std::string_view compressed);
+  std::size_t process_commands(std::string_view plain);
+  void on_line(const std::vector<std::string_view>& params);
+  void on_body_size(std::int32_t size);
+  void on_body(std::string_view body);
+  void command_done();
+
+  // Commands.
+  void identify(const std::vector<std::string_view>& params);
+  void identify_body(std::string_view body);
+  void auth(const std::vector<std::string_view>& params);
+  void auth_body(std::string_view body);
+  void sub(const std::vector<std::string_view>& params);
+  void rdy(const std::vector<std::string_view>& params);
+  void fin(const std::vector<std::string_view>& params);
+  void req(const std::vector<std::string_view>& params);
+  void touch(const std::vector<std::string_view>& params);
+  void cls();
+  void pub(const std::vector<std::string_view>& params);
+  void pub_body(std::string_view body);
+  void mpub(const std::vector<std::string_view>& params);
+  void mpub_body(std::string_view body);
+  void dpub(const std::vector<std::string_view>& params);
+  void dpub_body(std::string_view body);
+  // E_AUTH_FIRST unless AUTH is off or done; true when the command may go on.
+  bool check_auth(std::string_view command);
+  // nsqd's state check shared by FIN, REQ and TOUCH.
+  bool check_subscribed_or_closing(std::string_view command);
+
+  // Output.
+  void send_response(std::string_view body);
+  void send_error(std::string_view code, std::string_view description);  // non-fatal
+  void fatal(std::string_view code, std::string_view description);       // then close
+  void send_frame(std::int32_t type, std::string_view body);
+  void emit(std::string plain);
+  void flush();
+  void on_written(std::error_code ec, std::size_t size);
+
+  // In-band TLS, after IDENTIFY's response is on the wire.
+  void start_tls_when_flushed();
+  void on_tls_handshake(std::error_code ec);
+
+  // Timers.
+  void restart_heartbeats();
+  void arm_heartbeat();
+  void on_heartbeat(std::error_code ec);
+  void arm_read_deadline();
+  void on_read_deadline(std::error_code ec);
+
+  void close_after_flush();
+  void finish_close();
+
+  ServerContext& server_;
+  const std::uint64_t id_;
+  asio::ssl::stream<asio::ip::tcp::socket> stream_;
+  asio::steady_timer heartbeat_timer_;
+  asio::steady_timer deadline_timer_;
+  asio::steady_timer handshake_timer_;
+
+  State state_ = State::magic;
+  std::string magic_;
+  CommandParser parser_;
+  ClientSettings settings_;
+  bool authed_ = false;
+
+  // Layers.
+  std::unique_ptr<StreamCodec> codec_;
+  bool tls_active_ = false;
+  bool tls_pending_ = false;  // IDENTIFY agreed on TLS; the handshake starts once output is flushed
+  bool handshaking_ = false;
+  bool layer_switched_ = false;  // stops command processing: the rest is for the new layer
+  std::string tls_leftover_;     // bytes read past IDENTIFY that belong to the TLS handshake
+  std::string decoded_;
+
+  // Reading and writing.
+  std::vector<char> read_buffer_;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool closing_after_flush_ = false;
+  bool closed_ = false;
+  std::deque<std::string> out_queue_;
+  std::deque<std::string> held_queue_;  // written after the TLS handshake
+  std::vector<std::string> in_write_;   // the buffers of the write under way
+  std::size_t queued_bytes_ = 0;
+  Clock::time_point last_command_;
+  Clock::time_point write_started_;
+
+  // A command whose body is being read.
+  BodyCommand body_command_ = BodyCommand::none;
+  std::string body_topic_;
+  std::chrono::milliseconds body_defer_{0};
+
+  // Subscription.
+  Topic* topic_ = nullptr;
+  Channel* channel_ = nullptr;
+  std::int64_t ready_count_ = 0;
+  std::int64_t in_flight_ = 0;
+  std::minstd_rand sample_random_;
+};
+
+}  // namespace polybus::nsq::testing::detail

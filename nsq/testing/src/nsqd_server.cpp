@@ -1,0 +1,191 @@
+#include "nsqd_server.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace polybus::nsq::testing::detail {
+namespace {
+
+const std::string& host_name() {
+  static const std::string name = [] {
+    std::array<char, 256> buffer{};
+    if (gethostname(buffer.data(), buffer.size() - 1) != 0) return std::string("localhost");
+    return std::string(buffer.data());
+  }();
+  return name;
+}
+
+asio::ssl::context make_tls_context(const NsqdOptions& options) {
+  asio::ssl::context context(asio::ssl::context::tls_server);
+  try {
+    context.use_certificate_chain_file(options.tls_cert_file);
+    context.use_private_key_file(options.tls_key_file, asio::ssl::context::pem);
+  } catch (const std::system_error& error) {
+    throw std::runtime_error("nsqd test server: cannot load TLS certificate " +
+                             options.tls_cert_file + " / key " + options.tls_key_file + ": " +
+                             error.what());
+  }
+  return context;
+}
+
+}  // namespace
+
+NsqdServer::NsqdServer(NsqdOptions options)
+    : options_(std::move(options)),
+      plain_ssl_(asio::ssl::context::tls_server),
+      broker_(io_.context(), options_, *this),
+      port_(options_.tcp_port) {
+  if (!options_.tls_cert_file.empty() && !options_.tls_key_file.empty()) {
+    tls_.emplace(make_tls_context(options_));
+  }
+  io_.run([this] { listen(); });
+}
+
+NsqdServer::~NsqdServer() {
+  io_.run([this] { shutdown(); });
+  io_.join();
+}
+
+void NsqdServer::shutdown() {
+  stop();
+  broker_.close();
+  registry_.reset();
+}
+
+void NsqdServer::listen() {
+  asio::ip::tcp::acceptor acceptor(io_.context());
+  const asio::ip::tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"), port_);
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(asio::socket_base::reuse_address(true));
+  acceptor.bind(endpoint);  // throws std::system_error, e.g. when the port was taken
+  acceptor.listen();
+  if (port_ == 0) port_ = acceptor.local_endpoint().port();  // written once, read by any thread
+  acceptor_.emplace(std::move(acceptor));
+  listening_ = true;
+  ++listen_generation_;
+  accept();
+  announce_everything();
+}
+
+void NsqdServer::accept() {
+  const std::uint64_t generation = listen_generation_;
+  acceptor_->async_accept([this, generation](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (generation != listen_generation_ || !listening_) return;  // a listener since closed
+    if (!ec) {
+      std::error_code ignored;
+      socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+      const std::uint64_t id = ++next_connection_id_;
+      auto connection = std::make_shared<ClientConnection>(*this, std::move(socket), id,
+                                                           tls_ ? *tls_ : plain_ssl_);
+      connections_.emplace(id, connection);
+      connection->start();
+      state_changed();
+    }
+    accept();
+  });
+}
+
+void NsqdServer::stop() {
+  if (!listening_) return;
+  ++listen_generation_;  // the pending accept is dropped
+  std::error_code ignored;
+  acceptor_->close(ignored);
+  acceptor_.reset();
+  // Closing removes each from connections_, so walk a copy. Ephemeral channels go with their
+  // subscribers, and nsqlookupd hears of it while this nsqd is still registered.
+  const auto connections = connections_;
+  for (const auto& [id, connection] : connections) connection->close();
+  connections_.clear();
+  listening_ = false;
+  broker_.return_in_flight();
+  // Its connection to nsqlookupd closes with it: every registration loses this producer.
+  if (registry_) registry_->remove_producer(producer().id());
+  state_changed();
+}
+
+void NsqdServer::start() {
+  if (listening_) return;
+  listen();
+  state_changed();
+}
+
+void NsqdServer::connection_closed(std::uint64_t id) {
+  connections_.erase(id);
+}
+
+void NsqdServer::state_changed() {
+  {
+    std::lock_guard<std::mutex> lock(change_mutex_);
+    ++change_count_;
+  }
+  change_cv_.notify_all();
+}
+
+bool NsqdServer::wait_until(const std::function<bool()>& condition,
+                            std::chrono::milliseconds bound) const {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (true) {
+    std::uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lock(change_mutex_);
+      seen = change_count_;
+    }
+    if (condition()) return true;
+    std::unique_lock<std::mutex> lock(change_mutex_);
+    if (!change_cv_.wait_until(lock, deadline, [&] { return change_count_ != seen; })) {
+      lock.unlock();
+      return condition();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nsqlookupd registration
+
+ProducerInfo NsqdServer::producer() const {
+  ProducerInfo info;
+  info.remote_address = "127.0.0.1:" + std::to_string(port_);
+  info.hostname = host_name();
+  info.broadcast_address = "127.0.0.1";
+  info.tcp_port = port_;
+  return info;
+}
+
+void NsqdServer::register_with(std::shared_ptr<LookupRegistry> registry) {
+  registry_ = std::move(registry);
+  if (listening_) announce_everything();
+}
+
+void NsqdServer::announce_everything() {
+  if (!registry_) return;
+  const ProducerInfo self = producer();
+  registry_->add_node(self);
+  for (const auto& [topic_name, topic] : broker_.topics()) {
+    registry_->add_topic_producer(topic_name, self);
+    for (const auto& [channel_name, channel] : topic->channels()) {
+      registry_->add_channel_producer(topic_name, channel_name, self);
+    }
+  }
+}
+
+void NsqdServer::topic_created(const std::string& topic) {
+  if (registry_ && listening_) registry_->add_topic_producer(topic, producer());
+}
+
+void NsqdServer::topic_deleted(const std::string& topic) {
+  if (registry_ && listening_) registry_->remove_topic_producer(topic, producer().id());
+}
+
+void NsqdServer::channel_created(const std::string& topic, const std::string& channel) {
+  if (registry_ && listening_) registry_->add_channel_producer(topic, channel, producer());
+}
+
+void NsqdServer::channel_deleted(const std::string& topic, const std::string& channel) {
+  if (registry_ && listening_) {
+    registry_->remove_channel_producer(topic, channel, producer().id());
+  }
+}
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,84 @@
+// The test nsqd's server: the listener, the connections, the broker and the optional lookupd
+// registration, all on one io thread. Nsqd (the public face) calls in through run().
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl.hpp>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "broker.hpp"
+#include "client_connection.hpp"
+#include "io_thread.hpp"
+#include "lookup_registry.hpp"
+#include "polybus/nsq_testing.hpp"
+
+namespace polybus::nsq::testing::detail {
+
+class NsqdServer final : public ServerContext, public BrokerListener {
+ public:
+  // Binds at once; throws as Nsqd::start documents.
+  explicit NsqdServer(NsqdOptions options);
+  ~NsqdServer() override;
+
+  std::uint16_t port() const { return port_; }
+
+  // Runs `fn` on the io thread and returns its result.
+  template <typename Fn>
+  auto run(Fn&& fn) {
+    return io_.run(std::forward<Fn>(fn));
+  }
+
+  // On the io thread.
+  void stop();
+  void start();
+  bool listening() const { return listening_; }
+  void register_with(std::shared_ptr<LookupRegistry> registry);
+  std::size_t connection_count() const { return connections_.size(); }
+
+  bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds bound) const;
+
+  // ServerContext
+  const NsqdOptions& options() const override { return options_; }
+  Broker& broker() override { return broker_; }
+  asio::ssl::context* tls_context() override { return tls_ ? &*tls_ : nullptr; }
+  void connection_closed(std::uint64_t id) override;
+  void state_changed() override;
+
+  // BrokerListener
+  void topic_created(const std::string& topic) override;
+  void topic_deleted(const std::string& topic) override;
+  void channel_created(const std::string& topic, const std::string& channel) override;
+  void channel_deleted(const std::string& topic, const std::string& channel) override;
+
+ private:
+  void listen();
+  void accept();
+  void announce_everything();
+  ProducerInfo producer() const;
+  void shutdown();
+
+  IoThread io_;  // first: destroyed last, after everything that uses its io_context
+  const NsqdOptions options_;
+  asio::ssl::context plain_ssl_;           // streams need a context even when TLS is off
+  std::optional<asio::ssl::context> tls_;  // with the configured certificate
+  Broker broker_;
+  std::optional<asio::ip::tcp::acceptor> acceptor_;
+  std::uint16_t port_ = 0;
+  bool listening_ = false;
+  std::uint64_t listen_generation_ = 0;
+  std::uint64_t next_connection_id_ = 0;
+  std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> connections_;
+  std::shared_ptr<LookupRegistry> registry_;
+
+  mutable std::mutex change_mutex_;
+  mutable std::condition_variable change_cv_;
+  std::uint64_t change_count_ = 0;
+};
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,56 @@
+// The NSQ test brokers for the contract suite and `polybus demo`: "nsq" (one nsqd) and
+// "nsq+lookupd" (an nsqlookupd with one nsqd registered). Their URLs carry only options the NSQ
+// adapter declares, set to keep tests fast: msg_timeout 1 s (nsqd's minimum for a client) and
+// quick reconnects.
+#include <mutex>
+
+#include "polybus/nsq_testing.hpp"
+#include "polybus/testing.hpp"
+
+namespace polybus::nsq::testing {
+namespace {
+
+constexpr const char* kFastOptions = "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s";
+
+class NsqdTestBroker : public polybus::testing::TestBroker {
+ public:
+  NsqdTestBroker() : nsqd_(Nsqd::start()) {}
+  std::string url() const override { return "nsq://" + nsqd_->tcp_address() + "?" + kFastOptions; }
+  void stop() override { nsqd_->stop(); }
+  void start() override { nsqd_->resume(); }
+
+ private:
+  std::unique_ptr<Nsqd> nsqd_;
+};
+
+class LookupdTestBroker : public polybus::testing::TestBroker {
+ public:
+  LookupdTestBroker() : lookupd_(Lookupd::start()), nsqd_(Nsqd::start()) {
+    nsqd_->register_with(*lookupd_);
+  }
+  std::string url() const override {
+    return "nsq+lookupd://" + lookupd_->http_address() + "?lookupd_poll_interval=100ms&" +
+           kFastOptions;
+  }
+  // The nsqd goes and comes back; the lookupd stays, as in a deployment.
+  void stop() override { nsqd_->stop(); }
+  void start() override { nsqd_->resume(); }
+
+ private:
+  std::unique_ptr<Lookupd> lookupd_;
+  std::unique_ptr<Nsqd> nsqd_;
+};
+
+}  // namespace
+
+void register_test_brokers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    polybus::testing::register_test_broker(
+        {"nsq", "nsq", [] { return std::make_unique<NsqdTestBroker>(); }});
+    polybus::testing::register_test_broker(
+        {"nsq+lookupd", "nsq+lookupd", [] { return std::make_unique<LookupdTestBroker>(); }});
+  });
+}
+
+}  // namespace polybus::nsq::testing
