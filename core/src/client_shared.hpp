@@ -23,6 +23,9 @@ class ClientShared {
  public:
   ClientShared(Strand strand, std::string scheme) : strand(std::move(strand)), scheme(std::move(scheme)) {}
 
+  // Keeps the io_context alive for as long as anything that may hold io objects exists. Declared
+  // first so that it is destroyed last, after the strand below.
+  std::shared_ptr<Runtime> runtime;
   Strand strand;
   std::string scheme;
   AtomicStats stats;
@@ -34,8 +37,6 @@ class ClientShared {
   std::chrono::milliseconds requeue_delay{0};
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;
-  // Keeps the io_context alive for as long as anything that may hold io objects exists.
-  std::shared_ptr<Runtime> runtime;
 
   void emit_error(std::error_code ec, const std::string& message) const;
   void log(LogLevel level, std::string_view text) const;
