@@ -250,9 +250,10 @@ void Transport::flush() {
                 true);
     });
   }
-  auto handler = [weak = weak_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
-    auto self = weak.lock();
-    if (!self || gen != self->generation_) return;
+  // The write holds the transport: bytes queued before its owner let go still go out
+  // (close_after_flush), bounded by the write deadline.
+  auto handler = [self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
+    if (gen != self->generation_) return;
     self->on_written(ec, n);
   };
   if (tls_active_) asio::async_write(*stream_, buffers, std::move(handler));
@@ -266,6 +267,7 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   queued_bytes_ -= std::min(queued_bytes_, n);
   if (stats_) stats_->count_bytes_out(n);
   in_flight_.clear();
+  if (close_when_flushed_ && queue_.empty()) return close();
   flush();
 }
 
@@ -295,12 +297,17 @@ void Transport::arm_idle() {
 
 void Transport::close() { end({}, {}, false); }
 
+void Transport::close_after_flush() {
+  if (!connected_ || (!writing_ && queue_.empty())) return close();
+  close_when_flushed_ = true;
+}
+
 void Transport::fail(std::error_code ec, const std::string& detail) { end(ec, detail, true); }
 
 void Transport::end(std::error_code ec, const std::string& detail, bool report) {
   const bool was_active = connecting_ || connected_;
   ++generation_;
-  connecting_ = connected_ = reading_ = writing_ = upgrading_ = false;
+  connecting_ = connected_ = reading_ = writing_ = upgrading_ = close_when_flushed_ = false;
   tls_active_ = false;
   pending_tls_ = nullptr;
   resolver_.cancel();

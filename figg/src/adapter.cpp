@@ -101,7 +101,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     ping_timer_.cancel();
     for (auto& [topic, sink] : sinks_) protocol_.detach(topic);
     flush();
-    if (transport_) transport_->close();
+    if (transport_) transport_->close_after_flush();  // the DETACHes go out first
     protocol_.fail_all(make_error_code(polybus::errc::closed), "client closed");
     for (auto& work : waiting_) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
     waiting_.clear();

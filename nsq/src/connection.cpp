@@ -27,7 +27,7 @@ Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort t
 }
 
 Connection::~Connection() {
-  if (transport_) transport_->close();
+  if (transport_) transport_->close_after_flush();
 }
 
 void Connection::connect() {
@@ -75,6 +75,12 @@ void Connection::close() {
   ++generation_;
   ready_ = connecting_ = false;
   if (transport_) transport_->close();
+}
+
+void Connection::close_after_flush() {
+  ++generation_;
+  ready_ = connecting_ = false;
+  if (transport_) transport_->close_after_flush();
 }
 
 void Connection::fail(std::error_code ec, const std::string& detail) {

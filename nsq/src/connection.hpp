@@ -29,7 +29,8 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   ~Connection() override;
 
   void connect();
-  void close();  // no on_closed
+  void close();  // no on_closed; what is queued is dropped
+  void close_after_flush();  // sends what is queued (FINs, CLS), then closes; no on_closed
   // Ends the connection with an error, reported through on_closed.
   void fail(std::error_code ec, const std::string& detail);
 

@@ -82,7 +82,8 @@ void Consumer::remove_conn(std::uint64_t key) {
   auto it = conns_.find(key);
   if (it == conns_.end()) return;
   it->second->reconnector->cancel();
-  it->second->connection->close();
+  // FINs and REQs written just before must reach nsqd: flush, then close.
+  it->second->connection->close_after_flush();
   // Destroyed after the current callback has unwound: it may be running inside this connection.
   asio::post(context_->strand(), [doomed = std::shared_ptr<Conn>(std::move(it->second))] {});
   conns_.erase(it);

@@ -197,7 +197,7 @@ void Producer::close() {
   closed_ = true;
   for (auto& node : nodes_) {
     node->reconnector->cancel();
-    if (node->connection) node->connection->close();
+    if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
     for (auto& done : awaiting) done(make_error_code(polybus::errc::closed), {}, "client closed");
   }

@@ -74,7 +74,10 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // Calls on_idle after `idle` without received bytes, then every `idle` while it lasts.
   void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle);
   // Ends the connection; on_closed is not called. Safe to call at any time, more than once.
+  // Queued bytes are dropped: use close_after_flush() to send them first.
   void close();
+  // Sends what is queued (within the write deadline), then closes as close() does.
+  void close_after_flush();
   // Ends the connection and reports it through on_closed (a protocol error, say).
   void fail(std::error_code ec, const std::string& detail);
 
@@ -118,6 +121,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool reading_ = false;
   bool writing_ = false;
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
+  bool close_when_flushed_ = false;
   std::function<void(std::error_code)> pending_tls_;
   // A queued piece: owned bytes, or bytes shared with the caller.
   struct Piece {
