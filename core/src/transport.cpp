@@ -69,7 +69,7 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
 Transport::~Transport() = default;
 
 void Transport::reset_stream() {
-  stream_ = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket>>(strand_, *ssl_context_);
+  stream_ = std::make_shared<asio::ssl::stream<asio::ip::tcp::socket>>(strand_, *ssl_context_);
   tls_active_ = false;
 }
 
@@ -101,8 +101,8 @@ void Transport::connect(const HostPort& target) {
 void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
   if (ec) return end(make_error_code(errc::connect_failed), "cannot resolve " + endpoint_ + ": " + ec.message(), true);
   asio::async_connect(stream_->next_layer(), results,
-                      [weak = weak_from_this(), gen = generation_](std::error_code e,
-                                                                   const asio::ip::tcp::endpoint&) {
+                      [weak = weak_from_this(), gen = generation_, stream = stream_](
+                          std::error_code e, const asio::ip::tcp::endpoint&) {
                         auto self = weak.lock();
                         if (!self || gen != self->generation_) return;
                         self->on_tcp_connected(e);
@@ -140,10 +140,9 @@ void Transport::handshake(asio::ssl::stream_base::handshake_type type,
   asio::ip::make_address(name, parse_ec);
   if (parse_ec) SSL_set_tlsext_host_name(stream_->native_handle(), name.c_str());
   if (tls.verify) stream_->set_verify_callback(asio::ssl::host_name_verification(name));
-  stream_->async_handshake(type, [weak = weak_from_this(), gen = generation_,
+  stream_->async_handshake(type, [self = shared_from_this(), gen = generation_, stream = stream_,
                                   done = std::move(done)](std::error_code ec) {
-    auto self = weak.lock();
-    if (!self || gen != self->generation_) return;
+    if (gen != self->generation_) return;
     if (!ec) self->tls_active_ = true;
     done(ec);
   });
@@ -189,9 +188,10 @@ void Transport::read_next() {
   }
   if (!chunk_ || chunk_.use_count() > 1) chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
   reading_ = true;
-  auto handler = [weak = weak_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
-    auto self = weak.lock();
-    if (!self || gen != self->generation_) return;
+  // Pending reads hold the transport and the stream (see stream_); closing ends them.
+  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](std::error_code ec,
+                                                                                  std::size_t n) {
+    if (gen != self->generation_) return;
     self->on_read(ec, n);
   };
   auto buffer = asio::buffer(chunk_->data);
@@ -252,7 +252,8 @@ void Transport::flush() {
   }
   // The write holds the transport: bytes queued before its owner let go still go out
   // (close_after_flush), bounded by the write deadline.
-  auto handler = [self = shared_from_this(), gen = generation_](std::error_code ec, std::size_t n) {
+  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](std::error_code ec,
+                                                                                  std::size_t n) {
     if (gen != self->generation_) return;
     self->on_written(ec, n);
   };

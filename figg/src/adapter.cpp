@@ -40,6 +40,10 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
       throw Error(polybus::errc::invalid_url, "figg: one server address expected (figg://host:port)");
   }
 
+  ~FiggClient() override {
+    if (transport_) transport_->close();  // pending reads hold the transport until it closes
+  }
+
   void start() {
     asio::post(ctx_.strand(), [self = shared_from_this()] { self->connect(); });
   }

@@ -108,7 +108,10 @@ class Transport : public std::enable_shared_from_this<Transport> {
   const AdapterContext* stats_;
   std::optional<asio::ssl::context> ssl_context_;
   asio::ip::tcp::resolver resolver_;
-  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket>> stream_;
+  // Shared with every pending operation on it: an old stream outlives a reconnect (or the
+  // transport) until its aborted operations have completed, as asio's composed TLS operations
+  // touch the stream when they do.
+  std::shared_ptr<asio::ssl::stream<asio::ip::tcp::socket>> stream_;
   asio::steady_timer connect_timer_;
   asio::steady_timer write_timer_;
   asio::steady_timer idle_timer_;
