@@ -37,11 +37,11 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
     : strand_(std::move(strand)),
       settings_(std::move(settings)),
       callbacks_(std::move(callbacks)),
-      stats_(stats),
       resolver_(strand_),
       connect_timer_(strand_),
       write_timer_(strand_),
       idle_timer_(strand_) {
+  if (stats) stats_.emplace(*stats);
   // The TLS context is needed for an in-band upgrade too, so it is always prepared.
   ssl_context_.emplace(asio::ssl::context::tls_client);
   auto& ctx = *ssl_context_;

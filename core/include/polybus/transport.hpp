@@ -105,7 +105,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   Strand strand_;
   TransportSettings settings_;
   Callbacks callbacks_;
-  const AdapterContext* stats_;
+  std::optional<AdapterContext> stats_;  // a copy: the transport may outlive its owner briefly
   std::optional<asio::ssl::context> ssl_context_;
   asio::ip::tcp::resolver resolver_;
   // Shared with every pending operation on it: an old stream outlives a reconnect (or the
