@@ -163,7 +163,8 @@ TEST_CASE("nsq: an nsqd restart mid-stream loses nothing that was acknowledged",
     std::lock_guard<std::mutex> lock(mutex);
     expected = acked;
   }
-  CHECK(expected.size() >= 600);  // each round's publishes mostly complete before its restart
+  // Publishes written just as nsqd went away fail (disconnected); the rest must all arrive.
+  CHECK(expected.size() > 300);
   REQUIRE(got.wait_until([&](const auto& seen) {
     for (auto& p : expected)
       if (!seen.count(p)) return false;
