@@ -66,7 +66,8 @@ void Connection::flush() {
   if (!session_ || !transport_) return;
   auto& out = session_->output();
   while (!out.empty()) {
-    transport_->write(std::move(out.front()));
+    if (out.front().shared) transport_->write(std::move(out.front().shared));
+    else transport_->write(std::move(out.front().bytes));
     out.pop_front();
   }
 }

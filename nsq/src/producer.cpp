@@ -33,27 +33,27 @@ void Producer::publish(PublishWork work) {
   if (!valid_topic_name(work.topic))
     return work.done(make_error_code(errc::invalid_name),
                      {}, "'" + work.topic + "' is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-])");
-  if (Node* node = usable_node()) return send(*node, work);
-  waiting_.push_back(std::move(work));
+  if (work.defer.count() > 3'600'000)
+    return work.done(make_error_code(polybus::errc::invalid_argument), {},
+                     "deferred publish over nsqd's maximum (1h by default)");
+  Outgoing out{std::move(work.topic), {}, work.defer, std::move(work.done)};
+  out.bodies.reserve(work.payloads.size());
+  for (auto& payload : work.payloads)
+    out.bodies.push_back(std::make_shared<const std::string>(std::move(payload)));
+  if (Node* node = usable_node()) return send(*node, out);
+  waiting_.push_back(std::move(out));
   connect_some();
 }
 
-void Producer::send(Node& node, PublishWork& work) {
+void Producer::send(Node& node, Outgoing& work) {
   if (work.done.done()) return;  // its deadline passed while it waited
   auto& session = node.connection->session();
-  std::error_code ec;
-  if (work.payloads.size() > 1) {
-    ec = session.publish_batch(work.topic, std::move(work.payloads));
-  } else {
-    auto defer = work.defer.count();
-    if (defer > settings_.max_requeue_delay.count() && defer > 3'600'000)
-      return work.done(make_error_code(polybus::errc::invalid_argument), {},
-                       "deferred publish over nsqd's maximum (1h by default)");
-    ec = session.publish(work.topic, std::move(work.payloads.front()),
-                         static_cast<std::uint32_t>(defer));
-  }
+  std::error_code ec = work.bodies.size() > 1
+                           ? session.publish_batch(work.topic, work.bodies)
+                           : session.publish(work.topic, work.bodies.front(),
+                                             static_cast<std::uint32_t>(work.defer.count()));
   if (ec) return work.done(ec, {}, "cannot publish to '" + work.topic + "': " + ec.message());
-  node.awaiting.push_back(std::move(work.done));
+  node.awaiting.push_back(std::move(work));
   node.connection->flush();
 }
 
@@ -61,7 +61,7 @@ void Producer::flush_waiting() {
   while (!waiting_.empty()) {
     Node* node = usable_node();
     if (!node) return;
-    PublishWork work = std::move(waiting_.front());
+    Outgoing work = std::move(waiting_.front());
     waiting_.pop_front();
     send(*node, work);
   }
@@ -124,7 +124,7 @@ void Producer::on_response(Node& node, std::string_view body) {
                           node.target.to_string() + ": OK with no publish waiting for it");
     return;
   }
-  auto done = std::move(node.awaiting.front());
+  auto done = std::move(node.awaiting.front().done);
   node.awaiting.pop_front();
   done({});
 }
@@ -136,20 +136,20 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
                    node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
     return;
   }
-  auto done = std::move(node.awaiting.front());
+  auto done = std::move(node.awaiting.front().done);
   node.awaiting.pop_front();
   done(make_error_code(error.code), {},
        node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
 }
 
 void Producer::on_closed(Node& node, std::error_code ec, const std::string& detail) {
+  // Unanswered publishes go first in line again, in their order: at least once.
   auto awaiting = std::move(node.awaiting);
   node.awaiting.clear();
-  for (auto& done : awaiting)
-    done(make_error_code(polybus::errc::disconnected), {},
-         "connection to " + node.target.to_string() + " ended before nsqd answered (" + detail +
-             "): the message may or may not have been published");
+  waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
+                  std::make_move_iterator(awaiting.end()));
   if (closed_) return;
+  (void)detail;
   context_->state(ConnectionState::disconnected, node.target.to_string(), ec);
   context_->count_reconnect();
   if (Node* other = usable_node()) {
@@ -199,7 +199,7 @@ void Producer::close() {
     node->reconnector->cancel();
     if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
-    for (auto& done : awaiting) done(make_error_code(polybus::errc::closed), {}, "client closed");
+    for (auto& work : awaiting) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
   }
   for (auto& work : waiting_) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
   waiting_.clear();

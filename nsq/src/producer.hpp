@@ -27,16 +27,23 @@ class Producer : public std::enable_shared_from_this<Producer> {
   void close();
 
  private:
+  // A publish, its bodies kept (shared, not copied) until nsqd answers.
+  struct Outgoing {
+    std::string topic;
+    std::vector<Session::Body> bodies;
+    std::chrono::milliseconds defer{0};
+    OpCompletion done;
+  };
   struct Node {
     HostPort target;
     std::shared_ptr<Connection> connection;
     std::unique_ptr<Reconnector> reconnector;
-    std::deque<OpCompletion> awaiting;  // written, answer pending, in order
+    std::deque<Outgoing> awaiting;  // written, answer pending, in order
     bool retry_scheduled = false;
   };
 
   Node* usable_node();
-  void send(Node& node, PublishWork& work);
+  void send(Node& node, Outgoing& work);
   void flush_waiting();
   void connect_some();
   void set_nodes(std::vector<HostPort> nsqds);
@@ -50,7 +57,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   Discover discover_;
   bool discovering_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::deque<PublishWork> waiting_;  // no nsqd ready yet
+  std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
   bool closed_ = false;
 };
 

@@ -20,9 +20,9 @@ void Session::emit(std::string bytes) {
   if (codec_) {
     std::string encoded;
     if (auto ec = codec_->encode(bytes, encoded)) return fail(ec, "compression failed: " + ec.message());
-    output_.push_back(std::move(encoded));
+    output_.push_back(Piece{std::move(encoded), nullptr});
   } else {
-    output_.push_back(std::move(bytes));
+    output_.push_back(Piece{std::move(bytes), nullptr});
   }
 }
 
@@ -200,40 +200,41 @@ void Session::close_wait() {
   emit(std::move(out));
 }
 
-std::error_code Session::publish(std::string_view topic, std::string body, std::uint32_t defer_ms) {
+std::error_code Session::publish(std::string_view topic, const Body& body, std::uint32_t defer_ms) {
+  if (!body || body->empty()) return make_error_code(errc::empty_body);
   std::string header;
-  auto ec = defer_ms ? append_dpub_header(header, topic, defer_ms, body.size())
-                     : append_pub_header(header, topic, body.size());
+  auto ec = defer_ms ? append_dpub_header(header, topic, defer_ms, body->size())
+                     : append_pub_header(header, topic, body->size());
   if (ec) return ec;
-  if (body.empty()) return make_error_code(errc::empty_body);
   if (codec_) {
-    header += body;
+    header += *body;
     emit(std::move(header));
   } else {
-    output_.push_back(std::move(header));
-    output_.push_back(std::move(body));  // gather-written: the payload is not copied
+    output_.push_back(Piece{std::move(header), nullptr});
+    output_.push_back(Piece{{}, body});  // gather-written: the payload is not copied
   }
   return {};
 }
 
-std::error_code Session::publish_batch(std::string_view topic, std::vector<std::string> bodies) {
-  std::vector<std::string_view> views(bodies.begin(), bodies.end());
+std::error_code Session::publish_batch(std::string_view topic, const std::vector<Body>& bodies) {
+  std::vector<std::string_view> views;
+  for (const auto& body : bodies) views.emplace_back(body ? std::string_view(*body) : std::string_view());
   std::string header;
   if (auto ec = append_mpub_header(header, topic, views)) return ec;
   if (codec_) {
-    for (auto& body : bodies) {
-      append_size_prefix(header, static_cast<std::uint32_t>(body.size()));
-      header += body;
+    for (const auto& body : bodies) {
+      append_size_prefix(header, static_cast<std::uint32_t>(body->size()));
+      header += *body;
     }
     emit(std::move(header));
     return {};
   }
-  output_.push_back(std::move(header));
-  for (auto& body : bodies) {
+  output_.push_back(Piece{std::move(header), nullptr});
+  for (const auto& body : bodies) {
     std::string prefix;
-    append_size_prefix(prefix, static_cast<std::uint32_t>(body.size()));
-    output_.push_back(std::move(prefix));
-    output_.push_back(std::move(body));
+    append_size_prefix(prefix, static_cast<std::uint32_t>(body->size()));
+    output_.push_back(Piece{std::move(prefix), nullptr});
+    output_.push_back(Piece{{}, body});
   }
   return {};
 }

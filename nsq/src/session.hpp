@@ -54,12 +54,19 @@ class Session {
   std::error_code requeue(std::string_view id, std::uint32_t delay_ms);
   std::error_code touch(std::string_view id);
   void close_wait();  // CLS
-  // The body is moved into the output without a copy when the stream is not compressed.
-  std::error_code publish(std::string_view topic, std::string body, std::uint32_t defer_ms = 0);
-  std::error_code publish_batch(std::string_view topic, std::vector<std::string> bodies);
+  // Bodies are shared, not copied, when the stream is not compressed: the producer keeps them to
+  // publish again after a reconnect.
+  using Body = std::shared_ptr<const std::string>;
+  std::error_code publish(std::string_view topic, const Body& body, std::uint32_t defer_ms = 0);
+  std::error_code publish_batch(std::string_view topic, const std::vector<Body>& bodies);
 
-  // Bytes to write, in order. The owner takes them (std::move, then clear()).
-  std::deque<std::string>& output() { return output_; }
+  // Bytes to write, in order: owned bytes, or a shared body. The owner takes them.
+  struct Piece {
+    std::string bytes;
+    Body shared;
+    std::string_view view() const { return shared ? std::string_view(*shared) : std::string_view(bytes); }
+  };
+  std::deque<Piece>& output() { return output_; }
   Phase phase() const { return phase_; }
   const IdentifyResponse& negotiated() const { return negotiated_; }
   bool compressed() const { return static_cast<bool>(codec_); }
@@ -82,7 +89,7 @@ class Session {
   bool codec_pending_ = false;  // the rest of the current input is compressed already
   std::string decoded_;
   std::string scratch_;
-  std::deque<std::string> output_;
+  std::deque<Piece> output_;
 };
 
 }  // namespace polybus::nsq
