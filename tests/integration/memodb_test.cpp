@@ -483,7 +483,10 @@ TEST_CASE("memodb: after a broker restart workers register again and pending req
     std::lock_guard<std::mutex> lock(calls_mutex);
     for (int i = 0; i < 4; ++i) CHECK(calls[std::to_string(i)] == 2);
     for (int i = 4; i < 24; ++i) CHECK(calls[std::to_string(i)] == 1);
-    for (int i = 24; i < 34; ++i) CHECK(calls.count(std::to_string(i)) == 0);
+    // A request that timed out had reached the broker: like a publish that timed out, it may
+    // still take effect (NNG resends what is pending when the connection drops, and the
+    // request's own NNG timeout can trail its deadline by a moment), but never twice.
+    for (int i = 24; i < 34; ++i) CHECK(calls[std::to_string(i)] <= 1);
   }
   REQUIRE(wait(*broker, [](const BrokerStats& s) {
     return s.starts == 2 && workers_for(s, "echo") == 4 && s.disconnects == 4;

@@ -1,0 +1,136 @@
+// The MemoDB adapter: request/reply only, over NNG req0 (see session.hpp). memodb+tcp and
+// memodb+ipc share everything but the address.
+#include <mutex>
+
+#include "polybus/error.hpp"
+#include "polybus/memodb.hpp"
+#include "polybus/registry.hpp"
+#include "session.hpp"
+
+namespace polybus::memodb {
+namespace {
+
+Capabilities memodb_capabilities() {
+  Capabilities c;
+  c.request_reply = true;
+  c.publish = false;
+  c.subscribe = false;
+  c.publish_confirmed = false;
+  return c;
+}
+
+OptionTable memodb_options() {
+  constexpr std::int64_t hour = 3'600'000;
+  OptionTable table = core_option_table();
+  table.add({
+      {"max_requests", OptionType::integer, "64", 1, 65536,
+       "requests sent to the broker at once; more wait, in order, up to their deadline"},
+      {"workers", OptionType::integer, "0", 0, 1024,
+       "workers per serve() (0: the handler_concurrency option); Subscription::set_max_in_flight "
+       "changes it; give SubscribeOptions::concurrency the same number"},
+      {"job_timeout", OptionType::duration, "0", 0, 24 * hour,
+       "JOB's timeout: how long the broker waits for the worker's RESULT (0: what is left of the "
+       "request's deadline)"},
+      {"queue_timeout", OptionType::duration, "10s", 1, hour,
+       "how long the broker keeps a job no worker takes (10 s in the real broker); a request is "
+       "resent only after this plus job_timeout, so no worker runs a job twice"},
+      {"heartbeat_interval", OptionType::duration, "10s", 1, hour,
+       "idle time after which the broker sends a worker HEARTBEAT (10 s in the real broker); "
+       "worker requests are resent only after this plus heartbeat_timeout"},
+      {"heartbeat_timeout", OptionType::duration, "10s", 1, hour,
+       "how long the broker waits for a worker's answer to HEARTBEAT (10 s in the real broker)"},
+  });
+  return table;
+}
+
+// memodb+tcp://host:port (a name, IPv4, or [IPv6]) -> tcp://...; memodb+ipc:///path -> ipc:///path.
+std::string nng_url_for(const Url& url) {
+  if (url.scheme == "memodb+ipc") {
+    if (!url.hosts.empty() || url.path.size() < 2)
+      throw Error(polybus::errc::invalid_url,
+                  "memodb+ipc: expected memodb+ipc:///absolute/path (no host)");
+    return "ipc://" + url.path;
+  }
+  if (url.hosts.size() != 1 || url.hosts[0].port == 0 || !url.path.empty())
+    throw Error(polybus::errc::invalid_url,
+                "memodb+tcp: expected memodb+tcp://host:port (one broker, a port, no path)");
+  return "tcp://" + url.hosts[0].to_string();
+}
+
+detail::SessionSettings settings_for(const AdapterContext& context) {
+  const auto& o = context.options();
+  if (o.get_bool("tls"))
+    throw Error(polybus::errc::not_supported,
+                "memodb: memo01 has no TLS (the protocol leaves encryption to a tunnel such as spiped)");
+  detail::SessionSettings s;
+  s.nng_url = nng_url_for(context.url());
+  s.heartbeat_interval = o.get_duration("heartbeat_interval");
+  s.heartbeat_timeout = o.get_duration("heartbeat_timeout");
+  s.queue_timeout = o.get_duration("queue_timeout");
+  s.job_timeout = o.get_duration("job_timeout");
+  s.max_requests = static_cast<std::uint32_t>(o.get_int("max_requests"));
+  const auto workers = o.get_int("workers");
+  s.workers = static_cast<std::uint32_t>(workers > 0 ? workers : o.get_int("handler_concurrency"));
+  s.max_message = static_cast<std::size_t>(o.get_int("max_frame_size"));
+  s.reconnect_min = o.get_duration("reconnect_initial");
+  s.reconnect_max = o.get_duration("reconnect_max");
+  return s;
+}
+
+class MemoDbAdapter : public Adapter {
+ public:
+  explicit MemoDbAdapter(AdapterContext& context)
+      : session_(std::make_shared<detail::Session>(context, settings_for(context))) {
+    session_->open();
+  }
+  // Nothing of NNG's runs after this: the socket is closed and every aio waited for.
+  ~MemoDbAdapter() override { session_->shutdown(); }
+
+  Capabilities capabilities() const override { return memodb_capabilities(); }
+  void publish(PublishWork work) override {
+    work.done(make_error_code(polybus::errc::not_supported), {},
+              "memodb: no publish (a job needs a worker's result: use request)");
+  }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
+                                                 std::shared_ptr<SubscriptionSink>) override {
+    throw Error(polybus::errc::not_supported, "memodb: no subscribe (request/reply only)");
+  }
+  void request(RequestWork work) override { session_->request(std::move(work)); }
+  std::shared_ptr<AdapterSubscription> serve(const std::string& topic,
+                                             std::shared_ptr<SubscriptionSink> sink) override {
+    return session_->serve(topic, std::move(sink));
+  }
+  void close(Clock::time_point deadline, std::function<void()> done) override {
+    session_->close(deadline, std::move(done));
+  }
+
+ private:
+  std::shared_ptr<detail::Session> session_;
+};
+
+SchemeInfo scheme_info(const char* scheme, const char* summary) {
+  SchemeInfo info;
+  info.scheme = scheme;
+  info.summary = summary;
+  info.options = memodb_options();
+  info.capabilities = memodb_capabilities();
+  info.factory = [](AdapterContext& context) -> std::unique_ptr<Adapter> {
+    return std::make_unique<MemoDbAdapter>(context);
+  };
+  return info;
+}
+
+}  // namespace
+
+void register_scheme() {
+  // Once: registering again would rewrite the entries while another thread may be connecting.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    polybus::register_scheme(scheme_info(
+        "memodb+tcp", "MemoDB broker (memo01 over NNG, tcp://host:port): request/reply jobs and workers"));
+    polybus::register_scheme(scheme_info(
+        "memodb+ipc", "MemoDB broker (memo01 over NNG, ipc:///path): request/reply jobs and workers"));
+  });
+}
+
+}  // namespace polybus::memodb

@@ -1,0 +1,627 @@
+#include "session.hpp"
+
+#include <nng/protocol/reqrep0/req.h>
+
+#include <algorithm>
+#include <asio/post.hpp>
+
+#include "polybus/error.hpp"
+
+namespace polybus::memodb::detail {
+
+namespace {
+
+using polybus::errc;
+
+// What a reply-less NNG failure means to the requester.
+std::error_code request_error(int rv) {
+  switch (rv) {
+    case NNG_ETIMEDOUT: return make_error_code(errc::timeout);
+    case NNG_ECLOSED:
+    case NNG_ECANCELED: return make_error_code(errc::closed);
+    default: return make_error_code(errc::disconnected);
+  }
+}
+
+bool cancelled(int rv) { return rv == NNG_ECANCELED || rv == NNG_ECLOSED; }
+
+std::int64_t remaining_ms(Clock::time_point deadline) {
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return std::chrono::ceil<std::chrono::milliseconds>(left).count();
+}
+
+// A safety margin on top of the broker's own timings before NNG resends a request.
+constexpr std::chrono::milliseconds kResendMargin{1000};
+
+}  // namespace
+
+class ServeHandle : public AdapterSubscription {
+ public:
+  ServeHandle(std::shared_ptr<Session> session, std::uint64_t id)
+      : session_(std::move(session)), id_(id) {}
+  void unsubscribe(OpCompletion done) override { session_->unsubscribe(id_, std::move(done)); }
+  void pause() override { session_->set_paused(id_, true); }
+  void resume() override { session_->set_paused(id_, false); }
+  void set_max_in_flight(std::uint32_t n) override { session_->set_workers(id_, n); }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::uint64_t id_;
+};
+
+Session::Slot::~Slot() {
+  if (ctx_open) nng_ctx_close(ctx);
+  if (aio) nng_aio_free(aio);  // waits for a callback that is running
+}
+
+Session::Session(const AdapterContext& context, SessionSettings settings)
+    : ctx_(context),
+      settings_(std::move(settings)),
+      gate_(std::make_shared<Gate>()),
+      close_timer_(context.strand()) {
+  gate_->strand.emplace(context.strand());
+}
+
+Session::~Session() { shutdown(); }
+
+void Session::open() {
+  notifier_ = std::make_unique<Notifier>(Notifier{weak_from_this(), gate_});
+  int rv = nng_req0_open(&socket_);
+  if (rv != 0)
+    throw Error(make_error_code(errc::connect_failed),
+                std::string("memodb: cannot open an NNG req0 socket: ") + nng_strerror(rv));
+  socket_open_ = true;
+  nng_socket_set_size(socket_, NNG_OPT_RECVMAXSZ, settings_.max_message);
+  nng_socket_set_ms(socket_, NNG_OPT_RECONNMINT,
+                    to_duration(std::max<std::int64_t>(1, settings_.reconnect_min.count())));
+  nng_socket_set_ms(socket_, NNG_OPT_RECONNMAXT, to_duration(settings_.reconnect_max.count()));
+  nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &Session::on_pipe, notifier_.get());
+  nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &Session::on_pipe, notifier_.get());
+  // Non-blocking: the dialer keeps trying (and re-dials after a drop) by itself.
+  rv = nng_dial(socket_, settings_.nng_url.c_str(), nullptr, NNG_FLAG_NONBLOCK);
+  if (rv != 0)
+    throw Error(make_error_code(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? errc::invalid_url
+                                                                          : errc::connect_failed),
+                "memodb: cannot dial '" + settings_.nng_url + "': " + nng_strerror(rv));
+  asio::post(ctx_.strand(), [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (self && !self->dead_ && self->pipes_ == 0)
+      self->ctx_.state(ConnectionState::connecting, self->settings_.nng_url);
+  });
+}
+
+// ---- NNG callbacks (NNG's threads) ----
+
+void Session::on_aio(void* arg) {
+  auto* slot = static_cast<Slot*>(arg);
+  const int rv = nng_aio_result(slot->aio);
+  MsgPtr msg(nng_aio_get_msg(slot->aio));  // a reply, or a request NNG gave back
+  nng_aio_set_msg(slot->aio, nullptr);
+  std::lock_guard<std::mutex> lock(slot->gate->mutex);
+  if (!slot->gate->strand) return;  // shut down: the message is freed here
+  asio::post(*slot->gate->strand, [weak = slot->session, key = slot->key, rv,
+                                   msg = std::move(msg)]() mutable {
+    if (auto self = weak.lock()) self->completed(key, rv, std::move(msg));
+  });
+}
+
+void Session::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
+  auto* notifier = static_cast<Notifier*>(arg);
+  std::lock_guard<std::mutex> lock(notifier->gate->mutex);
+  if (!notifier->gate->strand) return;
+  asio::post(*notifier->gate->strand, [weak = notifier->session, event] {
+    if (auto self = weak.lock()) self->pipe_event(event);
+  });
+}
+
+// ---- strand ----
+
+void Session::pipe_event(nng_pipe_ev event) {
+  if (dead_) return;
+  if (event == NNG_PIPE_EV_ADD_POST) {
+    if (pipes_++ == 0) ctx_.state(ConnectionState::connected, settings_.nng_url);
+  } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
+    if (--pipes_ == 0 && !closing_) {
+      ctx_.count_reconnect();
+      auto why = make_error_code(errc::disconnected);
+      ctx_.state(ConnectionState::disconnected, settings_.nng_url, why);
+      ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why);
+    }
+  }
+}
+
+void Session::completed(std::uint64_t key, int rv, MsgPtr msg) {
+  if (dead_) return;
+  if (auto it = requests_.find(key); it != requests_.end())
+    return request_completed(*it->second, rv, std::move(msg));
+  if (auto it = workers_.find(key); it != workers_.end())
+    return worker_completed(*it->second, rv, std::move(msg));
+}
+
+template <typename T>
+std::unique_ptr<T> Session::make_slot() {
+  auto slot = std::make_unique<T>(++next_key_, weak_from_this(), gate_);
+  if (nng_aio_alloc(&slot->aio, &Session::on_aio, static_cast<Slot*>(slot.get())) != 0) return nullptr;
+  return slot;
+}
+
+bool Session::open_ctx(Slot& slot, std::chrono::milliseconds resend) {
+  if (!slot.ctx_open) {
+    if (nng_ctx_open(&slot.ctx, socket_) != 0) return false;
+    slot.ctx_open = true;
+  }
+  nng_ctx_set_ms(slot.ctx, NNG_OPT_REQ_RESENDTIME, to_duration(resend.count()));
+  return true;
+}
+
+void Session::cancel(Slot& slot) {
+  if (slot.pending) nng_aio_cancel(slot.aio);
+}
+
+// ---- requests ----
+
+void Session::request(RequestWork work) {
+  if (closing_) return work.done(make_error_code(errc::closed), {}, "client closed");
+  if (auto ec = validate_service(work.topic))
+    return work.done(make_error_code(errc::invalid_argument), {},
+                     "memodb: service name '" + work.topic + "': " + ec.message());
+  if (active_requests_ >= settings_.max_requests) {
+    // Waits for a free slot, up to its deadline (the core completes it then).
+    while (!waiting_.empty() && waiting_.front().done.done()) waiting_.pop_front();
+    waiting_.push_back(std::move(work));
+    return;
+  }
+  start_request(std::move(work));
+}
+
+void Session::start_request(RequestWork work) {
+  if (work.done.done()) return;
+  const std::int64_t left = remaining_ms(work.done.deadline());
+  if (left <= 0) return work.done(make_error_code(errc::timeout), {}, "deadline passed");
+  // The broker waits this long for the worker's RESULT: by default what is left of ours.
+  const std::int64_t job_ms = settings_.job_timeout.count() > 0 ? settings_.job_timeout.count() : left;
+  std::string header;
+  if (auto ec = append_job(header, {}, work.topic, static_cast<std::uint64_t>(job_ms)))
+    return work.done(make_error_code(errc::invalid_argument), {}, ec.message());
+  MsgPtr msg = make_msg(header, work.payload);
+
+  RequestSlot* slot = nullptr;
+  if (!idle_requests_.empty()) {
+    slot = idle_requests_.back();
+    idle_requests_.pop_back();
+  } else if (auto fresh = make_slot<RequestSlot>()) {
+    slot = fresh.get();
+    requests_.emplace(slot->key, std::move(fresh));
+  }
+  // NNG resends only once the broker has surely dropped the job (queue wait + job time), so a
+  // slow queue never has a worker run it twice; a dropped connection resends at once.
+  const auto resend = settings_.queue_timeout + std::chrono::milliseconds(job_ms) + kResendMargin;
+  if (!slot || !msg || !open_ctx(*slot, resend)) {
+    if (slot) idle_requests_.push_back(slot);
+    return work.done(make_error_code(errc::disconnected), {}, "memodb: out of NNG resources");
+  }
+  ++active_requests_;
+  slot->done = std::move(work.done);
+  slot->service = std::move(work.topic);
+  slot->phase = RequestSlot::Phase::sending;
+  slot->pending = true;
+  ctx_.count_bytes_out(work.payload.size());
+  nng_aio_set_msg(slot->aio, msg.release());
+  nng_aio_set_timeout(slot->aio, to_duration(left));
+  nng_ctx_send(slot->ctx, slot->aio);
+}
+
+void Session::request_completed(RequestSlot& slot, int rv, MsgPtr msg) {
+  slot.pending = false;
+  if (slot.phase == RequestSlot::Phase::sending) {
+    if (rv != 0)
+      return finish_request(slot, request_error(rv), {},
+                            rv == NNG_ETIMEDOUT ? "deadline passed before the broker was reached"
+                                                : std::string("memodb: ") + nng_strerror(rv));
+    const std::int64_t left = remaining_ms(slot.done.deadline());
+    if (slot.done.done() || left <= 0 || closing_) {
+      // Abandon the request: a new context leaves no resend behind.
+      nng_ctx_close(slot.ctx);
+      slot.ctx_open = false;
+      return finish_request(slot, make_error_code(closing_ ? errc::closed : errc::timeout), {},
+                            closing_ ? "client closed" : "deadline passed");
+    }
+    slot.phase = RequestSlot::Phase::receiving;
+    slot.pending = true;
+    nng_aio_set_timeout(slot.aio, to_duration(left));
+    nng_ctx_recv(slot.ctx, slot.aio);
+    return;
+  }
+  if (rv != 0)
+    return finish_request(slot, request_error(rv), {},
+                          rv == NNG_ETIMEDOUT ? "deadline passed before a RESULT came (no worker, "
+                                                "or the worker timed out: the broker drops such "
+                                                "jobs without a word)"
+                                              : std::string("memodb: ") + nng_strerror(rv));
+  ctx_.count_bytes_in(nng_msg_len(msg.get()));
+  Header header;
+  std::string_view payload;
+  if (auto ec = decode(body(msg.get()), header, payload))
+    return finish_request(slot, ec, {}, "memodb: malformed reply to a JOB on '" + slot.service + "': " + ec.message());
+  if (header.type != MessageType::result)
+    return finish_request(slot, make_error_code(errc::protocol_error), {},
+                          std::string("memodb: expected RESULT for a JOB, got ") + to_string(header.type));
+  finish_request(slot, {}, std::string(payload), {});
+}
+
+void Session::finish_request(RequestSlot& slot, std::error_code ec, std::string reply,
+                             std::string detail) {
+  auto done = std::move(slot.done);
+  slot.done = OpCompletion();
+  slot.phase = RequestSlot::Phase::idle;
+  slot.service.clear();
+  --active_requests_;
+  if (idle_requests_.size() < settings_.max_requests) {
+    idle_requests_.push_back(&slot);
+  } else {
+    const std::uint64_t key = slot.key;
+    requests_.erase(key);  // nothing is pending on it
+  }
+  done(ec, std::move(reply), std::move(detail));
+  pump_requests();
+  maybe_finish_close();
+}
+
+void Session::pump_requests() {
+  while (!closing_ && active_requests_ < settings_.max_requests && !waiting_.empty()) {
+    RequestWork work = std::move(waiting_.front());
+    waiting_.pop_front();
+    start_request(std::move(work));
+  }
+}
+
+// ---- workers ----
+
+std::shared_ptr<AdapterSubscription> Session::serve(const std::string& service,
+                                                    std::shared_ptr<SubscriptionSink> sink) {
+  if (auto ec = validate_service(service))
+    throw Error(make_error_code(errc::invalid_argument),
+                "memodb: service name '" + service + "': " + ec.message());
+  if (closing_) throw Error(make_error_code(errc::closed), "memodb: client closed");
+  const std::uint64_t id = ++next_serve_;
+  auto& record = serves_[id];
+  record.service = service;
+  record.sink = std::move(sink);
+  record.target = settings_.workers;
+  for (std::uint32_t i = 0; i < record.target; ++i)
+    if (WorkerSlot* worker = add_worker(id, record)) start_worker(*worker);
+  return std::make_shared<ServeHandle>(shared_from_this(), id);
+}
+
+Session::WorkerSlot* Session::add_worker(std::uint64_t serve_id, ServeRecord& serve) {
+  auto worker = make_slot<WorkerSlot>();
+  if (!worker) {
+    ctx_.error(make_error_code(errc::disconnected), "memodb: out of NNG resources for a worker");
+    return nullptr;
+  }
+  worker->serve = serve_id;
+  WorkerSlot* raw = worker.get();
+  serve.workers.push_back(raw->key);
+  workers_.emplace(raw->key, std::move(worker));
+  return raw;
+}
+
+bool Session::should_run(const WorkerSlot& worker) const {
+  if (closing_ || worker.retire) return false;
+  auto it = serves_.find(worker.serve);
+  return it != serves_.end() && !it->second.gone && !it->second.paused;
+}
+
+std::string Session::describe(const WorkerSlot& worker) const {
+  auto it = serves_.find(worker.serve);
+  return "memodb worker for '" + (it == serves_.end() ? std::string("?") : it->second.service) + "'";
+}
+
+void Session::start_worker(WorkerSlot& worker) {
+  auto it = serves_.find(worker.serve);
+  if (it == serves_.end()) return stop_worker(worker);
+  // A worker's request waits at most heartbeat_interval for its reply; resending sooner
+  // would register a phantom worker.
+  const auto resend = settings_.heartbeat_interval + settings_.heartbeat_timeout + kResendMargin;
+  std::string header;
+  MsgPtr msg;
+  if (!append_ready(header, {it->second.service}) && open_ctx(worker, resend)) msg = make_msg(header);
+  if (!msg) {
+    ctx_.error(make_error_code(errc::disconnected), describe(worker) + ": out of NNG resources");
+    return stop_worker(worker);
+  }
+  worker.id.clear();
+  send_worker(worker, std::move(msg), false);
+}
+
+void Session::send_worker(WorkerSlot& worker, MsgPtr msg, bool leaving) {
+  if (!msg) {
+    ctx_.error(make_error_code(errc::disconnected), describe(worker) + ": out of NNG resources");
+    return stop_worker(worker);
+  }
+  worker.state = WorkerSlot::State::sending;
+  worker.leaving = leaving;
+  worker.pending = true;
+  nng_aio_set_msg(worker.aio, msg.release());
+  nng_aio_set_timeout(worker.aio, NNG_DURATION_INFINITE);
+  nng_ctx_send(worker.ctx, worker.aio);
+}
+
+void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
+  worker.pending = false;
+  if (rv != 0) {
+    if (!cancelled(rv))
+      ctx_.error(nng_error(rv), describe(worker) + ": " + nng_strerror(rv) + "; worker stopped");
+    return stop_worker(worker);
+  }
+  if (worker.state == WorkerSlot::State::sending) {
+    if (closing_ && !worker.leaving) return stop_worker(worker);
+    auto it = serves_.find(worker.serve);
+    if (it != serves_.end() && !it->second.confirmed && it->second.sink) {
+      // The READY reached the broker's connection: the best confirmation memo01 gives (the
+      // broker's first answer can be a HEARTBEAT a whole heartbeat interval later).
+      it->second.confirmed = true;
+      it->second.sink->ready({});
+    }
+    worker.state = WorkerSlot::State::receiving;
+    worker.pending = true;
+    nng_aio_set_timeout(worker.aio, NNG_DURATION_INFINITE);
+    nng_ctx_recv(worker.ctx, worker.aio);
+    return;
+  }
+  ctx_.count_bytes_in(nng_msg_len(msg.get()));
+  Header header;
+  std::string_view payload;
+  if (auto ec = decode(body(msg.get()), header, payload)) {
+    ctx_.error(ec, describe(worker) + ": malformed message from the broker: " + ec.message() +
+                       "; registering again");
+    return restart_or_stop(worker);
+  }
+  switch (header.type) {
+    case MessageType::job:
+      return on_job(worker, header, payload, std::move(msg));
+    case MessageType::heartbeat:
+      worker.id = std::string(header.id);
+      if (!should_run(worker)) {
+        // Leaving: the broker waits for this worker's answer and hands it no job meanwhile;
+        // without one it forgets the worker after heartbeat_timeout.
+        return stop_worker(worker);
+      }
+      {
+        std::string out;
+        MsgPtr answer;
+        if (!append_heartbeat(out, worker.id)) answer = make_msg(out);
+        return send_worker(worker, std::move(answer), false);
+      }
+    case MessageType::disconnect:
+      // The broker does not know this worker (it restarted, or timed the worker out), or it
+      // acknowledges the last RESULT: reset and register again unless leaving.
+      worker.id.clear();
+      return restart_or_stop(worker);
+    default:
+      ctx_.error(make_error_code(errc::protocol_error),
+                 describe(worker) + ": unexpected " + to_string(header.type) + " from the broker; registering again");
+      return restart_or_stop(worker);
+  }
+}
+
+void Session::on_job(WorkerSlot& worker, const Header& header, std::string_view payload, MsgPtr msg) {
+  worker.id = std::string(header.id);
+  auto it = serves_.find(worker.serve);
+  if (closing_ || it == serves_.end() || it->second.gone || !it->second.sink) {
+    ctx_.log(LogLevel::warn, describe(worker) + ": a JOB arrived while closing or after "
+                                                "unsubscribe; it is dropped and its requester "
+                                                "will time out");
+    return stop_worker(worker);
+  }
+  worker.state = WorkerSlot::State::handling;
+  ++worker.job_seq;
+  auto state = ctx_.make_message(weak_from_this());
+  state->topic = std::string(header.service);
+  state->payload = payload;
+  state->buffer = std::shared_ptr<nng_msg>(msg.release(), MsgFree{});
+  state->expects_reply = true;
+  state->adapter_token = (worker.key << 32) | worker.job_seq;
+  it->second.sink->deliver(Message(std::move(state)));
+}
+
+void Session::reply(polybus::detail::MessageState& message, std::string payload,
+                    std::error_code ec, std::string detail) {
+  if (dead_) return;
+  auto it = workers_.find(message.adapter_token >> 32);
+  if (it == workers_.end()) return;
+  WorkerSlot& worker = *it->second;
+  if (worker.state != WorkerSlot::State::handling ||
+      worker.job_seq != static_cast<std::uint32_t>(message.adapter_token & 0xffffffffu))
+    return;
+  if (ec) {
+    // memo01 has no error reply: the broker hands the requester only a RESULT payload. Without
+    // one, the broker gives up on the job after its timeout and the requester times out.
+    ctx_.log(LogLevel::warn, describe(worker) + ": no RESULT sent (" +
+                                 (detail.empty() ? ec.message() : detail) +
+                                 "); the requester will time out");
+    return restart_or_stop(worker);
+  }
+  // Leaving (paused, unsubscribed, retired or closing): the last RESULT says so, and the
+  // broker answers DISCONNECT instead of another job.
+  const bool leaving = !should_run(worker);
+  std::string header;
+  MsgPtr msg;
+  if (!append_result(header, worker.id, leaving ? std::optional<bool>(true) : std::nullopt))
+    msg = make_msg(header, payload);
+  ctx_.count_bytes_out(payload.size());
+  send_worker(worker, std::move(msg), leaving);
+}
+
+void Session::restart_or_stop(WorkerSlot& worker) {
+  if (should_run(worker)) return start_worker(worker);
+  stop_worker(worker);
+}
+
+void Session::stop_worker(WorkerSlot& worker) {
+  worker.state = WorkerSlot::State::stopped;
+  worker.leaving = false;
+  auto it = serves_.find(worker.serve);
+  const bool gone = it == serves_.end() || it->second.gone;
+  if ((worker.retire || gone) && !worker.pending) {
+    if (it != serves_.end()) {
+      auto& list = it->second.workers;
+      list.erase(std::remove(list.begin(), list.end(), worker.key), list.end());
+      if (gone && list.empty()) serves_.erase(it);
+    }
+    const std::uint64_t key = worker.key;
+    workers_.erase(key);  // worker is gone from here on
+  }
+  maybe_finish_close();
+}
+
+void Session::unsubscribe(std::uint64_t serve, OpCompletion done) {
+  auto it = serves_.find(serve);
+  if (it != serves_.end() && !it->second.gone) {
+    it->second.gone = true;
+    it->second.sink.reset();
+    const auto keys = it->second.workers;
+    for (auto key : keys) {
+      auto w = workers_.find(key);
+      if (w == workers_.end()) continue;
+      WorkerSlot& worker = *w->second;
+      if (worker.pending && !worker.leaving) cancel(worker);  // its completion stops it
+      else if (worker.state == WorkerSlot::State::stopped) stop_worker(worker);
+      // A worker handling a job sends its RESULT (with disconnecting) and then leaves.
+    }
+  }
+  done({});
+}
+
+void Session::set_paused(std::uint64_t serve, bool paused) {
+  auto it = serves_.find(serve);
+  if (it == serves_.end() || it->second.gone || it->second.paused == paused) return;
+  it->second.paused = paused;
+  // Pausing is passive: a waiting worker still takes the job the broker may already have
+  // chosen it for, then says it is leaving; one that gets a HEARTBEAT stops without answering.
+  if (paused) return;
+  const auto keys = it->second.workers;
+  for (auto key : keys) {
+    auto w = workers_.find(key);
+    if (w != workers_.end() && w->second->state == WorkerSlot::State::stopped && should_run(*w->second))
+      start_worker(*w->second);
+  }
+}
+
+void Session::set_workers(std::uint64_t serve, std::uint32_t count) {
+  auto it = serves_.find(serve);
+  if (it == serves_.end() || it->second.gone) return;
+  it->second.target = count;
+  std::vector<WorkerSlot*> active;
+  for (auto key : it->second.workers) {
+    auto w = workers_.find(key);
+    if (w != workers_.end() && !w->second->retire) active.push_back(w->second.get());
+  }
+  if (active.size() < count) {
+    for (std::size_t n = active.size(); n < count; ++n) {
+      WorkerSlot* worker = add_worker(serve, it->second);
+      if (worker && should_run(*worker)) start_worker(*worker);
+    }
+    return;
+  }
+  // Retire the surplus, stopped workers first; the others leave as a pause makes them.
+  std::stable_partition(active.begin(), active.end(), [](const WorkerSlot* w) {
+    return w->state == WorkerSlot::State::stopped;
+  });
+  for (std::size_t n = 0; n < active.size() - count; ++n) {
+    active[n]->retire = true;
+    if (active[n]->state == WorkerSlot::State::stopped) stop_worker(*active[n]);
+  }
+}
+
+// ---- close ----
+
+void Session::close(Clock::time_point deadline, std::function<void()> done) {
+  if (dead_) {
+    if (done) done();
+    return;
+  }
+  closing_ = true;
+  close_pending_ = true;
+  close_done_ = std::move(done);
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& work : waiting) work.done(make_error_code(errc::closed), {}, "client closed");
+  for (auto& [key, slot] : requests_) cancel(*slot);
+  // Workers whose last RESULT is on its way get until the deadline for the broker's DISCONNECT;
+  // the others stop now. An idle worker's registration then lingers at the broker until its
+  // heartbeat fails (the real broker's behaviour; a job handed to it meanwhile times out).
+  for (auto& [key, worker] : workers_)
+    if (!worker->leaving) cancel(*worker);
+  close_timer_.expires_at(deadline);
+  close_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->finish_close();
+  });
+  maybe_finish_close();
+}
+
+void Session::maybe_finish_close() {
+  if (!close_pending_ || dead_) return;
+  for (auto& [key, slot] : requests_)
+    if (slot->pending) return;
+  for (auto& [key, worker] : workers_)
+    if (worker->pending) return;
+  finish_close();
+}
+
+void Session::finish_close() {
+  if (dead_) return;
+  close_timer_.cancel();
+  auto done = std::move(close_done_);
+  close_done_ = nullptr;
+  shutdown();
+  ctx_.state(ConnectionState::closed, settings_.nng_url);
+  if (done) done();
+}
+
+void Session::shutdown() {
+  if (dead_) return;
+  dead_ = true;
+  closing_ = true;
+  {
+    // From here on NNG's callbacks post nothing: they may outlive the strand.
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->strand.reset();
+  }
+  // Whatever is left completes now, exactly once (the core's own deadline may have won).
+  for (auto& [key, slot] : requests_) {
+    auto done = std::move(slot->done);
+    slot->done = OpCompletion();
+    if (done) done(make_error_code(errc::closed), {}, "client closed");
+  }
+  for (auto& work : waiting_) work.done(make_error_code(errc::closed), {}, "client closed");
+  waiting_.clear();
+  idle_requests_.clear();
+  serves_.clear();  // drops the sinks (the core's subscriptions)
+
+  // Close the socket (every context with it) and free the aios, waiting for their callbacks.
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (auto& [key, slot] : requests_) slots.push_back(std::move(slot));
+  for (auto& [key, worker] : workers_) slots.push_back(std::move(worker));
+  requests_.clear();
+  workers_.clear();
+  const bool finished = run_bounded(
+      [socket = socket_, open = socket_open_, slots = std::move(slots),
+       notifier = std::move(notifier_)]() mutable {
+        if (open) nng_close(socket);
+        for (auto& slot : slots) slot->ctx_open = false;  // closed with the socket
+        slots.clear();
+        notifier.reset();
+      },
+      kCloseBound);
+  socket_open_ = false;
+  if (!finished)
+    ctx_.log(LogLevel::error, "memodb: NNG did not finish closing the socket within " +
+                                  std::to_string(kCloseBound.count()) +
+                                  " ms (a libnng 1.5.2 defect, fixed in 1.6.0); it is left to "
+                                  "finish in the background");
+}
+
+}  // namespace polybus::memodb::detail

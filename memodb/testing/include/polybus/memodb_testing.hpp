@@ -1,0 +1,84 @@
+// An in-process MemoDB broker (memo01) for tests: an NNG rep0 socket with one context per
+// request it holds, routing jobs by service name to registered workers, queueing jobs no worker
+// takes, and the real broker's rules (shared/notes/memodb.md): worker IDs of 4 bytes from a new
+// range after each start, HEARTBEAT to a worker idle for heartbeat_interval, a worker that does
+// not answer within heartbeat_timeout or return its RESULT within the job's timeout is
+// forgotten, a job no worker takes within queue_timeout is dropped, DISCONNECT to IDs it does
+// not know, RESULT handed to the client as ["memo01", 3, h''] + payload, and every drop silent
+// (no reply at all). Unlike the real broker it survives malformed messages (empty, 0xff,
+// truncated, anything): each is counted and dropped.
+//
+//   BrokerOptions options;
+//   options.heartbeat_interval = 200ms;            // the real broker's 10 s timings, made fast
+//   auto broker = polybus::memodb::testing::Broker::launch(options);
+//   auto client = polybus::connect("memodb+" + broker->url() + "?heartbeat_interval=200ms");
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace polybus::memodb::testing {
+
+struct BrokerOptions {
+  // The NNG address to listen on; empty: tcp://127.0.0.1 on a free port. ipc:///path works too.
+  std::string url;
+  std::chrono::milliseconds heartbeat_interval{10'000};
+  std::chrono::milliseconds heartbeat_timeout{10'000};
+  std::chrono::milliseconds queue_timeout{10'000};
+};
+
+struct BrokerStats {
+  std::uint64_t received = 0;         // requests received
+  std::uint64_t malformed = 0;        // undecodable requests (dropped; counted in dropped too)
+  std::uint64_t dropped = 0;          // requests left without a reply, for whatever reason
+  std::uint64_t registrations = 0;    // READYs accepted
+  std::uint64_t jobs = 0;             // JOBs from clients
+  std::uint64_t dispatched = 0;       // JOBs handed to a worker
+  std::uint64_t results = 0;          // RESULTs handed to a client
+  std::uint64_t heartbeats = 0;       // HEARTBEATs sent
+  std::uint64_t disconnects = 0;      // DISCONNECTs sent
+  std::uint64_t queue_expired = 0;    // jobs dropped after queue_timeout
+  std::uint64_t workers_expired = 0;  // workers forgotten (job or heartbeat timeout)
+  std::uint64_t starts = 0;           // launch and every start() after a stop()
+  // Now:
+  std::uint64_t connections = 0;  // NNG pipes (one per client socket)
+  std::uint64_t workers = 0;  // registered
+  std::uint64_t idle = 0;     // waiting for a job
+  std::uint64_t queued = 0;   // jobs waiting for a worker
+  std::map<std::string, std::uint64_t> workers_by_service;  // registered, per service
+};
+
+class BrokerImpl;
+
+class Broker {
+ public:
+  static std::unique_ptr<Broker> launch(BrokerOptions options = {});
+  ~Broker();
+
+  // The NNG address clients dial: tcp://127.0.0.1:port, or the ipc:// address it was given.
+  std::string url() const;
+  // stop() closes the socket: every connection drops and every worker and queued job is lost,
+  // as when the real broker dies. start() listens again on the same address.
+  void stop();
+  void start();
+  BrokerStats stats() const;
+  // Waits until the condition holds on the statistics (re-checked after every event), up to
+  // the bound; false if it never did.
+  bool wait_until(const std::function<bool(const BrokerStats&)>& condition,
+                  std::chrono::milliseconds bound) const;
+
+  explicit Broker(std::unique_ptr<BrokerImpl> impl);
+
+ private:
+  std::unique_ptr<BrokerImpl> impl_;
+};
+
+// Registers "memodb+tcp" and "memodb+ipc" (a fresh temporary path) with polybus::testing (the
+// contract suite and the demo); their URLs carry fast broker timings and matching options.
+void register_test_brokers();
+
+}  // namespace polybus::memodb::testing
