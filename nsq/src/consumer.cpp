@@ -137,7 +137,6 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   state->attempts = view.attempts;
   state->timestamp_ns = view.timestamp_ns;
   state->adapter_token = token_of(conn.key, conn.connection->generation());
-  context_->count_bytes_in(0);
   sink_->deliver(Message(std::move(state)));
 }
 

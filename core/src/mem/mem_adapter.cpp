@@ -10,6 +10,7 @@
 
 #include "mem_broker.hpp"
 #include "polybus/error.hpp"
+#include "polybus/transport.hpp"
 
 namespace polybus::mem {
 namespace {
@@ -37,8 +38,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
         broker_(std::move(broker)),
         endpoint_("mem://" + (context.url().hosts.empty() ? std::string() : context.url().hosts[0].host)),
         msg_timeout_(context.options().get_duration("msg_timeout")),
-        backoff_(context.backoff()),
-        reconnect_timer_(context.strand()),
+        reconnector_(context.strand(), context.backoff()),
         client_id_(random_id()) {}
 
   void start() {
@@ -71,7 +71,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void close(std::function<void()> done) {
     closed_ = true;
-    reconnect_timer_.cancel();
+    reconnector_.cancel();
     if (session_ != 0) {
       for (auto& [id, sub] : subs_) broker_->unsubscribe(session_, id, sub.anonymous);
       broker_->disconnect(session_);
@@ -167,7 +167,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       schedule_reconnect(make_error_code(errc::connect_failed));
       return;
     }
-    backoff_.reset();
+    reconnector_.succeeded();
     ctx_.state(ConnectionState::connected, endpoint_);
     for (auto& [id, sub] : subs_) establish(id, sub);
     auto publishes = std::move(waiting_publishes_);
@@ -182,13 +182,11 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void schedule_reconnect(std::error_code why) {
     if (closed_) return;
-    auto delay = backoff_.next();
-    ctx_.state(ConnectionState::reconnecting, endpoint_, why);
-    reconnect_timer_.expires_after(delay);
-    reconnect_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
-      if (ec) return;
+    // The same reconnect loop as the network adapters: the core's Reconnector.
+    auto delay = reconnector_.schedule([weak = weak_from_this()] {
       if (auto self = weak.lock()) self->connect();
     });
+    ctx_.state(ConnectionState::reconnecting, endpoint_ + " in " + std::to_string(delay.count()) + "ms", why);
   }
 
   void on_disconnected(std::uint64_t generation) {
@@ -287,8 +285,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   std::shared_ptr<BrokerImpl> broker_;
   std::string endpoint_;
   std::chrono::milliseconds msg_timeout_;
-  BackoffState backoff_;
-  asio::steady_timer reconnect_timer_;
+  Reconnector reconnector_;
   std::uint64_t client_id_;
   std::uint64_t session_ = 0;
   std::uint64_t generation_ = 0;
