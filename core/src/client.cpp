@@ -132,7 +132,7 @@ std::shared_ptr<detail::MessageState> AdapterContext::make_message(
 }
 
 void Adapter::request(RequestWork work) { work.done(make_error_code(errc::not_supported)); }
-std::shared_ptr<AdapterSubscription> Adapter::serve(const std::string&,
+std::shared_ptr<AdapterSubscription> Adapter::serve(const ServeSpec&,
                                                     std::shared_ptr<SubscriptionSink>) {
   throw Error(errc::not_supported, "serve is not supported by this adapter");
 }

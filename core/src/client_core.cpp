@@ -53,13 +53,14 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
                          Completion done, PublishOptions options, bool batch) {
   const auto& caps = shared_->caps;
   std::error_code refused;
-  if (!caps.publish || (batch && !caps.batch_publish) ||
-      (options.defer.count() > 0 && !caps.deferred_publish))
+  // A closed client refuses everything as closed, whatever its adapter could have done.
+  if (state_.load() != State::open)
+    refused = make_error_code(errc::closed);
+  else if (!caps.publish || (batch && !caps.batch_publish) ||
+           (options.defer.count() > 0 && !caps.deferred_publish))
     refused = make_error_code(errc::not_supported);
   else if (options.defer.count() < 0 || payloads.empty())
     refused = make_error_code(errc::invalid_argument);
-  else if (state_.load() != State::open)
-    refused = make_error_code(errc::closed);
   const std::size_t count = payloads.size();
   shared_->stats.published += count;
   if (refused) {
@@ -88,6 +89,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
                                    MessageHandler handler, ServeHandler serve) {
   const bool serving = static_cast<bool>(serve);
   const auto& caps = shared_->caps;
+  if (state_.load() != State::open) throw Error(errc::closed, scheme() + ": client is closed");
   if (serving ? !caps.request_reply : !caps.subscribe)
     throw Error(errc::not_supported, scheme() + ": " + (serving ? "serve" : "subscribe") +
                                          " is not supported by this adapter");
@@ -95,7 +97,6 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     throw Error(errc::not_supported, scheme() + ": consumer groups are not supported");
   if (options.from_offset && !caps.replay_from_offset)
     throw Error(errc::not_supported, scheme() + ": replay from an offset is not supported");
-  if (state_.load() != State::open) throw Error(errc::closed, scheme() + ": client is closed");
   const std::uint32_t concurrency = options.concurrency ? options.concurrency : default_concurrency_;
   auto sub = std::make_shared<SubscriptionCore>(
       shared_from_this(), std::string(topic), std::move(handler), std::move(serve), concurrency,
@@ -103,7 +104,8 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
       std::move(options.on_discard));
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
                      options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
-  asio::post(shared_->strand, [self = shared_from_this(), sub, spec, serving] {
+  ServeSpec serve_spec{std::string(topic), concurrency};
+  asio::post(shared_->strand, [self = shared_from_this(), sub, spec, serve_spec, serving] {
     if (self->state_.load() != State::open || !self->adapter_) {
       sub->ready(make_error_code(errc::closed), "client is closed");
       sub->deactivate();
@@ -111,7 +113,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     }
     self->subscriptions_.push_back(sub);
     try {
-      auto adapter_sub = serving ? self->adapter_->serve(spec.topic, sub)
+      auto adapter_sub = serving ? self->adapter_->serve(serve_spec, sub)
                                  : self->adapter_->subscribe(spec, sub);
       sub->attach(std::move(adapter_sub));
     } catch (const Error& e) {
@@ -145,8 +147,8 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
 void ClientCore::request(std::string_view topic, std::string payload, ReplyCompletion done,
                          std::chrono::milliseconds timeout) {
   std::error_code refused;
-  if (!shared_->caps.request_reply) refused = make_error_code(errc::not_supported);
-  else if (state_.load() != State::open) refused = make_error_code(errc::closed);
+  if (state_.load() != State::open) refused = make_error_code(errc::closed);
+  else if (!shared_->caps.request_reply) refused = make_error_code(errc::not_supported);
   ++shared_->stats.requests;
   if (refused) {
     if (done)

@@ -16,6 +16,7 @@ Capabilities memodb_capabilities() {
   c.publish = false;
   c.subscribe = false;
   c.publish_confirmed = false;
+  c.reply_errors = false;  // memo01 hands the requester a RESULT payload and nothing else
   return c;
 }
 
@@ -26,8 +27,8 @@ OptionTable memodb_options() {
       {"max_requests", OptionType::integer, "64", 1, 65536,
        "requests sent to the broker at once; more wait, in order, up to their deadline"},
       {"workers", OptionType::integer, "0", 0, 1024,
-       "workers per serve() (0: the handler_concurrency option); Subscription::set_max_in_flight "
-       "changes it; give SubscribeOptions::concurrency the same number"},
+       "workers per serve() (0: one per handler the serve runs at once, SubscribeOptions::"
+       "concurrency, else handler_concurrency); Subscription::set_max_in_flight changes it"},
       {"job_timeout", OptionType::duration, "0", 0, 24 * hour,
        "JOB's timeout: how long the broker waits for the worker's RESULT (0: what is left of the "
        "request's deadline)"},
@@ -69,8 +70,6 @@ detail::SessionSettings settings_for(const AdapterContext& context) {
   s.queue_timeout = o.get_duration("queue_timeout");
   s.job_timeout = o.get_duration("job_timeout");
   s.max_requests = static_cast<std::uint32_t>(o.get_int("max_requests"));
-  const auto workers = o.get_int("workers");
-  s.workers = static_cast<std::uint32_t>(workers > 0 ? workers : o.get_int("handler_concurrency"));
   s.max_message = static_cast<std::size_t>(o.get_int("max_frame_size"));
   s.reconnect_min = o.get_duration("reconnect_initial");
   s.reconnect_max = o.get_duration("reconnect_max");
@@ -80,7 +79,8 @@ detail::SessionSettings settings_for(const AdapterContext& context) {
 class MemoDbAdapter : public Adapter {
  public:
   explicit MemoDbAdapter(AdapterContext& context)
-      : session_(std::make_shared<detail::Session>(context, settings_for(context))) {
+      : session_(std::make_shared<detail::Session>(context, settings_for(context))),
+        workers_option_(static_cast<std::uint32_t>(context.options().get_int("workers"))) {
     session_->open();
   }
   // Nothing of NNG's runs after this: the socket is closed and every aio waited for.
@@ -96,9 +96,11 @@ class MemoDbAdapter : public Adapter {
     throw Error(polybus::errc::not_supported, "memodb: no subscribe (request/reply only)");
   }
   void request(RequestWork work) override { session_->request(std::move(work)); }
-  std::shared_ptr<AdapterSubscription> serve(const std::string& topic,
+  std::shared_ptr<AdapterSubscription> serve(const ServeSpec& spec,
                                              std::shared_ptr<SubscriptionSink> sink) override {
-    return session_->serve(topic, std::move(sink));
+    // The workers option, when set, else one worker per handler the core runs for this serve.
+    const std::uint32_t workers = workers_option_ > 0 ? workers_option_ : spec.concurrency;
+    return session_->serve(spec.topic, std::max<std::uint32_t>(1, workers), std::move(sink));
   }
   void close(Clock::time_point deadline, std::function<void()> done) override {
     session_->close(deadline, std::move(done));
@@ -106,6 +108,7 @@ class MemoDbAdapter : public Adapter {
 
  private:
   std::shared_ptr<detail::Session> session_;
+  std::uint32_t workers_option_;  // 0: follow the serve's concurrency
 };
 
 SchemeInfo scheme_info(const char* scheme, const char* summary) {

@@ -279,6 +279,7 @@ void Session::pump_requests() {
 // ---- workers ----
 
 std::shared_ptr<AdapterSubscription> Session::serve(const std::string& service,
+                                                    std::uint32_t workers,
                                                     std::shared_ptr<SubscriptionSink> sink) {
   if (auto ec = validate_service(service))
     throw Error(make_error_code(errc::invalid_argument),
@@ -288,7 +289,7 @@ std::shared_ptr<AdapterSubscription> Session::serve(const std::string& service,
   auto& record = serves_[id];
   record.service = service;
   record.sink = std::move(sink);
-  record.target = settings_.workers;
+  record.target = workers;
   for (std::uint32_t i = 0; i < record.target; ++i)
     if (WorkerSlot* worker = add_worker(id, record)) start_worker(*worker);
   return std::make_shared<ServeHandle>(shared_from_this(), id);

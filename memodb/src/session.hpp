@@ -37,7 +37,6 @@ struct SessionSettings {
   std::chrono::milliseconds queue_timeout{10'000};
   std::chrono::milliseconds job_timeout{0};  // 0: each request's remaining deadline
   std::uint32_t max_requests = 64;
-  std::uint32_t workers = 1;
   std::size_t max_message = 16 << 20;
   std::chrono::milliseconds reconnect_min{100};
   std::chrono::milliseconds reconnect_max{30'000};
@@ -55,7 +54,7 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
 
   // Adapter work (strand).
   void request(RequestWork work);
-  std::shared_ptr<AdapterSubscription> serve(const std::string& service,
+  std::shared_ptr<AdapterSubscription> serve(const std::string& service, std::uint32_t workers,
                                              std::shared_ptr<SubscriptionSink> sink);
   void close(Clock::time_point deadline, std::function<void()> done);
   // Closes the socket and waits for every NNG operation to finish; idempotent.

@@ -22,12 +22,14 @@ namespace {
 
 const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N] [--size B]
                            [--publishers P] [--subscribers S] [--window W] [--batch K]
-                           [--timeout S]
+                           [--concurrency C] [--timeout S]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
 msgs/s, MB/s, publish-to-receive latency p50/p99/p99.9 and this process's CPU time. Schemes that
 only do request/reply run N round trips to S responders instead. --batch K publishes K messages
-per publish_batch (NSQ's MPUB). Ends with one JSON line.
+per publish_batch (NSQ's MPUB). --concurrency C runs C handlers at once per subscriber or
+responder (MemoDB: C workers on its socket; default: the URL's handler_concurrency option,
+1 unless set). Ends with one JSON line.
 )";
 
 using SteadyClock = std::chrono::steady_clock;
@@ -84,14 +86,15 @@ class LatencyLog {
 
 struct Settings {
   std::string url, topic;
-  std::uint64_t messages, size, publishers, subscribers, window, batch;
+  std::uint64_t messages, size, publishers, subscribers, window, batch, concurrency;
   std::chrono::seconds timeout;
 };
 
 }  // namespace
 
 int run_bench(const Argv& argv) {
-  Args args(argv, {"topic", "messages", "size", "publishers", "subscribers", "window", "batch", "timeout"});
+  Args args(argv, {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
+                   "concurrency", "timeout"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   Settings s;
   s.url = args.positional(0, "URL");
@@ -103,6 +106,7 @@ int run_bench(const Argv& argv) {
   s.subscribers = args.number("subscribers", 1, 1, 64);
   s.window = args.number("window", 1000, 1, 1'000'000);
   s.batch = args.number("batch", 1, 1, 100'000);
+  s.concurrency = args.number("concurrency", 0, 0, 256);
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
 
   std::vector<Client> clients;
@@ -127,6 +131,7 @@ int run_bench(const Argv& argv) {
     Client c = i == 0 ? probe : make_client();
     SubscribeOptions options;
     options.max_in_flight = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.window, 2500));
+    options.concurrency = static_cast<std::uint32_t>(s.concurrency);
     if (pubsub) {
       if (caps.consumer_groups) options.group = group;
       subs.push_back(c.subscribe(s.topic, options, [&](Message& m) {
@@ -134,7 +139,6 @@ int run_bench(const Argv& argv) {
         ++received;
       }));
     } else {
-      options.concurrency = 1;
       subs.push_back(c.serve(s.topic, [](Message& m) { return std::string(m.payload()); }, options));
     }
   }
@@ -248,12 +252,13 @@ int run_bench(const Argv& argv) {
                 timed_out ? ", timed out before every message arrived" : "");
   std::printf(
       "{\"scheme\":\"%s\",\"mode\":\"%s\",\"messages\":%llu,\"size\":%llu,\"publishers\":%llu,"
-      "\"subscribers\":%llu,\"seconds\":%.6f,\"msgs_per_sec\":%.1f,\"mb_per_sec\":%.3f,"
+      "\"subscribers\":%llu,\"concurrency\":%llu,\"seconds\":%.6f,\"msgs_per_sec\":%.1f,\"mb_per_sec\":%.3f,"
       "\"p50_us\":%llu,\"p99_us\":%llu,\"p999_us\":%llu,\"cpu_seconds\":%.6f,"
       "\"cpu_us_per_msg\":%.3f,\"publish_seconds\":%.6f,\"failures\":%llu}\n",
       probe.scheme().c_str(), pubsub ? "pubsub" : "request", static_cast<unsigned long long>(got),
       static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
-      static_cast<unsigned long long>(s.subscribers), seconds, rate, mb,
+      static_cast<unsigned long long>(s.subscribers),
+      static_cast<unsigned long long>(s.concurrency), seconds, rate, mb,
       static_cast<unsigned long long>(p50), static_cast<unsigned long long>(p99),
       static_cast<unsigned long long>(p999), cpu, got ? cpu * 1e6 / got : 0.0, publish_seconds,
       static_cast<unsigned long long>(publish_failures.load()));

@@ -15,6 +15,7 @@ int run_request(const Argv& args);
 int run_serve(const Argv& args);
 int run_bench(const Argv& args);
 int run_demo(const Argv& args);
+int run_broker(const Argv& args);
 
 // Payload i of a generated run: its sequence number, then printable filler up to size bytes.
 std::string generated_payload(std::uint64_t i, std::size_t size);

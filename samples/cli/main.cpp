@@ -17,6 +17,7 @@ commands:
   serve URL TOPIC             answer requests with their own payload (echo) until interrupted
   bench URL                   --topic T --messages N --size B [--publishers P] [--subscribers S]
   demo                        round-trip messages over every scheme on in-process brokers
+  broker NAME                 run an in-process broker (mem, nsq, figg, memodb+tcp...) and print its URL
   schemes                     list registered schemes, their capabilities and options
 
 URL examples: mem://demo  nsq://127.0.0.1:4150  figg://127.0.0.1:8119  memodb+tcp://127.0.0.1:12703
@@ -53,6 +54,7 @@ int main(int argc, char* argv[]) {
     if (command == "serve") return polybus::cli::run_serve(args);
     if (command == "bench") return polybus::cli::run_bench(args);
     if (command == "demo") return polybus::cli::run_demo(args);
+    if (command == "broker") return polybus::cli::run_broker(args);
     if (command == "schemes") return run_schemes();
     throw polybus::cli::UsageError("unknown command '" + command + "'");
   } catch (const polybus::cli::UsageError& e) {

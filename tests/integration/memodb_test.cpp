@@ -235,6 +235,23 @@ TEST_CASE("memodb: request/reply over tcp and ipc gives every payload back byte 
   }
 }
 
+TEST_CASE("memodb: a serve's concurrency sets its number of workers when the workers option is unset",
+          "[memodb]") {
+  auto options = fast();
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options));
+  SubscribeOptions so;
+  so.concurrency = 5;
+  auto sub = server.serve("sized", [](Message& m) { return std::string(m.payload()); }, so);
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "sized") == 5; }));
+  auto other = server.serve("default", [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(other.wait_ready(kWaitBound) == std::error_code{});
+  // No concurrency given: handler_concurrency (1 by default).
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "default") == 1; }));
+  CHECK(workers_for(broker->stats(), "sized") == 5);
+}
+
 TEST_CASE("memodb: 16 concurrent workers on one socket answer 2,000 requests, 16 at a time",
           "[memodb]") {
   auto options = fast();

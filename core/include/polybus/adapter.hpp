@@ -62,6 +62,11 @@ struct SubscribeSpec {
   std::uint32_t max_in_flight = 1;
 };
 
+struct ServeSpec {
+  std::string topic;
+  std::uint32_t concurrency = 1;  // handlers the core runs at once for it (workers, for MemoDB)
+};
+
 // How an adapter hands messages to the core's dispatcher for one subscription.
 class SubscriptionSink {
  public:
@@ -103,7 +108,7 @@ class Adapter {
   virtual std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
                                                          std::shared_ptr<SubscriptionSink> sink) = 0;
   virtual void request(RequestWork work);
-  virtual std::shared_ptr<AdapterSubscription> serve(const std::string& topic,
+  virtual std::shared_ptr<AdapterSubscription> serve(const ServeSpec& spec,
                                                      std::shared_ptr<SubscriptionSink> sink);
   // Ping the broker (health check); completes when it answered.
   virtual void ping(OpCompletion done);

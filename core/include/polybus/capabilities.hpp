@@ -15,6 +15,9 @@ struct Capabilities {
   bool redelivery_on_timeout = false;  // a message never acked is redelivered after its timeout
   bool replay_from_offset = false;  // subscribe can start from an offset
   bool request_reply = false;       // request() and serve()
+  // A serve handler's failure reaches the requester as an error (false: the protocol has no
+  // error reply, so the request runs to its deadline).
+  bool reply_errors = true;
   bool ordered_delivery = false;    // one subscriber sees one publisher's messages in order
   bool consumer_groups = false;     // groups share messages; each group gets every message
   bool batch_publish = false;       // publish_batch() is one protocol operation
@@ -33,6 +36,7 @@ struct Capabilities {
             {"redelivery_on_timeout", redelivery_on_timeout},
             {"replay_from_offset", replay_from_offset},
             {"request_reply", request_reply},
+            {"reply_errors", reply_errors},
             {"ordered_delivery", ordered_delivery},
             {"consumer_groups", consumer_groups},
             {"batch_publish", batch_publish},

@@ -341,9 +341,10 @@ class MemAdapter : public Adapter {
                                                  std::shared_ptr<SubscriptionSink> sink) override {
     return session_->subscribe(spec, std::move(sink), false);
   }
-  std::shared_ptr<AdapterSubscription> serve(const std::string& topic,
+  std::shared_ptr<AdapterSubscription> serve(const ServeSpec& serve,
                                              std::shared_ptr<SubscriptionSink> sink) override {
-    SubscribeSpec spec{topic, {}, std::nullopt, 1};
+    // As many requests handed out at once as the core runs handlers for them.
+    SubscribeSpec spec{serve.topic, {}, std::nullopt, std::max<std::uint32_t>(1, serve.concurrency)};
     return session_->subscribe(spec, std::move(sink), true);
   }
   void request(RequestWork work) override { session_->request(std::move(work)); }
