@@ -1,0 +1,75 @@
+// An in-process QuickIO 0.2.1 server for tests and benchmarks (../shared/notes/quickio.md): one
+// port for raw TCP, WebSocket and HTTP long polling, told apart by their first bytes; the
+// built-in events (/qio/on, /qio/off, /qio/ping, /qio/hostname, /qio/callback/N); heartbeats,
+// challenges and server callbacks as the real server; and polybus's pub/sub convention: an event
+// without a callback id goes to every subscriber of its exact path, one with a callback id is a
+// request relayed to one subscriber (round robin) whose answer goes back to the requester.
+//
+//   auto server = polybus::quickio::testing::Server::launch();
+//   auto client = polybus::connect("quickio://" + server->address());
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace polybus::quickio::testing {
+
+struct ServerOptions {
+  // /qio/heartbeat:0=null after this long without outgoing traffic (raw, WebSocket).
+  std::chrono::milliseconds heartbeat_interval{55000};
+  // A raw or WebSocket client silent this long gets /qio/heartbeat:<server cb>=null ...
+  std::chrono::milliseconds challenge_after{std::chrono::minutes(15)};
+  // ... and is closed when it has not answered it after this long.
+  std::chrono::milliseconds challenge_timeout{std::chrono::seconds(60)};
+  // A held long poll with nothing to say is answered empty after this long; a session without
+  // any POST for twice this long is dropped.
+  std::chrono::milliseconds http_poll_timeout{std::chrono::seconds(50)};
+  std::chrono::milliseconds callback_expiry{std::chrono::seconds(15)};  // server callbacks
+  std::size_t max_pending_server_callbacks = 4;  // per client, as the real server
+  std::size_t max_event_size = 1 << 20;
+  std::size_t max_subscriptions = 1024;  // per client; over it /qio/on answers 420
+  bool refuse_websocket = false;         // upgrades answered 400 (the client's HTTP fallback)
+  std::string public_hostname;           // /qio/hostname answer; empty: "127.0.0.1:<port>"
+};
+
+class ServerImpl;
+
+class Server {
+ public:
+  static std::unique_ptr<Server> launch(ServerOptions options = {});
+  explicit Server(std::unique_ptr<ServerImpl> impl);
+  ~Server();
+
+  std::uint16_t port() const;
+  std::string address() const;  // "127.0.0.1:port"
+  // stop() closes the listener, every connection and every HTTP session; start() listens again
+  // on the same port.
+  void stop();
+  void start();
+
+  // Clients: raw and WebSocket connections past their handshake, and open HTTP sessions.
+  std::size_t connections() const;
+  std::size_t raw_connections() const;
+  std::size_t websocket_connections() const;
+  std::size_t http_sessions() const;
+  std::size_t subscribers(const std::string& path) const;
+
+  // /qio/move:0="<address>" to every client, then each is closed.
+  void move_all(const std::string& address);
+  // Silent: nothing is written any more (no heartbeats, events, answers or polls) and
+  // connections stay open; the client's heartbeat timeout is what ends them.
+  void set_silent(bool silent);
+  // Sends `<path>:0=<json>` to every subscriber of path, as a server application would.
+  void broadcast(const std::string& path, const std::string& json);
+
+ private:
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+// Registers "quickio", "quickio+ws" and "quickio+http" with polybus::testing.
+void register_test_brokers();
+
+}  // namespace polybus::quickio::testing

@@ -1,0 +1,56 @@
+#include "http_session.hpp"
+
+#include "connection.hpp"
+
+namespace polybus::quickio::testing {
+
+HttpSession::HttpSession(ServerImpl& server_impl, std::string session_id)
+    : Peer(server_impl, Kind::http), sid(std::move(session_id)) {}
+
+void HttpSession::write_event(std::string_view text) {
+  queue_.append(text);
+  queue_.push_back('\n');
+  if (queue_.size() > kMaxQueuedBytes) {
+    // Ended later: the caller may be iterating over subscribers.
+    asio::post(server.io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+      if (!alive.expired()) server.end_session(*this);
+    });
+    return;
+  }
+  if (held_) schedule_flush();
+}
+
+void HttpSession::close_transport() {
+  server.end_session(*this);
+}
+
+void HttpSession::schedule_flush() {
+  // Events produced by one handler go out in one response.
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  asio::post(server.io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.expired()) return;
+    flush_scheduled_ = false;
+    if (held_ && !queue_.empty() && !server.silent_) complete_held();
+  });
+}
+
+void HttpSession::hold(const std::shared_ptr<Connection>& connection, std::uint64_t response_id) {
+  complete_held();
+  held_ = true;
+  held_connection_ = connection;
+  held_response_ = response_id;
+  held_since = Clock::now();
+  if (!queue_.empty()) complete_held();
+}
+
+void HttpSession::complete_held() {
+  if (!held_) return;
+  held_ = false;
+  auto connection = held_connection_.lock();
+  held_connection_.reset();
+  // A poll whose connection is gone takes nothing: the queue waits for the next POST.
+  if (connection && connection->complete_response(held_response_, queue_)) queue_.clear();
+}
+
+}  // namespace polybus::quickio::testing

@@ -1,0 +1,269 @@
+// Event routing: the built-in events, pub/sub by exact path, requests relayed to one subscriber
+// as server callbacks, and what happens to them when clients go away.
+#include <rapidjson/document.h>
+
+#include "http_session.hpp"
+#include "polybus/quickio/codec.hpp"
+#include "server_impl.hpp"
+
+namespace polybus::quickio::testing {
+namespace {
+
+constexpr std::string_view kQioPrefix = "/qio/";
+
+// "/path" or ["/path", extra]: the path, or nullopt when the data is neither.
+std::optional<std::string> subscription_path(std::string_view json) {
+  std::string path;
+  if (json_unquote(json, path)) return path;
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
+  if (doc.HasParseError() || !doc.IsArray() || doc.Empty() || !doc[0].IsString())
+    return std::nullopt;
+  return std::string(doc[0].GetString(), doc[0].GetStringLength());
+}
+
+}  // namespace
+
+Peer::Peer(ServerImpl& server_impl, Kind peer_kind)
+    : server(server_impl), id(server_impl.next_peer_id_++), kind(peer_kind) {}
+
+void ServerImpl::add_peer(Peer& peer) {
+  peers_[peer.id] = &peer;
+  peer.slots.resize(options_.max_pending_server_callbacks);
+  peer.last_sent = peer.last_received = Clock::now();
+}
+
+void ServerImpl::peer_gone(Peer& peer) {
+  if (peers_.erase(peer.id) == 0) return;
+  for (const auto& path : peer.subscriptions) unsubscribe(peer, path);
+  peer.subscriptions.clear();
+  for (auto& slot : peer.slots) {
+    if (!slot.busy) continue;
+    slot.busy = false;
+    relay_answer(slot.relay, 500, "null", "disconnected");
+  }
+  for (auto& waiting : peer.waiting) relay_answer(waiting.relay, 500, "null", "disconnected");
+  peer.waiting.clear();
+}
+
+void ServerImpl::unsubscribe(Peer& peer, const std::string& path) {
+  auto it = paths_.find(path);
+  if (it == paths_.end()) return;
+  auto& peers = it->second.peers;
+  peers.erase(std::remove(peers.begin(), peers.end(), &peer), peers.end());
+  if (peers.empty()) paths_.erase(it);
+}
+
+bool ServerImpl::handle_event(Peer& peer, std::string_view text) {
+  Event event;
+  if (parse_event(text, event)) return false;
+  peer.last_received = Clock::now();
+  if (event.path.substr(0, kQioPrefix.size()) == kQioPrefix) {
+    handle_builtin(peer, event.path, event.callback_id, event.json);
+  } else if (event.callback_id == 0) {
+    broadcast(clean_path(event.path), event.json);
+  } else {
+    request(peer, clean_path(event.path), event.callback_id, event.json);
+  }
+  return true;
+}
+
+void ServerImpl::handle_builtin(Peer& peer, std::string_view path, std::uint64_t callback_id,
+                                std::string_view json) {
+  if (path == "/qio/on") return subscribe(peer, callback_id, json);
+  if (path == "/qio/off") {
+    if (auto target = subscription_path(json)) {
+      std::string cleaned = clean_path(*target);
+      if (peer.subscriptions.erase(cleaned) > 0) unsubscribe(peer, cleaned);
+    }
+    return answer(peer, callback_id, 200, "null");  // even when not subscribed, as the real server
+  }
+  if (path == "/qio/ping" || path == "/qio/heartbeat")
+    return answer(peer, callback_id, 200, "null");
+  if (path == "/qio/hostname") return answer(peer, callback_id, 200, json_quote(public_address()));
+  if (auto id = callback_path_id(path)) return server_callback_answered(peer, *id, json);
+  answer(peer, callback_id, 404, "null", "unknown event");
+}
+
+void ServerImpl::subscribe(Peer& peer, std::uint64_t callback_id, std::string_view json) {
+  auto target = subscription_path(json);
+  if (!target || !is_valid_path(*target)) return answer(peer, callback_id, 400, "null", "bad path");
+  std::string path = clean_path(*target);
+  if (path.substr(0, kQioPrefix.size()) == kQioPrefix)
+    return answer(peer, callback_id, 401, "null", "not subscribable");
+  if (peer.subscriptions.count(path) == 0) {
+    if (peer.subscriptions.size() >= options_.max_subscriptions)
+      return answer(peer, callback_id, 420, "null", "too many subscriptions");
+    peer.subscriptions.insert(path);
+    paths_[path].peers.push_back(&peer);
+  }
+  answer(peer, callback_id, 200, "null");
+}
+
+void ServerImpl::send(Peer& peer, std::string_view path, std::uint64_t callback_id,
+                      std::string_view json) {
+  if (silent_) return;
+  peer.write_event(make_event(path, callback_id, json));
+  peer.last_sent = Clock::now();
+}
+
+void ServerImpl::answer(Peer& peer, std::uint64_t callback_id, int code, std::string_view data_json,
+                        std::string_view err_msg) {
+  if (callback_id == 0) return;
+  send(peer, callback_path(callback_id), 0, make_callback_body(code, data_json, err_msg));
+}
+
+void ServerImpl::broadcast(std::string_view path, std::string_view json) {
+  if (silent_) return;
+  auto it = paths_.find(std::string(path));
+  if (it == paths_.end()) return;
+  std::string text = make_event(path, 0, json);
+  auto now = Clock::now();
+  for (Peer* peer : it->second.peers) {
+    peer->write_event(text);
+    peer->last_sent = now;
+  }
+}
+
+void ServerImpl::request(Peer& peer, std::string_view path, std::uint64_t callback_id,
+                         std::string_view json) {
+  auto it = paths_.find(std::string(path));
+  if (it == paths_.end() || it->second.peers.empty())
+    return answer(peer, callback_id, 404, "null", "no subscriber");
+  auto& subscribers = it->second;
+  Peer& target = *subscribers.peers[subscribers.next++ % subscribers.peers.size()];
+  deliver_request(target,
+                  Peer::Waiting{std::string(path), std::string(json), {peer.id, callback_id}});
+}
+
+void ServerImpl::deliver_request(Peer& target, Peer::Waiting request) {
+  for (std::size_t index = 0; index < target.slots.size(); ++index) {
+    Peer::Slot& slot = target.slots[index];
+    if (slot.busy) continue;
+    slot.busy = true;
+    if (++slot.seq == 0) slot.seq = 1;  // id 0 would mean "no callback"
+    slot.relay = request.relay;
+    slot.expires = Clock::now() + options_.callback_expiry;
+    return send(target, request.path, (std::uint64_t{index} << 16) | slot.seq, request.json);
+  }
+  if (target.waiting.size() >= kMaxWaitingRequests)
+    return relay_answer(request.relay, 500, "null", "too many pending callbacks");
+  target.waiting.push_back(std::move(request));
+}
+
+void ServerImpl::server_callback_answered(Peer& peer, std::uint64_t id, std::string_view json) {
+  std::uint64_t index = id >> 16;
+  auto seq = static_cast<std::uint16_t>(id & 0xffff);
+  if (peer.challenge_id != 0 && id == peer.challenge_id) {
+    peer.challenge_id = 0;
+    return;
+  }
+  if (index >= peer.slots.size()) return;
+  Peer::Slot& slot = peer.slots[index];
+  if (!slot.busy || slot.seq != seq) return;  // expired or never issued
+  slot.busy = false;
+  CallbackBody body;
+  if (parse_callback_body(json, body)) {
+    relay_answer(slot.relay, 500, "null", "malformed callback answer");
+  } else {
+    relay_answer(slot.relay, body.code, body.data_json, body.err_msg);
+  }
+  pump_waiting(peer);
+}
+
+void ServerImpl::relay_answer(const Peer::Relay& relay, int code, std::string_view data_json,
+                              std::string_view err_msg) {
+  auto it = peers_.find(relay.requester);
+  if (it != peers_.end()) answer(*it->second, relay.requester_callback, code, data_json, err_msg);
+}
+
+void ServerImpl::pump_waiting(Peer& peer) {
+  auto free_slot = [&] {
+    return std::any_of(peer.slots.begin(), peer.slots.end(),
+                       [](const Peer::Slot& s) { return !s.busy; });
+  };
+  while (!peer.waiting.empty() && free_slot()) {
+    Peer::Waiting next = std::move(peer.waiting.front());
+    peer.waiting.pop_front();
+    deliver_request(peer, std::move(next));
+  }
+}
+
+void ServerImpl::check_peer(Peer& peer, Clock::time_point now) {
+  for (auto& slot : peer.slots) {
+    if (!slot.busy || slot.expires > now) continue;
+    slot.busy = false;
+    relay_answer(slot.relay, 500, "null", "callback expired");
+  }
+  pump_waiting(peer);
+  if (silent_) return;  // silent: nothing written, nothing closed
+  if (peer.kind == Peer::Kind::http) {
+    auto& session = static_cast<HttpSession&>(peer);
+    if (session.has_held()) {
+      if (now - session.held_since >= options_.http_poll_timeout) session.complete_held();
+    } else if (now - session.last_post >= 2 * options_.http_poll_timeout) {
+      end_session(session);  // abandoned
+    }
+    return;
+  }
+  if (peer.challenge_id != 0) {
+    if (now >= peer.challenge_deadline) return peer.close_transport();
+  } else if (now - peer.last_received >= options_.challenge_after) {
+    std::uint64_t index = options_.max_pending_server_callbacks;  // the slot after the relays'
+    if (++peer.challenge_seq == 0) peer.challenge_seq = 1;
+    peer.challenge_id = (index << 16) | peer.challenge_seq;
+    peer.challenge_deadline = now + options_.challenge_timeout;
+    send(peer, "/qio/heartbeat", peer.challenge_id, "null");
+  }
+  if (now - peer.last_sent >= options_.heartbeat_interval) send(peer, "/qio/heartbeat", 0, "null");
+}
+
+void ServerImpl::move_all(const std::string& address) {
+  std::vector<std::uint64_t> ids;
+  for (const auto& entry : peers_) ids.push_back(entry.first);
+  for (auto id : ids) {
+    auto it = peers_.find(id);
+    if (it == peers_.end()) continue;
+    Peer& peer = *it->second;
+    send(peer, "/qio/move", 0, json_quote(address));
+    peer.close_transport();
+  }
+}
+
+std::size_t ServerImpl::count(Peer::Kind kind) const {
+  std::size_t n = 0;
+  for (const auto& entry : peers_) n += entry.second->kind == kind;
+  return n;
+}
+
+std::size_t ServerImpl::subscribers(const std::string& path) const {
+  auto it = paths_.find(path);
+  return it == paths_.end() ? 0 : it->second.peers.size();
+}
+
+std::string ServerImpl::public_address() const {
+  if (!options_.public_hostname.empty()) return options_.public_hostname;
+  return "127.0.0.1:" + std::to_string(port_);
+}
+
+HttpSession* ServerImpl::find_session(const std::string& sid) {
+  auto it = sessions_.find(sid);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+HttpSession& ServerImpl::open_session(const std::string& sid) {
+  auto session = std::make_unique<HttpSession>(*this, sid);
+  HttpSession& ref = *session;
+  sessions_[sid] = std::move(session);
+  add_peer(ref);
+  return ref;
+}
+
+void ServerImpl::end_session(HttpSession& session) {
+  std::string sid = session.sid;
+  session.complete_held();  // e.g. carries a /qio/move out
+  peer_gone(session);
+  sessions_.erase(sid);
+}
+
+}  // namespace polybus::quickio::testing

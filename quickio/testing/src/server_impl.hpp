@@ -1,0 +1,156 @@
+// The server's insides: ServerImpl routes events between Peers (one per QuickIO client: a raw or
+// WebSocket Connection past its handshake, or an HttpSession) on one io_context thread.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "polybus/quickio_testing.hpp"
+#include "websocket_endpoint.hpp"
+
+namespace polybus::quickio::testing {
+
+using Clock = std::chrono::steady_clock;
+class ServerImpl;
+class Connection;
+
+// A client that does not read is dropped when this much is queued for it.
+inline constexpr std::size_t kMaxQueuedBytes = 64u << 20;
+// Requests waiting for a free server-callback slot of one serving client.
+inline constexpr std::size_t kMaxWaitingRequests = 1024;
+
+// One QuickIO client, whatever carries it.
+class Peer {
+ public:
+  enum class Kind { raw, websocket, http };
+  Peer(ServerImpl& server, Kind kind);
+  virtual ~Peer() = default;
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  // Queues one event's text for the client.
+  virtual void write_event(std::string_view text) = 0;
+  // Ends the client (its transport closes); ServerImpl::peer_gone follows at once.
+  virtual void close_transport() = 0;
+
+  // A request relayed to this client, as the server callback it answers.
+  struct Relay {
+    std::uint64_t requester = 0;  // peer id
+    std::uint64_t requester_callback = 0;
+  };
+  struct Slot {
+    bool busy = false;
+    std::uint16_t seq = 0;
+    Relay relay;
+    Clock::time_point expires;
+  };
+  struct Waiting {
+    std::string path;
+    std::string json;
+    Relay relay;
+  };
+
+  ServerImpl& server;
+  const std::uint64_t id;
+  const Kind kind;
+  std::set<std::string> subscriptions;
+  std::vector<Slot> slots;  // max_pending_server_callbacks of them; index = id >> 16
+  std::deque<Waiting> waiting;
+  std::uint16_t challenge_seq = 0;
+  std::uint64_t challenge_id = 0;  // 0: none outstanding
+  Clock::time_point challenge_deadline;
+  Clock::time_point last_sent;
+  Clock::time_point last_received;
+};
+
+class HttpSession;
+
+class ServerImpl {
+ public:
+  explicit ServerImpl(ServerOptions options);
+  ~ServerImpl();
+
+  // Runs fn on the io thread and waits for its result.
+  template <typename Fn>
+  auto run(Fn fn) -> decltype(fn()) {
+    std::packaged_task<decltype(fn())()> task(fn);
+    auto future = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return future.get();
+  }
+
+  void listen(std::uint16_t port);
+  void close_all();
+
+  // ---- routing (io thread) ----
+  void add_peer(Peer& peer);
+  void peer_gone(Peer& peer);  // once per peer, when its transport ends
+  // One event text from peer; false when it is malformed (the caller then ends the peer).
+  bool handle_event(Peer& peer, std::string_view text);
+  void send(Peer& peer, std::string_view path, std::uint64_t callback_id, std::string_view json);
+  void answer(Peer& peer, std::uint64_t callback_id, int code, std::string_view data_json,
+              std::string_view err_msg = {});
+  void broadcast(std::string_view path, std::string_view json);
+  void move_all(const std::string& address);
+  std::string public_address() const;
+  std::size_t count(Peer::Kind kind) const;
+  std::size_t subscribers(const std::string& path) const;
+
+  // ---- HTTP sessions (io thread) ----
+  HttpSession* find_session(const std::string& sid);
+  HttpSession& open_session(const std::string& sid);
+  void end_session(HttpSession& session);
+
+  // ---- connections ----
+  void forget(Connection* connection) { connections_.erase(connection); }
+
+  ServerOptions options_;
+  WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::steady_timer tick_timer_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
+  bool silent_ = false;
+  bool stopping_ = false;
+  std::chrono::milliseconds tick_interval_;
+  std::unordered_map<Connection*, std::shared_ptr<Connection>> connections_;
+
+ private:
+  struct PathSubscribers {
+    std::vector<Peer*> peers;
+    std::size_t next = 0;  // round robin for requests
+  };
+
+  void accept();
+  void schedule_tick();
+  void check_peer(Peer& peer, Clock::time_point now);
+  void tick();
+  void handle_builtin(Peer& peer, std::string_view path, std::uint64_t callback_id,
+                      std::string_view json);
+  void subscribe(Peer& peer, std::uint64_t callback_id, std::string_view json);
+  void request(Peer& peer, std::string_view path, std::uint64_t callback_id, std::string_view json);
+  void deliver_request(Peer& server, Peer::Waiting request);
+  void server_callback_answered(Peer& peer, std::uint64_t id, std::string_view json);
+  void relay_answer(const Peer::Relay& relay, int code, std::string_view data_json,
+                    std::string_view err_msg);
+  void pump_waiting(Peer& peer);
+  void unsubscribe(Peer& peer, const std::string& path);
+
+  std::uint64_t next_peer_id_ = 1;
+  std::unordered_map<std::uint64_t, Peer*> peers_;
+  std::unordered_map<std::string, PathSubscribers> paths_;
+  std::unordered_map<std::string, std::unique_ptr<HttpSession>> sessions_;
+  friend class Peer;
+};
+
+}  // namespace polybus::quickio::testing
