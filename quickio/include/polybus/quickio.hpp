@@ -1,0 +1,11 @@
+// The QuickIO adapter: quickio://host:port (raw TCP), quickio+ws://host:port[/path] (WebSocket,
+// falling back to HTTP long polling) and quickio+http://host:port. Options: `polybus schemes`
+// and docs/quickio.md. The native client is polybus/quickio/client.hpp.
+#pragma once
+
+namespace polybus::quickio {
+
+// Registers the quickio, quickio+ws and quickio+http schemes (idempotent).
+void register_scheme();
+
+}  // namespace polybus::quickio

@@ -1,0 +1,392 @@
+// The QuickIO adapter: publish = an event to "/"+topic without a callback; subscribe and serve
+// = listeners (on); request = an event with a callback; ping = /qio/ping with a callback.
+// Payloads are JSON strings (payload=text) or JSON text (payload=json).
+#include <asio/post.hpp>
+
+#include "engine.hpp"
+#include "options.hpp"
+#include "paused_sink.hpp"
+#include "polybus/error.hpp"
+#include "polybus/quickio.hpp"
+#include "polybus/quickio/codec.hpp"
+#include "polybus/registry.hpp"
+
+namespace polybus::quickio {
+namespace {
+
+// The code a serve handler's failure travels with, and the prefix that tells it from a
+// server's own 500.
+constexpr int kHandlerFailedCode = 500;
+constexpr std::string_view kHandlerFailedPrefix = "handler failed: ";
+
+Capabilities quickio_capabilities() {
+  Capabilities c;
+  c.publish = true;
+  c.subscribe = true;
+  c.request_reply = true;
+  c.ordered_delivery = true;
+  c.publish_confirmed = false;  // QuickIO does not acknowledge events
+  return c;
+}
+
+std::error_code map_callback_code(int code, std::string_view err_msg) {
+  if (code == 200) return {};
+  if (code == -1) return make_error_code(polybus::errc::disconnected);
+  if (code == 404) return make_error_code(polybus::errc::no_responder);
+  if (code == kHandlerFailedCode &&
+      err_msg.substr(0, kHandlerFailedPrefix.size()) == kHandlerFailedPrefix)
+    return make_error_code(polybus::errc::handler_failed);
+  return make_error_code(polybus::errc::broker_error);
+}
+
+class QuickioBackend : public MessageBackend, public std::enable_shared_from_this<QuickioBackend> {
+ public:
+  explicit QuickioBackend(const AdapterContext& context)
+      : ctx_(context), json_payloads_(context.options().get_string("payload") == "json") {}
+
+  void start() {
+    detail::EngineHooks hooks;
+    std::weak_ptr<QuickioBackend> weak = weak_from_this();
+    AdapterContext ctx = ctx_;
+    hooks.state = [ctx](ConnectionState s, const std::string& endpoint, std::error_code reason) {
+      ctx.state(s, endpoint, reason);
+    };
+    hooks.error = [ctx](std::error_code ec, const std::string& message) { ctx.error(ec, message); };
+    hooks.log = [ctx](LogLevel level, std::string_view text) {
+      if (ctx.logs(level)) ctx.log(level, text);
+    };
+    hooks.subscription_refused = [weak](const std::string& path, int code, const std::string& err) {
+      if (auto self = weak.lock()) self->refused(path, code, err);
+    };
+    engine_ = std::make_shared<detail::Engine>(
+        ctx_.strand(), detail::EngineSettings::from(ctx_.url(), ctx_.options()), ctx_.backoff(),
+        std::move(hooks), &ctx_);
+    // Requests and pings made while no connection is open wait for the next one (up to their
+    // deadline): the document's rule 5, "save a reference to the callback until connected".
+    engine_->session().on("/open", [weak](const detail::Incoming&) {
+      if (auto self = weak.lock()) self->release_awaiting();
+    });
+    engine_->start();
+  }
+
+  void release_awaiting() {
+    auto awaiting = std::move(awaiting_open_);
+    awaiting_open_.clear();
+    for (auto& send : awaiting) send();
+  }
+
+  // Sends now when a connection is open, else when the next one opens (unless done by then).
+  void send_with_callback(std::string path, std::string json, OpCompletion done,
+                          detail::CallbackFn callback) {
+    if (!engine_->session().is_open()) {
+      awaiting_open_.push_back([this, path = std::move(path), json = std::move(json), done,
+                                callback = std::move(callback)]() mutable {
+        if (!done.done()) engine_->session().send(path, json, std::move(callback));
+      });
+      return;
+    }
+    engine_->session().send(path, json, std::move(callback));
+    engine_->flush();
+  }
+
+  ~QuickioBackend() override {
+    if (engine_) asio::post(ctx_.strand(), [engine = engine_] { engine->close(); });
+  }
+
+  // "/"+topic, when that is already a clean event path; else the error names the topic.
+  std::error_code path_of(const std::string& topic, std::string& path, std::string& why) const {
+    path = "/" + topic;
+    if (topic.empty() || clean_path(path) != path || detail::Session::is_local_path(path)) {
+      why = "quickio: topic '" + topic +
+            "' is not a plain event path ([A-Za-z0-9_/-], no "
+            "leading, trailing or repeated '/', not qio/..., open, close or error)";
+      return make_error_code(polybus::errc::invalid_argument);
+    }
+    return {};
+  }
+
+  std::error_code encode(std::string_view payload, std::string& json, std::string& why) const {
+    if (json_payloads_) {
+      if (!is_valid_json(payload)) {
+        why = "quickio: payload is not valid JSON (payload=json sends it verbatim)";
+        return make_error_code(polybus::errc::invalid_argument);
+      }
+      json.assign(payload);
+      return {};
+    }
+    if (!is_valid_utf8(payload)) {
+      why =
+          "quickio: payload is not UTF-8 (payload=text sends it as a JSON string; use "
+          "payload=json for JSON, or encode binary data yourself)";
+      return make_error_code(polybus::errc::invalid_argument);
+    }
+    json = json_quote(payload);
+    return {};
+  }
+
+  // The payload of a received event: a JSON string's text (a view when it has no escapes) in
+  // text mode, else the JSON text itself.
+  void decode(const detail::Incoming& event, polybus::detail::MessageState& state) const {
+    std::string_view json = event.json;
+    const std::shared_ptr<const void>& owner = *event.owner;
+    if (!json_payloads_ && json.size() >= 2 && json.front() == '"') {
+      std::string_view inner = json.substr(1, json.size() - 2);
+      if (inner.find('\\') == std::string_view::npos && owner) {
+        state.buffer = owner;
+        state.payload = inner;
+        return;
+      }
+      auto text = std::make_shared<std::string>();
+      if (json_unquote(json, *text)) {
+        state.payload = *text;
+        state.buffer = std::move(text);
+        return;
+      }
+    }
+    if (owner) {
+      state.buffer = owner;
+      state.payload = json;
+      return;
+    }
+    auto copy = std::make_shared<std::string>(json);
+    state.payload = *copy;
+    state.buffer = std::move(copy);
+  }
+
+  void publish(PublishWork work) {
+    std::string path, why;
+    if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
+    // All encoded first: a batch with one bad payload sends none.
+    std::vector<std::string> events(work.payloads.size());
+    for (std::size_t i = 0; i < events.size(); ++i)
+      if (auto ec = encode(work.payloads[i], events[i], why)) return work.done(ec, {}, why);
+    auto remaining = std::make_shared<std::size_t>(events.size());
+    for (const auto& json : events) {
+      OpCompletion done = work.done;
+      auto ec = engine_->session().send(
+          path, json, {},
+          [done, remaining](std::error_code sent) mutable {
+            if (sent)
+              done(sent);
+            else if (--*remaining == 0)
+              done({});
+          },
+          [done] { return done.done(); });
+      if (ec) {
+        engine_->flush();
+        return work.done(ec, {}, "quickio: " + ec.message());
+      }
+    }
+    engine_->flush();
+  }
+
+  std::uint64_t listen(const std::string& path, std::shared_ptr<SubscriptionSink> sink,
+                       bool serving) {
+    std::weak_ptr<QuickioBackend> weak = weak_from_this();
+    std::weak_ptr<SubscriptionSink> weak_sink = sink;
+    auto listener = [weak, weak_sink, serving, path](const detail::Incoming& event) {
+      auto self = weak.lock();
+      auto target = weak_sink.lock();
+      if (!self || !target) return;
+      if (serving && event.server_callback == 0) return;  // a request always asks for an answer
+      auto state = self->ctx_.make_message(self->weak_from_this());
+      state->topic = path.substr(1);
+      self->decode(event, *state);
+      if (serving) {
+        state->expects_reply = true;
+        state->adapter_token = event.connection;
+        state->id = std::to_string(event.server_callback);
+      }
+      target->deliver(Message(std::move(state)));
+    };
+    auto result = [weak_sink, path](int code, std::string_view err) {
+      auto target = weak_sink.lock();
+      if (!target) return;
+      if (code == 200 || code == 202)
+        target->ready({});
+      else if (code != -1)  // -1: removed before the answer
+        target->ready(make_error_code(polybus::errc::broker_error),
+                      "quickio: /qio/on " + path + " refused: " + std::to_string(code) + " " +
+                          std::string(err));
+    };
+    std::uint64_t id = engine_->session().on(path, listener, false, result);
+    sinks_.emplace(id, Sink{path, sink});
+    engine_->flush();
+    return id;
+  }
+
+  void unlisten(const std::string& path, std::uint64_t id) {
+    sinks_.erase(id);
+    engine_->session().off(path, id);
+    engine_->flush();
+  }
+
+  void refused(const std::string& path, int code, const std::string& err) {
+    for (auto it = sinks_.begin(); it != sinks_.end();) {
+      if (it->second.path != path) {
+        ++it;
+        continue;
+      }
+      auto sink = it->second.sink.lock();
+      it = sinks_.erase(it);
+      if (sink)
+        sink->ended(make_error_code(polybus::errc::broker_error),
+                    "quickio: /qio/on " + path + " refused: " + std::to_string(code) + " " + err);
+    }
+  }
+
+  void request(RequestWork work) {
+    std::string path, why, json;
+    if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
+    if (auto ec = encode(work.payload, json, why)) return work.done(ec, {}, why);
+    std::weak_ptr<QuickioBackend> weak = weak_from_this();
+    OpCompletion done = work.done;
+    send_with_callback(path, json, done,
+                       [weak, done](int code, std::string_view data, std::string_view err) mutable {
+                         auto ec = map_callback_code(code, err);
+                         if (ec) return done(ec, {}, std::string(err));
+                         auto self = weak.lock();
+                         if (!self) return done(make_error_code(polybus::errc::closed));
+                         std::string reply(data);
+                         std::string text;
+                         if (!self->json_payloads_ && json_unquote(data, text))
+                           reply = std::move(text);
+                         done({}, std::move(reply));
+                       });
+  }
+
+  void ping(OpCompletion done) {
+    send_with_callback("/qio/ping", "null", done,
+                       [done](int code, std::string_view, std::string_view err) mutable {
+                         if (code == 200) return done({});
+                         done(map_callback_code(code, err), {}, std::string(err));
+                       });
+  }
+
+  void close() {
+    awaiting_open_.clear();  // the core fails their operations with errc::closed
+    engine_->close();
+  }
+
+  // MessageBackend: only serve() messages are answered; QuickIO has no acknowledgements.
+  void ack(polybus::detail::MessageState&) override {}
+  void nack(polybus::detail::MessageState&, std::chrono::milliseconds) override {}
+  void touch(polybus::detail::MessageState&) override {}
+  void reply(polybus::detail::MessageState& message, std::string payload, std::error_code ec,
+             std::string detail) override {
+    std::uint64_t callback_id = std::stoull(message.id);
+    std::string json, why;
+    std::error_code answered;
+    if (ec) {
+      answered = engine_->session().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+                                           "null", std::string(kHandlerFailedPrefix) + detail);
+    } else if (encode(payload, json, why)) {
+      answered = engine_->session().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+                                           "null", std::string(kHandlerFailedPrefix) + why);
+    } else {
+      answered = engine_->session().answer(message.adapter_token, callback_id, 200, json);
+    }
+    engine_->flush();
+    if (answered)
+      ctx_.log(LogLevel::warn,
+               "quickio: reply to " + message.topic + " not sent: " + answered.message());
+  }
+
+ private:
+  struct Sink {
+    std::string path;
+    std::weak_ptr<SubscriptionSink> sink;
+  };
+  AdapterContext ctx_;
+  bool json_payloads_;
+  std::shared_ptr<detail::Engine> engine_;
+  std::map<std::uint64_t, Sink> sinks_;
+  std::vector<std::function<void()>> awaiting_open_;
+};
+
+class QuickioSubscription : public AdapterSubscription {
+ public:
+  QuickioSubscription(std::shared_ptr<QuickioBackend> backend, std::string path,
+                      std::shared_ptr<detail::PausableSink> sink, bool serving)
+      : backend_(std::move(backend)), path_(std::move(path)), sink_(std::move(sink)) {
+    id_ = backend_->listen(path_, sink_, serving);
+  }
+  void unsubscribe(OpCompletion done) override {
+    if (!unsubscribed_) backend_->unlisten(path_, id_);
+    unsubscribed_ = true;
+    done({});
+  }
+  // No flow control in QuickIO: the subscription stays on the server and its events are held
+  // by the client until resume (see PausableSink).
+  void pause() override { sink_->pause(); }
+  void resume() override { sink_->resume(); }
+  void set_max_in_flight(std::uint32_t) override {}  // no credit in QuickIO; TCP paces delivery
+
+ private:
+  std::shared_ptr<QuickioBackend> backend_;
+  std::string path_;
+  std::shared_ptr<detail::PausableSink> sink_;
+  std::uint64_t id_ = 0;
+  bool unsubscribed_ = false;
+};
+
+class QuickioAdapter : public Adapter {
+ public:
+  explicit QuickioAdapter(AdapterContext& context)
+      : context_(context), backend_(std::make_shared<QuickioBackend>(context)) {
+    backend_->start();
+  }
+  Capabilities capabilities() const override { return quickio_capabilities(); }
+  void publish(PublishWork work) override { backend_->publish(std::move(work)); }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
+                                                 std::shared_ptr<SubscriptionSink> sink) override {
+    return make(spec.topic, std::move(sink), false);
+  }
+  std::shared_ptr<AdapterSubscription> serve(const ServeSpec& spec,
+                                             std::shared_ptr<SubscriptionSink> sink) override {
+    return make(spec.topic, std::move(sink), true);
+  }
+  void request(RequestWork work) override { backend_->request(std::move(work)); }
+  void ping(OpCompletion done) override { backend_->ping(std::move(done)); }
+  void close(Clock::time_point, std::function<void()> done) override {
+    backend_->close();
+    done();
+  }
+
+ private:
+  std::shared_ptr<AdapterSubscription> make(const std::string& topic,
+                                            std::shared_ptr<SubscriptionSink> sink, bool serving) {
+    std::string path, why;
+    if (auto ec = backend_->path_of(topic, path, why)) throw Error(ec, why);
+    auto pausable = std::make_shared<detail::PausableSink>(
+        std::move(sink), static_cast<std::size_t>(context_.options().get_int("max_held_bytes")),
+        context_, path);
+    return std::make_shared<QuickioSubscription>(backend_, path, std::move(pausable), serving);
+  }
+
+  AdapterContext context_;
+  std::shared_ptr<QuickioBackend> backend_;
+};
+
+}  // namespace
+
+void register_scheme() {
+  static const char* const kSummaries[][2] = {
+      {"quickio", "QuickIO over raw TCP: events to paths, callbacks for request/reply"},
+      {"quickio+ws", "QuickIO over WebSocket, falling back to HTTP long polling"},
+      {"quickio+http", "QuickIO over HTTP long polling"},
+  };
+  for (const auto& [scheme, summary] : kSummaries) {
+    SchemeInfo info;
+    info.scheme = scheme;
+    info.summary = summary;
+    info.options = detail::option_table();
+    info.capabilities = quickio_capabilities();
+    info.factory = [](AdapterContext& context) -> std::unique_ptr<Adapter> {
+      return std::make_unique<QuickioAdapter>(context);
+    };
+    polybus::register_scheme(std::move(info));
+  }
+}
+
+}  // namespace polybus::quickio

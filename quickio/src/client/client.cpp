@@ -1,0 +1,208 @@
+// The native Client: a thread-safe front over the engine; every call is posted to its strand.
+#include "polybus/quickio/client.hpp"
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <thread>
+
+#include "engine.hpp"
+#include "options.hpp"
+#include "polybus/error.hpp"
+#include "polybus/quickio/codec.hpp"
+
+namespace polybus::quickio {
+
+std::error_code ServerCallback::reply(int code, std::string data_json, std::string err_msg) {
+  if (!state_) return make_error_code(polybus::errc::invalid_argument);
+  if (state_->answered.exchange(true)) return make_error_code(polybus::errc::already_responded);
+  auto responder = state_->responder.lock();
+  if (!responder) return make_error_code(polybus::errc::closed);
+  return responder->answer(state_->connection, state_->id, code, std::move(data_json),
+                           std::move(err_msg));
+}
+
+namespace {
+
+// The io thread a client owns, when it was given no io_context.
+struct OwnThread {
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work{io.get_executor()};
+  std::thread thread;
+};
+
+}  // namespace
+
+struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Impl> {
+  // Destroyed last: the engine's timers and sockets belong to its io_context.
+  std::shared_ptr<OwnThread> own;
+  std::optional<Strand> strand;
+  std::shared_ptr<detail::Engine> engine;
+  std::atomic<ListenerId> next_listener{1};
+  std::atomic<bool> closed{false};
+  // Bytes of callback-less sends posted to the strand and not yet taken by the session: counted
+  // against max_queued_bytes with what is queued, so that the bound holds at the caller.
+  std::atomic<std::size_t> in_transit{0};
+  ErrorCallback on_error;
+
+  std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
+                         std::string data_json, std::string err_msg) override {
+    if (closed.load()) return make_error_code(polybus::errc::closed);
+    if (engine->open_connection() != connection)
+      return make_error_code(polybus::errc::disconnected);
+    if (!data_json.empty() && !is_valid_json(data_json))
+      return make_error_code(polybus::errc::invalid_argument);
+    asio::post(*strand, [engine = engine, connection, callback_id, code,
+                         data = std::move(data_json), err = std::move(err_msg)] {
+      engine->session().answer(connection, callback_id, code, data, err);
+      engine->flush();
+    });
+    return {};
+  }
+
+  template <typename Fn>
+  void run(Fn fn) {
+    asio::post(*strand, [engine = engine, fn = std::move(fn)]() mutable {
+      fn(*engine);
+      engine->flush();
+    });
+  }
+
+  detail::ListenerFn wrap(Listener listener) {
+    std::weak_ptr<Impl> weak = shared_from_this();
+    return [weak, listener = std::move(listener)](const detail::Incoming& event) {
+      ServerCallback callback;
+      if (event.server_callback != 0) {
+        auto state = std::make_shared<detail::ServerCallbackState>();
+        state->responder = weak;
+        state->connection = event.connection;
+        state->id = event.server_callback;
+        callback = ServerCallback(std::move(state));
+      }
+      listener(event.json, std::move(callback));
+    };
+  }
+
+  ListenerId listen(std::string_view path, Listener listener, SubscribeResult result, bool once) {
+    ListenerId id = next_listener.fetch_add(1);
+    if (closed.load()) return id;
+    run([path = std::string(path), fn = wrap(std::move(listener)), result = std::move(result), once,
+         id](detail::Engine& e) mutable {
+      if (e.closed()) {
+        if (result) result(-1, "closed");
+        return;
+      }
+      e.session().on(path, std::move(fn), once, std::move(result), id);
+    });
+    return id;
+  }
+};
+
+Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::make_shared<Impl>()) {
+  Url url = Url::parse(url_text);
+  Options merged = url.query;
+  for (const auto& [key, value] : options.options.values()) merged.set(key, value);
+  auto resolved = ResolvedOptions::resolve(detail::option_table(), merged, url.scheme);
+  auto settings = detail::EngineSettings::from(url, resolved);
+
+  asio::io_context* io = options.io_context;
+  if (!io) {
+    impl_->own = std::make_shared<OwnThread>();
+    io = &impl_->own->io;
+  }
+  impl_->strand.emplace(asio::make_strand(*io));
+  impl_->on_error = options.on_error;
+
+  detail::EngineHooks hooks;
+  hooks.error = options.on_error;
+  if (options.log) {
+    hooks.log = [sink = options.log, level = options.log_level](LogLevel l, std::string_view text) {
+      if (static_cast<int>(l) >= static_cast<int>(level)) sink(l, text);
+    };
+  }
+  hooks.subscription_refused = [on_error = options.on_error](const std::string& path, int code,
+                                                             const std::string& err_msg) {
+    if (on_error)
+      on_error(
+          make_error_code(polybus::errc::broker_error),
+          "quickio: subscription to " + path + " refused: " + std::to_string(code) + " " + err_msg);
+  };
+  impl_->engine = std::make_shared<detail::Engine>(*impl_->strand, settings,
+                                                   Backoff::from_options(resolved), hooks);
+  impl_->engine->start();
+  if (impl_->own) impl_->own->thread = std::thread([own = impl_->own] { own->io.run(); });
+}
+
+Client::~Client() {
+  close();
+  if (!impl_->own) return;
+  auto own = impl_->own;
+  asio::post(*impl_->strand, [own] { own->work.reset(); });
+  if (own->thread.get_id() == std::this_thread::get_id()) {
+    own->thread.detach();  // a callback destroyed its client: the thread ends on its own
+  } else {
+    own->thread.join();
+  }
+}
+
+ListenerId Client::on(std::string_view path, Listener listener, SubscribeResult result) {
+  return impl_->listen(path, std::move(listener), std::move(result), false);
+}
+
+ListenerId Client::one(std::string_view path, Listener listener, SubscribeResult result) {
+  return impl_->listen(path, std::move(listener), std::move(result), true);
+}
+
+void Client::off(std::string_view path) {
+  impl_->run([path = std::string(path)](detail::Engine& e) { e.session().off(path); });
+}
+
+void Client::off(std::string_view path, ListenerId id) {
+  impl_->run([path = std::string(path), id](detail::Engine& e) { e.session().off(path, id); });
+}
+
+std::error_code Client::send(std::string_view path, std::string json, SendCallback callback) {
+  if (impl_->closed.load()) {
+    if (callback) asio::post(*impl_->strand, [callback] { callback(-1, "null", "closed"); });
+    return make_error_code(polybus::errc::closed);
+  }
+  if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
+  auto& engine = *impl_->engine;
+  // The event's text: path, ':', id, '=', json (the path only shrinks when cleaned).
+  const std::size_t size = callback ? 0 : path.size() + json.size() + 3;
+  if (size != 0) {
+    std::size_t before = impl_->in_transit.fetch_add(size);
+    if (engine.open_connection() == 0 &&
+        before + size + engine.queued_bytes() > engine.max_queued_bytes()) {
+      impl_->in_transit.fetch_sub(size);
+      return make_error_code(client_errc::queue_full);
+    }
+  }
+  impl_->run([impl = impl_, size, path = std::string(path), json = std::move(json),
+              callback = std::move(callback),
+              on_error = impl_->on_error](detail::Engine& e) mutable {
+    std::error_code ec = make_error_code(polybus::errc::closed);
+    if (!e.closed())
+      ec = e.session().send(path, json, std::move(callback));
+    else if (callback)
+      callback(-1, "null", "closed");
+    e.flush();  // the queued bytes counted before the ones in transit are released
+    impl->in_transit.fetch_sub(size);
+    if (ec && on_error) on_error(ec, "quickio: event to " + path + " dropped: " + ec.message());
+  });
+  return {};
+}
+
+void Client::reconnect() {
+  impl_->run([](detail::Engine& e) { e.reconnect(); });
+}
+
+void Client::close() {
+  if (impl_->closed.exchange(true)) return;
+  impl_->run([](detail::Engine& e) { e.close(); });
+}
+
+bool Client::connected() const {
+  return impl_->engine->open_connection() != 0;
+}
+
+}  // namespace polybus::quickio

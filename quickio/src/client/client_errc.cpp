@@ -1,0 +1,39 @@
+#include "polybus/quickio/client_errc.hpp"
+
+#include <string>
+
+namespace polybus::quickio {
+namespace {
+
+class ClientCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "quickio-client"; }
+  std::string message(int value) const override {
+    switch (static_cast<client_errc>(value)) {
+      case client_errc::queue_full:
+        return "the queue of events waiting for a connection is full (max_queued_bytes)";
+      case client_errc::handshake_refused:
+        return "the server did not complete the QuickIO handshake";
+      case client_errc::heartbeat_timeout:
+        return "nothing received from the server for heartbeat_timeout";
+      case client_errc::http_status:
+        return "an HTTP long-polling request was answered with a status other than 200";
+      case client_errc::moved:
+        return "the server moved the client to another address";
+    }
+    return "unknown quickio client error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& client_category() noexcept {
+  static const ClientCategory category;
+  return category;
+}
+
+std::error_code make_error_code(client_errc e) noexcept {
+  return {static_cast<int>(e), client_category()};
+}
+
+}  // namespace polybus::quickio

@@ -1,0 +1,262 @@
+#include "engine.hpp"
+
+#include <asio/post.hpp>
+
+#include "http_link.hpp"
+#include "polybus/error.hpp"
+#include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
+#include "raw_wire.hpp"
+#include "stream_link.hpp"
+#include "ws_wire.hpp"
+
+namespace polybus::quickio::detail {
+namespace {
+
+constexpr std::uint16_t kDefaultPort = 8080;
+
+const char* carrier_name(Carrier c) {
+  switch (c) {
+    case Carrier::raw:
+      return "raw TCP";
+    case Carrier::websocket:
+      return "WebSocket";
+    case Carrier::http:
+      return "HTTP long polling";
+  }
+  return "?";
+}
+
+}  // namespace
+
+EngineSettings EngineSettings::from(const Url& url, const ResolvedOptions& options) {
+  EngineSettings s;
+  if (url.scheme == "quickio")
+    s.carrier = Carrier::raw;
+  else if (url.scheme == "quickio+ws")
+    s.carrier = Carrier::websocket;
+  else if (url.scheme == "quickio+http")
+    s.carrier = Carrier::http;
+  else
+    throw Error(polybus::errc::invalid_url, "quickio: unknown scheme '" + url.scheme + "'");
+  auto hosts = url.hosts_or_throw(kDefaultPort);
+  if (hosts.size() != 1)
+    throw Error(polybus::errc::invalid_url, "quickio: one server address expected (" + url.scheme +
+                                                "://host:port), not " +
+                                                std::to_string(hosts.size()));
+  s.address = hosts.front();
+  s.path = url.path;
+  s.heartbeat_timeout = options.get_duration("heartbeat_timeout");
+  s.http_poll_delay_max = options.get_duration("http_poll_delay_max");
+  s.http_request_timeout = options.get_duration("http_request_timeout");
+  s.handshake_timeout = options.get_duration("connect_timeout");
+  s.max_queued_bytes = static_cast<std::size_t>(options.get_int("max_queued_bytes"));
+  s.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
+  s.transport = TransportSettings::from_options(options);
+  return s;
+}
+
+Engine::Engine(const Strand& strand, EngineSettings settings, Backoff backoff, EngineHooks hooks,
+               const AdapterContext* stats)
+    : strand_(strand),
+      settings_(std::move(settings)),
+      hooks_(std::move(hooks)),
+      session_(SessionLimits{settings_.max_queued_bytes}, *this),
+      reconnector_(strand, std::move(backoff)),
+      heartbeat_timer_(strand),
+      address_(settings_.address) {
+  if (stats) stats_.emplace(*stats);
+}
+
+Engine::~Engine() {
+  if (link_) link_->close();
+}
+
+void Engine::start() {
+  asio::post(strand_, [self = shared_from_this()] { self->connect(); });
+}
+
+void Engine::flush() {
+  auto& out = session_.output();
+  while (!out.empty()) {
+    Session::Out item = std::move(out.front());
+    out.pop_front();
+    bool sent = link_ && link_open_;
+    if (sent) link_->send(std::move(item.text));
+    if (item.sent)
+      item.sent(sent ? std::error_code{} : make_error_code(polybus::errc::disconnected));
+  }
+  update_counters();
+}
+
+void Engine::update_counters() {
+  queued_bytes_.store(session_.queued_bytes());
+  open_connection_.store(session_.is_open() ? session_.connection() : 0);
+}
+
+void Engine::connect() {
+  if (closed_ || link_) return;
+  current_carrier_ =
+      settings_.carrier == Carrier::websocket && use_http_ ? Carrier::http : settings_.carrier;
+  const AdapterContext* stats = stats_ ? &*stats_ : nullptr;
+  if (current_carrier_ == Carrier::http) {
+    HttpLinkSettings http;
+    http.path = settings_.path;
+    http.poll_delay_max = settings_.http_poll_delay_max;
+    http.request_timeout = settings_.http_request_timeout;
+    http.max_response_size = settings_.max_frame_size;
+    link_ = std::make_shared<HttpLink>(strand_, settings_.transport, address_, http, *this, stats);
+  } else {
+    auto link = std::make_shared<StreamLink>(strand_, settings_.transport, address_,
+                                             settings_.handshake_timeout, *this, stats);
+    if (current_carrier_ == Carrier::raw)
+      link->set_wire(std::make_unique<RawWire>(settings_.max_frame_size, *link));
+    else
+      link->set_wire(std::make_unique<WsWire>(address_.to_string(), settings_.path,
+                                              settings_.max_frame_size, *link));
+    link_ = std::move(link);
+  }
+  link_open_ = false;
+  state(ConnectionState::connecting);
+  log(LogLevel::debug,
+      "quickio: connecting to " + address_.to_string() + " over " + carrier_name(current_carrier_));
+  link_->start();
+}
+
+void Engine::retire_link() {
+  if (!link_) return;
+  link_->close();
+  // Released later: the link may be the caller of the code that retires it.
+  asio::post(strand_, [link = std::move(link_)] {});
+  link_.reset();
+  link_open_ = false;
+  heartbeat_timer_.cancel();
+}
+
+void Engine::on_link_open(Link* link) {
+  if (link != link_.get() || closed_) return;
+  link_open_ = true;
+  moving_ = false;
+  reconnector_.succeeded();
+  last_activity_ = Clock::now();
+  arm_heartbeat();
+  state(ConnectionState::connected);
+  open_connection_.store(session_.connection() + 1);  // as /open's listeners will see it
+  session_.opened();
+  flush();
+}
+
+void Engine::on_link_event(Link* link, std::string_view text,
+                           const std::shared_ptr<const void>& owner) {
+  if (link != link_.get() || !link_open_) return;
+  std::string why;
+  auto ec = session_.receive(text, owner, &why);
+  flush();
+  if (ec && link == link_.get()) {
+    if (hooks_.error) hooks_.error(ec, "quickio: bad event from " + link->endpoint() + ": " + why);
+    link->fail(ec, link->endpoint() + ": " + why);  // the real server, too, closes on one
+  }
+}
+
+void Engine::on_link_activity(Link* link) {
+  if (link == link_.get()) last_activity_ = Clock::now();
+}
+
+void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& detail,
+                            bool refused) {
+  if (link != link_.get()) return;
+  bool was_open = link_open_;
+  retire_link();
+  open_connection_.store(0);  // before /close's listeners run
+  if (was_open) session_.closed();
+  flush();
+  if (closed_) return;
+  if (stats_) stats_->count_reconnect();
+  state(ConnectionState::disconnected, ec);
+  log(LogLevel::warn, "quickio: " + detail);
+  if (!moving_) session_.emit_local("/error", json_quote(detail));
+  if (closed_ || link_) return;  // a listener closed or reconnected
+  std::weak_ptr<Engine> weak = shared_from_this();
+  auto now = [weak] {
+    if (auto self = weak.lock()) self->connect();
+  };
+  if (moving_) {
+    asio::post(strand_, now);  // as transparent as a reconnect, and at once
+  } else if (refused && settings_.carrier == Carrier::websocket && !use_http_) {
+    use_http_ = true;  // the document: fall back to HTTP at once
+    log(LogLevel::info, "quickio: WebSocket refused (" + detail + "); falling back to HTTP");
+    asio::post(strand_, now);
+  } else {
+    use_http_ = false;  // the next attempt tries WebSocket again
+    auto delay = reconnector_.schedule(now);
+    state(ConnectionState::reconnecting, ec);
+    log(LogLevel::debug, "quickio: reconnecting in " + std::to_string(delay.count()) + "ms");
+  }
+}
+
+void Engine::move_to(const std::string& address) {
+  HostAnswer parsed;
+  if (!parse_host_answer(address, parsed)) {
+    if (hooks_.error)
+      hooks_.error(make_error_code(codec_errc::invalid_json),
+                   "quickio: /qio/move to an address that cannot be used: " + address);
+    return;
+  }
+  address_.host = parsed.host;
+  if (parsed.port != 0) address_.port = parsed.port;
+  moving_ = true;
+  log(LogLevel::info, "quickio: moving to " + address_.to_string());
+  if (link_) link_->fail(make_error_code(client_errc::moved), "moved to " + address_.to_string());
+}
+
+void Engine::subscription_refused(const std::string& path, int code, const std::string& err_msg) {
+  if (hooks_.subscription_refused) hooks_.subscription_refused(path, code, err_msg);
+}
+
+void Engine::reconnect() {
+  if (closed_) return;
+  reconnector_.cancel();
+  bool was_open = link_open_;
+  retire_link();
+  open_connection_.store(0);
+  if (was_open) session_.closed();
+  flush();
+  use_http_ = false;
+  if (!closed_ && !link_) connect();
+}
+
+void Engine::close() {
+  if (closed_) return;
+  closed_ = true;
+  reconnector_.cancel();
+  retire_link();
+  open_connection_.store(0);
+  session_.shut_down();
+  flush();
+  state(ConnectionState::closed);
+}
+
+void Engine::arm_heartbeat() {
+  if (settings_.heartbeat_timeout.count() <= 0) return;
+  heartbeat_timer_.expires_at(last_activity_ + settings_.heartbeat_timeout);
+  heartbeat_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->link_open_) return;
+    if (Clock::now() - self->last_activity_ < self->settings_.heartbeat_timeout)
+      return self->arm_heartbeat();  // something arrived since: wait from then
+    self->link_->fail(make_error_code(client_errc::heartbeat_timeout),
+                      self->link_->endpoint() + ": nothing received for " +
+                          std::to_string(self->settings_.heartbeat_timeout.count()) +
+                          "ms (heartbeat_timeout)");
+  });
+}
+
+void Engine::state(ConnectionState s, std::error_code reason) {
+  if (hooks_.state) hooks_.state(s, address_.to_string(), reason);
+}
+
+void Engine::log(LogLevel level, const std::string& text) {
+  if (hooks_.log) hooks_.log(level, text);
+}
+
+}  // namespace polybus::quickio::detail

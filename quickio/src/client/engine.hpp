@@ -1,0 +1,108 @@
+// The client's I/O side: one session over a succession of links (raw TCP, WebSocket or HTTP
+// long polling), with reconnect and backoff, the WebSocket-to-HTTP fallback, the heartbeat
+// rule and /qio/move. Everything runs on one strand; the native Client and the polybus adapter
+// both sit on top of it.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <functional>
+#include <optional>
+
+#include "link.hpp"
+#include "polybus/transport.hpp"
+#include "session.hpp"
+
+namespace polybus::quickio::detail {
+
+enum class Carrier { raw, websocket, http };
+
+struct EngineSettings {
+  Carrier carrier = Carrier::raw;
+  HostPort address;
+  std::string path;  // WebSocket and HTTP request path
+  std::chrono::milliseconds heartbeat_timeout{65000};
+  std::chrono::milliseconds http_poll_delay_max{2000};
+  std::chrono::milliseconds http_request_timeout{60000};
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::size_t max_queued_bytes = 8 * 1024 * 1024;
+  std::size_t max_frame_size = 16 * 1024 * 1024;
+  TransportSettings transport;
+
+  // From a quickio, quickio+ws or quickio+http URL and the resolved options. Throws
+  // polybus::Error(errc::invalid_url) for a URL it cannot use.
+  static EngineSettings from(const Url& url, const ResolvedOptions& options);
+};
+
+struct EngineHooks {
+  std::function<void(ConnectionState, const std::string& endpoint, std::error_code)> state;
+  std::function<void(std::error_code, const std::string&)> error;
+  std::function<void(LogLevel, std::string_view)> log;
+  std::function<void(const std::string& path, int code, const std::string& err_msg)>
+      subscription_refused;
+};
+
+class Engine : public LinkHandler,
+               public SessionHooks,
+               public std::enable_shared_from_this<Engine> {
+ public:
+  Engine(const Strand& strand, EngineSettings settings, Backoff backoff, EngineHooks hooks,
+         const AdapterContext* stats = nullptr);
+  ~Engine() override;
+
+  void start();
+  // The session; after changing it (send, on, off, answer), call flush().
+  Session& session() { return session_; }
+  void flush();
+  void reconnect();
+  void close();
+  bool closed() const { return closed_; }
+  const Strand& strand() const { return strand_; }
+
+  // Readable from any thread: the open connection's number (0 while none is open), and the
+  // bytes queued while disconnected.
+  std::uint64_t open_connection() const { return open_connection_.load(); }
+  std::size_t queued_bytes() const { return queued_bytes_.load(); }
+  std::size_t max_queued_bytes() const { return settings_.max_queued_bytes; }
+  Carrier current_carrier() const { return current_carrier_; }
+  const HostPort& address() const { return address_; }
+
+  // LinkHandler
+  void on_link_open(Link* link) override;
+  void on_link_event(Link* link, std::string_view text,
+                     const std::shared_ptr<const void>& owner) override;
+  void on_link_activity(Link* link) override;
+  void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
+                      bool refused) override;
+  // SessionHooks
+  void move_to(const std::string& address) override;
+  void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;
+
+ private:
+  void connect();
+  void retire_link();
+  void arm_heartbeat();
+  void state(ConnectionState s, std::error_code reason = {});
+  void log(LogLevel level, const std::string& text);
+  void update_counters();
+
+  Strand strand_;
+  EngineSettings settings_;
+  EngineHooks hooks_;
+  std::optional<AdapterContext> stats_;
+  Session session_;
+  Reconnector reconnector_;
+  asio::steady_timer heartbeat_timer_;
+  std::shared_ptr<Link> link_;
+  HostPort address_;
+  Carrier current_carrier_ = Carrier::raw;
+  bool link_open_ = false;
+  bool use_http_ = false;  // quickio+ws: the WebSocket handshake was refused; this attempt is HTTP
+  bool moving_ = false;
+  bool closed_ = false;
+  Clock::time_point last_activity_;
+  std::atomic<std::uint64_t> open_connection_{0};
+  std::atomic<std::size_t> queued_bytes_{0};
+};
+
+}  // namespace polybus::quickio::detail

@@ -1,0 +1,176 @@
+#include "http_link.hpp"
+
+#include <asio/post.hpp>
+
+#include "polybus/error.hpp"
+#include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
+
+namespace polybus::quickio::detail {
+
+struct HttpLink::Request {
+  Request(const Strand& strand, std::size_t max_size) : reader(max_size), timer(strand) {}
+  std::uint64_t id = 0;
+  bool handshake = false;
+  std::string bytes;  // the request, written once TCP is up
+  std::shared_ptr<Transport> transport;
+  HttpResponseReader reader;
+  asio::steady_timer timer;
+};
+
+HttpLink::HttpLink(const Strand& strand, TransportSettings transport, HostPort target,
+                   HttpLinkSettings settings, LinkHandler& handler, const AdapterContext* stats)
+    : strand_(strand),
+      transport_settings_(std::move(transport)),
+      target_(std::move(target)),
+      settings_(std::move(settings)),
+      handler_(handler),
+      random_(std::random_device{}()),
+      post_timer_(strand) {
+  if (stats) stats_.emplace(*stats);
+}
+
+HttpLink::~HttpLink() {
+  end_all();
+}
+
+void HttpLink::start() {
+  sid_ = new_session_id(random_);
+  issue(true, make_event("/qio/hostname", 1, "null"));
+}
+
+void HttpLink::send(std::string event) {
+  if (ended_ || !open_) return;
+  if (!outgoing_.empty()) outgoing_.push_back('\n');
+  outgoing_.append(event);
+  if (requests_.size() < 2) schedule_post();
+}
+
+void HttpLink::close() {
+  ended_ = true;
+  end_all();
+}
+
+void HttpLink::fail(std::error_code ec, const std::string& detail) {
+  if (ended_) return;
+  ended_ = true;
+  end_all();
+  handler_.on_link_closed(this, ec, detail, false);
+}
+
+void HttpLink::end_all() {
+  post_timer_.cancel();
+  for (auto& [id, request] : requests_) {
+    request->timer.cancel();
+    if (request->transport) request->transport->close();
+  }
+  requests_.clear();
+}
+
+void HttpLink::issue(bool handshake, std::string body) {
+  auto request = std::make_shared<Request>(strand_, settings_.max_response_size);
+  request->id = next_request_++;
+  request->handshake = handshake;
+  request->bytes = make_poll_request(target_.to_string(), settings_.path, sid_, handshake, body);
+  requests_.emplace(request->id, request);
+
+  std::weak_ptr<HttpLink> weak = shared_from_this();
+  std::weak_ptr<Request> weak_request = request;
+  Transport::Callbacks callbacks;
+  callbacks.on_connected = [weak_request] {
+    if (auto r = weak_request.lock()) r->transport->write(std::move(r->bytes));
+  };
+  callbacks.on_data = [weak, weak_request](const std::shared_ptr<ReadChunk>&, const char* data,
+                                           std::size_t n) {
+    auto self = weak.lock();
+    auto r = weak_request.lock();
+    if (!self || !r || self->ended_) return;
+    self->handler_.on_link_activity(self.get());
+    std::string why;
+    if (auto ec = r->reader.feed(std::string_view(data, n), why))
+      return self->fail(ec, self->endpoint() + ": " + why);
+    if (r->reader.complete()) self->on_response(r);
+  };
+  callbacks.on_closed = [weak, weak_request](std::error_code ec, const std::string& detail) {
+    auto self = weak.lock();
+    auto r = weak_request.lock();
+    if (!self || !r || self->ended_) return;
+    std::string why;
+    if (!r->reader.finish(why) && r->reader.complete()) return self->on_response(r);
+    self->fail(ec ? ec : make_error_code(polybus::errc::disconnected),
+               detail.empty() ? self->endpoint() + ": " + why : detail);
+  };
+  request->transport = Transport::create(strand_, transport_settings_, std::move(callbacks),
+                                         stats_ ? &*stats_ : nullptr);
+  request->timer.expires_after(settings_.request_timeout);
+  request->timer.async_wait([weak, weak_request](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || !weak_request.lock()) return;
+    self->fail(make_error_code(polybus::errc::timeout),
+               self->endpoint() + ": HTTP request unanswered within http_request_timeout");
+  });
+  request->transport->connect(target_);
+}
+
+void HttpLink::on_response(const std::shared_ptr<Request>& request) {
+  request->timer.cancel();
+  request->transport->close();
+  requests_.erase(request->id);
+  int status = request->reader.status();
+  if (status != 200)
+    return fail(make_error_code(client_errc::http_status),
+                endpoint() + ": HTTP " + std::to_string(status) + " to a long-polling request");
+  auto body = std::make_shared<std::string>(std::move(request->reader.body()));
+  std::shared_ptr<const void> owner = body;
+  std::string_view rest = *body;
+  auto keep = shared_from_this();  // a handler may drop the link while events are handed on
+  if (request->handshake) {
+    // The answer to /qio/hostname:1 comes first; the host it names is used from now on.
+    std::string_view first = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), first.size() + 1));
+    Event event;
+    CallbackBody answer;
+    std::string host;
+    HostAnswer parsed;
+    if (parse_event(first, event) || callback_path_id(event.path) != 1u ||
+        parse_callback_body(event.json, answer) || answer.code != 200)
+      return fail(make_error_code(client_errc::handshake_refused),
+                  endpoint() + ": no /qio/hostname answer to the HTTP handshake");
+    if (json_unquote(answer.data_json, host) && parse_host_answer(host, parsed)) {
+      target_.host = parsed.host;
+      if (parsed.port != 0) target_.port = parsed.port;
+    }
+    open_ = true;
+    handler_.on_link_open(this);
+    if (ended_) return;
+  }
+  for_each_line(rest, [&](std::string_view line) {
+    if (!ended_ && !line.empty()) handler_.on_link_event(this, line, owner);
+  });
+  if (!ended_) after_response();
+}
+
+void HttpLink::after_response() {
+  // The poll that ended is replaced, unless a newer request (now the held one) is out.
+  if (requests_.empty() || (!outgoing_.empty() && requests_.size() < 2)) schedule_post();
+}
+
+void HttpLink::schedule_post() {
+  if (post_scheduled_ || ended_) return;
+  post_scheduled_ = true;
+  auto max = settings_.poll_delay_max.count();
+  auto delay = std::chrono::milliseconds(
+      max <= 0 ? 0 : std::uniform_int_distribution<std::int64_t>(0, max)(random_));
+  post_timer_.expires_after(delay);
+  post_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->ended_) return;
+    self->post_scheduled_ = false;
+    if (self->requests_.size() >= 2) return;  // sent when one of them completes
+    std::string body = std::move(self->outgoing_);
+    self->outgoing_.clear();
+    self->issue(false, std::move(body));
+  });
+}
+
+}  // namespace polybus::quickio::detail

@@ -1,0 +1,64 @@
+// HTTP long polling as a link. Each request is a POST on a TCP connection of its own
+// (Connection: close). The first carries /qio/hostname:1=null with connect=true; its answer
+// names the host every later request goes to. Then: at most two requests outstanding, the held
+// poll and one carrying events; events gathered while two are out wait for one to finish and
+// go together in one POST; each POST leaves 0..poll_delay_max after the last response (or after
+// the events were given, when only the held poll is out). The server completes the held poll
+// when a newer request arrives, so the newest request is always the one it holds.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <map>
+#include <random>
+
+#include "http_exchange.hpp"
+#include "link.hpp"
+#include "polybus/transport.hpp"
+
+namespace polybus::quickio::detail {
+
+struct HttpLinkSettings {
+  std::string path;  // the URL's path ("" → "/")
+  std::chrono::milliseconds poll_delay_max{2000};
+  std::chrono::milliseconds request_timeout{60000};
+  std::size_t max_response_size = 16 * 1024 * 1024;
+};
+
+class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
+ public:
+  HttpLink(const Strand& strand, TransportSettings transport, HostPort target,
+           HttpLinkSettings settings, LinkHandler& handler, const AdapterContext* stats);
+  ~HttpLink() override;
+
+  void start() override;
+  void send(std::string event) override;
+  void close() override;
+  void fail(std::error_code ec, const std::string& detail) override;
+  std::string endpoint() const override { return target_.to_string(); }
+
+ private:
+  struct Request;
+  void issue(bool handshake, std::string body);
+  void on_response(const std::shared_ptr<Request>& request);
+  void after_response();
+  void schedule_post();
+  void end_all();
+
+  Strand strand_;
+  TransportSettings transport_settings_;
+  HostPort target_;
+  HttpLinkSettings settings_;
+  LinkHandler& handler_;
+  std::optional<AdapterContext> stats_;
+  std::mt19937_64 random_;
+  std::string sid_;
+  std::map<std::uint64_t, std::shared_ptr<Request>> requests_;
+  std::uint64_t next_request_ = 1;
+  asio::steady_timer post_timer_;
+  bool post_scheduled_ = false;
+  std::string outgoing_;  // events for the next POST, '\n'-separated
+  bool open_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace polybus::quickio::detail

@@ -1,0 +1,37 @@
+// One connection to a QuickIO server, whatever carries it (a TCP stream with a Wire, or HTTP
+// long polling), as the engine sees it. Runs on the engine's strand.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace polybus::quickio::detail {
+
+class Link;
+
+class LinkHandler {
+ public:
+  virtual ~LinkHandler() = default;
+  virtual void on_link_open(Link* link) = 0;
+  virtual void on_link_event(Link* link, std::string_view text,
+                             const std::shared_ptr<const void>& owner) = 0;
+  virtual void on_link_activity(Link* link) = 0;  // bytes arrived
+  // Once per link, unless close() came first. refused: the server was reached but did not
+  // complete the QuickIO handshake there (for WebSocket, the cue to fall back to HTTP).
+  virtual void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
+                              bool refused) = 0;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual void start() = 0;
+  virtual void send(std::string event) = 0;  // after on_link_open
+  virtual void close() = 0;                  // no on_link_closed follows
+  virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
+  virtual std::string endpoint() const = 0;
+};
+
+}  // namespace polybus::quickio::detail

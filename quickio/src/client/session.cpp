@@ -1,0 +1,285 @@
+#include "session.hpp"
+
+#include "polybus/error.hpp"
+#include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
+
+namespace polybus::quickio::detail {
+namespace {
+
+constexpr std::string_view kHeartbeat = "/qio/heartbeat";
+constexpr std::string_view kMove = "/qio/move";
+
+bool accepted(int code) {
+  return code == 200 || code == 202;
+}  // 202: subscription pending
+
+}  // namespace
+
+bool Session::is_local_path(std::string_view path) {
+  return path == "/open" || path == "/close" || path == "/error" || path.substr(0, 5) == "/qio/";
+}
+
+void Session::opened() {
+  open_ = true;
+  opened_once_since_close_ = true;
+  ++connection_;
+  next_callback_id_ = 1;
+  // The document's order: old callbacks fail (none are left: closed() did it), subscriptions,
+  // the queue, then /open.
+  fail_callbacks("disconnected");
+  std::vector<std::string> subscribed;
+  for (auto& [path, entry] : paths_)
+    if (!entry.listeners.empty() && !is_local_path(path)) subscribed.push_back(path);
+  for (const auto& path : subscribed) subscribe(path);
+  auto queue = std::move(queue_);
+  queue_.clear();
+  queued_bytes_ = 0;
+  for (auto& item : queue) {
+    if (item.expired && item.expired()) {
+      if (item.sent) item.sent(make_error_code(polybus::errc::timeout));
+      continue;
+    }
+    write(std::move(item.text), std::move(item.sent));
+  }
+  emit_local("/open", "null");
+}
+
+void Session::closed() {
+  if (!open_) return;
+  open_ = false;
+  for (auto& [path, entry] : paths_) entry.confirmed = false;
+  auto unsent = std::move(output_);
+  output_.clear();
+  for (auto& out : unsent)
+    if (out.sent) out.sent(make_error_code(polybus::errc::disconnected));
+  fail_callbacks("disconnected");
+  if (opened_once_since_close_) {
+    opened_once_since_close_ = false;
+    emit_local("/close", "null");
+  }
+}
+
+void Session::shut_down() {
+  bool was_open = open_;
+  open_ = false;
+  auto unsent = std::move(output_);
+  output_.clear();
+  for (auto& out : unsent)
+    if (out.sent) out.sent(make_error_code(polybus::errc::closed));
+  fail_callbacks("closed");
+  auto queue = std::move(queue_);
+  queue_.clear();
+  queued_bytes_ = 0;
+  for (auto& item : queue)
+    if (item.sent) item.sent(make_error_code(polybus::errc::closed));
+  if (was_open && opened_once_since_close_) {
+    opened_once_since_close_ = false;
+    emit_local("/close", "null");
+  }
+  auto paths = std::move(paths_);
+  paths_.clear();
+  for (auto& [path, entry] : paths) finish_results(entry, -1, "closed");
+}
+
+std::error_code Session::receive(std::string_view text, const std::shared_ptr<const void>& owner,
+                                 std::string* why) {
+  Event event;
+  if (auto ec = parse_event(text, event, why)) return ec;
+  if (event.path.substr(0, kCallbackPrefix.size()) == kCallbackPrefix) {
+    auto id = callback_path_id(event.path);
+    if (!id) {
+      if (why) *why = "callback path '" + std::string(event.path) + "' has no valid id";
+      return make_error_code(codec_errc::invalid_path);
+    }
+    auto it = callbacks_.find(*id);
+    if (it == callbacks_.end()) return {};  // not ours (any more): nothing waits for it
+    CallbackBody body;
+    if (auto ec = parse_callback_body(event.json, body, why)) return ec;
+    CallbackFn fn = std::move(it->second);
+    callbacks_.erase(it);
+    if (fn) fn(body.code, body.data_json, body.err_msg);
+    return {};
+  }
+  if (event.path == kMove) {
+    std::string address;
+    if (!json_unquote(event.json, address) || address.empty()) {
+      if (why) *why = "/qio/move data is not a non-empty JSON string: " + std::string(event.json);
+      return make_error_code(codec_errc::invalid_json);
+    }
+    hooks_.move_to(address);
+    return {};
+  }
+  if (event.path == kHeartbeat && event.callback_id != 0)
+    answer(connection_, event.callback_id, 200, "null");  // the server closes if we do not
+  Incoming incoming{event.path, event.json, event.callback_id, connection_, &owner};
+  deliver(std::string(event.path), incoming);
+  return {};
+}
+
+std::error_code Session::send(std::string_view path, std::string_view json, CallbackFn callback,
+                              SentFn sent, ExpiredFn expired) {
+  if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
+  std::string clean = clean_path(path);
+  if (callback) {
+    if (!open_) {
+      // Rule 1 of queued events: callbacks are never queued; they fail at once.
+      if (sent) sent(make_error_code(polybus::errc::disconnected));
+      callback(-1, "null", "disconnected");
+      return {};
+    }
+    std::uint64_t id = next_callback_id_++;
+    callbacks_.emplace(id, std::move(callback));
+    write(make_event(clean, id, json), std::move(sent));
+    return {};
+  }
+  std::string text = make_event(clean, 0, json);
+  if (open_) {
+    write(std::move(text), std::move(sent));
+    return {};
+  }
+  if (queued_bytes_ + text.size() > limits_.max_queued_bytes)
+    return make_error_code(client_errc::queue_full);
+  queued_bytes_ += text.size();
+  queue_.push_back({std::move(text), std::move(sent), std::move(expired)});
+  return {};
+}
+
+std::error_code Session::answer(std::uint64_t connection, std::uint64_t callback_id, int code,
+                                std::string_view data_json, std::string_view err_msg) {
+  if (!open_ || connection != connection_) return make_error_code(polybus::errc::disconnected);
+  if (callback_id == 0) return make_error_code(polybus::errc::invalid_argument);
+  if (!data_json.empty() && !is_valid_json(data_json))
+    return make_error_code(polybus::errc::invalid_argument);
+  write(make_event(callback_path(callback_id), 0, make_callback_body(code, data_json, err_msg)));
+  return {};
+}
+
+std::uint64_t Session::on(std::string_view path, ListenerFn listener, bool once,
+                          SubscribeResultFn result, std::uint64_t id) {
+  std::string clean = clean_path(path);
+  auto& entry = paths_[clean];
+  bool first = entry.listeners.empty();
+  if (id == 0) id = next_listener_id_++;
+  bool settled = is_local_path(clean) || entry.confirmed;
+  entry.listeners.push_back({id, std::move(listener), once, settled ? nullptr : std::move(result)});
+  if (first && open_ && !is_local_path(clean)) subscribe(clean);
+  if (settled && result) result(200, "");
+  return id;
+}
+
+void Session::off(std::string_view path) {
+  std::string clean = clean_path(path);
+  auto it = paths_.find(clean);
+  if (it == paths_.end()) return;
+  PathEntry entry = std::move(it->second);
+  paths_.erase(it);
+  if (open_ && !is_local_path(clean)) unsubscribe(clean);
+  finish_results(entry, -1, "closed");
+}
+
+void Session::off(std::string_view path, std::uint64_t listener_id) {
+  std::string clean = clean_path(path);
+  auto it = paths_.find(clean);
+  if (it == paths_.end()) return;
+  auto& listeners = it->second.listeners;
+  SubscribeResultFn result;
+  for (auto l = listeners.begin(); l != listeners.end(); ++l) {
+    if (l->id != listener_id) continue;
+    result = std::move(l->result);
+    listeners.erase(l);
+    break;
+  }
+  if (listeners.empty()) {
+    paths_.erase(it);
+    if (open_ && !is_local_path(clean)) unsubscribe(clean);
+  }
+  if (result) result(-1, "closed");
+}
+
+void Session::emit_local(std::string_view path, std::string_view json) {
+  static const std::shared_ptr<const void> none;
+  Incoming incoming{path, json, 0, connection_, &none};
+  deliver(std::string(path), incoming);
+}
+
+bool Session::has_listeners(std::string_view path) const {
+  auto it = paths_.find(path);
+  return it != paths_.end() && !it->second.listeners.empty();
+}
+
+void Session::write(std::string text, SentFn sent) {
+  output_.push_back({std::move(text), std::move(sent)});
+}
+
+void Session::subscribe(const std::string& path) {
+  auto& entry = paths_[path];
+  std::uint64_t epoch = ++entry.epoch;
+  std::uint64_t id = next_callback_id_++;
+  callbacks_.emplace(id, [this, path, epoch](int code, std::string_view, std::string_view err) {
+    on_subscribe_answer(path, epoch, code, err);
+  });
+  write(make_event("/qio/on", id, json_quote(path)));
+}
+
+void Session::unsubscribe(const std::string& path) {
+  write(make_event("/qio/off", 0, json_quote(path)));
+}
+
+void Session::on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
+                                  std::string_view err_msg) {
+  if (code == -1) return;  // the connection went: subscribed again on the next one
+  auto it = paths_.find(path);
+  if (it == paths_.end() || it->second.epoch != epoch) return;  // removed (or renewed) since
+  if (accepted(code)) {
+    it->second.confirmed = true;
+    finish_results(it->second, code, err_msg);
+    return;
+  }
+  PathEntry entry = std::move(it->second);
+  paths_.erase(it);
+  std::string message(err_msg);
+  finish_results(entry, code, message);
+  hooks_.subscription_refused(path, code, message);
+}
+
+void Session::fail_callbacks(std::string_view why) {
+  // Swapped out first: a callback may send again, and its new callback must not be failed here.
+  auto callbacks = std::move(callbacks_);
+  callbacks_.clear();
+  for (auto& [id, fn] : callbacks)
+    if (fn) fn(-1, "null", why);
+}
+
+void Session::deliver(const std::string& path, const Incoming& event) {
+  auto it = paths_.find(path);
+  if (it == paths_.end()) return;
+  // Copied: a listener may call on/off. One-shot listeners are removed before they run.
+  std::vector<ListenerFn> targets;
+  auto& listeners = it->second.listeners;
+  targets.reserve(listeners.size());
+  for (auto l = listeners.begin(); l != listeners.end();) {
+    targets.push_back(l->fn);
+    if (l->once)
+      l = listeners.erase(l);
+    else
+      ++l;
+  }
+  if (listeners.empty()) {
+    paths_.erase(it);
+    if (open_ && !is_local_path(path)) unsubscribe(path);
+  }
+  for (auto& fn : targets)
+    if (fn) fn(event);
+}
+
+void Session::finish_results(PathEntry& entry, int code, std::string_view err_msg) {
+  for (auto& listener : entry.listeners) {
+    if (!listener.result) continue;
+    auto result = std::move(listener.result);
+    listener.result = nullptr;
+    result(code, err_msg);
+  }
+}
+
+}  // namespace polybus::quickio::detail

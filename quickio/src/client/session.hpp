@@ -1,0 +1,150 @@
+// QuickIO's client session as a state machine, sans I/O: listeners and subscriptions, callback
+// ids and their answers, the queue kept while disconnected, and what happens, in the document's
+// order, when a connection opens (fail old callbacks, /qio/on per path, flush the queue, /open)
+// and closes. The owner moves output() to the wire and feeds received event texts to receive().
+// One session lives as long as the client; connections come and go underneath it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace polybus::quickio::detail {
+
+// The answer to a callback the client requested; code -1 when the client gave up on it.
+using CallbackFn =
+    std::function<void(int code, std::string_view data_json, std::string_view err_msg)>;
+// Outcome of a queued or written event: {} when handed to the wire.
+using SentFn = std::function<void(std::error_code)>;
+// A queued event whose sender no longer wants it (its deadline passed) is dropped unsent.
+using ExpiredFn = std::function<bool()>;
+
+struct Incoming {
+  std::string_view path;
+  std::string_view json;
+  std::uint64_t server_callback = 0;  // 0: the server asked for none
+  std::uint64_t connection = 0;       // the connection it came on
+  // Keeps json's bytes alive when set; otherwise they are valid only during the call.
+  const std::shared_ptr<const void>* owner = nullptr;
+};
+using ListenerFn = std::function<void(const Incoming&)>;
+using SubscribeResultFn = std::function<void(int code, std::string_view err_msg)>;
+
+class SessionHooks {
+ public:
+  virtual ~SessionHooks() = default;
+  // /qio/move: the server wants the client elsewhere (it closes the connection next).
+  virtual void move_to(const std::string& address) = 0;
+  // The server refused a subscription; its listeners were removed.
+  virtual void subscription_refused(const std::string& path, int code,
+                                    const std::string& err_msg) = 0;
+};
+
+struct SessionLimits {
+  std::size_t max_queued_bytes = 8 * 1024 * 1024;
+};
+
+class Session {
+ public:
+  Session(SessionLimits limits, SessionHooks& hooks) : limits_(limits), hooks_(hooks) {}
+
+  // ---- the connection ----
+  // The handshake completed: callback ids restart at 1; subscriptions, then the queue, go out;
+  // /open fires.
+  void opened();
+  // The connection is gone: pending callbacks get -1 "disconnected" (the document allows it
+  // on reconnect at the latest; doing it at once frees callers sooner); /close fires if /open
+  // did.
+  void closed();
+  // The client closes for good: as closed(), but callbacks get -1 "closed", the queue is
+  // dropped (SentFn gets errc::closed), subscribe results still waiting get -1 "closed".
+  void shut_down();
+  bool is_open() const { return open_; }
+  // The current connection's number (the last one's while disconnected); starts at 1.
+  std::uint64_t connection() const { return connection_; }
+  // One event's text as received. Errors (malformed event, malformed callback body) are the
+  // codec's, with why naming what was wrong: the owner drops the connection.
+  std::error_code receive(std::string_view text, const std::shared_ptr<const void>& owner,
+                          std::string* why = nullptr);
+
+  // ---- events out ----
+  // path is cleaned; json must be valid JSON (errc::invalid_argument otherwise). With a
+  // callback: sent now if open, else the callback gets -1 "disconnected" at once. Without: sent
+  // now, or queued (client_errc::queue_full over the bound).
+  std::error_code send(std::string_view path, std::string_view json, CallbackFn callback = {},
+                       SentFn sent = {}, ExpiredFn expired = {});
+  // Answers a server callback of the given connection (errc::disconnected for an old one).
+  std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
+                         std::string_view data_json, std::string_view err_msg = {});
+
+  // ---- listeners ----
+  // id 0: the session assigns one (the native client assigns its own, on the caller's thread).
+  std::uint64_t on(std::string_view path, ListenerFn listener, bool once = false,
+                   SubscribeResultFn result = {}, std::uint64_t id = 0);
+  void off(std::string_view path);
+  void off(std::string_view path, std::uint64_t listener_id);
+  // Fires a local event (/error, say) to its listeners.
+  void emit_local(std::string_view path, std::string_view json);
+  bool has_listeners(std::string_view path) const;
+
+  // ---- to the wire ----
+  // Event texts to write, in order. Each carries its SentFn, to call once written.
+  struct Out {
+    std::string text;
+    SentFn sent;
+  };
+  std::deque<Out>& output() { return output_; }
+  std::size_t queued_bytes() const { return queued_bytes_; }
+  std::size_t pending_callbacks() const { return callbacks_.size(); }
+
+  // Paths that never go to the server in /qio/on.
+  static bool is_local_path(std::string_view path);
+
+ private:
+  struct ListenerEntry {
+    std::uint64_t id;
+    ListenerFn fn;
+    bool once;
+    SubscribeResultFn result;  // cleared once called
+  };
+  struct PathEntry {
+    std::vector<ListenerEntry> listeners;
+    std::uint64_t epoch = 0;  // bumped per /qio/on: only the latest answer counts
+    bool confirmed = false;   // the server accepted the /qio/on of this connection
+  };
+  struct Queued {
+    std::string text;
+    SentFn sent;
+    ExpiredFn expired;
+  };
+
+  void write(std::string text, SentFn sent = {});
+  void subscribe(const std::string& path);
+  void unsubscribe(const std::string& path);
+  void on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
+                           std::string_view err_msg);
+  void fail_callbacks(std::string_view why);
+  void deliver(const std::string& path, const Incoming& event);
+  void finish_results(PathEntry& entry, int code, std::string_view err_msg);
+
+  SessionLimits limits_;
+  SessionHooks& hooks_;
+  bool open_ = false;
+  bool opened_once_since_close_ = false;  // /close only after /open
+  std::uint64_t connection_ = 0;
+  std::uint64_t next_callback_id_ = 1;
+  std::uint64_t next_listener_id_ = 1;
+  std::map<std::uint64_t, CallbackFn> callbacks_;
+  std::map<std::string, PathEntry, std::less<>> paths_;
+  std::deque<Queued> queue_;
+  std::size_t queued_bytes_ = 0;
+  std::deque<Out> output_;
+};
+
+}  // namespace polybus::quickio::detail

@@ -1,0 +1,110 @@
+#include "stream_link.hpp"
+
+#include "polybus/quickio/client_errc.hpp"
+
+namespace polybus::quickio::detail {
+
+StreamLink::StreamLink(const Strand& strand, TransportSettings settings, HostPort target,
+                       std::chrono::milliseconds handshake_timeout, LinkHandler& handler,
+                       const AdapterContext* stats)
+    : strand_(strand),
+      settings_(std::move(settings)),
+      target_(std::move(target)),
+      handshake_timeout_(handshake_timeout),
+      handler_(handler),
+      handshake_timer_(strand) {
+  if (stats) stats_.emplace(*stats);
+}
+
+StreamLink::~StreamLink() {
+  if (transport_) transport_->close();
+}
+
+void StreamLink::start() {
+  Transport::Callbacks callbacks;
+  std::weak_ptr<StreamLink> weak = shared_from_this();
+  callbacks.on_connected = [weak] {
+    auto self = weak.lock();
+    if (!self || self->ended_) return;
+    self->tcp_up_ = true;
+    self->wire_->start();
+    self->flush();
+    self->handshake_timer_.expires_after(self->handshake_timeout_);
+    self->handshake_timer_.async_wait([weak](std::error_code ec) {
+      auto me = weak.lock();
+      if (ec || !me || me->ended_ || me->wire_->is_open()) return;
+      me->fail(make_error_code(client_errc::handshake_refused),
+               me->endpoint() + ": no /qio/ohai answer within the connect timeout");
+    });
+  };
+  callbacks.on_data = [weak](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                             std::size_t n) {
+    if (auto self = weak.lock()) self->on_data(chunk, data, n);
+  };
+  callbacks.on_closed = [weak](std::error_code ec, const std::string& detail) {
+    if (auto self = weak.lock()) self->on_closed(ec, detail);
+  };
+  transport_ =
+      Transport::create(strand_, settings_, std::move(callbacks), stats_ ? &*stats_ : nullptr);
+  transport_->connect(target_);
+}
+
+void StreamLink::send(std::string event) {
+  if (ended_ || !wire_->is_open()) return;
+  wire_->send(event);
+  flush();
+}
+
+void StreamLink::close() {
+  ended_ = true;
+  handshake_timer_.cancel();
+  // Events handed to the transport were reported written (publish completes then): send them
+  // before the connection goes, within the write deadline.
+  if (transport_) transport_->close_after_flush();
+}
+
+void StreamLink::fail(std::error_code ec, const std::string& detail) {
+  if (ended_) return;
+  if (transport_ && (transport_->connected() || !tcp_up_))
+    transport_->fail(ec, detail);
+  else
+    on_closed(ec, detail);
+}
+
+void StreamLink::on_wire_open() {
+  handshake_timer_.cancel();
+  handler_.on_link_open(this);
+}
+
+void StreamLink::on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) {
+  if (!ended_) handler_.on_link_event(this, text, owner);
+}
+
+void StreamLink::flush() {
+  auto& out = wire_->output();
+  if (out.empty() || ended_) return out.clear();
+  transport_->write(std::move(out));
+  out.clear();
+}
+
+void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t n) {
+  if (ended_) return;
+  handler_.on_link_activity(this);
+  std::string why;
+  auto keep = shared_from_this();  // a handler may drop the link while it runs
+  auto ec = wire_->receive(chunk, std::string_view(data, n), why);
+  if (ended_) return;
+  flush();
+  if (ec) fail(ec, endpoint() + ": " + why);
+}
+
+void StreamLink::on_closed(std::error_code ec, const std::string& detail) {
+  if (ended_) return;
+  ended_ = true;
+  handshake_timer_.cancel();
+  bool refused = tcp_up_ && !wire_->is_open();
+  handler_.on_link_closed(this, ec ? ec : make_error_code(std::errc::connection_reset),
+                          detail.empty() ? endpoint() + ": connection closed" : detail, refused);
+}
+
+}  // namespace polybus::quickio::detail

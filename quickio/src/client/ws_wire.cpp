@@ -1,0 +1,141 @@
+#include "ws_wire.hpp"
+
+#include <vector>
+#include <websocketpp/client.hpp>
+#include <websocketpp/config/core_client.hpp>
+
+#include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
+
+namespace polybus::quickio::detail {
+
+using WsEndpoint = websocketpp::client<websocketpp::config::core_client>;
+
+struct WsWire::State {
+  WireHandler& handler;
+  std::string uri;
+  std::size_t max_frame_size;
+  WsEndpoint endpoint;
+  WsEndpoint::connection_ptr connection;
+  std::string output;
+  bool upgraded = false;  // 101 with the quickio subprotocol
+  bool open = false;      // /qio/ohai answered
+  std::string failure;    // why the WebSocket ended; empty while it works
+  // Messages received during one read_all, handed on after it returns (websocketpp holds its
+  // read lock while it calls the message handler).
+  std::vector<WsEndpoint::message_ptr> received;
+
+  State(WireHandler& h, std::string u, std::size_t max)
+      : handler(h), uri(std::move(u)), max_frame_size(max) {}
+};
+
+WsWire::WsWire(std::string host_port, std::string path, std::size_t max_frame_size,
+               WireHandler& handler)
+    : state_(std::make_unique<State>(handler, "ws://" + host_port + (path.empty() ? "/" : path),
+                                     max_frame_size)) {
+  state_->endpoint.clear_access_channels(websocketpp::log::alevel::all);
+  state_->endpoint.clear_error_channels(websocketpp::log::elevel::all);
+}
+
+WsWire::~WsWire() {
+  if (state_->connection) {
+    state_->connection->set_write_handler(nullptr);
+    state_->connection->set_open_handler(nullptr);
+    state_->connection->set_fail_handler(nullptr);
+    state_->connection->set_close_handler(nullptr);
+    state_->connection->set_message_handler(nullptr);
+  }
+}
+
+void WsWire::start() {
+  State& s = *state_;
+  websocketpp::lib::error_code ec;
+  s.connection = s.endpoint.get_connection(s.uri, ec);
+  if (ec) {
+    s.failure = "WebSocket URI " + s.uri + ": " + ec.message();
+    return;
+  }
+  s.connection->add_subprotocol("quickio", ec);
+  s.connection->set_max_message_size(s.max_frame_size);
+  State* raw = &s;
+  s.connection->set_write_handler(
+      [raw](websocketpp::connection_hdl, const char* data, std::size_t n) {
+        raw->output.append(data, n);
+        return websocketpp::lib::error_code();
+      });
+  s.connection->set_open_handler([raw](websocketpp::connection_hdl) {
+    // websocketpp's client does not record the server's choice: read the header itself.
+    if (raw->connection->get_response_header("Sec-WebSocket-Protocol") != "quickio") {
+      raw->failure = "the WebSocket upgrade did not select the quickio subprotocol";
+      return;
+    }
+    raw->upgraded = true;
+    raw->connection->send(kHandshake.data(), kHandshake.size(), websocketpp::frame::opcode::text);
+  });
+  s.connection->set_fail_handler([raw](websocketpp::connection_hdl) {
+    auto response = raw->connection->get_response_code();
+    raw->failure = "WebSocket upgrade failed (HTTP " + std::to_string(static_cast<int>(response)) +
+                   "): " + raw->connection->get_ec().message();
+  });
+  s.connection->set_close_handler([raw](websocketpp::connection_hdl) {
+    if (raw->failure.empty())
+      raw->failure = "the server closed the WebSocket (" +
+                     std::to_string(raw->connection->get_remote_close_code()) + " " +
+                     raw->connection->get_remote_close_reason() + ")";
+  });
+  s.connection->set_message_handler(
+      [raw](websocketpp::connection_hdl, WsEndpoint::message_ptr msg) {
+        raw->received.push_back(std::move(msg));
+      });
+  s.endpoint.connect(s.connection);
+}
+
+std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_view bytes,
+                                std::string& why) {
+  State& s = *state_;
+  if (!s.connection || !s.failure.empty()) {
+    why = s.failure;
+    return make_error_code(client_errc::handshake_refused);
+  }
+  std::size_t used = s.connection->read_all(bytes.data(), bytes.size());
+  auto received = std::move(s.received);
+  s.received.clear();
+  for (auto& msg : received) {
+    if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO is text only
+    const std::string& text = msg->get_payload();
+    if (!s.open) {
+      if (text != kHandshake) {
+        s.failure = "the server's first WebSocket message is not /qio/ohai";
+        break;
+      }
+      s.open = true;
+      s.handler.on_wire_open();
+      continue;
+    }
+    std::shared_ptr<const void> owner(msg, &text);  // the message keeps its payload
+    s.handler.on_wire_event(text, owner);
+  }
+  if (s.failure.empty() && used < bytes.size())
+    s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
+  if (!s.failure.empty()) {
+    why = s.failure;
+    return s.open ? make_error_code(codec_errc::malformed_frame)
+                  : make_error_code(client_errc::handshake_refused);
+  }
+  return {};
+}
+
+void WsWire::send(std::string_view event) {
+  if (!state_->connection) return;
+  auto ec = state_->connection->send(event.data(), event.size(), websocketpp::frame::opcode::text);
+  if (ec && state_->failure.empty()) state_->failure = "WebSocket send: " + ec.message();
+}
+
+std::string& WsWire::output() {
+  return state_->output;
+}
+bool WsWire::is_open() const {
+  return state_->open;
+}
+
+}  // namespace polybus::quickio::detail

@@ -1,0 +1,262 @@
+// The polybus adapter (quickio, quickio+ws, quickio+http) against the in-process server.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <thread>
+
+#include "polybus/client.hpp"
+#include "polybus/error.hpp"
+#include "polybus/quickio.hpp"
+#include "polybus/quickio_testing.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using namespace polybus;
+using namespace polybus::test;
+using quickio::testing::Server;
+
+const std::string kFast = "?reconnect_initial=20ms&reconnect_max=200ms&http_poll_delay_max=20ms";
+
+std::string url_for(const std::string& scheme, const Server& server,
+                    const std::string& extra = "") {
+  quickio::register_scheme();
+  return scheme + "://" + server.address() + kFast + extra;
+}
+
+}  // namespace
+
+TEST_CASE("adapter: publish reaches subscribers of the topic, text payloads unescaped") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  auto subscriber = connect(url_for(scheme, *server));
+  auto publisher = connect(url_for(scheme, *server));
+  Collector got;
+  auto sub =
+      subscriber.subscribe("orders", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(publisher.publish_sync("orders", "plain") == std::error_code{});
+  REQUIRE(publisher.publish_sync("orders", "with \"quotes\"\nand a newline") == std::error_code{});
+  REQUIRE(got.wait_for_count(2));
+  CHECK(got.order() == std::vector<std::string>{"plain", "with \"quotes\"\nand a newline"});
+  CHECK(subscriber.capabilities().publish_confirmed == false);
+}
+
+TEST_CASE("adapter: payload=json sends JSON verbatim and refuses what is not JSON") {
+  auto server = Server::launch();
+  auto client = connect(url_for("quickio", *server, "&payload=json"));
+  Collector got;
+  auto sub = client.subscribe("json", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("json", R"({"a":[1,2]})") == std::error_code{});
+  CHECK(client.publish_sync("json", "{broken") == make_error_code(errc::invalid_argument));
+  REQUIRE(got.wait_for_count(1));
+  CHECK(got.order().front() == R"({"a":[1,2]})");
+}
+
+TEST_CASE("adapter: text payloads must be UTF-8 and topics must be clean paths") {
+  auto server = Server::launch();
+  auto client = connect(url_for("quickio", *server));
+  CHECK(client.publish_sync("bin", std::string("\xff\xfe", 2)) ==
+        make_error_code(errc::invalid_argument));
+  CHECK(client.publish_sync("has space", "x") == make_error_code(errc::invalid_argument));
+  CHECK(client.publish_sync("trailing/", "x") == make_error_code(errc::invalid_argument));
+  CHECK(client.publish_sync("nested/path_ok-1", "x") == std::error_code{});
+}
+
+TEST_CASE("adapter: request/reply through serve, handler failures and nobody serving") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  auto responder = connect(url_for(scheme, *server));
+  auto requester = connect(url_for(scheme, *server));
+  auto serving = responder.serve("upper", [](Message& m) {
+    std::string text(m.payload());
+    if (text == "boom") throw std::runtime_error("kaboom");
+    for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return text;
+  });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  auto reply = requester.request_sync("upper", "shout", std::chrono::seconds(10));
+  REQUIRE(reply.ec == std::error_code{});
+  CHECK(reply.payload == "SHOUT");
+  auto failed = requester.request_sync("upper", "boom", std::chrono::seconds(10));
+  CHECK(failed.ec == make_error_code(errc::handler_failed));
+  CHECK_THAT(failed.detail, Catch::Contains("kaboom"));
+  auto nobody = requester.request_sync("nobody", "x", std::chrono::seconds(10));
+  CHECK(nobody.ec == make_error_code(errc::no_responder));
+  Latch pinged;
+  std::error_code ping_result = make_error_code(errc::timeout);
+  requester.ping([&](std::error_code ec) {
+    ping_result = ec;
+    pinged.count_down();
+  });
+  REQUIRE(pinged.wait_for(1));
+  CHECK(ping_result == std::error_code{});
+}
+
+TEST_CASE("adapter: a request pending when the server stops fails as disconnected") {
+  auto server = Server::launch();
+  // One client serves and requests: the request stays pending at the server until the
+  // connection goes (a separate responder that went away would be answered 500 first).
+  auto client = connect(url_for("quickio", *server));
+  Latch received;
+  Latch release;
+  auto serving = client.serve("slow", [&](Message&) {
+    received.count_down();
+    release.wait_for(1);
+    return std::string("late");
+  });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  Latch done;
+  Reply result;
+  client.request(
+      "slow", "x",
+      [&](Reply r) {
+        result = std::move(r);
+        done.count_down();
+      },
+      std::chrono::seconds(20));
+  REQUIRE(received.wait_for(1));
+  server->stop();
+  REQUIRE(done.wait_for(1));
+  CHECK(result.ec == make_error_code(errc::disconnected));
+  release.count_down();
+}
+
+TEST_CASE("adapter: publishes made while the server is down are delivered after it restarts") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  Latch disconnected;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) disconnected.count_down();
+  };
+  auto client = connect(url_for(scheme, *server), options);
+  Collector got;
+  auto sub =
+      client.subscribe("restart", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("restart", "before") == std::error_code{});
+  REQUIRE(got.wait_for_count(1));
+  server->stop();
+  REQUIRE(disconnected.wait_for(1));
+  Latch published;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 3; ++i)
+    client.publish("restart", "during " + std::to_string(i), [&](std::error_code ec) {
+      if (ec) ++failures;
+      published.count_down();
+    });
+  server->start();
+  REQUIRE(published.wait_for(3));
+  CHECK(failures.load() == 0);
+  REQUIRE(got.wait_for_count(4));
+  CHECK(got.order() == std::vector<std::string>{"before", "during 0", "during 1", "during 2"});
+}
+
+TEST_CASE("adapter: a queued publish whose deadline passes is never sent later") {
+  auto server = Server::launch();
+  Latch disconnected;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) disconnected.count_down();
+  };
+  auto client = connect(url_for("quickio", *server), options);
+  Collector got;
+  auto sub = client.subscribe("expiry", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  server->stop();
+  REQUIRE(disconnected.wait_for(1));
+  PublishOptions short_deadline;
+  short_deadline.timeout = std::chrono::milliseconds(50);
+  CHECK(client.publish_sync("expiry", "expired", short_deadline) == make_error_code(errc::timeout));
+  client.publish("expiry", "kept", [](std::error_code) {});
+  server->start();
+  REQUIRE(got.wait_for_count(1));
+  REQUIRE(client.publish_sync("expiry", "after") == std::error_code{});
+  REQUIRE(got.wait_for_count(2));
+  CHECK(got.order() == std::vector<std::string>{"kept", "after"});
+}
+
+TEST_CASE("adapter: close completes a pending request") {
+  auto server = Server::launch();
+  auto responder = connect(url_for("quickio", *server));
+  Latch received, release;
+  auto serving = responder.serve("held", [&](Message&) {
+    received.count_down();
+    release.wait_for(1);
+    return std::string();
+  });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  auto requester = connect(url_for("quickio", *server));
+  Latch done;
+  Reply result;
+  requester.request(
+      "held", "x",
+      [&](Reply r) {
+        result = std::move(r);
+        done.count_down();
+      },
+      std::chrono::seconds(20));
+  REQUIRE(received.wait_for(1));
+  CHECK(requester.close_sync(std::chrono::seconds(5)) == std::error_code{});
+  REQUIRE(done.wait_for(1));
+  CHECK(result.ec);
+  release.count_down();
+}
+
+TEST_CASE("adapter: a subscription the server refuses fails wait_ready with broker_error") {
+  quickio::testing::ServerOptions options;
+  options.max_subscriptions = 1;
+  auto server = Server::launch(options);
+  auto client = connect(url_for("quickio", *server));
+  auto first = client.subscribe("one", {}, [](Message&) {});
+  REQUIRE(first.wait_ready(kWaitBound) == std::error_code{});
+  auto second = client.subscribe("two", {}, [](Message&) {});
+  CHECK(second.wait_ready(kWaitBound) == make_error_code(errc::broker_error));
+}
+
+TEST_CASE("adapter: a restart mid-stream keeps delivery in order and resumes it afterwards") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  auto subscriber = connect(url_for(scheme, *server));
+  auto publisher = connect(url_for(scheme, *server));
+  std::mutex mutex;
+  std::vector<int> seen;
+  Collector got;
+  auto sub = subscriber.subscribe("stream", {}, [&](Message& m) {
+    std::string text(m.payload());
+    if (text != "last") {
+      std::lock_guard<std::mutex> lock(mutex);
+      seen.push_back(std::stoi(text));
+    }
+    got.add(text);
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  constexpr int kCount = 200;
+  Latch completed;
+  std::thread restarter([&] {
+    completed.wait_for(kCount / 2);
+    server->stop();
+    server->start();
+  });
+  for (int i = 0; i < kCount; ++i)
+    publisher.publish("stream", std::to_string(i),
+                      [&](std::error_code) { completed.count_down(); });
+  REQUIRE(completed.wait_for(kCount));
+  restarter.join();
+  // Both clients are back once the server sees the subscription again; then delivery resumes.
+  auto until = std::chrono::steady_clock::now() + kWaitBound;
+  while (server->subscribers("/stream") != 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(publisher.publish_sync("stream", "last") == std::error_code{});
+  REQUIRE(got.wait_until(
+      [](const std::map<std::string, int>& counts) { return counts.count("last") > 0; }));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicates
+}

@@ -1,0 +1,329 @@
+// The native client against the in-process server, over each transport.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "polybus/error.hpp"
+#include "polybus/quickio/client.hpp"
+#include "polybus/quickio_testing.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using namespace polybus::quickio;
+using namespace polybus::test;
+using testing::Server;
+using testing::ServerOptions;
+
+const std::string kFast = "?reconnect_initial=20ms&reconnect_max=200ms&http_poll_delay_max=20ms";
+
+std::string url_for(const std::string& scheme, const Server& server,
+                    const std::string& extra = "") {
+  return scheme + "://" + server.address() + kFast + extra;
+}
+
+// Counts /open and /close; waits for a number of them.
+struct Lifecycle {
+  Latch opens, closes;
+  void watch(Client& client) {
+    client.on("/open", [this](std::string_view, ServerCallback) { opens.count_down(); });
+    client.on("/close", [this](std::string_view, ServerCallback) { closes.count_down(); });
+  }
+};
+
+// Subscribes and waits for the server's 200.
+void subscribe(Client& client, const std::string& path, Collector& into) {
+  Latch subscribed;
+  std::atomic<int> code{0};
+  client.on(
+      path, [&into](std::string_view json, ServerCallback) { into.add(std::string(json)); },
+      [&](int c, std::string_view) {
+        code = c;
+        subscribed.count_down();
+      });
+  REQUIRE(subscribed.wait_for(1));
+  REQUIRE(code.load() == 200);
+}
+
+// For server-side state the client cannot observe; the bound only fails the test.
+bool eventually(const std::function<bool()>& condition) {
+  auto until = std::chrono::steady_clock::now() + kWaitBound;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("native client: an event reaches every subscriber of its path, over each transport") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  Client subscriber(url_for(scheme, *server));
+  Client publisher(url_for(scheme, *server));
+  Collector got;
+  subscribe(subscriber, "/news", got);
+  for (int i = 0; i < 5; ++i)
+    REQUIRE_FALSE(publisher.send("/news/", "\"item " + std::to_string(i) + "\""));
+  REQUIRE(got.wait_for_count(5));
+  CHECK(got.order() == std::vector<std::string>{"\"item 0\"", "\"item 1\"", "\"item 2\"",
+                                                "\"item 3\"", "\"item 4\""});
+  if (scheme == "quickio+http") CHECK(server->http_sessions() == 2);
+  if (scheme == "quickio+ws") CHECK(server->websocket_connections() == 2);
+  if (scheme == "quickio") CHECK(server->raw_connections() == 2);
+}
+
+TEST_CASE("native client: a callback gets the answer of the client that served the request") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  Client responder(url_for(scheme, *server));
+  Client requester(url_for(scheme, *server));
+  Lifecycle life;  // a callback needs a connection: it is never queued
+  life.watch(requester);
+  REQUIRE(life.opens.wait_for(1));
+  Latch subscribed;
+  // Checked on this thread: Catch's assertions are not for the client's io thread.
+  std::atomic<bool> had_callback{false}, first_ok{false}, second_refused{false};
+  responder.on(
+      "/add",
+      [&](std::string_view json, ServerCallback callback) {
+        had_callback = static_cast<bool>(callback);
+        first_ok = !callback.reply(200, "{\"sum\":" + std::string(json) + "}");
+        second_refused =
+            callback.reply(200, "1") == make_error_code(polybus::errc::already_responded);
+      },
+      [&](int, std::string_view) { subscribed.count_down(); });
+  REQUIRE(subscribed.wait_for(1));
+  Latch answered;
+  std::mutex mutex;
+  int code = 0;
+  std::string data;
+  requester.send("/add", "3", [&](int c, std::string_view d, std::string_view) {
+    std::lock_guard<std::mutex> lock(mutex);
+    code = c;
+    data = d;
+    answered.count_down();
+  });
+  REQUIRE(answered.wait_for(1));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(code == 200);
+  CHECK(data == R"({"sum":3})");
+  CHECK(had_callback.load());
+  CHECK(first_ok.load());
+  CHECK(second_refused.load());
+}
+
+TEST_CASE("native client: quickio+ws falls back to HTTP long polling when the upgrade is refused") {
+  ServerOptions options;
+  options.refuse_websocket = true;
+  auto server = Server::launch(options);
+  Client client(url_for("quickio+ws", *server));
+  Lifecycle life;
+  life.watch(client);
+  REQUIRE(life.opens.wait_for(1));
+  CHECK(server->http_sessions() == 1);
+  CHECK(server->websocket_connections() == 0);
+  Collector got;
+  subscribe(client, "/fallback", got);
+  client.send("/fallback", "\"over http\"");
+  REQUIRE(got.wait_for_count(1));
+}
+
+TEST_CASE("native client: pending callbacks fail with -1 disconnected when the server goes away") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  // The client asks itself and never answers: the callback stays pending at the server until
+  // the connection goes (a responder of its own that went away would be answered 500 instead).
+  Client asker(url_for(scheme, *server));
+  Latch subscribed, heard;
+  asker.on(
+      "/never", [&](std::string_view, ServerCallback) { heard.count_down(); },
+      [&](int, std::string_view) { subscribed.count_down(); });
+  REQUIRE(subscribed.wait_for(1));
+  Latch failed;
+  std::atomic<int> code{0};
+  std::atomic<int> calls{0};
+  std::string why;
+  asker.send("/never", "null", [&](int c, std::string_view, std::string_view err) {
+    code = c;
+    ++calls;
+    why = err;  // read after the latch
+    failed.count_down();
+  });
+  REQUIRE(heard.wait_for(1));
+  server->stop();
+  REQUIRE(failed.wait_for(1));
+  CHECK(code.load() == -1);
+  CHECK(why == "disconnected");
+  Lifecycle life;
+  life.watch(asker);
+  server->start();
+  REQUIRE(life.opens.wait_for(1));
+  CHECK(calls.load() == 1);
+}
+
+TEST_CASE(
+    "native client: events sent while disconnected are queued and flushed after the "
+    "resubscription") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  Client client(url_for(scheme, *server));
+  Lifecycle life;
+  life.watch(client);
+  Collector got;
+  subscribe(client, "/mine", got);
+  REQUIRE(life.opens.wait_for(1));
+  server->stop();
+  REQUIRE(life.closes.wait_for(1));
+  REQUIRE_FALSE(client.connected());
+  for (int i = 0; i < 3; ++i) REQUIRE_FALSE(client.send("/mine", std::to_string(i)));
+  server->start();
+  // The queue goes out after /qio/on on the new connection, so the client hears its own events.
+  REQUIRE(got.wait_for_count(3));
+  CHECK(got.order() == std::vector<std::string>{"0", "1", "2"});
+}
+
+TEST_CASE("native client: a send over max_queued_bytes while disconnected fails at once") {
+  auto server = Server::launch();
+  const auto port = server->port();
+  server.reset();  // nothing listens there now
+  Client client("quickio://127.0.0.1:" + std::to_string(port) + kFast + "&max_queued_bytes=64");
+  CHECK_FALSE(client.send("/q", "\"" + std::string(30, 'a') + "\""));
+  CHECK(client.send("/q", "\"" + std::string(30, 'b') + "\"") ==
+        make_error_code(client_errc::queue_full));
+  CHECK(client.send("/q", "{not json") == make_error_code(polybus::errc::invalid_argument));
+}
+
+// Not over HTTP: the test server ends an HTTP session at once on move_all, and a /qio/move
+// queued while no poll is held (the client's 0..delay pause between polls) is lost with it;
+// what the client sees then is a 403, indistinguishable from any ended session.
+TEST_CASE("native client: /qio/move takes the client to the other server, and it stays there") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws");
+  CAPTURE(scheme);
+  auto first = Server::launch();
+  auto second = Server::launch();
+  Client client(url_for(scheme, *first));
+  Lifecycle life;
+  life.watch(client);
+  Collector got;
+  subscribe(client, "/moved", got);
+  first->move_all(second->address());
+  REQUIRE(life.opens.wait_for(2));
+  CHECK(second->connections() == 1);
+  REQUIRE(eventually([&] { return second->subscribers("/moved") == 1; }));
+  second->broadcast("/moved", "\"hello from the second\"");
+  REQUIRE(got.wait_for_count(1));
+  // Later reconnects follow the move too.
+  second->stop();
+  second->start();
+  REQUIRE(life.opens.wait_for(3));
+  CHECK(second->connections() == 1);
+  CHECK(first->connections() == 0);
+}
+
+TEST_CASE(
+    "native client: silence longer than heartbeat_timeout drops the connection and reconnects") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws");
+  CAPTURE(scheme);
+  auto server = Server::launch();
+  Client client(url_for(scheme, *server, "&heartbeat_timeout=200ms"));
+  Lifecycle life;
+  life.watch(client);
+  Collector errors;
+  client.on("/error",
+            [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
+  REQUIRE(life.opens.wait_for(1));
+  server->set_silent(true);
+  REQUIRE(life.closes.wait_for(1));
+  REQUIRE(errors.wait_for_count(1));
+  CHECK_THAT(errors.order().front(), Catch::Contains("heartbeat_timeout"));
+  server->set_silent(false);
+  REQUIRE(life.opens.wait_for(2));
+}
+
+TEST_CASE("native client: close fails pending callbacks with -1 closed and fires /close") {
+  auto server = Server::launch();
+  Client silent(url_for("quickio", *server));
+  Latch subscribed, heard;
+  silent.on(
+      "/hold", [&](std::string_view, ServerCallback) { heard.count_down(); },
+      [&](int, std::string_view) { subscribed.count_down(); });
+  REQUIRE(subscribed.wait_for(1));
+  Client asker(url_for("quickio", *server));
+  Lifecycle life;
+  life.watch(asker);
+  REQUIRE(life.opens.wait_for(1));
+  Latch done;
+  std::string why;
+  std::atomic<int> code{0};
+  asker.send("/hold", "null", [&](int c, std::string_view, std::string_view err) {
+    code = c;
+    why = err;
+    done.count_down();
+  });
+  REQUIRE(heard.wait_for(1));
+  asker.close();
+  REQUIRE(done.wait_for(1));
+  REQUIRE(life.closes.wait_for(1));
+  CHECK(code.load() == -1);
+  CHECK(why == "closed");
+  CHECK(asker.send("/x", "null") == make_error_code(polybus::errc::closed));
+}
+
+TEST_CASE("native client: reconnect() drops the connection and subscribes again on the new one") {
+  auto server = Server::launch();
+  Client client(url_for("quickio", *server));
+  Lifecycle life;
+  life.watch(client);
+  Collector got;
+  subscribe(client, "/again", got);
+  REQUIRE(life.opens.wait_for(1));
+  client.reconnect();
+  REQUIRE(life.closes.wait_for(1));
+  REQUIRE(life.opens.wait_for(2));
+  REQUIRE(eventually([&] { return server->subscribers("/again") == 1; }));
+  server->broadcast("/again", "\"after\"");
+  REQUIRE(got.wait_for_count(1));
+}
+
+TEST_CASE("native client: off removes one listener, and the path's subscription with the last") {
+  auto server = Server::launch();
+  Client client(url_for("quickio", *server));
+  Collector first, second;
+  subscribe(client, "/two", first);
+  Latch added;
+  auto id = client.on(
+      "/two", [&](std::string_view json, ServerCallback) { second.add(std::string(json)); },
+      [&](int, std::string_view) { added.count_down(); });
+  REQUIRE(added.wait_for(1));
+  client.off("/two", id);
+  server->broadcast("/two", "1");
+  REQUIRE(first.wait_for_count(1));
+  CHECK(second.total() == 0);
+  client.off("/two");
+  REQUIRE(eventually([&] { return server->subscribers("/two") == 0; }));
+}
+
+TEST_CASE("native client: heartbeat challenges are answered, so the server keeps the connection") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws");
+  CAPTURE(scheme);
+  ServerOptions options;
+  options.challenge_after = std::chrono::milliseconds(50);
+  options.challenge_timeout = std::chrono::milliseconds(500);
+  auto server = Server::launch(options);
+  Client client(url_for(scheme, *server));
+  Lifecycle life;
+  life.watch(client);
+  Latch challenges;
+  // /qio/... paths are local: listening to one sends no /qio/on.
+  client.on("/qio/heartbeat", [&](std::string_view, ServerCallback callback) {
+    if (callback) challenges.count_down();
+  });
+  REQUIRE(challenges.wait_for(3));  // an unanswered one would end the connection instead
+  CHECK(life.closes.count() == 0);
+  CHECK(life.opens.count() == 1);
+}

@@ -1,0 +1,281 @@
+// The sans-IO session, driven event by event: no socket, no thread, no clock.
+#include <catch2/catch.hpp>
+
+#include "polybus/error.hpp"
+#include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
+#include "session.hpp"
+
+namespace {
+
+using namespace polybus::quickio;
+using polybus::quickio::detail::Incoming;
+using polybus::quickio::detail::Session;
+
+struct Hooks : detail::SessionHooks {
+  std::vector<std::string> moves;
+  std::vector<std::string> refused;
+  void move_to(const std::string& address) override { moves.push_back(address); }
+  void subscription_refused(const std::string& path, int code, const std::string& err) override {
+    refused.push_back(path + " " + std::to_string(code) + " " + err);
+  }
+};
+
+std::vector<std::string> drain(Session& session) {
+  std::vector<std::string> texts;
+  for (auto& out : session.output()) {
+    texts.push_back(out.text);
+    if (out.sent) out.sent({});
+  }
+  session.output().clear();
+  return texts;
+}
+
+std::error_code feed(Session& session, std::string_view text) {
+  static const std::shared_ptr<const void> none;
+  return session.receive(text, none);
+}
+
+struct Answer {
+  int code;
+  std::string data;
+  std::string err;
+};
+
+}  // namespace
+
+TEST_CASE("callback ids start at 1 on every connection") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  session.send("/a", "null", [](int, std::string_view, std::string_view) {});
+  session.send("/b", "1", [](int, std::string_view, std::string_view) {});
+  CHECK(drain(session) == std::vector<std::string>{"/a:1=null", "/b:2=1"});
+  session.closed();
+  session.opened();
+  session.send("/c", "null", [](int, std::string_view, std::string_view) {});
+  CHECK(drain(session) == std::vector<std::string>{"/c:1=null"});
+  CHECK(session.connection() == 2);
+}
+
+TEST_CASE("a callback gets the server's answer once, with code, data and err_msg") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  std::vector<Answer> answers;
+  session.send("/ask", "null", [&](int code, std::string_view data, std::string_view err) {
+    answers.push_back({code, std::string(data), std::string(err)});
+  });
+  drain(session);
+  REQUIRE_FALSE(
+      feed(session, R"(/qio/callback/1:0={"code":404,"data":null,"err_msg":"no such event"})"));
+  REQUIRE_FALSE(feed(session, R"(/qio/callback/1:0={"code":200,"data":1})"));  // unknown by now
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == 404);
+  CHECK(answers[0].data == "null");
+  CHECK(answers[0].err == "no such event");
+}
+
+TEST_CASE("pending callbacks fail once with -1 disconnected when the connection drops") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  std::vector<Answer> answers;
+  for (int i = 0; i < 3; ++i)
+    session.send("/x", "null", [&](int code, std::string_view data, std::string_view err) {
+      answers.push_back({code, std::string(data), std::string(err)});
+    });
+  drain(session);
+  session.closed();
+  REQUIRE(answers.size() == 3);
+  for (const auto& a : answers) CHECK((a.code == -1 && a.err == "disconnected"));
+  session.opened();
+  REQUIRE_FALSE(feed(session, R"(/qio/callback/1:0={"code":200,"data":null})"));
+  CHECK(answers.size() == 3);
+  CHECK(session.pending_callbacks() == 0);
+}
+
+TEST_CASE("a callback sent while disconnected fails at once with -1 and is never queued") {
+  Hooks hooks;
+  Session session({}, hooks);
+  std::vector<Answer> answers;
+  session.send("/x", "null", [&](int code, std::string_view, std::string_view err) {
+    answers.push_back({code, "", std::string(err)});
+  });
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == -1);
+  CHECK(session.queued_bytes() == 0);
+  session.opened();
+  CHECK(drain(session).empty());
+}
+
+TEST_CASE("on reconnect: subscriptions, then the queue, then /open, in that order") {
+  Hooks hooks;
+  Session session({}, hooks);
+  std::vector<std::string> order;
+  session.on("/open", [&](const Incoming&) { order.push_back("/open"); });
+  session.on("/news/", [](const Incoming&) {});  // cleaned to /news
+  session.on("/sport", [](const Incoming&) {});
+  session.on("/sport", [](const Incoming&) {});  // a second listener: still one /qio/on
+  REQUIRE_FALSE(session.send("queued//path", R"({"n":1})"));
+  REQUIRE_FALSE(session.send("/queued", "2"));
+  CHECK(session.output().empty());  // nothing while disconnected
+  session.opened();
+  auto texts = drain(session);
+  CHECK(texts == std::vector<std::string>{R"(/qio/on:1="/news")", R"(/qio/on:2="/sport")",
+                                          R"(/queued/path:0={"n":1})", "/queued:0=2"});
+  CHECK(order == std::vector<std::string>{"/open"});
+}
+
+TEST_CASE("events queued while disconnected are bounded by max_queued_bytes") {
+  Hooks hooks;
+  Session session({32}, hooks);
+  CHECK_FALSE(session.send("/a", "\"0123456789\""));  // 17 bytes
+  CHECK(session.send("/b", "\"0123456789\"") == make_error_code(client_errc::queue_full));
+  CHECK(session.queued_bytes() == 17);
+}
+
+TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {
+  Hooks hooks;
+  Session session({}, hooks);
+  std::vector<std::error_code> outcomes;
+  session.send(
+      "/late", "1", {}, [&](std::error_code ec) { outcomes.push_back(ec); }, [] { return true; });
+  session.send("/kept", "2", {}, [&](std::error_code ec) { outcomes.push_back(ec); });
+  session.opened();
+  CHECK(drain(session) == std::vector<std::string>{"/kept:0=2"});
+  REQUIRE(outcomes.size() == 2);
+  CHECK(outcomes[0] == make_error_code(polybus::errc::timeout));
+  CHECK_FALSE(outcomes[1]);
+}
+
+TEST_CASE("a heartbeat challenge with a callback id is answered 200 null") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  REQUIRE_FALSE(feed(session, "/qio/heartbeat:0=null"));
+  CHECK(drain(session).empty());
+  REQUIRE_FALSE(feed(session, "/qio/heartbeat:65538=null"));
+  CHECK(drain(session) ==
+        std::vector<std::string>{R"(/qio/callback/65538:0={"code":200,"data":null})"});
+}
+
+TEST_CASE("/qio/move hands the address to the owner") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  REQUIRE_FALSE(feed(session, R"(/qio/move:0="127.0.0.1:9999")"));
+  CHECK(hooks.moves == std::vector<std::string>{"127.0.0.1:9999"});
+  std::string why;
+  static const std::shared_ptr<const void> none;
+  CHECK(session.receive("/qio/move:0=12", none, &why));
+  CHECK_THAT(why, Catch::Contains("/qio/move"));
+}
+
+TEST_CASE("a refused subscription drops its listeners and is reported") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  std::vector<int> results;
+  session.on(
+      "/secret", [](const Incoming&) {}, false,
+      [&](int code, std::string_view) { results.push_back(code); });
+  drain(session);
+  REQUIRE_FALSE(
+      feed(session, R"(/qio/callback/1:0={"code":401,"data":null,"err_msg":"not subscribable"})"));
+  CHECK(results == std::vector<int>{401});
+  CHECK(hooks.refused == std::vector<std::string>{"/secret 401 not subscribable"});
+  CHECK_FALSE(session.has_listeners("/secret"));
+  session.closed();
+  session.opened();
+  CHECK(drain(session).empty());  // not subscribed again
+}
+
+TEST_CASE("off sends /qio/off only when the path's last listener goes") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  auto first = session.on("/p", [](const Incoming&) {});
+  auto second = session.on("/p", [](const Incoming&) {});
+  drain(session);
+  session.off("/p", first);
+  CHECK(drain(session).empty());
+  session.off("/p", second);
+  CHECK(drain(session) == std::vector<std::string>{R"(/qio/off:0="/p")"});
+}
+
+TEST_CASE("a one-shot listener hears one event, then the path is unsubscribed") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  int heard = 0;
+  session.on(
+      "/once", [&](const Incoming&) { ++heard; }, true);
+  drain(session);
+  REQUIRE_FALSE(feed(session, "/once:0=1"));
+  REQUIRE_FALSE(feed(session, "/once:0=2"));
+  CHECK(heard == 1);
+  CHECK(drain(session) == std::vector<std::string>{R"(/qio/off:0="/once")"});
+}
+
+TEST_CASE("a server callback can be answered only on the connection it came on") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  std::uint64_t connection = 0, callback = 0;
+  session.on("/job", [&](const Incoming& e) {
+    connection = e.connection;
+    callback = e.server_callback;
+  });
+  drain(session);
+  REQUIRE_FALSE(feed(session, "/job:7=\"work\""));
+  REQUIRE(callback == 7);
+  session.closed();
+  session.opened();
+  drain(session);
+  CHECK(session.answer(connection, callback, 200, "null") ==
+        make_error_code(polybus::errc::disconnected));
+  CHECK(session.answer(session.connection(), callback, 200, "\"done\"") == std::error_code{});
+  CHECK(drain(session) ==
+        std::vector<std::string>{R"(/qio/callback/7:0={"code":200,"data":"done"})"});
+}
+
+TEST_CASE("malformed events from the server are errors that name the problem") {
+  Hooks hooks;
+  Session session({}, hooks);
+  session.opened();
+  std::string why;
+  static const std::shared_ptr<const void> none;
+  CHECK(session.receive("no-slash:0=null", none, &why));
+  CHECK_FALSE(why.empty());
+  why.clear();
+  session.send("/q", "null", [](int, std::string_view, std::string_view) {});
+  drain(session);
+  CHECK(session.receive("/qio/callback/1:0={\"nocode\":1}", none, &why));
+  CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("shutting down fails callbacks with -1 closed, drops the queue, fires /close once") {
+  Hooks hooks;
+  Session session({}, hooks);
+  int closes = 0;
+  session.on("/close", [&](const Incoming&) { ++closes; });
+  session.opened();
+  std::vector<Answer> answers;
+  session.send("/x", "null", [&](int code, std::string_view, std::string_view err) {
+    answers.push_back({code, "", std::string(err)});
+  });
+  drain(session);
+  session.shut_down();
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].code == -1);
+  CHECK(answers[0].err == "closed");
+  CHECK(closes == 1);
+}
+
+TEST_CASE("invalid JSON data is refused before anything is sent or queued") {
+  Hooks hooks;
+  Session session({}, hooks);
+  CHECK(session.send("/x", "{nope") == make_error_code(polybus::errc::invalid_argument));
+  CHECK(session.queued_bytes() == 0);
+}

@@ -1,0 +1,105 @@
+// The raw TCP wire and the HTTP response reader, fed byte by byte.
+#include <catch2/catch.hpp>
+
+#include "http_exchange.hpp"
+#include "polybus/quickio/codec.hpp"
+#include "raw_wire.hpp"
+
+namespace {
+
+using namespace polybus::quickio;
+
+struct Recorder : detail::WireHandler {
+  bool open = false;
+  std::vector<std::string> events;
+  void on_wire_open() override { open = true; }
+  void on_wire_event(std::string_view text, const std::shared_ptr<const void>&) override {
+    events.emplace_back(text);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("raw wire: /qio/ohai out first, then frames, however the bytes are split") {
+  Recorder recorder;
+  detail::RawWire wire(1024, recorder);
+  wire.start();
+  CHECK(wire.output() == "/qio/ohai");
+  wire.output().clear();
+  std::string input = "/qio/ohai";
+  append_raw_frame(input, "/a:0=1");
+  append_raw_frame(input, R"(/b:0="two")");
+  auto owner = std::make_shared<std::string>(input);
+  std::string why;
+  for (char c : input) REQUIRE_FALSE(wire.receive(owner, std::string_view(&c, 1), why));
+  CHECK(recorder.open);
+  CHECK(recorder.events == std::vector<std::string>{"/a:0=1", R"(/b:0="two")"});
+  wire.send("/c:0=null");
+  std::string expected;
+  append_raw_frame(expected, "/c:0=null");
+  CHECK(wire.output() == expected);
+}
+
+TEST_CASE("raw wire: a wrong handshake and an oversized frame are errors") {
+  Recorder recorder;
+  detail::RawWire wire(16, recorder);
+  std::string why;
+  CHECK(wire.receive(nullptr, "/qio/nope", why));
+  CHECK_THAT(why, Catch::Contains("/qio/ohai"));
+  detail::RawWire big(16, recorder);
+  std::string input = "/qio/ohai";
+  append_raw_frame(input, std::string(17, 'x'));
+  why.clear();
+  CHECK(big.receive(nullptr, input, why) == make_error_code(codec_errc::frame_too_large));
+  CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("http reader: status and Content-Length body, fed byte by byte") {
+  detail::HttpResponseReader reader(1024);
+  std::string response =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\n/a:0=1\n/b:0=2";
+  std::string why;
+  for (char c : response) REQUIRE_FALSE(reader.feed(std::string_view(&c, 1), why));
+  REQUIRE(reader.complete());
+  CHECK(reader.status() == 200);
+  CHECK(reader.body() == "/a:0=1\n/b:0=");
+}
+
+TEST_CASE("http reader: an empty body with Content-Length 0 completes with the headers") {
+  detail::HttpResponseReader reader(1024);
+  std::string why;
+  REQUIRE_FALSE(reader.feed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", why));
+  CHECK(reader.complete());
+  CHECK(reader.body().empty());
+}
+
+TEST_CASE("http reader: a body without Content-Length runs to the close") {
+  detail::HttpResponseReader reader(1024);
+  std::string why;
+  REQUIRE_FALSE(reader.feed("HTTP/1.1 200 OK\r\n\r\n/a:0=1", why));
+  CHECK_FALSE(reader.complete());
+  REQUIRE_FALSE(reader.finish(why));
+  CHECK(reader.body() == "/a:0=1");
+}
+
+TEST_CASE("http reader: an oversized Content-Length is refused before the body arrives") {
+  detail::HttpResponseReader reader(100);
+  std::string why;
+  CHECK(reader.feed("HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n", why));
+  CHECK_THAT(why, Catch::Contains("Content-Length"));
+  detail::HttpResponseReader garbage(100);
+  CHECK(garbage.feed("NOT HTTP\r\n\r\n", why));
+}
+
+TEST_CASE("http requests carry the session id, connect=true only first, and the body") {
+  std::mt19937_64 random(1);
+  auto sid = detail::new_session_id(random);
+  CHECK(sid.size() == 32);
+  CHECK(sid.find_first_not_of("0123456789abcdef") == std::string::npos);
+  auto first = detail::make_poll_request("h:1", "", sid, true, "/qio/hostname:1=null");
+  CHECK_THAT(first, Catch::StartsWith("POST /?sid=" + sid + "&connect=true HTTP/1.1\r\n"));
+  CHECK_THAT(first, Catch::Contains("Content-Length: 20\r\n"));
+  CHECK_THAT(first, Catch::EndsWith("\r\n\r\n/qio/hostname:1=null"));
+  auto next = detail::make_poll_request("h:1", "/qio", sid, false, "");
+  CHECK_THAT(next, Catch::StartsWith("POST /qio?sid=" + sid + " HTTP/1.1\r\n"));
+}
