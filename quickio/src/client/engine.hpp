@@ -77,6 +77,7 @@ class Engine : public LinkHandler,
   // SessionHooks
   void move_to(const std::string& address) override;
   void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;
+  std::size_t unsent_bytes() const override { return link_ ? link_->unsent_bytes() : 0; }
 
  private:
   void connect();

@@ -1,6 +1,7 @@
 #include "http_link.hpp"
 
 #include <asio/post.hpp>
+#include <utility>
 
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
@@ -12,7 +13,12 @@ struct HttpLink::Request {
   Request(const Strand& strand, std::size_t max_size) : reader(max_size), timer(strand) {}
   std::uint64_t id = 0;
   bool handshake = false;
+  std::string body;   // the events it carries
   std::string bytes;  // the request, written once TCP is up
+  bool written = false;
+  // The link closed before this request carrying events was written: its timer's handler owns
+  // it until then, as a stream's close_after_flush lets queued bytes out.
+  bool lingering = false;
   std::shared_ptr<Transport> transport;
   HttpResponseReader reader;
   asio::steady_timer timer;
@@ -46,9 +52,51 @@ void HttpLink::send(std::string event) {
   if (requests_.size() < 2) schedule_post();
 }
 
+std::size_t HttpLink::unsent_bytes() const {
+  std::size_t n = outgoing_.size();
+  for (const auto& entry : requests_)
+    if (!entry.second->written) n += entry.second->body.size();
+  return n;
+}
+
 void HttpLink::close() {
+  if (ended_) return;
   ended_ = true;
-  end_all();
+  // The session counted these events as sent: they still go out, in the request not yet
+  // written if there is one (keeping their order), else in one last POST without the pause
+  // (no poll follows it).
+  if (open_ && !outgoing_.empty()) {
+    std::shared_ptr<Request> unwritten;
+    for (auto& entry : requests_)
+      if (!entry.second->written && !entry.second->handshake) unwritten = entry.second;
+    if (unwritten) {
+      if (!unwritten->body.empty()) unwritten->body.push_back('\n');
+      unwritten->body.append(outgoing_);
+      unwritten->bytes =
+          make_poll_request(target_.to_string(), settings_.path, sid_, false, unwritten->body);
+    } else {
+      issue(false, std::move(outgoing_));
+    }
+    outgoing_.clear();
+  }
+  post_timer_.cancel();
+  for (auto& entry : requests_) {
+    auto& request = entry.second;
+    if (request->body.empty()) {
+      request->timer.cancel();
+      request->transport->close();
+    } else if (request->written) {
+      request->timer.cancel();
+      request->transport->close_after_flush();  // the pending write holds the transport
+    } else {
+      request->lingering = true;
+      request->timer.expires_after(settings_.request_timeout);  // its old wait ends aborted
+      request->timer.async_wait([request](std::error_code ec) {
+        if (!ec) request->transport->close();  // else written or refused: released here
+      });
+    }
+  }
+  requests_.clear();
 }
 
 void HttpLink::fail(std::error_code ec, const std::string& detail) {
@@ -72,13 +120,21 @@ void HttpLink::issue(bool handshake, std::string body) {
   request->id = next_request_++;
   request->handshake = handshake;
   request->bytes = make_poll_request(target_.to_string(), settings_.path, sid_, handshake, body);
+  if (!handshake) request->body = std::move(body);
   requests_.emplace(request->id, request);
 
   std::weak_ptr<HttpLink> weak = shared_from_this();
   std::weak_ptr<Request> weak_request = request;
   Transport::Callbacks callbacks;
   callbacks.on_connected = [weak_request] {
-    if (auto r = weak_request.lock()) r->transport->write(std::move(r->bytes));
+    auto r = weak_request.lock();
+    if (!r) return;
+    r->written = true;
+    r->transport->write(std::move(r->bytes));
+    if (r->lingering) {
+      r->transport->close_after_flush();
+      r->timer.cancel();
+    }
   };
   callbacks.on_data = [weak, weak_request](const std::shared_ptr<ReadChunk>&, const char* data,
                                            std::size_t n) {
@@ -92,8 +148,12 @@ void HttpLink::issue(bool handshake, std::string body) {
     if (r->reader.complete()) self->on_response(r);
   };
   callbacks.on_closed = [weak, weak_request](std::error_code ec, const std::string& detail) {
-    auto self = weak.lock();
     auto r = weak_request.lock();
+    if (r && r->lingering) {
+      r->timer.cancel();  // the link is closed: nobody to tell
+      return;
+    }
+    auto self = weak.lock();
     if (!self || !r || self->ended_) return;
     std::string why;
     if (!r->reader.finish(why) && r->reader.complete()) return self->on_response(r);
@@ -155,6 +215,18 @@ void HttpLink::after_response() {
   if (requests_.empty() || (!outgoing_.empty() && requests_.size() < 2)) schedule_post();
 }
 
+// Whole events, up to kMaxPostBody bytes (one larger event goes alone): servers bound request
+// bodies (the in-process one, like most HTTP servers, at 16 MiB). The rest waits for the next POST.
+std::string HttpLink::take_post_body() {
+  if (outgoing_.size() <= kMaxPostBody) return std::exchange(outgoing_, {});
+  std::size_t cut = outgoing_.rfind('\n', kMaxPostBody);
+  if (cut == std::string::npos) cut = outgoing_.find('\n');
+  if (cut == std::string::npos) return std::exchange(outgoing_, {});
+  std::string body = outgoing_.substr(0, cut);
+  outgoing_.erase(0, cut + 1);
+  return body;
+}
+
 void HttpLink::schedule_post() {
   if (post_scheduled_ || ended_) return;
   post_scheduled_ = true;
@@ -167,9 +239,7 @@ void HttpLink::schedule_post() {
     if (ec || !self || self->ended_) return;
     self->post_scheduled_ = false;
     if (self->requests_.size() >= 2) return;  // sent when one of them completes
-    std::string body = std::move(self->outgoing_);
-    self->outgoing_.clear();
-    self->issue(false, std::move(body));
+    self->issue(false, self->take_post_body());
   });
 }
 

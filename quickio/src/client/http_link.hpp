@@ -5,6 +5,7 @@
 // go together in one POST; each POST leaves 0..poll_delay_max after the last response (or after
 // the events were given, when only the held poll is out). The server completes the held poll
 // when a newer request arrives, so the newest request is always the one it holds.
+// close() is like a stream's close_after_flush: events already given still go out (see close).
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -35,6 +36,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   void close() override;
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
+  std::size_t unsent_bytes() const override;
 
  private:
   struct Request;
@@ -42,6 +44,8 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   void on_response(const std::shared_ptr<Request>& request);
   void after_response();
   void schedule_post();
+  std::string take_post_body();
+  static constexpr std::size_t kMaxPostBody = 1 << 20;
   void end_all();
 
   Strand strand_;

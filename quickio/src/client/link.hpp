@@ -32,6 +32,7 @@ class Link {
   virtual void close() = 0;                  // no on_link_closed follows
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;
+  virtual std::size_t unsent_bytes() const = 0;  // given to send() and not yet written
 };
 
 }  // namespace polybus::quickio::detail

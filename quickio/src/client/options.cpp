@@ -19,7 +19,8 @@ OptionTable option_table() {
       {"http_request_timeout", OptionType::duration, "60s", 1, 24 * hour,
        "HTTP long polling: a request unanswered for this long drops the connection"},
       {"max_queued_bytes", OptionType::integer, "8388608", 0, std::int64_t{1} << 40,
-       "events queued while disconnected, in bytes; over it a send fails at once"},
+       "events not yet written, in bytes: queued while disconnected or waiting for the "
+       "connection; over it a send without a callback (a publish) fails at once"},
       {"max_held_bytes", OptionType::integer, "8388608", 0, std::int64_t{1} << 40,
        "events held for a paused subscription, in bytes; past it they are dropped and reported"},
       {"payload",

@@ -135,6 +135,9 @@ std::error_code Session::send(std::string_view path, std::string_view json, Call
   }
   std::string text = make_event(clean, 0, json);
   if (open_) {
+    // A publisher faster than the connection would otherwise grow the unsent bytes without end.
+    if (hooks_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
+      return make_error_code(client_errc::queue_full);
     write(std::move(text), std::move(sent));
     return {};
   }

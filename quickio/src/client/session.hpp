@@ -44,6 +44,9 @@ class SessionHooks {
   // The server refused a subscription; its listeners were removed.
   virtual void subscription_refused(const std::string& path, int code,
                                     const std::string& err_msg) = 0;
+  // Bytes handed to the open connection and not yet written to it: with the events queued while
+  // disconnected, bounded by max_queued_bytes.
+  virtual std::size_t unsent_bytes() const { return 0; }
 };
 
 struct SessionLimits {

@@ -300,6 +300,12 @@ void Connection::http_request() {
   }
   HttpSession* session = server_.find_session(*sid);
   if (!session) return respond(403, "", true);
+  if (session->ending()) {
+    // Ended but for its queue (end_after_delivery): this POST collects it. Its events are
+    // dropped, as a closed connection's would be.
+    session->hold(shared_from_this(), add_response_slot());
+    return server_.end_session(*session);
+  }
   session->last_post = now;
   session->last_received = now;
   bool well_formed = true;

@@ -24,6 +24,13 @@ void HttpSession::close_transport() {
   server.end_session(*this);
 }
 
+void HttpSession::end_after_delivery() {
+  if (held_ || queue_.empty()) return server.end_session(*this);
+  // The client is in its pause between polls: it has yet to POST again.
+  ending_ = true;
+  server.peer_gone(*this);
+}
+
 void HttpSession::schedule_flush() {
   // Events produced by one handler go out in one response.
   if (flush_scheduled_) return;

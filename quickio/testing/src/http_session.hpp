@@ -22,6 +22,10 @@ class HttpSession final : public Peer {
   // Answers the held poll with everything queued (possibly nothing).
   void complete_held();
   bool has_held() const { return held_; }
+  // Ends the session once what is queued (a /qio/move, say) has gone out: at once when a poll
+  // is held, else when the next POST collects it. Until then it gets no more events.
+  void end_after_delivery();
+  bool ending() const { return ending_; }
 
   const std::string sid;
   Clock::time_point last_post;
@@ -34,6 +38,7 @@ class HttpSession final : public Peer {
   std::weak_ptr<Connection> held_connection_;
   std::uint64_t held_response_ = 0;
   bool held_ = false;
+  bool ending_ = false;
   bool flush_scheduled_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -226,7 +226,11 @@ void ServerImpl::move_all(const std::string& address) {
     if (it == peers_.end()) continue;
     Peer& peer = *it->second;
     send(peer, "/qio/move", 0, json_quote(address));
-    peer.close_transport();
+    if (peer.kind == Peer::Kind::http) {
+      static_cast<HttpSession&>(peer).end_after_delivery();  // else the move is lost
+    } else {
+      peer.close_transport();
+    }
   }
 }
 

@@ -95,6 +95,13 @@ void ServerImpl::tick() {
     auto it = peers_.find(id);  // an earlier check may have ended it
     if (it != peers_.end()) check_peer(*it->second, now);
   }
+  // Sessions ending after a /qio/move whose client never came back for it.
+  std::vector<std::string> abandoned;
+  for (const auto& entry : sessions_)
+    if (entry.second->ending() && now - entry.second->last_post >= 2 * options_.http_poll_timeout)
+      abandoned.push_back(entry.first);
+  for (const auto& sid : abandoned)
+    if (auto* session = find_session(sid)) end_session(*session);
   std::vector<std::shared_ptr<Connection>> stale;
   for (const auto& entry : connections_)
     if (entry.second->lingering_too_long(now)) stale.push_back(entry.second);

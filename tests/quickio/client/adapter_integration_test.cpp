@@ -96,6 +96,35 @@ TEST_CASE("adapter: request/reply through serve, handler failures and nobody ser
   CHECK(ping_result == std::error_code{});
 }
 
+// The spec's pause between polls is up to 2 s; tests use 20 ms. A longer one must only slow
+// delivery down, and what was published before close must still leave.
+TEST_CASE("adapter: quickio+http with a poll delay of hundreds of ms delivers and replies") {
+  auto server = Server::launch();
+  quickio::register_scheme();
+  const std::string url = "quickio+http://" + server->address() + "?http_poll_delay_max=400ms";
+  auto subscriber = connect(url);
+  auto responder = connect(url);
+  Collector got;
+  auto sub =
+      subscriber.subscribe("slow", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto serving = responder.serve("echo", [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  {
+    // Publishes, then closes at once, as `polybus pub` does.
+    auto publisher = connect(url);
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(publisher.publish_sync("slow", std::to_string(i)) == std::error_code{});
+    REQUIRE(publisher.close_sync(kWaitBound) == std::error_code{});
+  }
+  REQUIRE(got.wait_for_count(3));
+  CHECK(got.order() == std::vector<std::string>{"0", "1", "2"});
+  auto requester = connect(url);
+  auto reply = requester.request_sync("echo", "back", kWaitBound);
+  REQUIRE(reply.ec == std::error_code{});
+  CHECK(reply.payload == "back");
+}
+
 TEST_CASE("adapter: a request pending when the server stops fails as disconnected") {
   auto server = Server::launch();
   // One client serves and requests: the request stays pending at the server until the

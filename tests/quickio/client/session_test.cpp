@@ -15,6 +15,8 @@ using polybus::quickio::detail::Session;
 struct Hooks : detail::SessionHooks {
   std::vector<std::string> moves;
   std::vector<std::string> refused;
+  std::size_t unsent = 0;  // what the "connection" has not written yet
+  std::size_t unsent_bytes() const override { return unsent; }
   void move_to(const std::string& address) override { moves.push_back(address); }
   void subscription_refused(const std::string& path, int code, const std::string& err) override {
     refused.push_back(path + " " + std::to_string(code) + " " + err);
@@ -133,6 +135,21 @@ TEST_CASE("events queued while disconnected are bounded by max_queued_bytes") {
   CHECK_FALSE(session.send("/a", "\"0123456789\""));  // 17 bytes
   CHECK(session.send("/b", "\"0123456789\"") == make_error_code(client_errc::queue_full));
   CHECK(session.queued_bytes() == 17);
+}
+
+TEST_CASE("while connected, events the connection has not written yet are bounded too") {
+  Hooks hooks;
+  Session session({32}, hooks);
+  session.opened();
+  drain(session);
+  hooks.unsent = 15;
+  CHECK_FALSE(session.send("/a", "\"0123456789\""));  // 15 + 17 fits in 32
+  CHECK(drain(session).size() == 1);
+  hooks.unsent = 16;
+  CHECK(session.send("/a", "\"0123456789\"") == make_error_code(client_errc::queue_full));
+  CHECK(drain(session).empty());
+  hooks.unsent = 0;  // the connection caught up
+  CHECK_FALSE(session.send("/a", "\"0123456789\""));
 }
 
 TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {

@@ -77,6 +77,46 @@ TEST_CASE("http: a held poll carries events published to the session", "[quickio
   CHECK(delivered->body == "/feed:0={\"n\":1}\n");
 }
 
+TEST_CASE("http: move_all between polls keeps the session until the next POST collects the move",
+          "[quickio][server][http]") {
+  auto server = Server::launch();
+  Socket socket(server->port());
+  open_session(socket, *server);
+  auto subscribed = post(socket, kTarget, "/qio/on:2=\"/feed\"");
+  REQUIRE(subscribed);
+  REQUIRE(subscribed->status == 200);
+  server->move_all("elsewhere:1234");   // no poll held: the client is pausing
+  CHECK(server->http_sessions() == 0);  // no longer a client of this server ...
+  CHECK(server->subscribers("/feed") == 0);
+  auto moved = post(socket, kTarget, "/qio/ping:3=null");  // ... until it collects the move
+  REQUIRE(moved);
+  CHECK(moved->status == 200);
+  CHECK(moved->body == "/qio/move:0=\"elsewhere:1234\"\n");
+  auto after = post(socket, kTarget, "");
+  REQUIRE(after);
+  CHECK(after->status == 403);
+}
+
+TEST_CASE("http: move_all answers a held poll with the move and ends the session",
+          "[quickio][server][http]") {
+  auto server = Server::launch();
+  Socket first(server->port());
+  open_session(first, *server);
+  first.write(http_post(kTarget, ""));
+  Socket second(server->port());
+  second.write(http_post(kTarget, ""));
+  // The first poll's answer shows the server holds the second.
+  REQUIRE(read_http_response(first));
+  server->move_all("elsewhere:1234");
+  auto moved = read_http_response(second);
+  REQUIRE(moved);
+  CHECK(moved->body == "/qio/move:0=\"elsewhere:1234\"\n");
+  CHECK(server->http_sessions() == 0);
+  auto after = post(first, kTarget, "");
+  REQUIRE(after);
+  CHECK(after->status == 403);
+}
+
 TEST_CASE("http: an idle held poll is answered empty after http_poll_timeout",
           "[quickio][server][http]") {
   ServerOptions options;

@@ -57,7 +57,8 @@ class Server {
   std::size_t http_sessions() const;
   std::size_t subscribers(const std::string& path) const;
 
-  // /qio/move:0="<address>" to every client, then each is closed.
+  // /qio/move:0="<address>" to every client, then each is closed. An HTTP session without a
+  // held poll (its client pausing between polls) ends when its next POST has collected the move.
   void move_all(const std::string& address);
   // Silent: nothing is written any more (no heartbeats, events, answers or polls) and
   // connections stay open; the client's heartbeat timeout is what ends them.
