@@ -217,6 +217,7 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
 void Transport::write(std::string bytes) {
   if (bytes.empty()) return;
   queued_bytes_ += bytes.size();
+  total_queued_ += bytes.size();
   queue_.push_back(Piece{std::move(bytes), nullptr});
   flush();
 }
@@ -224,6 +225,7 @@ void Transport::write(std::string bytes) {
 void Transport::write(std::shared_ptr<const std::string> bytes) {
   if (!bytes || bytes->empty()) return;
   queued_bytes_ += bytes->size();
+  total_queued_ += bytes->size();
   queue_.push_back(Piece{{}, std::move(bytes)});
   flush();
 }
@@ -266,8 +268,14 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   write_timer_.cancel();
   if (ec) return end(make_error_code(errc::disconnected), "write to " + endpoint_ + " failed: " + ec.message(), true);
   queued_bytes_ -= std::min(queued_bytes_, n);
+  total_written_ += n;
   if (stats_) stats_->count_bytes_out(n);
   in_flight_.clear();
+  if (callbacks_.on_written) {
+    const std::uint64_t gen = generation_;
+    callbacks_.on_written(total_written_);
+    if (gen != generation_) return;  // the callback ended this connection
+  }
   if (close_when_flushed_ && queue_.empty()) return close();
   flush();
 }
@@ -323,6 +331,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   queue_.clear();
   in_flight_.clear();
   queued_bytes_ = 0;
+  total_queued_ = total_written_;  // what was dropped is never written: marks before this are void
   if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail);
 }
 

@@ -57,6 +57,10 @@ class Transport : public std::enable_shared_from_this<Transport> {
         on_data;
     // Once per connect(): why the connection ended (or never came up). Not called after close().
     std::function<void(std::error_code ec, const std::string& detail)> on_closed;
+    // Optional: bytes reached the socket; the argument is total_written(). A caller that noted
+    // total_queued() after its write() knows that write is out once the total reaches it (until
+    // the connection ends: marks from before that are void).
+    std::function<void(std::uint64_t total_written)> on_written;
   };
 
   // Throws polybus::Error(errc::tls_error) when the TLS settings cannot be loaded.
@@ -85,6 +89,9 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool tls_active() const { return tls_active_; }
   const std::string& endpoint() const { return endpoint_; }
   std::size_t queued_bytes() const { return queued_bytes_; }
+  // Bytes ever given to write() / written to the socket, over every connection of this object.
+  std::uint64_t total_queued() const { return total_queued_; }
+  std::uint64_t total_written() const { return total_written_; }
 
   ~Transport();
   Transport(Strand strand, TransportSettings settings, Callbacks callbacks,
@@ -135,6 +142,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::deque<Piece> queue_;
   std::vector<Piece> in_flight_;
   std::size_t queued_bytes_ = 0;
+  std::uint64_t total_queued_ = 0;
+  std::uint64_t total_written_ = 0;
   std::shared_ptr<ReadChunk> chunk_;
   std::chrono::milliseconds idle_{0};
   std::function<void()> on_idle_;

@@ -81,10 +81,12 @@ void Engine::flush() {
   while (!out.empty()) {
     Session::Out item = std::move(out.front());
     out.pop_front();
-    bool sent = link_ && link_open_;
-    if (sent) link_->send(std::move(item.text));
-    if (item.sent)
-      item.sent(sent ? std::error_code{} : make_error_code(polybus::errc::disconnected));
+    // A send completes when its bytes reach the socket: a publisher waiting on completions is
+    // paced by the connection.
+    if (link_ && link_open_)
+      link_->send(std::move(item.text), std::move(item.sent));
+    else if (item.sent)
+      item.sent(make_error_code(polybus::errc::disconnected));
   }
   update_counters();
 }

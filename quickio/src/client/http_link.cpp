@@ -1,5 +1,6 @@
 #include "http_link.hpp"
 
+#include <algorithm>
 #include <asio/post.hpp>
 #include <utility>
 
@@ -19,6 +20,12 @@ struct HttpLink::Request {
   // The link closed before this request carrying events was written: its timer's handler owns
   // it until then, as a stream's close_after_flush lets queued bytes out.
   bool lingering = false;
+  // The sends it carries: told when it is written, or that it never will be (at destruction).
+  std::vector<WrittenFn> written_fns;
+  ~Request() {
+    for (auto& fn : written_fns)
+      if (fn) fn(make_error_code(polybus::errc::disconnected));
+  }
   std::shared_ptr<Transport> transport;
   HttpResponseReader reader;
   asio::steady_timer timer;
@@ -38,6 +45,8 @@ HttpLink::HttpLink(const Strand& strand, TransportSettings transport, HostPort t
 
 HttpLink::~HttpLink() {
   end_all();
+  for (auto& fn : outgoing_written_)
+    if (fn) fn(make_error_code(polybus::errc::disconnected));
 }
 
 void HttpLink::start() {
@@ -45,10 +54,14 @@ void HttpLink::start() {
   issue(true, make_event("/qio/hostname", 1, "null"));
 }
 
-void HttpLink::send(std::string event) {
-  if (ended_ || !open_) return;
+void HttpLink::send(std::string event, WrittenFn written) {
+  if (ended_ || !open_) {
+    if (written) written(make_error_code(polybus::errc::disconnected));
+    return;
+  }
   if (!outgoing_.empty()) outgoing_.push_back('\n');
   outgoing_.append(event);
+  outgoing_written_.push_back(std::move(written));
   if (requests_.size() < 2) schedule_post();
 }
 
@@ -69,13 +82,17 @@ void HttpLink::close() {
     std::shared_ptr<Request> unwritten;
     for (auto& entry : requests_)
       if (!entry.second->written && !entry.second->handshake) unwritten = entry.second;
+    std::vector<WrittenFn> written(std::make_move_iterator(outgoing_written_.begin()),
+                                   std::make_move_iterator(outgoing_written_.end()));
+    outgoing_written_.clear();
     if (unwritten) {
       if (!unwritten->body.empty()) unwritten->body.push_back('\n');
       unwritten->body.append(outgoing_);
       unwritten->bytes =
           make_poll_request(target_.to_string(), settings_.path, sid_, false, unwritten->body);
+      for (auto& fn : written) unwritten->written_fns.push_back(std::move(fn));
     } else {
-      issue(false, std::move(outgoing_));
+      issue(false, std::move(outgoing_), std::move(written));
     }
     outgoing_.clear();
   }
@@ -115,12 +132,13 @@ void HttpLink::end_all() {
   requests_.clear();
 }
 
-void HttpLink::issue(bool handshake, std::string body) {
+void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> written) {
   auto request = std::make_shared<Request>(strand_, settings_.max_response_size);
   request->id = next_request_++;
   request->handshake = handshake;
   request->bytes = make_poll_request(target_.to_string(), settings_.path, sid_, handshake, body);
   if (!handshake) request->body = std::move(body);
+  request->written_fns = std::move(written);
   requests_.emplace(request->id, request);
 
   std::weak_ptr<HttpLink> weak = shared_from_this();
@@ -131,6 +149,10 @@ void HttpLink::issue(bool handshake, std::string body) {
     if (!r) return;
     r->written = true;
     r->transport->write(std::move(r->bytes));
+    auto fns = std::move(r->written_fns);
+    r->written_fns.clear();
+    for (auto& fn : fns)
+      if (fn) fn({});
     if (r->lingering) {
       r->transport->close_after_flush();
       r->timer.cancel();
@@ -217,13 +239,25 @@ void HttpLink::after_response() {
 
 // Whole events, up to kMaxPostBody bytes (one larger event goes alone): servers bound request
 // bodies (the in-process one, like most HTTP servers, at 16 MiB). The rest waits for the next POST.
-std::string HttpLink::take_post_body() {
-  if (outgoing_.size() <= kMaxPostBody) return std::exchange(outgoing_, {});
-  std::size_t cut = outgoing_.rfind('\n', kMaxPostBody);
-  if (cut == std::string::npos) cut = outgoing_.find('\n');
-  if (cut == std::string::npos) return std::exchange(outgoing_, {});
-  std::string body = outgoing_.substr(0, cut);
-  outgoing_.erase(0, cut + 1);
+std::string HttpLink::take_post_body(std::vector<WrittenFn>& written) {
+  std::size_t cut = std::string::npos;
+  if (outgoing_.size() > kMaxPostBody) {
+    cut = outgoing_.rfind('\n', kMaxPostBody);
+    if (cut == std::string::npos) cut = outgoing_.find('\n');
+  }
+  std::string body;
+  if (cut == std::string::npos) {
+    body = std::exchange(outgoing_, {});
+  } else {
+    body = outgoing_.substr(0, cut);
+    outgoing_.erase(0, cut + 1);
+  }
+  // Events are '\n'-separated and never contain one (JSON escapes it).
+  const std::size_t events = body.empty() ? 0 : std::count(body.begin(), body.end(), '\n') + 1;
+  for (std::size_t i = 0; i < events && !outgoing_written_.empty(); ++i) {
+    written.push_back(std::move(outgoing_written_.front()));
+    outgoing_written_.pop_front();
+  }
   return body;
 }
 
@@ -239,7 +273,9 @@ void HttpLink::schedule_post() {
     if (ec || !self || self->ended_) return;
     self->post_scheduled_ = false;
     if (self->requests_.size() >= 2) return;  // sent when one of them completes
-    self->issue(false, self->take_post_body());
+    std::vector<WrittenFn> written;
+    std::string body = self->take_post_body(written);
+    self->issue(false, std::move(body), std::move(written));
   });
 }
 

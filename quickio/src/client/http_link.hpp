@@ -9,8 +9,10 @@
 #pragma once
 
 #include <asio/steady_timer.hpp>
+#include <deque>
 #include <map>
 #include <random>
+#include <vector>
 
 #include "http_exchange.hpp"
 #include "link.hpp"
@@ -32,7 +34,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   ~HttpLink() override;
 
   void start() override;
-  void send(std::string event) override;
+  void send(std::string event, WrittenFn written) override;
   void close() override;
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
@@ -40,11 +42,11 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
 
  private:
   struct Request;
-  void issue(bool handshake, std::string body);
+  void issue(bool handshake, std::string body, std::vector<WrittenFn> written = {});
   void on_response(const std::shared_ptr<Request>& request);
   void after_response();
   void schedule_post();
-  std::string take_post_body();
+  std::string take_post_body(std::vector<WrittenFn>& written);
   static constexpr std::size_t kMaxPostBody = 1 << 20;
   void end_all();
 
@@ -61,6 +63,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   asio::steady_timer post_timer_;
   bool post_scheduled_ = false;
   std::string outgoing_;  // events for the next POST, '\n'-separated
+  std::deque<WrittenFn> outgoing_written_;  // one per event in outgoing_ (may be empty)
   bool open_ = false;
   bool ended_ = false;
 };

@@ -2,6 +2,7 @@
 // long polling), as the engine sees it. Runs on the engine's strand.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,11 +25,15 @@ class LinkHandler {
                               bool refused) = 0;
 };
 
+// Called once when an event sent through a link reached the socket, or with an error when it
+// never will (the link ended first).
+using WrittenFn = std::function<void(std::error_code)>;
+
 class Link {
  public:
   virtual ~Link() = default;
   virtual void start() = 0;
-  virtual void send(std::string event) = 0;  // after on_link_open
+  virtual void send(std::string event, WrittenFn written = {}) = 0;  // after on_link_open
   virtual void close() = 0;                  // no on_link_closed follows
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;

@@ -1,5 +1,7 @@
 #include "session.hpp"
 
+#include <algorithm>
+
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -120,6 +122,15 @@ std::error_code Session::receive(std::string_view text, const std::shared_ptr<co
 std::error_code Session::send(std::string_view path, std::string_view json, CallbackFn callback,
                               SentFn sent, ExpiredFn expired) {
   if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
+  // In valid JSON a line break can only be whitespace between tokens (inside strings it must be
+  // escaped); HTTP long polling separates events by '\n', so it becomes a space.
+  std::string flattened;
+  if (json.find_first_of("\r\n") != std::string_view::npos) {
+    flattened.assign(json);
+    std::replace_if(flattened.begin(), flattened.end(), [](char c) { return c == '\n' || c == '\r'; },
+                    ' ');
+    json = flattened;
+  }
   std::string clean = clean_path(path);
   if (callback) {
     if (!open_) {

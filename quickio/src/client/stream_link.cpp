@@ -1,5 +1,6 @@
 #include "stream_link.hpp"
 
+#include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 
 namespace polybus::quickio::detail {
@@ -17,7 +18,9 @@ StreamLink::StreamLink(const Strand& strand, TransportSettings settings, HostPor
 }
 
 StreamLink::~StreamLink() {
-  if (transport_) transport_->close();
+  // After close() the transport sends what it holds and closes by itself (close_after_flush).
+  if (transport_ && !ended_) transport_->close();
+  fail_unwritten(make_error_code(polybus::errc::disconnected));
 }
 
 void StreamLink::start() {
@@ -44,15 +47,36 @@ void StreamLink::start() {
   callbacks.on_closed = [weak](std::error_code ec, const std::string& detail) {
     if (auto self = weak.lock()) self->on_closed(ec, detail);
   };
+  callbacks.on_written = [weak](std::uint64_t total_written) {
+    if (auto self = weak.lock()) self->on_written(total_written);
+  };
   transport_ =
       Transport::create(strand_, settings_, std::move(callbacks), stats_ ? &*stats_ : nullptr);
   transport_->connect(target_);
 }
 
-void StreamLink::send(std::string event) {
-  if (ended_ || !wire_->is_open()) return;
+void StreamLink::send(std::string event, WrittenFn written) {
+  if (ended_ || !wire_->is_open()) {
+    if (written) written(make_error_code(polybus::errc::disconnected));
+    return;
+  }
   wire_->send(event);
   flush();
+  if (written) unwritten_.emplace_back(transport_->total_queued(), std::move(written));
+}
+
+void StreamLink::on_written(std::uint64_t total_written) {
+  while (!unwritten_.empty() && unwritten_.front().first <= total_written) {
+    auto written = std::move(unwritten_.front().second);
+    unwritten_.pop_front();
+    written({});
+  }
+}
+
+void StreamLink::fail_unwritten(std::error_code ec) {
+  auto pending = std::move(unwritten_);
+  unwritten_.clear();
+  for (auto& entry : pending) entry.second(ec);
 }
 
 void StreamLink::close() {
@@ -103,6 +127,7 @@ void StreamLink::on_closed(std::error_code ec, const std::string& detail) {
   ended_ = true;
   handshake_timer_.cancel();
   bool refused = tcp_up_ && !wire_->is_open();
+  fail_unwritten(make_error_code(polybus::errc::disconnected));
   handler_.on_link_closed(this, ec ? ec : make_error_code(std::errc::connection_reset),
                           detail.empty() ? endpoint() + ": connection closed" : detail, refused);
 }

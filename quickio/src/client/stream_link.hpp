@@ -1,6 +1,8 @@
 // A link over one TCP connection (the core's Transport) speaking a Wire: raw TCP or WebSocket.
 #pragma once
 
+#include <deque>
+
 #include <asio/steady_timer.hpp>
 
 #include "link.hpp"
@@ -22,7 +24,7 @@ class StreamLink : public Link,
   void set_wire(std::unique_ptr<Wire> wire) { wire_ = std::move(wire); }
 
   void start() override;
-  void send(std::string event) override;
+  void send(std::string event, WrittenFn written) override;
   void close() override;
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
@@ -35,6 +37,8 @@ class StreamLink : public Link,
   void flush();
   void on_data(const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t size);
   void on_closed(std::error_code ec, const std::string& detail);
+  void on_written(std::uint64_t total_written);
+  void fail_unwritten(std::error_code ec);
 
   Strand strand_;
   TransportSettings settings_;
@@ -47,6 +51,8 @@ class StreamLink : public Link,
   asio::steady_timer handshake_timer_;
   bool tcp_up_ = false;
   bool ended_ = false;
+  // Sends waiting for the socket: the transport's total_queued() after each, in order.
+  std::deque<std::pair<std::uint64_t, WrittenFn>> unwritten_;
 };
 
 }  // namespace polybus::quickio::detail
