@@ -49,8 +49,8 @@ void ClientCore::fail_now(Completion done, std::error_code ec) {
   asio::post(shared_->strand, [done = std::move(done), ec] { done(ec); });
 }
 
-void ClientCore::publish(std::string_view topic, std::vector<std::string> payloads,
-                         Completion done, PublishOptions options, bool batch) {
+void ClientCore::publish(std::string_view topic, std::vector<std::string> payloads, Completion done,
+                         PublishOptions options, bool batch) {
   const auto& caps = shared_->caps;
   std::error_code refused;
   // A closed client refuses everything as closed, whatever its adapter could have done.
@@ -81,7 +81,8 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
       if (done) done(ec);
     });
-    self->adapter_->publish(PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
+    self->adapter_->publish(
+        PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
   });
 }
 
@@ -97,7 +98,8 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     throw Error(errc::not_supported, scheme() + ": consumer groups are not supported");
   if (options.from_offset && !caps.replay_from_offset)
     throw Error(errc::not_supported, scheme() + ": replay from an offset is not supported");
-  const std::uint32_t concurrency = options.concurrency ? options.concurrency : default_concurrency_;
+  const std::uint32_t concurrency =
+      options.concurrency ? options.concurrency : default_concurrency_;
   auto sub = std::make_shared<SubscriptionCore>(
       shared_from_this(), std::string(topic), std::move(handler), std::move(serve), concurrency,
       options.max_attempts ? options.max_attempts : default_max_attempts_,
@@ -113,8 +115,8 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     }
     self->subscriptions_.push_back(sub);
     try {
-      auto adapter_sub = serving ? self->adapter_->serve(serve_spec, sub)
-                                 : self->adapter_->subscribe(spec, sub);
+      auto adapter_sub =
+          serving ? self->adapter_->serve(serve_spec, sub) : self->adapter_->subscribe(spec, sub);
       sub->attach(std::move(adapter_sub));
     } catch (const Error& e) {
       sub->ready(e.code(), e.what());
@@ -147,13 +149,16 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
 void ClientCore::request(std::string_view topic, std::string payload, ReplyCompletion done,
                          std::chrono::milliseconds timeout) {
   std::error_code refused;
-  if (state_.load() != State::open) refused = make_error_code(errc::closed);
-  else if (!shared_->caps.request_reply) refused = make_error_code(errc::not_supported);
+  if (state_.load() != State::open)
+    refused = make_error_code(errc::closed);
+  else if (!shared_->caps.request_reply)
+    refused = make_error_code(errc::not_supported);
   ++shared_->stats.requests;
   if (refused) {
     if (done)
-      asio::post(shared_->strand,
-                 [done = std::move(done), refused] { done(Reply{refused, {}, refused.message()}); });
+      asio::post(shared_->strand, [done = std::move(done), refused] {
+        done(Reply{refused, {}, refused.message()});
+      });
     return;
   }
   auto deadline = deadline_from(timeout);
@@ -164,12 +169,12 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
       if (done) done(Reply{make_error_code(errc::closed), {}, "client is closed"});
       return;
     }
-    auto op = self->ops_->add(deadline, [shared = self->shared_, done = std::move(done)](
-                                            std::error_code ec, std::string reply,
-                                            std::string detail) {
-      if (!ec) ++shared->stats.replies;
-      if (done) done(Reply{ec, std::move(reply), std::move(detail)});
-    });
+    auto op =
+        self->ops_->add(deadline, [shared = self->shared_, done = std::move(done)](
+                                      std::error_code ec, std::string reply, std::string detail) {
+          if (!ec) ++shared->stats.replies;
+          if (done) done(Reply{ec, std::move(reply), std::move(detail)});
+        });
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
   });
 }
@@ -177,40 +182,42 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
   if (state_.load() != State::open) return fail_now(std::move(done), make_error_code(errc::closed));
   auto deadline = deadline_from(timeout);
-  asio::post(shared_->strand, [self = shared_from_this(), done = std::move(done), deadline]() mutable {
-    if (self->state_.load() != State::open || !self->adapter_) {
-      if (done) done(make_error_code(errc::closed));
-      return;
-    }
-    auto op = self->ops_->add(deadline, [done = std::move(done)](std::error_code ec, std::string,
-                                                                 std::string) {
-      if (done) done(ec);
-    });
-    self->adapter_->ping(std::move(op));
-  });
+  asio::post(
+      shared_->strand, [self = shared_from_this(), done = std::move(done), deadline]() mutable {
+        if (self->state_.load() != State::open || !self->adapter_) {
+          if (done) done(make_error_code(errc::closed));
+          return;
+        }
+        auto op = self->ops_->add(
+            deadline, [done = std::move(done)](std::error_code ec, std::string, std::string) {
+              if (done) done(ec);
+            });
+        self->adapter_->ping(std::move(op));
+      });
 }
 
 void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
-  asio::post(shared_->strand, [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
-    if (self->state_.load() == State::closed) {
-      if (done) done({});
-      return;
-    }
-    if (done) self->close_waiters_.push_back(std::move(done));
-    if (self->state_.load() == State::closing) return;
-    self->state_.store(State::closing);
-    self->close_deadline_ = Clock::now() + timeout;
-    // Stop intake: no new messages reach handlers that will have to be drained.
-    for (auto& sub : self->subscriptions_)
-      if (sub->adapter()) sub->adapter()->pause();
-    self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
-    self->close_timer_->expires_at(self->close_deadline_);
-    self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
-      if (ec) return;
-      if (auto me = weak.lock()) me->finish_close();
-    });
-    self->check_drain();
-  });
+  asio::post(shared_->strand,
+             [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
+               if (self->state_.load() == State::closed) {
+                 if (done) done({});
+                 return;
+               }
+               if (done) self->close_waiters_.push_back(std::move(done));
+               if (self->state_.load() == State::closing) return;
+               self->state_.store(State::closing);
+               self->close_deadline_ = Clock::now() + timeout;
+               // Stop intake: no new messages reach handlers that will have to be drained.
+               for (auto& sub : self->subscriptions_)
+                 if (sub->adapter()) sub->adapter()->pause();
+               self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
+               self->close_timer_->expires_at(self->close_deadline_);
+               self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
+                 if (ec) return;
+                 if (auto me = weak.lock()) me->finish_close();
+               });
+               self->check_drain();
+             });
 }
 
 void ClientCore::check_drain() {
@@ -243,7 +250,8 @@ void ClientCore::finish_close() {
     self->state_.store(State::closed);
     self->close_timer_.reset();
     self->ops_->set_on_idle(nullptr);
-    if (self->shared_->on_state) self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
+    if (self->shared_->on_state)
+      self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
     auto waiters = std::move(self->close_waiters_);
     for (auto& waiter : waiters) waiter({});
     self->adapter_.reset();
@@ -252,9 +260,8 @@ void ClientCore::finish_close() {
   close_timer_->async_wait([complete](std::error_code ec) {
     if (!ec) complete();
   });
-  adapter_->close(adapter_deadline, [complete, strand = shared_->strand] {
-    asio::post(strand, complete);
-  });
+  adapter_->close(adapter_deadline,
+                  [complete, strand = shared_->strand] { asio::post(strand, complete); });
 }
 
 ClientHandle::~ClientHandle() {

@@ -52,16 +52,21 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
   const auto& tls = settings_.tls;
   if (!tls.ca_file.empty()) {
     ctx.load_verify_file(tls.ca_file, ec);
-    if (ec) throw Error(errc::tls_error, "cannot load TLS CA file '" + tls.ca_file + "': " + ec.message());
+    if (ec)
+      throw Error(errc::tls_error,
+                  "cannot load TLS CA file '" + tls.ca_file + "': " + ec.message());
   } else {
     ctx.set_default_verify_paths(ec);
   }
   if (!tls.cert_file.empty()) {
     ctx.use_certificate_chain_file(tls.cert_file, ec);
-    if (ec) throw Error(errc::tls_error, "cannot load TLS certificate '" + tls.cert_file + "': " + ec.message());
+    if (ec)
+      throw Error(errc::tls_error,
+                  "cannot load TLS certificate '" + tls.cert_file + "': " + ec.message());
     ctx.use_private_key_file(tls.key_file.empty() ? tls.cert_file : tls.key_file,
                              asio::ssl::context::pem, ec);
-    if (ec) throw Error(errc::tls_error, "cannot load TLS key '" + tls.key_file + "': " + ec.message());
+    if (ec)
+      throw Error(errc::tls_error, "cannot load TLS key '" + tls.key_file + "': " + ec.message());
   }
   ctx.set_verify_mode(tls.verify ? asio::ssl::verify_peer : asio::ssl::verify_none);
 }
@@ -99,7 +104,9 @@ void Transport::connect(const HostPort& target) {
 }
 
 void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
-  if (ec) return end(make_error_code(errc::connect_failed), "cannot resolve " + endpoint_ + ": " + ec.message(), true);
+  if (ec)
+    return end(make_error_code(errc::connect_failed),
+               "cannot resolve " + endpoint_ + ": " + ec.message(), true);
   asio::async_connect(stream_->next_layer(), results,
                       [weak = weak_from_this(), gen = generation_, stream = stream_](
                           std::error_code e, const asio::ip::tcp::endpoint&) {
@@ -110,7 +117,9 @@ void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results
 }
 
 void Transport::on_tcp_connected(std::error_code ec) {
-  if (ec) return end(make_error_code(errc::connect_failed), "cannot connect to " + endpoint_ + ": " + ec.message(), true);
+  if (ec)
+    return end(make_error_code(errc::connect_failed),
+               "cannot connect to " + endpoint_ + ": " + ec.message(), true);
   std::error_code ignored;
   stream_->next_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
   auto up = [this] {
@@ -126,7 +135,9 @@ void Transport::on_tcp_connected(std::error_code ec) {
   };
   if (!settings_.tls.enabled) return up();
   handshake(asio::ssl::stream_base::client, [this, up](std::error_code e) {
-    if (e) return end(make_error_code(errc::tls_error), "TLS handshake with " + endpoint_ + " failed: " + e.message(), true);
+    if (e)
+      return end(make_error_code(errc::tls_error),
+                 "TLS handshake with " + endpoint_ + " failed: " + e.message(), true);
     up();
   });
 }
@@ -168,7 +179,8 @@ void Transport::read_next() {
     connect_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || gen != self->generation_ || self->tls_active_) return;
-      self->end(make_error_code(errc::timeout), "TLS upgrade with " + self->endpoint_ + " timed out", true);
+      self->end(make_error_code(errc::timeout),
+                "TLS upgrade with " + self->endpoint_ + " timed out", true);
     });
     writing_ = true;  // hold writes until the handshake is done
     upgrading_ = true;
@@ -178,7 +190,8 @@ void Transport::read_next() {
       upgrading_ = false;
       if (ec) {
         done(make_error_code(errc::tls_error));
-        return end(make_error_code(errc::tls_error), "TLS upgrade with " + endpoint_ + " failed: " + ec.message(), true);
+        return end(make_error_code(errc::tls_error),
+                   "TLS upgrade with " + endpoint_ + " failed: " + ec.message(), true);
       }
       done({});
       read_next();
@@ -186,17 +199,20 @@ void Transport::read_next() {
     });
     return;
   }
-  if (!chunk_ || chunk_.use_count() > 1) chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
+  if (!chunk_ || chunk_.use_count() > 1)
+    chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
   reading_ = true;
   // Pending reads hold the transport and the stream (see stream_); closing ends them.
-  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](std::error_code ec,
-                                                                                  std::size_t n) {
+  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
+                     std::error_code ec, std::size_t n) {
     if (gen != self->generation_) return;
     self->on_read(ec, n);
   };
   auto buffer = asio::buffer(chunk_->data);
-  if (tls_active_) stream_->async_read_some(buffer, std::move(handler));
-  else stream_->next_layer().async_read_some(buffer, std::move(handler));
+  if (tls_active_)
+    stream_->async_read_some(buffer, std::move(handler));
+  else
+    stream_->next_layer().async_read_some(buffer, std::move(handler));
 }
 
 void Transport::on_read(std::error_code ec, std::size_t n) {
@@ -204,7 +220,8 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   if (ec) {
     const bool orderly = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
     return end(make_error_code(errc::disconnected),
-               endpoint_ + (orderly ? " closed the connection" : ": read failed: " + ec.message()), true);
+               endpoint_ + (orderly ? " closed the connection" : ": read failed: " + ec.message()),
+               true);
   }
   last_read_ = Clock::now();
   if (stats_) stats_->count_bytes_in(n);
@@ -254,19 +271,23 @@ void Transport::flush() {
   }
   // The write holds the transport: bytes queued before its owner let go still go out
   // (close_after_flush), bounded by the write deadline.
-  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](std::error_code ec,
-                                                                                  std::size_t n) {
+  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
+                     std::error_code ec, std::size_t n) {
     if (gen != self->generation_) return;
     self->on_written(ec, n);
   };
-  if (tls_active_) asio::async_write(*stream_, buffers, std::move(handler));
-  else asio::async_write(stream_->next_layer(), buffers, std::move(handler));
+  if (tls_active_)
+    asio::async_write(*stream_, buffers, std::move(handler));
+  else
+    asio::async_write(stream_->next_layer(), buffers, std::move(handler));
 }
 
 void Transport::on_written(std::error_code ec, std::size_t n) {
   writing_ = false;
   write_timer_.cancel();
-  if (ec) return end(make_error_code(errc::disconnected), "write to " + endpoint_ + " failed: " + ec.message(), true);
+  if (ec)
+    return end(make_error_code(errc::disconnected),
+               "write to " + endpoint_ + " failed: " + ec.message(), true);
   queued_bytes_ -= std::min(queued_bytes_, n);
   total_written_ += n;
   if (stats_) stats_->count_bytes_out(n);
@@ -304,14 +325,18 @@ void Transport::arm_idle() {
   });
 }
 
-void Transport::close() { end({}, {}, false); }
+void Transport::close() {
+  end({}, {}, false);
+}
 
 void Transport::close_after_flush() {
   if (!connected_ || (!writing_ && queue_.empty())) return close();
   close_when_flushed_ = true;
 }
 
-void Transport::fail(std::error_code ec, const std::string& detail) { end(ec, detail, true); }
+void Transport::fail(std::error_code ec, const std::string& detail) {
+  end(ec, detail, true);
+}
 
 void Transport::end(std::error_code ec, const std::string& detail, bool report) {
   const bool was_active = connecting_ || connected_;

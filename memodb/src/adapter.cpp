@@ -61,8 +61,9 @@ std::string nng_url_for(const Url& url) {
 detail::SessionSettings settings_for(const AdapterContext& context) {
   const auto& o = context.options();
   if (o.get_bool("tls"))
-    throw Error(polybus::errc::not_supported,
-                "memodb: memo01 has no TLS (the protocol leaves encryption to a tunnel such as spiped)");
+    throw Error(
+        polybus::errc::not_supported,
+        "memodb: memo01 has no TLS (the protocol leaves encryption to a tunnel such as spiped)");
   detail::SessionSettings s;
   s.nng_url = nng_url_for(context.url());
   s.heartbeat_interval = o.get_duration("heartbeat_interval");
@@ -130,9 +131,11 @@ void register_scheme() {
   static std::once_flag once;
   std::call_once(once, [] {
     polybus::register_scheme(scheme_info(
-        "memodb+tcp", "MemoDB broker (memo01 over NNG, tcp://host:port): request/reply jobs and workers"));
+        "memodb+tcp",
+        "MemoDB broker (memo01 over NNG, tcp://host:port): request/reply jobs and workers"));
     polybus::register_scheme(scheme_info(
-        "memodb+ipc", "MemoDB broker (memo01 over NNG, ipc:///path): request/reply jobs and workers"));
+        "memodb+ipc",
+        "MemoDB broker (memo01 over NNG, ipc:///path): request/reply jobs and workers"));
   });
 }
 

@@ -98,7 +98,8 @@ int run_bench(const Argv& argv) {
   if (args.help()) return std::cout << kBenchUsage, 0;
   Settings s;
   s.url = args.positional(0, "URL");
-  if (args.positional().size() > 1) throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  if (args.positional().size() > 1)
+    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
   s.topic = args.value("topic").value_or("bench");
   s.messages = args.number("messages", 100000, 1, 100'000'000);
   s.size = args.number("size", 200, 1, 64 << 20);
@@ -121,7 +122,8 @@ int run_bench(const Argv& argv) {
     throw UsageError(probe.scheme() + " has no batch publish: --batch needs it");
   if (!pubsub && !caps.request_reply)
     throw UsageError(probe.scheme() + " can neither publish/subscribe nor request/reply");
-  const std::uint64_t expected = pubsub && !caps.consumer_groups ? s.messages * s.subscribers : s.messages;
+  const std::uint64_t expected =
+      pubsub && !caps.consumer_groups ? s.messages * s.subscribers : s.messages;
 
   LatencyLog latencies(expected);
   std::atomic<std::uint64_t> received{0};
@@ -139,7 +141,8 @@ int run_bench(const Argv& argv) {
         ++received;
       }));
     } else {
-      subs.push_back(c.serve(s.topic, [](Message& m) { return std::string(m.payload()); }, options));
+      subs.push_back(c.serve(
+          s.topic, [](Message& m) { return std::string(m.payload()); }, options));
     }
   }
   for (auto& sub : subs)
@@ -154,14 +157,16 @@ int run_bench(const Argv& argv) {
   for (std::uint64_t p = 0; p < s.publishers; ++p) {
     Client c = make_client();
     publishers.emplace_back([&, c, p]() mutable {
-      std::uint64_t begin = s.messages * p / s.publishers, end = s.messages * (p + 1) / s.publishers;
+      std::uint64_t begin = s.messages * p / s.publishers,
+                    end = s.messages * (p + 1) / s.publishers;
       if (pubsub) {
         WindowedPublisher publisher(c, s.topic, std::chrono::seconds(60), s.window);
         if (s.batch > 1) {
           std::vector<std::string> batch;
           for (std::uint64_t i = begin; i < end; ++i) {
             batch.push_back(bench_payload(i, s.size));
-            if (batch.size() == s.batch || i + 1 == end) publisher.publish_batch(std::exchange(batch, {}));
+            if (batch.size() == s.batch || i + 1 == end)
+              publisher.publish_batch(std::exchange(batch, {}));
           }
         } else {
           for (std::uint64_t i = begin; i < end; ++i) publisher.publish(bench_payload(i, s.size));
@@ -176,14 +181,19 @@ int run_bench(const Argv& argv) {
           cv.wait(lock, [&] { return in_flight < s.window; });
           ++in_flight;
           lock.unlock();
-          c.request(s.topic, bench_payload(i, s.size), [&](Reply reply) {
-            if (reply.ec) ++publish_failures;
-            else latencies.record(sent_at(reply.payload));
-            ++received;
-            std::lock_guard<std::mutex> guard(mutex);
-            --in_flight;
-            cv.notify_all();
-          }, std::chrono::seconds(60));
+          c.request(
+              s.topic, bench_payload(i, s.size),
+              [&](Reply reply) {
+                if (reply.ec)
+                  ++publish_failures;
+                else
+                  latencies.record(sent_at(reply.payload));
+                ++received;
+                std::lock_guard<std::mutex> guard(mutex);
+                --in_flight;
+                cv.notify_all();
+              },
+              std::chrono::seconds(60));
         }
         std::unique_lock<std::mutex> lock(mutex);
         cv.wait(lock, [&] { return in_flight == 0; });
@@ -225,8 +235,10 @@ int run_bench(const Argv& argv) {
   const double cpu = cpu_seconds() - cpu_start;
   const double publish_seconds =
       publish_done_ns.load() > 0
-          ? (publish_done_ns.load() - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          start.time_since_epoch()).count()) / 1e9
+          ? (publish_done_ns.load() -
+             std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch())
+                 .count()) /
+                1e9
           : seconds;
   const std::uint64_t got = received.load();
   const double rate = got / seconds;
@@ -236,23 +248,27 @@ int run_bench(const Argv& argv) {
   for (auto& c : clients) c.close(std::chrono::seconds(5));
   for (auto& c : clients) c.close_sync(std::chrono::seconds(5));
 
-  std::printf("%s %s: %llu msgs of %llu B, %llu publisher(s), %llu %s\n", probe.scheme().c_str(),
-              pubsub ? "publish/subscribe" : "request/reply", static_cast<unsigned long long>(got),
-              static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
-              static_cast<unsigned long long>(s.subscribers), pubsub ? "subscriber(s)" : "responder(s)");
-  std::printf("  throughput: %.0f msgs/s, %.2f MB/s over %.3f s (publishing took %.3f s: %.0f msgs/s)\n",
-              rate, mb, seconds, publish_seconds, s.messages / publish_seconds);
+  std::printf(
+      "%s %s: %llu msgs of %llu B, %llu publisher(s), %llu %s\n", probe.scheme().c_str(),
+      pubsub ? "publish/subscribe" : "request/reply", static_cast<unsigned long long>(got),
+      static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
+      static_cast<unsigned long long>(s.subscribers), pubsub ? "subscriber(s)" : "responder(s)");
+  std::printf(
+      "  throughput: %.0f msgs/s, %.2f MB/s over %.3f s (publishing took %.3f s: %.0f msgs/s)\n",
+      rate, mb, seconds, publish_seconds, s.messages / publish_seconds);
   std::printf("  latency: p50 %llu us, p99 %llu us, p99.9 %llu us\n",
               static_cast<unsigned long long>(p50), static_cast<unsigned long long>(p99),
               static_cast<unsigned long long>(p999));
-  std::printf("  cpu: %.3f s in this process, %.2f us per message\n", cpu, got ? cpu * 1e6 / got : 0.0);
+  std::printf("  cpu: %.3f s in this process, %.2f us per message\n", cpu,
+              got ? cpu * 1e6 / got : 0.0);
   if (publish_failures.load() || timed_out)
     std::printf("  failures: %llu publish/request error(s)%s\n",
                 static_cast<unsigned long long>(publish_failures.load()),
                 timed_out ? ", timed out before every message arrived" : "");
   std::printf(
       "{\"scheme\":\"%s\",\"mode\":\"%s\",\"messages\":%llu,\"size\":%llu,\"publishers\":%llu,"
-      "\"subscribers\":%llu,\"concurrency\":%llu,\"seconds\":%.6f,\"msgs_per_sec\":%.1f,\"mb_per_sec\":%.3f,"
+      "\"subscribers\":%llu,\"concurrency\":%llu,\"seconds\":%.6f,\"msgs_per_sec\":%.1f,\"mb_per_"
+      "sec\":%.3f,"
       "\"p50_us\":%llu,\"p99_us\":%llu,\"p999_us\":%llu,\"cpu_seconds\":%.6f,"
       "\"cpu_us_per_msg\":%.3f,\"publish_seconds\":%.6f,\"failures\":%llu}\n",
       probe.scheme().c_str(), pubsub ? "pubsub" : "request", static_cast<unsigned long long>(got),

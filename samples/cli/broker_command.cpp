@@ -19,7 +19,8 @@ int run_broker(const Argv& argv) {
     return 0;
   }
   const std::string name = args.positional(0, "NAME");
-  if (args.positional().size() > 1) throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  if (args.positional().size() > 1)
+    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
   block_termination_signals();
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name != name) continue;

@@ -129,7 +129,8 @@ std::string quickio_raw_stream() {
   const std::string json = polybus::quickio::json_quote(payload());
   std::string stream;
   for (int i = 0; i < kMessagesPerStream; ++i)
-    polybus::quickio::append_raw_frame(stream, polybus::quickio::make_event("/bench/topic", 0, json));
+    polybus::quickio::append_raw_frame(stream,
+                                       polybus::quickio::make_event("/bench/topic", 0, json));
   return stream;
 }
 

@@ -39,8 +39,10 @@ CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) 
   REQUIRE(all.wait_for(kCount));
   for (int i = 0; i < kCount; ++i) {
     REQUIRE(completions[i].load() == 1);
-    if (!results[i]) acked.insert("c" + std::to_string(i));
-    else CHECK((results[i] == errc::closed || results[i] == errc::timeout));
+    if (!results[i])
+      acked.insert("c" + std::to_string(i));
+    else
+      CHECK((results[i] == errc::closed || results[i] == errc::timeout));
   }
   if (env.caps.subscribe && env.caps.publish_confirmed) {
     REQUIRE(got.wait_for_distinct(acked.size()));
@@ -163,11 +165,11 @@ CONTRACT_CASE(a_publish_while_the_broker_is_down_expires_with_a_timeout_error) {
   // (a publish written and then unanswered may or may not have been taken; it is not retried).
   // A publish the broker never confirms completes once written: written into a connection whose
   // peer has just gone, it succeeds.
-  if (env.caps.publish_confirmed || ec)
-    CHECK((ec == errc::timeout || ec == errc::disconnected));
+  if (env.caps.publish_confirmed || ec) CHECK((ec == errc::timeout || ec == errc::disconnected));
   env.broker->start();
   // And the client recovers by itself.
-  REQUIRE(client.publish_sync("up", "y", PublishOptions{test::kWaitBound, {}}) == std::error_code{});
+  REQUIRE(client.publish_sync("up", "y", PublishOptions{test::kWaitBound, {}}) ==
+          std::error_code{});
 }
 
 CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recovers) {
@@ -191,7 +193,8 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   SubscribeOptions sub_options;
   if (env.caps.consumer_groups) sub_options.group = "survivors";
   sub_options.max_in_flight = 100;
-  auto sub = consumer.subscribe(topic, sub_options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe(topic, sub_options,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
 
   std::function<void(int)> publish_one = [&](int i) {
@@ -228,9 +231,9 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
     bool arrived = false;
     for (int i = 0; !arrived && std::chrono::steady_clock::now() < give_up; ++i) {
       REQUIRE(publisher.publish_sync(topic, "after-restart") == std::error_code{});
-      arrived = got.wait_until([](const std::map<std::string, int>& seen) {
-        return seen.count("after-restart") > 0;
-      }, 100ms);
+      arrived = got.wait_until(
+          [](const std::map<std::string, int>& seen) { return seen.count("after-restart") > 0; },
+          100ms);
     }
     REQUIRE(arrived);
   }
@@ -304,10 +307,12 @@ CONTRACT_CASE(ping_reaches_the_broker) {
   Latch done;
   std::error_code result;
   auto client = env.connect();
-  client.ping([&](std::error_code ec) {
-    result = ec;
-    done.count_down();
-  }, test::kWaitBound);
+  client.ping(
+      [&](std::error_code ec) {
+        result = ec;
+        done.count_down();
+      },
+      test::kWaitBound);
   REQUIRE(done.wait_for(1));
   CHECK(result == std::error_code{});
 }

@@ -40,7 +40,9 @@ BrokerOptions fast(std::string url = {}) {
   return o;
 }
 
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; }
+std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + "ms";
+}
 
 // The client's options carry the broker's timings, so its resend times fit them.
 std::string url_of(const Broker& broker, const BrokerOptions& o, const std::string& extra = {}) {
@@ -157,8 +159,10 @@ class RawSocket {
   explicit RawSocket(Kind kind) {
     int rv = kind == Kind::req ? nng_req0_open(&socket_) : nng_rep0_open(&socket_);
     if (rv != 0) throw std::runtime_error(nng_strerror(rv));
-    nng_socket_set_ms(socket_, NNG_OPT_RECVTIMEO, static_cast<nng_duration>(kWaitBound.count() * 1000));
-    nng_socket_set_ms(socket_, NNG_OPT_SENDTIMEO, static_cast<nng_duration>(kWaitBound.count() * 1000));
+    nng_socket_set_ms(socket_, NNG_OPT_RECVTIMEO,
+                      static_cast<nng_duration>(kWaitBound.count() * 1000));
+    nng_socket_set_ms(socket_, NNG_OPT_SENDTIMEO,
+                      static_cast<nng_duration>(kWaitBound.count() * 1000));
     nng_socket_set_size(socket_, NNG_OPT_RECVMAXSZ, 0);
   }
   ~RawSocket() { nng_close(socket_); }
@@ -199,7 +203,8 @@ std::string ready_bytes(std::vector<std::string> services) {
   std::string out;
   return header(memodb::append_ready(out, std::move(services)), out);
 }
-std::string job_bytes(const std::string& service, std::uint64_t timeout_ms, const std::string& payload) {
+std::string job_bytes(const std::string& service, std::uint64_t timeout_ms,
+                      const std::string& payload) {
   std::string out;
   return header(memodb::append_job(out, {}, service, timeout_ms), out) + payload;
 }
@@ -235,14 +240,16 @@ TEST_CASE("memodb: request/reply over tcp and ipc gives every payload back byte 
   }
 }
 
-TEST_CASE("memodb: a serve's concurrency sets its number of workers when the workers option is unset",
-          "[memodb]") {
+TEST_CASE(
+    "memodb: a serve's concurrency sets its number of workers when the workers option is unset",
+    "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   auto server = connect(url_of(*broker, options));
   SubscribeOptions so;
   so.concurrency = 5;
-  auto sub = server.serve("sized", [](Message& m) { return std::string(m.payload()); }, so);
+  auto sub = server.serve(
+      "sized", [](Message& m) { return std::string(m.payload()); }, so);
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "sized") == 5; }));
   auto other = server.serve("default", [](Message& m) { return std::string(m.payload()); });
@@ -262,22 +269,27 @@ TEST_CASE("memodb: 16 concurrent workers on one socket answer 2,000 requests, 16
   Gate all_running;  // the first 16 jobs wait until 16 handlers run at once
   SubscribeOptions so;
   so.concurrency = 16;
-  auto sub = server.serve("work", [&](Message& m) {
-    const int now = ++running;
-    int seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-    }
-    if (now == 16) all_running.open();
-    all_running.wait();
-    --running;
-    return "done:" + std::string(m.payload());
-  }, so);
+  auto sub = server.serve(
+      "work",
+      [&](Message& m) {
+        const int now = ++running;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        if (now == 16) all_running.open();
+        all_running.wait();
+        --running;
+        return "done:" + std::string(m.payload());
+      },
+      so);
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
-  REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "work") == 16 && s.idle == 16; }));
+  REQUIRE(wait(*broker,
+               [](const BrokerStats& s) { return workers_for(s, "work") == 16 && s.idle == 16; }));
   constexpr int kCount = 2000;
   Replies replies;
   for (int i = 0; i < kCount; ++i)
-    client.request("work", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 60s);
+    client.request(
+        "work", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 60s);
   REQUIRE(replies.wait_for(kCount, 120s));
   auto all = replies.all();
   REQUIRE(all.size() == static_cast<std::size_t>(kCount));
@@ -293,7 +305,8 @@ TEST_CASE("memodb: 16 concurrent workers on one socket answer 2,000 requests, 16
   CHECK(s.registrations == 16);  // no phantom registrations, no re-registrations
 }
 
-TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per client", "[memodb]") {
+TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per client",
+          "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   // One client serves two services with 8 workers each and makes requests too.
@@ -315,7 +328,8 @@ TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per
       for (int i = 0; i < kPer; ++i) {
         const std::string payload = (client == &a ? "a" : "b") + std::to_string(i);
         expected[index] = service + ":" + payload;
-        client->request(service, payload, [&, index](Reply r) { replies.add(index, std::move(r)); }, 60s);
+        client->request(
+            service, payload, [&, index](Reply r) { replies.add(index, std::move(r)); }, 60s);
         ++index;
       }
     }
@@ -333,8 +347,9 @@ TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per
   CHECK(s.registrations == 16);
 }
 
-TEST_CASE("memodb: max_requests bounds the requests in flight; the others wait, up to their deadline",
-          "[memodb]") {
+TEST_CASE(
+    "memodb: max_requests bounds the requests in flight; the others wait, up to their deadline",
+    "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   auto server = connect(url_of(*broker, options, "workers=1"));
@@ -348,11 +363,13 @@ TEST_CASE("memodb: max_requests bounds the requests in flight; the others wait, 
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
   Replies replies;
   for (int i = 0; i < 2; ++i)
-    client.request("slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 30s);
+    client.request(
+        "slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 30s);
   // Sent: one with the worker, one queued at the broker.
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.dispatched == 1 && s.queued == 1; }));
   for (int i = 2; i < 5; ++i)
-    client.request("slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 300ms);
+    client.request(
+        "slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 300ms);
   REQUIRE(replies.wait_for(3));
   auto all = replies.all();
   for (int i = 2; i < 5; ++i) {
@@ -387,7 +404,8 @@ TEST_CASE("memodb: a worker that overruns its job's timeout is forgotten, then r
   // The JOB's timeout is what is left of the request's deadline: 300 ms.
   auto late = client.request_sync("slow", "late", 300ms);
   CHECK(late.ec == errc::timeout);
-  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.workers_expired == 1 && s.workers == 0; }));
+  REQUIRE(
+      wait(*broker, [](const BrokerStats& s) { return s.workers_expired == 1 && s.workers == 0; }));
   release.open();
   // Its RESULT names an ID the broker forgot: DISCONNECT, then READY again.
   REQUIRE(wait(*broker, [](const BrokerStats& s) {
@@ -432,8 +450,10 @@ TEST_CASE("memodb: idle workers answer every HEARTBEAT and stay registered", "[m
   CHECK(client.request_sync("idle", "still here", 10s).payload == "still here");
 }
 
-TEST_CASE("memodb: after a broker restart workers register again and pending requests complete "
-          "or fail by their deadline", "[memodb]") {
+TEST_CASE(
+    "memodb: after a broker restart workers register again and pending requests complete "
+    "or fail by their deadline",
+    "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   std::atomic<int> client_disconnects{0}, client_connects{0};
@@ -458,13 +478,15 @@ TEST_CASE("memodb: after a broker restart workers register again and pending req
     return "echo:" + std::string(m.payload());
   });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
-  REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "echo") == 4 && s.idle == 4; }));
+  REQUIRE(wait(*broker,
+               [](const BrokerStats& s) { return workers_for(s, "echo") == 4 && s.idle == 4; }));
 
   Replies replies;
   std::map<int, std::chrono::steady_clock::time_point> deadlines;
   auto send = [&](int i, std::chrono::milliseconds timeout) {
     deadlines[i] = std::chrono::steady_clock::now() + timeout;
-    client.request("echo", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, timeout);
+    client.request(
+        "echo", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, timeout);
   };
   // Four in the workers' handlers, twenty queued at the broker, ten that expire while queued.
   for (int i = 0; i < 4; ++i) send(i, 30s);
@@ -484,7 +506,7 @@ TEST_CASE("memodb: after a broker restart workers register again and pending req
   auto times = replies.times();
   for (auto& [i, list] : all) {
     INFO("request " << i);
-    REQUIRE(list.size() == 1);  // exactly once
+    REQUIRE(list.size() == 1);             // exactly once
     CHECK(times[i] <= deadlines[i] + 1s);  // by its deadline (the margin: a loaded machine)
     if (i >= 24) {
       CHECK(list[0].ec == errc::timeout);
@@ -529,7 +551,8 @@ TEST_CASE("memodb: a broker down when requests start: they wait for it, up to th
   broker->stop();
   CHECK(client.request_sync("echo", "x", 300ms).ec == errc::timeout);
   Replies replies;
-  client.request("echo", "after", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request(
+      "echo", "after", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
   broker->start();
   REQUIRE(replies.wait_for(1));
   auto reply = replies.all()[0][0];
@@ -544,16 +567,21 @@ TEST_CASE("memodb: the in-process broker survives hostile CBOR and keeps serving
   std::vector<std::string> hostile = {
       "",
       "\xff",
-      std::string("\x84\x66memo01\x01", 9),  // READY cut short
+      std::string("\x84\x66memo01\x01", 9),           // READY cut short
       std::string("\x9f\x66memo01\x04\x40\xff", 11),  // indefinite array
-      std::string("\x83\x66memo02\x04\x40", 10),     // wrong version
-      std::string("\x83\x66memo01\x09\x40", 10),     // unknown type
+      std::string("\x83\x66memo02\x04\x40", 10),      // wrong version
+      std::string("\x83\x66memo01\x09\x40", 10),      // unknown type
       std::string("\x83\x66memo01\x04\x7b\xff\xff\xff\xff\xff\xff\xff\xff", 17),
       std::string("\x85\x66memo01\x02\x40\x60\x01", 12),  // empty service
-      std::string(1 << 20, '\x81'),                         // deep nesting
+      std::string(1 << 20, '\x81'),                       // deep nesting
       "\x1c",
   };
-  hostile.push_back(std::string("\x84\x66memo01\x01\x40\x82\x68" "alive.tv" "\x64" "echo", 24));  // unsorted
+  hostile.push_back(
+      std::string("\x84\x66memo01\x01\x40\x82\x68"
+                  "alive.tv"
+                  "\x64"
+                  "echo",
+                  24));  // unsorted
   std::mt19937 random(99);
   for (int i = 0; i < 20; ++i) {
     std::string junk(1 + random() % 200, '\0');
@@ -583,8 +611,10 @@ TEST_CASE("memodb: the in-process broker survives hostile CBOR and keeps serving
   CHECK(client.request_sync("echo", "alive", 10s).payload == "alive");
 }
 
-TEST_CASE("memodb: the broker's wire format: the worker's ID in the JOB, RESULT to the client "
-          "without the flag, HEARTBEAT, DISCONNECT for unknown IDs", "[memodb]") {
+TEST_CASE(
+    "memodb: the broker's wire format: the worker's ID in the JOB, RESULT to the client "
+    "without the flag, HEARTBEAT, DISCONNECT for unknown IDs",
+    "[memodb]") {
   auto options = fast();
   options.heartbeat_interval = 100ms;
   auto broker = Broker::launch(options);
@@ -599,17 +629,26 @@ TEST_CASE("memodb: the broker's wire format: the worker's ID in the JOB, RESULT 
   REQUIRE(job);
   REQUIRE(job->size() == 1 + 7 + 1 + 5 + 5 + 3 + 7);
   const std::string id = job->substr(10, 4);
-  CHECK(hex(*job) == "85" + kVersionHex + "02" "44" + hex(id) + "64" + hex("echo") + "191388" + hex("payload"));
+  CHECK(hex(*job) == "85" + kVersionHex +
+                         "02"
+                         "44" +
+                         hex(id) + "64" + hex("echo") + "191388" + hex("payload"));
 
   std::string result;
   REQUIRE(memodb::append_result(result, id, true) == std::error_code{});
   REQUIRE(worker.send(result + "result") == 0);
   auto to_client = client.recv();
   REQUIRE(to_client);
-  CHECK(hex(*to_client) == "83" + kVersionHex + "03" "40" + hex("result"));
+  CHECK(hex(*to_client) == "83" + kVersionHex +
+                               "03"
+                               "40" +
+                               hex("result"));
   auto bye = worker.recv();
   REQUIRE(bye);
-  CHECK(hex(*bye) == "83" + kVersionHex + "05" "44" + hex(id));
+  CHECK(hex(*bye) == "83" + kVersionHex +
+                         "05"
+                         "44" +
+                         hex(id));
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.workers == 0; }));
 
   // An ID the broker never gave out: DISCONNECT, echoing it.
@@ -618,7 +657,10 @@ TEST_CASE("memodb: the broker's wire format: the worker's ID in the JOB, RESULT 
   REQUIRE(worker.send(unknown) == 0);
   auto echo = worker.recv();
   REQUIRE(echo);
-  CHECK(hex(*echo) == "83" + kVersionHex + "05" "43" + hex("abc"));
+  CHECK(hex(*echo) == "83" + kVersionHex +
+                          "05"
+                          "43" +
+                          hex("abc"));
 
   // Idle: HEARTBEAT after heartbeat_interval; answering keeps the worker.
   REQUIRE(worker.send(ready_bytes({"echo", "alive.tv"})) == 0);
@@ -627,7 +669,10 @@ TEST_CASE("memodb: the broker's wire format: the worker's ID in the JOB, RESULT 
   REQUIRE(beat->size() == 1 + 7 + 1 + 5);
   const std::string id2 = beat->substr(10, 4);
   CHECK(id2 != id);
-  CHECK(hex(*beat) == "83" + kVersionHex + "04" "44" + hex(id2));
+  CHECK(hex(*beat) == "83" + kVersionHex +
+                          "04"
+                          "44" +
+                          hex(id2));
   std::string answer;
   REQUIRE(memodb::append_heartbeat(answer, id2) == std::error_code{});
   REQUIRE(worker.send(answer) == 0);
@@ -640,8 +685,10 @@ TEST_CASE("memodb: the broker's wire format: the worker's ID in the JOB, RESULT 
   CHECK(workers_for(s, "alive.tv") == 1);
 }
 
-TEST_CASE("memodb: a broker that sends garbage fails the request with a memodb error, and a "
-          "worker registers again", "[memodb]") {
+TEST_CASE(
+    "memodb: a broker that sends garbage fails the request with a memodb error, and a "
+    "worker registers again",
+    "[memodb]") {
   memodb::register_scheme();
   RawSocket fake(RawSocket::Kind::rep);
   const std::string address = fake.listen();
@@ -654,7 +701,8 @@ TEST_CASE("memodb: a broker that sends garbage fails the request with a memodb e
   SECTION("a requester") {
     auto client = connect(url);
     Replies replies;
-    client.request("echo", "x", [&](Reply r) { replies.add(0, std::move(r)); }, 5s);
+    client.request(
+        "echo", "x", [&](Reply r) { replies.add(0, std::move(r)); }, 5s);
     auto job = fake.recv();
     REQUIRE(job);
     memodb::Header h;
@@ -672,7 +720,8 @@ TEST_CASE("memodb: a broker that sends garbage fails the request with a memodb e
     CHECK(reply.ec == memodb::errc::truncated);
     CHECK(std::string(reply.ec.category().name()) == "memodb");
 
-    client.request("echo", "y", [&](Reply r) { replies.add(1, std::move(r)); }, 5s);
+    client.request(
+        "echo", "y", [&](Reply r) { replies.add(1, std::move(r)); }, 5s);
     REQUIRE(fake.recv());
     std::string heartbeat;
     REQUIRE(memodb::append_heartbeat(heartbeat, {}) == std::error_code{});
@@ -704,8 +753,10 @@ TEST_CASE("memodb: a broker that sends garbage fails the request with a memodb e
   }
 }
 
-TEST_CASE("memodb: closing mid-job: the last RESULT says disconnecting and still reaches the "
-          "requester", "[memodb]") {
+TEST_CASE(
+    "memodb: closing mid-job: the last RESULT says disconnecting and still reaches the "
+    "requester",
+    "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   auto server = connect(url_of(*broker, options, "workers=1"));
@@ -720,7 +771,8 @@ TEST_CASE("memodb: closing mid-job: the last RESULT says disconnecting and still
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
   Replies replies;
-  client.request("job", "1", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request(
+      "job", "1", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
   REQUIRE(started.wait_for(1));
   server.close(20s, [&](std::error_code) { closed.count_down(); });
   CHECK_FALSE(closed.wait_for(1, 100ms));  // bound: close waits for the handler
@@ -749,7 +801,8 @@ TEST_CASE("memodb: a paused serve's workers leave; resume registers them again",
   // Each stops at its next HEARTBEAT without answering; the broker forgets it.
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.workers == 0; }));
   Replies replies;
-  client.request("p", "queued", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request(
+      "p", "queued", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.queued == 1; }));
   sub.resume();
   REQUIRE(replies.wait_for(1));
@@ -768,15 +821,19 @@ TEST_CASE("memodb: set_max_in_flight sets a serve's number of workers", "[memodb
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "s") == 2; }));
   sub.set_max_in_flight(5);
-  REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "s") == 5 && s.idle == 5; }));
+  REQUIRE(
+      wait(*broker, [](const BrokerStats& s) { return workers_for(s, "s") == 5 && s.idle == 5; }));
   sub.set_max_in_flight(1);
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "s") == 1; }));
   CHECK(broker->stats().registrations == 5);
-  for (int i = 0; i < 5; ++i) CHECK(client.request_sync("s", std::to_string(i), 10s).payload == std::to_string(i));
+  for (int i = 0; i < 5; ++i)
+    CHECK(client.request_sync("s", std::to_string(i), 10s).payload == std::to_string(i));
 }
 
-TEST_CASE("memodb: a serve handler that throws sends no RESULT (memo01 has no error reply): "
-          "the requester times out and the worker registers again", "[memodb]") {
+TEST_CASE(
+    "memodb: a serve handler that throws sends no RESULT (memo01 has no error reply): "
+    "the requester times out and the worker registers again",
+    "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
   Errors errors;

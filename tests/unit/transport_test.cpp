@@ -1,11 +1,12 @@
 // The shared TCP/TLS transport against small blocking servers on loopback.
+#include <sys/socket.h>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/read_until.hpp>
 #include <asio/ssl.hpp>
 #include <asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <sys/socket.h>
+#include <future>
 #include <thread>
 
 #include "polybus/error.hpp"
@@ -25,7 +26,8 @@ enum class Mode { echo, tls_echo, starttls_echo, silent };
 class TestServer {
  public:
   TestServer(Mode mode, const TestCertificates* certs = nullptr, bool require_client_cert = false)
-      : mode_(mode), acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+      : mode_(mode),
+        acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
         ssl_(asio::ssl::context::tls_server) {
     if (certs) {
       ssl_.use_certificate_chain_file(certs->server_cert_file);
@@ -116,6 +118,11 @@ class Client {
       : strand_(asio::make_strand(io_)), work_(asio::make_work_guard(io_)) {
     Transport::Callbacks callbacks;
     callbacks.on_connected = [this] { events_.add("connected"); };
+    callbacks.on_written = [this](std::uint64_t total) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      written_totals_.push_back(total);
+      cv_.notify_all();
+    };
     callbacks.on_data = [this](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
       std::lock_guard<std::mutex> lock(mutex_);
       received_.append(data, n);
@@ -147,6 +154,13 @@ class Client {
     std::unique_lock<std::mutex> lock(mutex_);
     return cv_.wait_for(lock, kWaitBound, [&] { return received_ == expected; });
   }
+  // The totals on_written reported, once the last reaches at least `total`.
+  std::vector<std::uint64_t> wait_written(std::uint64_t total) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock, kWaitBound,
+                 [&] { return !written_totals_.empty() && written_totals_.back() >= total; });
+    return written_totals_;
+  }
   std::error_code closed_ec() {
     std::lock_guard<std::mutex> lock(mutex_);
     return closed_ec_;
@@ -167,6 +181,7 @@ class Client {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string received_;
+  std::vector<std::uint64_t> written_totals_;
   std::error_code closed_ec_;
   std::string closed_detail_;
   std::thread thread_;
@@ -185,6 +200,29 @@ TEST_CASE("bytes written arrive in order and echo back", "[transport]") {
   for (int i = 0; i < 500; ++i) expected += "piece-" + std::to_string(i) + ";";
   REQUIRE(client.wait_received(expected));
   CHECK(client.events_.count("connected") == 1);
+}
+
+TEST_CASE("on_written reports a running total that reaches each write's total_queued mark",
+          "[transport]") {
+  TestServer server(Mode::echo);
+  Client client;
+  std::promise<std::vector<std::uint64_t>> marks;
+  client.run([&] {
+    client.transport_->connect(server.address());
+    std::vector<std::uint64_t> m;
+    for (int i = 0; i < 100; ++i) {
+      client.transport_->write(std::string(1000 + i, 'x'));
+      m.push_back(client.transport_->total_queued());
+    }
+    marks.set_value(m);
+  });
+  auto m = marks.get_future().get();
+  REQUIRE(m.size() == 100);
+  CHECK(m.front() == 1000);
+  auto totals = client.wait_written(m.back());
+  REQUIRE(!totals.empty());
+  CHECK(totals.back() == m.back());  // every byte, and no more
+  for (std::size_t i = 1; i < totals.size(); ++i) CHECK(totals[i] > totals[i - 1]);
 }
 
 TEST_CASE("writes queued before the connection is up are sent once it is", "[transport]") {
@@ -266,7 +304,8 @@ TEST_CASE("TLS with the test CA verifies and carries data", "[transport][tls]") 
   REQUIRE(client.wait_received("secret"));
 }
 
-TEST_CASE("TLS verification fails against an unrelated CA, and passes with verify off", "[transport][tls]") {
+TEST_CASE("TLS verification fails against an unrelated CA, and passes with verify off",
+          "[transport][tls]") {
   TestCertificates certs;
   TestServer server(Mode::tls_echo, &certs);
   {

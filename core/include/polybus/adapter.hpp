@@ -105,8 +105,8 @@ class Adapter {
   virtual ~Adapter() = default;
   virtual Capabilities capabilities() const = 0;
   virtual void publish(PublishWork work) = 0;
-  virtual std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
-                                                         std::shared_ptr<SubscriptionSink> sink) = 0;
+  virtual std::shared_ptr<AdapterSubscription> subscribe(
+      const SubscribeSpec& spec, std::shared_ptr<SubscriptionSink> sink) = 0;
   virtual void request(RequestWork work);
   virtual std::shared_ptr<AdapterSubscription> serve(const ServeSpec& spec,
                                                      std::shared_ptr<SubscriptionSink> sink);

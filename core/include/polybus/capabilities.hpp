@@ -9,23 +9,23 @@
 namespace polybus {
 
 struct Capabilities {
-  bool ack = false;                 // messages must be acknowledged; unacked ones come back
-  bool nack_with_delay = false;     // a message can be requeued with a delay
-  bool touch = false;               // a slow handler can extend its message's timeout
+  bool ack = false;                    // messages must be acknowledged; unacked ones come back
+  bool nack_with_delay = false;        // a message can be requeued with a delay
+  bool touch = false;                  // a slow handler can extend its message's timeout
   bool redelivery_on_timeout = false;  // a message never acked is redelivered after its timeout
-  bool replay_from_offset = false;  // subscribe can start from an offset
-  bool request_reply = false;       // request() and serve()
+  bool replay_from_offset = false;     // subscribe can start from an offset
+  bool request_reply = false;          // request() and serve()
   // A serve handler's failure reaches the requester as an error (false: the protocol has no
   // error reply, so the request runs to its deadline).
   bool reply_errors = true;
-  bool ordered_delivery = false;    // one subscriber sees one publisher's messages in order
-  bool consumer_groups = false;     // groups share messages; each group gets every message
-  bool batch_publish = false;       // publish_batch() is one protocol operation
-  bool deferred_publish = false;    // publish with a delay
-  bool publish = true;              // plain publish (false: request/reply only)
-  bool subscribe = true;            // plain subscribe
-  bool durable = false;             // the broker keeps messages across its own restart
-  bool publish_confirmed = true;    // publish completes when the broker has accepted it
+  bool ordered_delivery = false;  // one subscriber sees one publisher's messages in order
+  bool consumer_groups = false;   // groups share messages; each group gets every message
+  bool batch_publish = false;     // publish_batch() is one protocol operation
+  bool deferred_publish = false;  // publish with a delay
+  bool publish = true;            // plain publish (false: request/reply only)
+  bool subscribe = true;          // plain subscribe
+  bool durable = false;           // the broker keeps messages across its own restart
+  bool publish_confirmed = true;  // publish completes when the broker has accepted it
 
   std::vector<std::pair<const char*, bool>> list() const {
     return {{"publish", publish},

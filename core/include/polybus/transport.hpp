@@ -27,8 +27,8 @@ namespace polybus {
 struct TlsSettings {
   bool enabled = false;
   bool verify = true;
-  std::string ca_file;      // empty: the system's default CA paths
-  std::string cert_file;    // client certificate (PEM), optional
+  std::string ca_file;    // empty: the system's default CA paths
+  std::string cert_file;  // client certificate (PEM), optional
   std::string key_file;
   std::string server_name;  // SNI and the name verified; empty: the host connected to
 };
@@ -65,7 +65,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
 
   // Throws polybus::Error(errc::tls_error) when the TLS settings cannot be loaded.
   static std::shared_ptr<Transport> create(Strand strand, TransportSettings settings,
-                                           Callbacks callbacks, const AdapterContext* stats = nullptr);
+                                           Callbacks callbacks,
+                                           const AdapterContext* stats = nullptr);
 
   void connect(const HostPort& target);
   // Queued and written in order; the string is moved in, so payloads are not copied.
@@ -100,7 +101,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
  private:
   void on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results);
   void on_tcp_connected(std::error_code ec);
-  void handshake(asio::ssl::stream_base::handshake_type type, std::function<void(std::error_code)> done);
+  void handshake(asio::ssl::stream_base::handshake_type type,
+                 std::function<void(std::error_code)> done);
   void read_next();
   void on_read(std::error_code ec, std::size_t n);
   void flush();

@@ -127,8 +127,8 @@ std::error_code Session::send(std::string_view path, std::string_view json, Call
   std::string flattened;
   if (json.find_first_of("\r\n") != std::string_view::npos) {
     flattened.assign(json);
-    std::replace_if(flattened.begin(), flattened.end(), [](char c) { return c == '\n' || c == '\r'; },
-                    ' ');
+    std::replace_if(
+        flattened.begin(), flattened.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     json = flattened;
   }
   std::string clean = clean_path(path);
