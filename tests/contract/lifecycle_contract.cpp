@@ -215,22 +215,24 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
     std::lock_guard<std::mutex> lock(mutex);
     expected = acked;
   }
-  CHECK(expected.size() > kCount / 2);  // the publisher recovered and went on
   if (env.caps.publish_confirmed) {
+    CHECK(expected.size() > kCount / 2);  // the publisher recovered and went on
     REQUIRE(got.wait_until([&](const std::map<std::string, int>& seen) {
       for (auto& p : expected)
         if (!seen.count(p)) return false;
       return true;
     }));
   } else {
-    // A publish the broker never confirms may go down with it; what must hold is that both
+    // A publish the broker never confirms may go down with it, and one written into the
+    // connection the restart is dropping fails as disconnected; what must hold is that both
     // clients come back: a message published after the restart reaches the subscriber. The
     // subscriber re-subscribes on its own connection, so a marker may race ahead of it: publish
     // markers until one arrives.
     const auto give_up = std::chrono::steady_clock::now() + test::kWaitBound;
     bool arrived = false;
     for (int i = 0; !arrived && std::chrono::steady_clock::now() < give_up; ++i) {
-      REQUIRE(publisher.publish_sync(topic, "after-restart") == std::error_code{});
+      // A marker may still meet the dropped connection (disconnected): the next one goes on.
+      (void)publisher.publish_sync(topic, "after-restart");
       arrived = got.wait_until(
           [](const std::map<std::string, int>& seen) { return seen.count("after-restart") > 0; },
           100ms);
