@@ -73,6 +73,20 @@ OptionTable core_option_table() {
       {"reconnect_max", OptionType::duration, "30s", 0, 24 * hour, "cap on the reconnect delay"},
       {"max_frame_size", OptionType::integer, "16777216", 1024, 1 << 30,
        "largest frame or message accepted from the wire, in bytes"},
+      {"max_write_buffer", OptionType::integer, "67108864", 65536, std::int64_t{1} << 40,
+       "bytes a connection may queue for writing; more closes it (limit_exceeded)"},
+      {"max_decoded_per_read", OptionType::integer, "33554432", 65536, std::int64_t{1} << 40,
+       "decompressed bytes one read may produce (a decompression bomb is an error)"},
+      {"frame_timeout", OptionType::duration, "30s", 1, 24 * hour,
+       "a frame whose first bytes arrived must complete within this (a drip is an error)"},
+      {"max_held_messages", OptionType::integer, "10000", 1, 100'000'000,
+       "messages a subscription holds for its handlers before it stops taking more"},
+      {"max_held_bytes", OptionType::integer, "67108864", 1024, std::int64_t{1} << 40,
+       "payload bytes a subscription holds for its handlers before it stops taking more"},
+      {"max_json_depth", OptionType::integer, "64", 1, 10000,
+       "nesting depth of any JSON read from or written to the wire"},
+      {"max_redirects", OptionType::integer, "10", 0, 10000,
+       "server-ordered moves in a row before they are refused (each one backs off)"},
       {"max_in_flight", OptionType::integer, "32", 0, 1'000'000,
        "messages a subscription may hold unacknowledged (SubscribeOptions can override)"},
       {"handler_concurrency", OptionType::integer, "1", 1, 256,
@@ -96,7 +110,7 @@ OptionTable core_option_table() {
 AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
                                std::shared_ptr<detail::ClientShared> shared)
     : strand_(std::move(strand)), url_(std::move(url)), options_(std::move(options)),
-      shared_(std::move(shared)) {}
+      budget_(Budget::from_options(options_)), shared_(std::move(shared)) {}
 
 void AdapterContext::state(ConnectionState state, const std::string& endpoint,
                            std::error_code reason) const {

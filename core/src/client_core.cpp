@@ -103,7 +103,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
   auto sub = std::make_shared<SubscriptionCore>(
       shared_from_this(), std::string(topic), std::move(handler), std::move(serve), concurrency,
       options.max_attempts ? options.max_attempts : default_max_attempts_,
-      std::move(options.on_discard));
+      std::move(options.on_discard), Budget::from_options(options_));
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
                      options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
   ServeSpec serve_spec{std::string(topic), concurrency};

@@ -28,7 +28,7 @@ class SubscriptionCore : public SubscriptionSink,
  public:
   SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, MessageHandler handler,
                    ServeHandler serve_handler, std::uint32_t concurrency,
-                   std::uint32_t max_attempts, DiscardCallback on_discard);
+                   std::uint32_t max_attempts, DiscardCallback on_discard, const Budget& budget);
 
   // SubscriptionSink (strand)
   void deliver(Message message) override;
@@ -55,6 +55,9 @@ class SubscriptionCore : public SubscriptionSink,
   void run_queue();
   void handle(Message& message);
   void release(Message& message);  // give back a message that will not be handled
+  // Strand: pause the adapter's side while the user paused or too much waits for handlers.
+  void apply_flow();
+  void taken(const Message& message);  // a handler took a message off the queue
 
   std::weak_ptr<ClientCore> client_;
   std::shared_ptr<ClientShared> shared_;
@@ -72,6 +75,15 @@ class SubscriptionCore : public SubscriptionSink,
   std::optional<std::error_code> ready_result_;
   std::deque<Message> queue_;
   std::uint32_t running_ = 0;
+  // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,
+  // DETACH, ...) until half of it has drained: back-pressure, never an unbounded queue.
+  std::size_t max_held_messages_;
+  std::size_t max_held_bytes_;
+  std::size_t held_bytes_ = 0;
+  bool over_budget_ = false;  // guarded by mutex_
+  // Strand only:
+  bool user_paused_ = false;
+  bool adapter_paused_ = false;
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
 };

@@ -28,6 +28,7 @@ class CoreCategory final : public std::error_category {
       case errc::broker_error: return "broker refused the operation";
       case errc::canceled: return "canceled";
       case errc::tls_error: return "TLS error";
+      case errc::limit_exceeded: return "a configured limit was exceeded";
     }
     return "unknown polybus error " + std::to_string(value);
   }

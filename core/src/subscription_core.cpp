@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <asio/post.hpp>
 
 #include "client_core.hpp"
@@ -8,7 +9,7 @@ namespace polybus::detail {
 SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic,
                                    MessageHandler handler, ServeHandler serve_handler,
                                    std::uint32_t concurrency, std::uint32_t max_attempts,
-                                   DiscardCallback on_discard)
+                                   DiscardCallback on_discard, const Budget& budget)
     : client_(client),
       shared_(client->shared()),
       pool_(client->pool()),
@@ -17,7 +18,9 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
       serve_handler_(std::move(serve_handler)),
       concurrency_(std::max<std::uint32_t>(1, concurrency)),
       max_attempts_(max_attempts),
-      on_discard_(std::move(on_discard)) {
+      on_discard_(std::move(on_discard)),
+      max_held_messages_(budget.max_held_messages),
+      max_held_bytes_(budget.max_held_bytes) {
   pool_->reserve(concurrency_);
 }
 
@@ -42,15 +45,50 @@ void SubscriptionCore::deliver(Message message) {
     return;
   }
   bool start = false;
+  bool stop_taking = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    held_bytes_ += message.payload().size();
     queue_.push_back(std::move(message));
     if (running_ < concurrency_) {
       ++running_;
       start = true;
     }
+    if (!over_budget_ && (queue_.size() > max_held_messages_ || held_bytes_ > max_held_bytes_)) {
+      over_budget_ = stop_taking = true;
+      shared_->log(LogLevel::warn,
+                   topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
+                       std::to_string(held_bytes_) +
+                       " bytes) wait for handlers, over max_held_messages=" +
+                       std::to_string(max_held_messages_) + " or max_held_bytes=" +
+                       std::to_string(max_held_bytes_) + ": pausing delivery until half drain");
+    }
   }
+  if (stop_taking) apply_flow();
   if (start) pool_->post([self = shared_from_this()] { self->run_queue(); });
+}
+
+void SubscriptionCore::apply_flow() {
+  bool over;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    over = over_budget_;
+  }
+  const bool want_paused = user_paused_ || over;
+  if (want_paused == adapter_paused_ || !adapter_) return;
+  adapter_paused_ = want_paused;
+  if (want_paused) adapter_->pause();
+  else if (active()) adapter_->resume();
+}
+
+void SubscriptionCore::taken(const Message& message) {
+  // Called with mutex_ held.
+  held_bytes_ -= std::min(held_bytes_, message.payload().size());
+  if (over_budget_ && queue_.size() <= max_held_messages_ / 2 &&
+      held_bytes_ <= max_held_bytes_ / 2) {
+    over_budget_ = false;
+    asio::post(shared_->strand, [self = shared_from_this()] { self->apply_flow(); });
+  }
 }
 
 void SubscriptionCore::run_queue() {
@@ -68,6 +106,7 @@ void SubscriptionCore::run_queue() {
       }
       message = std::move(queue_.front());
       queue_.pop_front();
+      taken(message);
     }
     if (active_.load()) handle(message);
     else release(message);
@@ -144,7 +183,10 @@ void SubscriptionCore::deactivate() {
   std::deque<Message> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (running_ == 0) left.swap(queue_);  // otherwise the running loop releases them
+    if (running_ == 0) {
+      left.swap(queue_);  // otherwise the running loop releases them
+      held_bytes_ = 0;
+    }
   }
   for (auto& message : left) release(message);
 }
@@ -172,13 +214,15 @@ void SubscriptionCore::unsubscribe(std::function<void(std::error_code)> done) {
 
 void SubscriptionCore::pause() {
   asio::post(shared_->strand, [self = shared_from_this()] {
-    if (self->adapter_) self->adapter_->pause();
+    self->user_paused_ = true;
+    self->apply_flow();
   });
 }
 
 void SubscriptionCore::resume() {
   asio::post(shared_->strand, [self = shared_from_this()] {
-    if (self->adapter_ && self->active()) self->adapter_->resume();
+    self->user_paused_ = false;
+    self->apply_flow();
   });
 }
 

@@ -3,6 +3,9 @@
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
@@ -11,12 +14,53 @@ namespace polybus {
 
 namespace {
 constexpr std::size_t kMaxGather = 64;  // buffers per write
+
+// One TLS context per set of TLS settings, shared by every transport that uses it (loading a CA
+// bundle costs about a megabyte and milliseconds; a client with many connections pays it once).
+// Held weakly: the context goes when its last transport does.
+std::shared_ptr<asio::ssl::context> shared_tls_context(const TlsSettings& tls) {
+  using Key = std::tuple<bool, std::string, std::string, std::string>;
+  static std::mutex mutex;
+  static std::map<Key, std::weak_ptr<asio::ssl::context>> cache;
+  const Key key{tls.verify, tls.ca_file, tls.cert_file, tls.key_file};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto found = cache[key].lock()) return found;
+  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() ? cache.erase(it) : ++it;
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1);
+  std::error_code ec;
+  if (!tls.ca_file.empty()) {
+    ctx->load_verify_file(tls.ca_file, ec);
+    if (ec)
+      throw Error(errc::tls_error,
+                  "cannot load TLS CA file '" + tls.ca_file + "': " + ec.message());
+  } else {
+    ctx->set_default_verify_paths(ec);
+  }
+  if (!tls.cert_file.empty()) {
+    ctx->use_certificate_chain_file(tls.cert_file, ec);
+    if (ec)
+      throw Error(errc::tls_error,
+                  "cannot load TLS certificate '" + tls.cert_file + "': " + ec.message());
+    ctx->use_private_key_file(tls.key_file.empty() ? tls.cert_file : tls.key_file,
+                              asio::ssl::context::pem, ec);
+    if (ec)
+      throw Error(errc::tls_error, "cannot load TLS key '" + tls.key_file + "': " + ec.message());
+  }
+  ctx->set_verify_mode(tls.verify ? asio::ssl::verify_peer : asio::ssl::verify_none);
+  cache[key] = ctx;
+  return ctx;
 }
+}  // namespace
 
 TransportSettings TransportSettings::from_options(const ResolvedOptions& options) {
   TransportSettings s;
   s.connect_timeout = options.get_duration("connect_timeout");
   s.write_timeout = options.get_duration("write_timeout");
+  s.max_write_buffer = static_cast<std::size_t>(options.get_int("max_write_buffer"));
+  s.frame_timeout = options.get_duration("frame_timeout");
   s.tls.enabled = options.get_bool("tls");
   s.tls.verify = options.get_bool("tls_verify");
   s.tls.ca_file = options.get_string("tls_ca_file");
@@ -40,41 +84,29 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
       resolver_(strand_),
       connect_timer_(strand_),
       write_timer_(strand_),
-      idle_timer_(strand_) {
+      idle_timer_(strand_),
+      frame_timer_(strand_) {
   if (stats) stats_.emplace(*stats);
-  // The TLS context is needed for an in-band upgrade too, so it is always prepared.
-  ssl_context_.emplace(asio::ssl::context::tls_client);
-  auto& ctx = *ssl_context_;
-  ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                  asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                  asio::ssl::context::no_tlsv1_1);
-  std::error_code ec;
-  const auto& tls = settings_.tls;
-  if (!tls.ca_file.empty()) {
-    ctx.load_verify_file(tls.ca_file, ec);
-    if (ec)
-      throw Error(errc::tls_error,
-                  "cannot load TLS CA file '" + tls.ca_file + "': " + ec.message());
-  } else {
-    ctx.set_default_verify_paths(ec);
+  // Bad TLS settings are refused at once; a plain connection builds no TLS context at all (an
+  // in-band upgrade gets one when it is asked for).
+  if (settings_.tls.enabled) ssl_context_ = shared_tls_context(settings_.tls);
+}
+
+std::error_code Transport::ensure_tls_context(std::string& detail) {
+  if (ssl_context_) return {};
+  try {
+    ssl_context_ = shared_tls_context(settings_.tls);
+  } catch (const Error& e) {
+    detail = e.what();
+    return e.code();
   }
-  if (!tls.cert_file.empty()) {
-    ctx.use_certificate_chain_file(tls.cert_file, ec);
-    if (ec)
-      throw Error(errc::tls_error,
-                  "cannot load TLS certificate '" + tls.cert_file + "': " + ec.message());
-    ctx.use_private_key_file(tls.key_file.empty() ? tls.cert_file : tls.key_file,
-                             asio::ssl::context::pem, ec);
-    if (ec)
-      throw Error(errc::tls_error, "cannot load TLS key '" + tls.key_file + "': " + ec.message());
-  }
-  ctx.set_verify_mode(tls.verify ? asio::ssl::verify_peer : asio::ssl::verify_none);
+  return {};
 }
 
 Transport::~Transport() = default;
 
 void Transport::reset_stream() {
-  stream_ = std::make_shared<asio::ssl::stream<asio::ip::tcp::socket>>(strand_, *ssl_context_);
+  stream_ = std::make_shared<Stream>(strand_);
   tls_active_ = false;
 }
 
@@ -107,7 +139,7 @@ void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results
   if (ec)
     return end(make_error_code(errc::connect_failed),
                "cannot resolve " + endpoint_ + ": " + ec.message(), true);
-  asio::async_connect(stream_->next_layer(), results,
+  asio::async_connect(stream_->socket, results,
                       [weak = weak_from_this(), gen = generation_, stream = stream_](
                           std::error_code e, const asio::ip::tcp::endpoint&) {
                         auto self = weak.lock();
@@ -121,7 +153,7 @@ void Transport::on_tcp_connected(std::error_code ec) {
     return end(make_error_code(errc::connect_failed),
                "cannot connect to " + endpoint_ + ": " + ec.message(), true);
   std::error_code ignored;
-  stream_->next_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
+  stream_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   auto up = [this] {
     connecting_ = false;
     connected_ = true;
@@ -145,13 +177,24 @@ void Transport::on_tcp_connected(std::error_code ec) {
 void Transport::handshake(asio::ssl::stream_base::handshake_type type,
                           std::function<void(std::error_code)> done) {
   const auto& tls = settings_.tls;
+  std::string detail;
+  if (auto ec = ensure_tls_context(detail)) {
+    // Reported as the connection's end (the caller's done is not needed after that).
+    asio::post(strand_, [self = shared_from_this(), gen = generation_, detail, ec] {
+      if (gen == self->generation_) self->end(ec, detail, true);
+    });
+    return;
+  }
+  stream_->tls = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(stream_->socket,
+                                                                            *ssl_context_);
+  auto& tls_stream = *stream_->tls;
   const std::string& name = tls.server_name.empty() ? host_ : tls.server_name;
   // SNI only for names (RFC 6066 forbids IP literals); verification for both.
   asio::error_code parse_ec;
   asio::ip::make_address(name, parse_ec);
-  if (parse_ec) SSL_set_tlsext_host_name(stream_->native_handle(), name.c_str());
-  if (tls.verify) stream_->set_verify_callback(asio::ssl::host_name_verification(name));
-  stream_->async_handshake(type, [self = shared_from_this(), gen = generation_, stream = stream_,
+  if (parse_ec) SSL_set_tlsext_host_name(tls_stream.native_handle(), name.c_str());
+  if (tls.verify) tls_stream.set_verify_callback(asio::ssl::host_name_verification(name));
+  tls_stream.async_handshake(type, [self = shared_from_this(), gen = generation_, stream = stream_,
                                   done = std::move(done)](std::error_code ec) {
     if (gen != self->generation_) return;
     if (!ec) self->tls_active_ = true;
@@ -171,7 +214,7 @@ void Transport::start_tls(std::function<void(std::error_code)> done) {
 }
 
 void Transport::read_next() {
-  if (!connected_ || reading_ || upgrading_) return;
+  if (!connected_ || reading_ || upgrading_ || read_paused_) return;
   if (pending_tls_) {
     auto done = std::move(pending_tls_);
     pending_tls_ = nullptr;
@@ -210,9 +253,9 @@ void Transport::read_next() {
   };
   auto buffer = asio::buffer(chunk_->data);
   if (tls_active_)
-    stream_->async_read_some(buffer, std::move(handler));
+    stream_->tls->async_read_some(buffer, std::move(handler));
   else
-    stream_->next_layer().async_read_some(buffer, std::move(handler));
+    stream_->socket.async_read_some(buffer, std::move(handler));
 }
 
 void Transport::on_read(std::error_code ec, std::size_t n) {
@@ -231,8 +274,17 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   if (gen == generation_) read_next();
 }
 
+bool Transport::admit(std::size_t n) {
+  if (queued_bytes_ + n <= settings_.max_write_buffer) return true;
+  if (connecting_ || connected_)
+    fail(make_error_code(errc::limit_exceeded),
+         limit_exceeded_text("bytes queued for writing to " + endpoint_, "max_write_buffer",
+                             settings_.max_write_buffer, queued_bytes_ + n));
+  return false;
+}
+
 void Transport::write(std::string bytes) {
-  if (bytes.empty()) return;
+  if (bytes.empty() || !admit(bytes.size())) return;
   queued_bytes_ += bytes.size();
   total_queued_ += bytes.size();
   queue_.push_back(Piece{std::move(bytes), nullptr});
@@ -240,7 +292,7 @@ void Transport::write(std::string bytes) {
 }
 
 void Transport::write(std::shared_ptr<const std::string> bytes) {
-  if (!bytes || bytes->empty()) return;
+  if (!bytes || bytes->empty() || !admit(bytes->size())) return;
   queued_bytes_ += bytes->size();
   total_queued_ += bytes->size();
   queue_.push_back(Piece{{}, std::move(bytes)});
@@ -277,9 +329,9 @@ void Transport::flush() {
     self->on_written(ec, n);
   };
   if (tls_active_)
-    asio::async_write(*stream_, buffers, std::move(handler));
+    asio::async_write(*stream_->tls, buffers, std::move(handler));
   else
-    asio::async_write(stream_->next_layer(), buffers, std::move(handler));
+    asio::async_write(stream_->socket, buffers, std::move(handler));
 }
 
 void Transport::on_written(std::error_code ec, std::size_t n) {
@@ -308,7 +360,43 @@ void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<v
   arm_idle();
 }
 
+void Transport::pause_reading() {
+  read_paused_ = true;
+  idle_timer_.cancel();
+}
+
+void Transport::resume_reading() {
+  if (!read_paused_) return;
+  read_paused_ = false;
+  last_read_ = Clock::now();
+  if (!connected_) return;
+  arm_idle();
+  read_next();
+}
+
+void Transport::frame_state(bool partial_frame, bool completed_frame) {
+  if (!partial_frame || !connected_) {
+    if (frame_timer_armed_) frame_timer_.cancel();
+    frame_timer_armed_ = false;
+    return;
+  }
+  if (frame_timer_armed_ && !completed_frame) return;  // the same frame is still coming
+  frame_timer_armed_ = true;
+  frame_timer_.expires_after(settings_.frame_timeout);
+  frame_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || gen != self->generation_ || !self->frame_timer_armed_) return;
+    self->frame_timer_armed_ = false;
+    const auto limit = std::to_string(self->settings_.frame_timeout.count()) + "ms";
+    self->end(make_error_code(errc::limit_exceeded),
+              "a frame from " + self->endpoint_ + " was still incomplete " + limit +
+                  " after its first byte: exceeds frame_timeout=" + limit,
+              true);
+  });
+}
+
 void Transport::arm_idle() {
+  if (read_paused_) return;
   if (idle_.count() <= 0 || !on_idle_) {
     idle_timer_.cancel();
     return;
@@ -342,16 +430,18 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   const bool was_active = connecting_ || connected_;
   ++generation_;
   connecting_ = connected_ = reading_ = writing_ = upgrading_ = close_when_flushed_ = false;
+  read_paused_ = frame_timer_armed_ = false;
   tls_active_ = false;
   pending_tls_ = nullptr;
   resolver_.cancel();
   connect_timer_.cancel();
   write_timer_.cancel();
   idle_timer_.cancel();
+  frame_timer_.cancel();
   if (stream_) {
     std::error_code ignored;
-    stream_->next_layer().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_->next_layer().close(ignored);
+    stream_->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->socket.close(ignored);
   }
   queue_.clear();
   in_flight_.clear();

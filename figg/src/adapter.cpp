@@ -189,9 +189,13 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     callbacks.on_data = [weak](const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t n) {
       auto self = weak.lock();
       if (!self) return;
+      const std::uint64_t frames = self->protocol_.frames();
       self->protocol_.receive(chunk, std::string_view(data, n));
       self->release_waiting();
       self->flush();
+      if (self->transport_)
+        self->transport_->frame_state(self->protocol_.partial_frame(),
+                                      self->protocol_.frames() != frames);
     };
     callbacks.on_closed = [weak](std::error_code ec, const std::string& detail) {
       if (auto self = weak.lock()) self->on_closed(ec, detail);

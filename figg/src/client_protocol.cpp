@@ -1,5 +1,7 @@
 #include "client_protocol.hpp"
 
+#include <algorithm>
+
 #include "polybus/error.hpp"
 
 namespace polybus::figg {
@@ -17,6 +19,7 @@ void ClientProtocol::publish(std::string topic, std::shared_ptr<const std::strin
 
 void ClientProtocol::send_publish(const Slot& slot) {
   OutPiece header;
+  highest_sent_ = std::max(highest_sent_, slot.seq);
   append_publish_header(header.bytes, slot.topic, slot.seq, slot.data->size());
   output_.push_back(std::move(header));
   output_.push_back(OutPiece{{}, slot.data});  // shared: kept in the ring for resending
@@ -120,7 +123,9 @@ void ClientProtocol::receive(const std::shared_ptr<const void>& owner, std::stri
     auto result = parser_.feed(bytes, frame);
     if (result.error) return handler_.on_failure(result.error, "bad frame from the Figg server: " + result.error.message());
     bytes.remove_prefix(result.consumed);
-    if (result.has_frame) handle(frame, frame.in_parser_buffer ? nullptr : owner);
+    if (!result.has_frame) continue;
+    ++frames_;
+    handle(frame, frame.in_parser_buffer ? nullptr : owner);
   }
 }
 
@@ -129,7 +134,14 @@ void ClientProtocol::handle(const Frame& frame, const std::shared_ptr<const void
   switch (frame.type) {
     case MessageType::ack: {
       std::uint64_t seq = 0;
-      if (!(ec = parse_u64(frame.payload, seq))) acked(seq);
+      if ((ec = parse_u64(frame.payload, seq))) break;
+      // An ACK for a number never sent would confirm publishes the server never saw.
+      if (seq > highest_sent_)
+        return handler_.on_failure(make_error_code(polybus::errc::protocol_error),
+                                   "the Figg server acknowledged sequence number " +
+                                       std::to_string(seq) + ", but the last PUBLISH sent was " +
+                                       std::to_string(highest_sent_));
+      acked(seq);
       break;
     }
     case MessageType::data: {

@@ -54,6 +54,9 @@ class ClientProtocol {
   void disconnected();
   bool is_connected() const { return connected_; }
   void receive(const std::shared_ptr<const void>& owner, std::string_view bytes);
+  // Part of a frame is held (the transport's frame_timeout runs); frames completed so far.
+  bool partial_frame() const { return !parser_.idle(); }
+  std::uint64_t frames() const { return frames_; }
 
   std::deque<OutPiece>& output() { return output_; }
   // Fails every unacknowledged publish (on close).
@@ -84,9 +87,11 @@ class ClientProtocol {
   std::size_t head_ = 0;  // oldest unacknowledged
   std::size_t unacked_ = 0;
   std::uint64_t next_seq_ = 1;
+  std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH
   std::map<std::string, Attachment> attachments_;
   bool connected_ = false;
   std::deque<OutPiece> output_;
+  std::uint64_t frames_ = 0;
 };
 
 }  // namespace polybus::figg

@@ -384,6 +384,7 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
       return on_job(worker, header, payload, std::move(msg));
     case MessageType::heartbeat:
       worker.id = std::string(header.id);
+      if (worker.reregister) worker.reregister->succeeded();  // registered: the broker knows it
       if (!should_run(worker)) {
         // Leaving: the broker waits for this worker's answer and hands it no job meanwhile;
         // without one it forgets the worker after heartbeat_timeout.
@@ -395,11 +396,28 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
         if (!append_heartbeat(out, worker.id)) answer = make_msg(out);
         return send_worker(worker, std::move(answer), false);
       }
-    case MessageType::disconnect:
+    case MessageType::disconnect: {
       // The broker does not know this worker (it restarted, or timed the worker out), or it
-      // acknowledges the last RESULT: reset and register again unless leaving.
+      // acknowledges the last RESULT: reset and register again unless leaving, after the
+      // reconnect policy's delay.
       worker.id.clear();
-      return restart_or_stop(worker);
+      if (!should_run(worker)) return stop_worker(worker);
+      worker.state = WorkerSlot::State::stopped;
+      if (!worker.reregister)
+        worker.reregister = std::make_unique<Reconnector>(ctx_.strand(), ctx_.backoff());
+      const std::uint64_t key = worker.key;
+      auto delay = worker.reregister->schedule([weak = weak_from_this(), key] {
+        auto self = weak.lock();
+        if (!self || self->dead_) return;
+        auto found = self->workers_.find(key);
+        if (found == self->workers_.end()) return;
+        WorkerSlot& w = *found->second;
+        if (w.state == WorkerSlot::State::stopped && !w.pending) self->restart_or_stop(w);
+      });
+      ctx_.log(LogLevel::debug, describe(worker) + ": DISCONNECT from the broker; READY again in " +
+                                    std::to_string(delay.count()) + "ms");
+      return;
+    }
     default:
       ctx_.error(make_error_code(errc::protocol_error),
                  describe(worker) + ": unexpected " + to_string(header.type) + " from the broker; registering again");
@@ -409,6 +427,7 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
 
 void Session::on_job(WorkerSlot& worker, const Header& header, std::string_view payload, MsgPtr msg) {
   worker.id = std::string(header.id);
+  if (worker.reregister) worker.reregister->succeeded();
   auto it = serves_.find(worker.serve);
   if (closing_ || it == serves_.end() || it->second.gone || !it->second.sink) {
     ctx_.log(LogLevel::warn, describe(worker) + ": a JOB arrived while closing or after "

@@ -14,6 +14,7 @@
 #include <nng/nng.h>
 
 #include <asio/steady_timer.hpp>
+#include "polybus/transport.hpp"
 #include <chrono>
 #include <deque>
 #include <map>
@@ -110,6 +111,9 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
     bool leaving = false;       // the request in flight is a RESULT with disconnecting = true
     bool retire = false;        // remove this worker once it is stopped
     std::uint32_t job_seq = 0;  // the job being handled, to match its reply
+    // READY again after a DISCONNECT waits per the reconnect policy (a broker answering every
+    // READY with DISCONNECT must not get thousands a second); a JOB or HEARTBEAT resets it.
+    std::unique_ptr<Reconnector> reregister;
   };
 
   struct ServeRecord {

@@ -613,7 +613,8 @@ std::error_code parse_auth_response(std::string_view body, AuthResponse& out) {
 // ---------------------------------------------------------------------------------------------
 // nsqlookupd
 
-std::error_code parse_lookup_response(std::string_view json, std::vector<LookupProducer>& out) {
+std::error_code parse_lookup_response(std::string_view json, std::vector<LookupProducer>& out,
+                                      std::size_t* rejected) {
   rapidjson::Document document;
   if (auto error = parse_json(json, document)) return error;
   if (!document.IsObject()) return errc::invalid_lookup_response;
@@ -644,11 +645,19 @@ std::error_code parse_lookup_response(std::string_view json, std::vector<LookupP
   }
   std::vector<LookupProducer> parsed;
   parsed.reserve(producers->value.Size());
+  std::size_t bad = 0;
+  std::error_code first_error;
   for (const auto& entry : producers->value.GetArray()) {
     LookupProducer producer;
-    if (auto error = parse_producer(entry, producer)) return error;
+    if (auto error = parse_producer(entry, producer)) {
+      ++bad;
+      if (!first_error) first_error = error;
+      continue;
+    }
     parsed.push_back(std::move(producer));
   }
+  if (rejected) *rejected = bad;
+  if (parsed.empty() && bad > 0) return first_error;
   out = std::move(parsed);
   return {};
 }

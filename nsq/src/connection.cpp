@@ -49,8 +49,13 @@ void Connection::connect() {
                                          std::size_t size) {
     auto self = weak.lock();
     if (!self || self->generation_ != generation) return;
+    const std::uint64_t frames = self->session_->frames();
     self->session_->receive(chunk, std::string_view(data, size));
-    if (self->generation_ == generation) self->flush();
+    if (self->generation_ != generation) return;
+    self->flush();
+    if (self->generation_ == generation)
+      self->transport_->frame_state(self->session_->partial_frame(),
+                                    self->session_->frames() != frames);
   };
   callbacks.on_closed = [weak, generation](std::error_code ec, const std::string& detail) {
     auto self = weak.lock();

@@ -108,7 +108,12 @@ void Consumer::on_ready(Conn& conn) {
 void Consumer::on_response(Conn& conn, std::string_view body) {
   if (is_ok(body) && !conn.subscribed && !conn.closing) {
     conn.subscribed = true;
-    conn.rdy = 0;
+    conn.rdy = conn.rdy_ceiling = 0;
+    if (conn.dialing) {
+      conn.dialing = false;
+      --dialing_;
+      pump_dials();
+    }
     conn.reconnector->succeeded();
     context_->state(ConnectionState::connected, conn.target.to_string());
     if (!ready_reported_) {
@@ -128,7 +133,14 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
 }
 
 void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared_ptr<const void>& owner) {
-  ++conn.in_flight;
+  if (++conn.in_flight > conn.rdy_ceiling) {
+    conn.connection->fail(make_error_code(polybus::errc::protocol_error),
+                          conn.target.to_string() + " ignored RDY: " +
+                              std::to_string(conn.in_flight) +
+                              " messages in flight, but the largest RDY sent is " +
+                              std::to_string(conn.rdy_ceiling));
+    return;
+  }
   auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
   state->topic = topic_;
   state->buffer = owner;
@@ -189,7 +201,11 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   const std::uint64_t key = conn.key;
   const bool was_subscribed = conn.subscribed;
   conn.subscribed = conn.closing = false;
-  conn.rdy = 0;
+  conn.rdy = conn.rdy_ceiling = 0;
+  if (conn.dialing) {
+    conn.dialing = false;
+    --dialing_;
+  }
   conn.in_flight = 0;  // nsqd requeues what this connection held
   if (stopping_ || conn.retiring) {
     remove_conn(key);
@@ -202,6 +218,7 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   if (!discovery_.lookupds.empty()) {
     // Discovery decides: the next poll reconnects it if nsqlookupd still lists it.
     remove_conn(key);
+    pump_dials();
   } else {
     std::weak_ptr<Consumer> weak = shared_from_this();
     auto delay = conn.reconnector->schedule([weak, key] {
@@ -219,6 +236,7 @@ void Consumer::send_rdy(Conn& conn, std::uint32_t count) {
   count = std::min(count, conn.max_rdy);
   if (count == conn.rdy || !conn.subscribed) return;
   conn.rdy = count;
+  conn.rdy_ceiling = std::max(conn.rdy_ceiling, count);
   conn.connection->session().ready_count(count);
   conn.connection->flush();
 }
@@ -332,7 +350,15 @@ void Consumer::poll_lookupd() {
                auto self = weak.lock();
                if (!self || round != self->lookup_round_) return;
                std::vector<LookupProducer> producers;
-               if (!result.ec && result.status == 200 && !parse_lookup_response(result.body, producers)) {
+               std::size_t rejected = 0;
+               if (!result.ec && result.status == 200 &&
+                   !parse_lookup_response(result.body, producers, &rejected)) {
+                 if (rejected > 0)
+                   self->context_->error(make_error_code(polybus::errc::protocol_error),
+                                         "nsqlookupd " + lookupd.to_string() + ": " +
+                                             std::to_string(rejected) +
+                                             " malformed producer entries skipped, " +
+                                             std::to_string(producers.size()) + " used");
                  state->any_answer = state->topic_known = true;
                  for (auto& p : producers) state->found.push_back({p.broadcast_address, p.tcp_port});
                } else if (!result.ec && result.status == 404) {
@@ -365,22 +391,51 @@ void Consumer::poll_lookupd() {
   }
 }
 
+void Consumer::pump_dials() {
+  while (!stopping_ && !dial_queue_.empty() && dialing_ < settings_.max_concurrent_dials &&
+         conns_.size() < settings_.max_nsqd_connections) {
+    Conn& conn = add_conn(dial_queue_.front());
+    dial_queue_.pop_front();
+    conn.dialing = true;
+    ++dialing_;
+    connect(conn);
+  }
+}
+
 void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answer) {
   if (stopping_) return;
   if (any_answer) {
     std::set<std::string> wanted;
     for (auto& target : found) wanted.insert(target.to_string());
+    dial_queue_.erase(std::remove_if(dial_queue_.begin(), dial_queue_.end(),
+                                     [&](const HostPort& t) { return !wanted.count(t.to_string()); }),
+                      dial_queue_.end());
     std::set<std::string> have;
     std::vector<std::uint64_t> gone;
     for (auto& [key, conn] : conns_) {
       have.insert(conn->target.to_string());
       if (!wanted.count(conn->target.to_string()) && !conn->retiring) gone.push_back(key);
     }
-    for (auto& target : found)
-      if (!have.count(target.to_string())) {
-        have.insert(target.to_string());
-        connect(add_conn(target));
+    // Dialled a few at a time and capped in total: a lookupd listing thousands of nsqd must
+    // not open thousands of connections at once. Shuffled, so capped consumers spread out.
+    std::shuffle(found.begin(), found.end(), random_);
+    for (const auto& queued : dial_queue_) have.insert(queued.to_string());
+    std::size_t skipped = 0;
+    for (auto& target : found) {
+      if (have.count(target.to_string())) continue;
+      if (conns_.size() + dial_queue_.size() >= settings_.max_nsqd_connections) {
+        ++skipped;
+        continue;
       }
+      have.insert(target.to_string());
+      dial_queue_.push_back(target);
+    }
+    if (skipped > 0)
+      context_->log(LogLevel::warn,
+                    topic_ + ": " +
+                        limit_exceeded_text("nsqlookupd lists more nsqd than a subscription uses",
+                                            "max_nsqd_connections", settings_.max_nsqd_connections,
+                                            conns_.size() + dial_queue_.size() + skipped));
     for (auto key : gone) {
       // nsqlookupd no longer lists it: finish what it gave us, then close.
       Conn& conn = *find_conn(key);
@@ -393,6 +448,7 @@ void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answ
         remove_conn(key);
       }
     }
+    pump_dials();
     if (found.empty() && !ready_reported_) {
       ready_reported_ = true;
       sink_->ready({});

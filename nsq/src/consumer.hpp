@@ -5,6 +5,7 @@
 #pragma once
 
 #include <asio/steady_timer.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -49,6 +50,10 @@ class Consumer : public AdapterSubscription,
     std::shared_ptr<Connection> connection;
     std::unique_ptr<Reconnector> reconnector;
     std::uint32_t rdy = 0;        // last RDY sent
+    // The largest RDY sent on this connection: nsqd never has more messages in flight on it,
+    // so more is a server ignoring RDY (a protocol error, not a buffer to grow).
+    std::uint32_t rdy_ceiling = 0;
+    bool dialing = false;  // a discovery dial not yet subscribed (counts against the dial cap)
     std::uint32_t max_rdy = 2500;  // negotiated
     std::size_t in_flight = 0;
     bool subscribed = false;
@@ -75,6 +80,7 @@ class Consumer : public AdapterSubscription,
   void redistribute();
   void poll_lookupd();
   void on_lookup(std::size_t pending_id, std::vector<HostPort> found, bool any_answer);
+  void pump_dials();  // start queued discovery dials within the caps
   void check_stopped();
 
   std::shared_ptr<const AdapterContext> context_;
@@ -86,6 +92,8 @@ class Consumer : public AdapterSubscription,
   std::shared_ptr<SubscriptionSink> sink_;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::uint64_t next_key_ = 0;
+  std::deque<HostPort> dial_queue_;  // found by discovery, not yet dialled
+  std::size_t dialing_ = 0;
   bool paused_ = false;
   bool stopping_ = false;
   bool ready_reported_ = false;

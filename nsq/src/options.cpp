@@ -45,6 +45,10 @@ OptionTable option_table() {
        "how often nsqlookupd is asked for the topic's producers"},
       {"lookupd_poll_jitter", OptionType::integer, "30", 0, 100,
        "random extra delay on each lookupd poll, percent of the interval"},
+      {"max_nsqd_connections", OptionType::integer, "100", 1, 100000,
+       "nsqd a subscription connects to at most (nsqlookupd may list more)"},
+      {"max_concurrent_dials", OptionType::integer, "4", 1, 1000,
+       "nsqd connection attempts a subscription makes at once"},
       {"rdy_redistribute_interval", OptionType::duration, "5s", 10, hour,
        "with more connections than max_in_flight, how often RDY moves between them"},
       {"backoff_strategy", OptionType::choice, "exponential", 0, 0,
@@ -79,10 +83,13 @@ Settings Settings::from(const ResolvedOptions& options) {
   if (id.deflate) id.deflate_level = static_cast<int>(options.get_int("deflate_level"));
   s.session.auth_secret = options.get_string("auth_secret");
   s.session.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
+  s.session.max_decoded_per_read = static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
   s.transport = TransportSettings::from_options(options);
   s.read_timeout = options.get_duration("read_timeout");
   s.lookupd_poll_interval = options.get_duration("lookupd_poll_interval");
   s.lookupd_poll_jitter = options.get_int("lookupd_poll_jitter") / 100.0;
+  s.max_nsqd_connections = static_cast<std::size_t>(options.get_int("max_nsqd_connections"));
+  s.max_concurrent_dials = static_cast<std::size_t>(options.get_int("max_concurrent_dials"));
   s.rdy_redistribute_interval = options.get_duration("rdy_redistribute_interval");
   s.backoff_multiplier = options.get_duration("backoff_multiplier");
   s.max_backoff_duration = options.get_duration("max_backoff_duration");

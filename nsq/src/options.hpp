@@ -16,6 +16,10 @@ struct Settings {
   std::chrono::milliseconds read_timeout{0};
   std::chrono::milliseconds lookupd_poll_interval{60000};
   double lookupd_poll_jitter = 0.3;
+  // Discovery's dials: at most this many nsqd connections per subscription, and this many
+  // connection attempts at once (the rest wait for one to finish).
+  std::size_t max_nsqd_connections = 100;
+  std::size_t max_concurrent_dials = 4;
   std::chrono::milliseconds rdy_redistribute_interval{5000};
   std::chrono::milliseconds backoff_multiplier{1000};
   std::chrono::milliseconds max_backoff_duration{120000};

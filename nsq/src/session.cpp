@@ -1,5 +1,6 @@
 #include "session.hpp"
 
+#include "polybus/budget.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -34,12 +35,31 @@ void Session::fail(std::error_code ec, const std::string& detail) {
 
 void Session::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   if (phase_ == Phase::failed || phase_ == Phase::idle) return;
+  decode(owner, bytes);
+  if (heartbeat_due_ && phase_ != Phase::failed) {
+    heartbeat_due_ = false;
+    std::string nop;
+    append_nop(nop);
+    emit(std::move(nop));
+  }
+}
+
+void Session::decode(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   if (!codec_) return feed(owner, bytes);
   decoded_.clear();
-  if (auto ec = codec_->decode(bytes, decoded_))
+  if (auto ec = codec_->decode(bytes, decoded_)) {
+    if (ec == compression_errc::output_limit_exceeded)
+      return fail(make_error_code(polybus::errc::limit_exceeded),
+                  "cannot decompress the stream from nsqd: " +
+                      limit_exceeded_text("decompressed bytes from one read",
+                                          "max_decoded_per_read", config_.max_decoded_per_read,
+                                          config_.max_decoded_per_read + 1));
     return fail(ec, "cannot decompress the stream from nsqd: " + ec.message());
+  }
   // The decoded bytes live in decoded_, which the next receive() overwrites: frames copy.
   feed(nullptr, decoded_);
+  // A burst that decompressed large must not keep its buffer for the connection's life.
+  if (decoded_.capacity() > 1024 * 1024) std::string().swap(decoded_);
 }
 
 void Session::feed(const std::shared_ptr<const void>& owner, std::string_view bytes) {
@@ -50,13 +70,14 @@ void Session::feed(const std::shared_ptr<const void>& owner, std::string_view by
       return fail(result.error, "bad frame from nsqd: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;
+    ++frames_;
     handle(frame, frame.in_parser_buffer ? nullptr : owner);
     if (codec_pending_) {
       // nsqd switched to compression after this frame: the rest of the input is compressed.
       codec_pending_ = false;
       if (bytes.empty()) return;
       std::string rest(bytes);
-      return receive(nullptr, rest);
+      return decode(nullptr, rest);
     }
   }
 }
@@ -88,9 +109,7 @@ void Session::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     }
     case FrameType::response:
       if (is_heartbeat(frame.body)) {
-        std::string nop;
-        append_nop(nop);
-        emit(std::move(nop));
+        heartbeat_due_ = true;  // answered once at the end of receive()
         return;
       }
       if (phase_ == Phase::ready) return handler_.on_response(frame.body);
@@ -138,8 +157,10 @@ void Session::tls_established() {
 
 void Session::after_tls() {
   if (negotiated_.snappy || negotiated_.deflate) {
-    codec_ = negotiated_.snappy ? make_snappy_codec()
-                                : make_deflate_codec(negotiated_.deflate_level > 0 ? negotiated_.deflate_level : 6);
+    codec_ = negotiated_.snappy
+                 ? make_snappy_codec(config_.max_decoded_per_read)
+                 : make_deflate_codec(negotiated_.deflate_level > 0 ? negotiated_.deflate_level : 6,
+                                      config_.max_decoded_per_read);
     codec_pending_ = true;
     phase_ = Phase::awaiting_compression_ok;
     return;

@@ -20,6 +20,9 @@ struct SessionConfig {
   IdentifyRequest identify;
   std::string auth_secret;  // sent when nsqd says auth_required
   std::size_t max_frame_size = kDefaultMaxFrameSize;
+  // Decompressed bytes one receive() may produce (the budget's max_decoded_per_read): a
+  // decompression bomb fails the connection instead of allocating.
+  std::size_t max_decoded_per_read = kDefaultMaxDecodedPerCall;
 };
 
 class SessionHandler {
@@ -44,6 +47,7 @@ class Session {
   Session(SessionConfig config, SessionHandler& handler);
 
   void start();  // queues magic and IDENTIFY
+  // Heartbeats in one call are answered with one NOP: a flood costs one answer per read.
   void receive(const std::shared_ptr<const void>& owner, std::string_view bytes);
   void tls_established();
 
@@ -70,8 +74,12 @@ class Session {
   Phase phase() const { return phase_; }
   const IdentifyResponse& negotiated() const { return negotiated_; }
   bool compressed() const { return static_cast<bool>(codec_); }
+  // Part of a frame is held (the transport's frame_timeout runs); frames completed so far.
+  bool partial_frame() const { return !parser_.idle(); }
+  std::uint64_t frames() const { return frames_; }
 
  private:
+  void decode(const std::shared_ptr<const void>& owner, std::string_view bytes);
   void feed(const std::shared_ptr<const void>& owner, std::string_view bytes);
   void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
   void handshake_response(std::string_view body);
@@ -89,6 +97,8 @@ class Session {
   bool codec_pending_ = false;  // the rest of the current input is compressed already
   std::string decoded_;
   std::string scratch_;
+  bool heartbeat_due_ = false;
+  std::uint64_t frames_ = 0;
   std::deque<Piece> output_;
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "polybus/backoff.hpp"
+#include "polybus/budget.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
 #include "polybus/message.hpp"
@@ -126,6 +127,8 @@ class AdapterContext {
   const Strand& strand() const { return strand_; }
   const Url& url() const { return url_; }
   const ResolvedOptions& options() const { return options_; }
+  // The client-wide limits on what the wire may make this client hold (budget.hpp).
+  const Budget& budget() const { return budget_; }
 
   void state(ConnectionState state, const std::string& endpoint, std::error_code reason = {}) const;
   void error(std::error_code ec, const std::string& message) const;
@@ -146,6 +149,7 @@ class AdapterContext {
   Strand strand_;
   Url url_;
   ResolvedOptions options_;
+  Budget budget_;
   std::shared_ptr<detail::ClientShared> shared_;
 };
 

@@ -29,6 +29,7 @@ enum class errc {
   broker_error,           // the broker refused the operation
   canceled,               // the subscription or operation was cancelled by the caller
   tls_error,              // TLS set-up or handshake failed
+  limit_exceeded,         // the peer pushed the client past a budget limit (see budget.hpp)
 };
 
 const std::error_category& core_category() noexcept;

@@ -37,8 +37,11 @@ struct TransportSettings {
   std::chrono::milliseconds connect_timeout{5000};  // resolve + connect + TLS handshake
   std::chrono::milliseconds write_timeout{10000};   // 0: none
   std::size_t read_chunk_size = 64 * 1024;
+  // Budget (budget.hpp): bytes queued for writing, and how long a begun frame may take.
+  std::size_t max_write_buffer = 64 * 1024 * 1024;
+  std::chrono::milliseconds frame_timeout{30000};
   TlsSettings tls;
-  // From the core options connect_timeout, write_timeout and tls*.
+  // From the core options connect_timeout, write_timeout, tls* and the budget.
   static TransportSettings from_options(const ResolvedOptions& options);
 };
 
@@ -69,7 +72,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
                                            const AdapterContext* stats = nullptr);
 
   void connect(const HostPort& target);
-  // Queued and written in order; the string is moved in, so payloads are not copied.
+  // Queued and written in order; the string is moved in, so payloads are not copied. Queueing
+  // more than max_write_buffer unwritten bytes fails the connection (errc::limit_exceeded).
   void write(std::string bytes);
   // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
   void write(std::shared_ptr<const std::string> bytes);
@@ -78,6 +82,16 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void start_tls(std::function<void(std::error_code)> done);
   // Calls on_idle after `idle` without received bytes, then every `idle` while it lasts.
   void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle);
+  // Back-pressure: no read is started while paused (the peer's writes then wait in TCP), and the
+  // idle clock stops. Resuming reads again and restarts the idle clock.
+  void pause_reading();
+  void resume_reading();
+  bool reading_paused() const { return read_paused_; }
+  // The owner's parser says, after each on_data, whether it holds part of a frame and whether it
+  // completed any. A frame begun must complete within frame_timeout, however slowly its bytes
+  // drip in: the idle clock counts bytes, this one counts frames. Past it the connection fails
+  // with errc::limit_exceeded.
+  void frame_state(bool partial_frame, bool completed_frame);
   // Ends the connection; on_closed is not called. Safe to call at any time, more than once.
   // Queued bytes are dropped: use close_after_flush() to send them first.
   void close();
@@ -110,20 +124,31 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void arm_idle();
   void end(std::error_code ec, const std::string& detail, bool report);
   void reset_stream();
+  bool admit(std::size_t n);  // room for n more queued bytes, else fail the connection
+  // Plain TCP needs none; TLS contexts are shared by every transport with the same settings.
+  std::error_code ensure_tls_context(std::string& detail);
 
   Strand strand_;
   TransportSettings settings_;
   Callbacks callbacks_;
   std::optional<AdapterContext> stats_;  // a copy: the transport may outlive its owner briefly
-  std::optional<asio::ssl::context> ssl_context_;
+  std::shared_ptr<asio::ssl::context> ssl_context_;  // only once TLS is wanted
   asio::ip::tcp::resolver resolver_;
-  // Shared with every pending operation on it: an old stream outlives a reconnect (or the
-  // transport) until its aborted operations have completed, as asio's composed TLS operations
-  // touch the stream when they do.
-  std::shared_ptr<asio::ssl::stream<asio::ip::tcp::socket>> stream_;
+  // The socket and, once TLS is on, the TLS layer over it. Shared with every pending operation
+  // on it: an old stream outlives a reconnect (or the transport) until its aborted operations
+  // have completed, as asio's composed TLS operations touch the stream when they do.
+  struct Stream {
+    explicit Stream(const Strand& strand) : socket(strand) {}
+    asio::ip::tcp::socket socket;
+    std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> tls;
+  };
+  std::shared_ptr<Stream> stream_;
   asio::steady_timer connect_timer_;
   asio::steady_timer write_timer_;
   asio::steady_timer idle_timer_;
+  asio::steady_timer frame_timer_;
+  bool frame_timer_armed_ = false;
+  bool read_paused_ = false;
   std::string endpoint_;
   std::string host_;
   std::uint64_t generation_ = 0;  // bumps on every connect/close: stale completions are dropped

@@ -52,6 +52,7 @@ EngineSettings EngineSettings::from(const Url& url, const ResolvedOptions& optio
   s.handshake_timeout = options.get_duration("connect_timeout");
   s.max_queued_bytes = static_cast<std::size_t>(options.get_int("max_queued_bytes"));
   s.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
+  s.max_redirects = static_cast<std::uint32_t>(options.get_int("max_redirects"));
   s.transport = TransportSettings::from_options(options);
   return s;
 }
@@ -139,7 +140,7 @@ void Engine::on_link_open(Link* link) {
   if (link != link_.get() || closed_) return;
   link_open_ = true;
   moving_ = false;
-  reconnector_.succeeded();
+  stable_ = false;  // the backoff starts over once this link has shown it works
   last_activity_ = Clock::now();
   arm_heartbeat();
   state(ConnectionState::connected);
@@ -153,6 +154,13 @@ void Engine::on_link_event(Link* link, std::string_view text,
   if (link != link_.get() || !link_open_) return;
   std::string why;
   auto ec = session_.receive(text, owner, &why);
+  if (!ec && !moving_ && link == link_.get()) {
+    redirects_ = 0;
+    if (!stable_) {
+      stable_ = true;
+      reconnector_.succeeded();
+    }
+  }
   flush();
   if (ec && link == link_.get()) {
     if (hooks_.error) hooks_.error(ec, "quickio: bad event from " + link->endpoint() + ": " + why);
@@ -182,7 +190,9 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   auto now = [weak] {
     if (auto self = weak.lock()) self->connect();
   };
-  if (moving_) {
+  const bool moved = moving_;
+  moving_ = false;  // a move that cannot connect backs off like any failed attempt
+  if (moved && redirects_ <= 1) {
     asio::post(strand_, now);  // as transparent as a reconnect, and at once
   } else if (refused && settings_.carrier == Carrier::websocket && !use_http_) {
     use_http_ = true;  // the document: fall back to HTTP at once
@@ -202,6 +212,13 @@ void Engine::move_to(const std::string& address) {
     if (hooks_.error)
       hooks_.error(make_error_code(codec_errc::invalid_json),
                    "quickio: /qio/move to an address that cannot be used: " + address);
+    return;
+  }
+  if (++redirects_ > settings_.max_redirects) {
+    auto text = limit_exceeded_text("quickio: /qio/move to " + address + " refused, moves in a row",
+                                    "max_redirects", settings_.max_redirects, redirects_);
+    if (hooks_.error) hooks_.error(make_error_code(polybus::errc::limit_exceeded), text);
+    if (link_) link_->fail(make_error_code(polybus::errc::limit_exceeded), text);
     return;
   }
   address_.host = parsed.host;

@@ -27,6 +27,7 @@ struct EngineSettings {
   std::chrono::milliseconds handshake_timeout{5000};
   std::size_t max_queued_bytes = 8 * 1024 * 1024;
   std::size_t max_frame_size = 16 * 1024 * 1024;
+  std::uint32_t max_redirects = 10;  // /qio/move in a row before they are refused
   TransportSettings transport;
 
   // From a quickio, quickio+ws or quickio+http URL and the resolved options. Throws
@@ -100,6 +101,10 @@ class Engine : public LinkHandler,
   bool link_open_ = false;
   bool use_http_ = false;  // quickio+ws: the WebSocket handshake was refused; this attempt is HTTP
   bool moving_ = false;
+  // /qio/move in a row: only the first is followed at once, later ones back off, and past
+  // max_redirects they are refused. A link that delivers anything but a move ends the row.
+  std::uint32_t redirects_ = 0;
+  bool stable_ = false;  // the open link delivered an event: the backoff may start over
   bool closed_ = false;
   Clock::time_point last_activity_;
   std::atomic<std::uint64_t> open_connection_{0};

@@ -17,6 +17,7 @@ class RawWire : public Wire {
   void send(std::string_view event) override;
   std::string& output() override { return output_; }
   bool is_open() const override { return open_; }
+  bool partial_frame() const override { return open_ ? decoder_.partial() : !handshake_.empty(); }
 
  private:
   WireHandler& handler_;

@@ -27,6 +27,7 @@ void Session::opened() {
   opened_once_since_close_ = true;
   ++connection_;
   next_callback_id_ = 1;
+  heartbeat_answer_unsent_ = std::make_shared<bool>(false);  // the old link's answer is void
   // The document's order: old callbacks fail (none are left: closed() did it), subscriptions,
   // the queue, then /open.
   fail_callbacks("disconnected");
@@ -112,8 +113,13 @@ std::error_code Session::receive(std::string_view text, const std::shared_ptr<co
     hooks_.move_to(address);
     return {};
   }
-  if (event.path == kHeartbeat && event.callback_id != 0)
-    answer(connection_, event.callback_id, 200, "null");  // the server closes if we do not
+  if (event.path == kHeartbeat && event.callback_id != 0 && !*heartbeat_answer_unsent_) {
+    // The server closes if we do not answer. One answer waits to be written at a time: a flood
+    // of heartbeats costs one queued answer, not one per heartbeat.
+    *heartbeat_answer_unsent_ = true;
+    write(make_event(callback_path(event.callback_id), 0, make_callback_body(200, "null")),
+          [unsent = heartbeat_answer_unsent_](std::error_code) { *unsent = false; });
+  }
   Incoming incoming{event.path, event.json, event.callback_id, connection_, &owner};
   deliver(std::string(event.path), incoming);
   return {};

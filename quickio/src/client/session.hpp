@@ -148,6 +148,8 @@ class Session {
   std::deque<Queued> queue_;
   std::size_t queued_bytes_ = 0;
   std::deque<Out> output_;
+  // A heartbeat answer is queued and not yet written (or dropped): later heartbeats wait for it.
+  std::shared_ptr<bool> heartbeat_answer_unsent_ = std::make_shared<bool>(false);
 };
 
 }  // namespace polybus::quickio::detail

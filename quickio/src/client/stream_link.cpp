@@ -101,6 +101,7 @@ void StreamLink::on_wire_open() {
 }
 
 void StreamLink::on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) {
+  ++events_;
   if (!ended_) handler_.on_link_event(this, text, owner);
 }
 
@@ -116,10 +117,12 @@ void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* da
   handler_.on_link_activity(this);
   std::string why;
   auto keep = shared_from_this();  // a handler may drop the link while it runs
+  const std::uint64_t events_before = events_;
   auto ec = wire_->receive(chunk, std::string_view(data, n), why);
   if (ended_) return;
   flush();
-  if (ec) fail(ec, endpoint() + ": " + why);
+  if (ec) return fail(ec, endpoint() + ": " + why);
+  transport_->frame_state(wire_->partial_frame(), events_ != events_before);
 }
 
 void StreamLink::on_closed(std::error_code ec, const std::string& detail) {

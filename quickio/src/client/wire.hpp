@@ -31,6 +31,8 @@ class Wire {
   // Bytes to write, in order.
   virtual std::string& output() = 0;
   virtual bool is_open() const = 0;
+  // Part of a frame is held (frame_timeout runs); false where the carrier's library frames.
+  virtual bool partial_frame() const { return false; }
 };
 
 }  // namespace polybus::quickio::detail

@@ -38,12 +38,16 @@ std::string callback_path(std::uint64_t id) {
   return out;
 }
 
-std::error_code parse_callback_body(std::string_view json, CallbackBody& out, std::string* why) {
+std::error_code parse_callback_body(std::string_view json, CallbackBody& out, std::string* why,
+                                    std::size_t max_depth) {
   auto fail = [why](std::string message) {
     if (why) *why = std::move(message);
     return make_error_code(codec_errc::malformed_callback_body);
   };
-  if (!is_valid_json(json)) return fail("callback body is not well-formed JSON");
+  // The depth bound also keeps the recursive re-serialisation of "data" below off deep input.
+  if (!is_valid_json(json, max_depth))
+    return fail("callback body is not well-formed JSON or is nested deeper than " +
+                std::to_string(max_depth));
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
   if (doc.HasParseError()) return fail("callback body is not well-formed JSON");

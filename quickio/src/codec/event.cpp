@@ -70,7 +70,8 @@ std::error_code parse_event(std::string_view text, Event& out, std::string* why)
   std::string_view json = text.substr(equals + 1);
   if (!is_valid_json(json))
     return fail(codec_errc::invalid_json, why,
-                "event data is not well-formed JSON: \"" + excerpt(json) + "\"");
+                "event data is not well-formed JSON nested at most " +
+                    std::to_string(kDefaultMaxJsonDepth) + " deep: \"" + excerpt(json) + "\"");
   out.path = path;
   out.callback_id = id;
   out.json = json;

@@ -75,6 +75,8 @@ class FrameParser {
   };
   Result feed(std::string_view input, Frame& frame);
   void reset();
+  // True between frames: no partial frame is held.
+  bool idle() const { return header_filled_ == 0 && !error_; }
 
  private:
   std::size_t max_payload_;

@@ -325,7 +325,10 @@ struct LookupProducer {
 // needs a non-empty broadcast_address and a tcp_port in 1-65535; http_port, if present, must be in
 // 0-65535. `out` is replaced on success. Errors: invalid_json; lookup_topic_not_found for
 // {"message":"TOPIC_NOT_FOUND"} (or the wrapped equivalent); lookup_failed for another wrapped
-// status; invalid_lookup_response for missing or malformed producers.
-std::error_code parse_lookup_response(std::string_view json, std::vector<LookupProducer>& out);
+// status; invalid_lookup_response for a missing producers array, or when every entry of a
+// non-empty one is malformed. Malformed entries among good ones are skipped and counted in
+// `rejected` (if given), so one bad producer does not hide the good ones.
+std::error_code parse_lookup_response(std::string_view json, std::vector<LookupProducer>& out,
+                                      std::size_t* rejected = nullptr);
 
 }  // namespace polybus::nsq

@@ -52,7 +52,12 @@ std::string clean_path(std::string_view path);
 bool is_valid_path(std::string_view path);
 
 // ---- JSON ----
-bool is_valid_json(std::string_view json);      // exactly one well-formed value, whitespace around
+// Nesting depth accepted in any JSON read from the wire (the budget's max_json_depth default):
+// deeper input is refused, so nothing downstream (a re-serialisation, a user's own recursive
+// walk) can be driven off the stack.
+inline constexpr std::size_t kDefaultMaxJsonDepth = 64;
+// Exactly one well-formed value, whitespace around, nested at most max_depth deep.
+bool is_valid_json(std::string_view json, std::size_t max_depth = kDefaultMaxJsonDepth);
 bool is_valid_utf8(std::string_view text);      // strict: no overlongs, surrogates or > U+10FFFF
 std::string json_quote(std::string_view utf8);  // a JSON string literal
 bool json_unquote(std::string_view json, std::string& out);  // true when json is a string
@@ -68,7 +73,8 @@ struct CallbackBody {
   std::string err_msg;
 };
 std::error_code parse_callback_body(std::string_view json, CallbackBody& out,
-                                    std::string* why = nullptr);
+                                    std::string* why = nullptr,
+                                    std::size_t max_depth = kDefaultMaxJsonDepth);
 // {"code":200,"data":X} when err_msg is empty, else {"code":N,"data":X,"err_msg":"..."}.
 // An empty data_json is written as null.
 std::string make_callback_body(int code, std::string_view data_json, std::string_view err_msg = {});
@@ -111,6 +117,8 @@ class RawFrameDecoder {
   }
   void reset();
   std::size_t max_frame_size() const { return max_; }
+  // Part of a frame (its length or some of its body) is held: the frame has begun.
+  bool partial() const { return length_filled_ > 0 || buffering_; }
 
  private:
   std::size_t max_;
