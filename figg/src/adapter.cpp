@@ -193,6 +193,10 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
       self->protocol_.receive(chunk, std::string_view(data, n));
       self->release_waiting();
       self->flush();
+      if (!self->proven_ && self->protocol_.is_connected() && self->protocol_.frames() != frames) {
+        self->proven_ = true;
+        self->reconnector_.succeeded();
+      }
       if (self->transport_)
         self->transport_->frame_state(self->protocol_.partial_frame(),
                                       self->protocol_.frames() != frames);
@@ -206,7 +210,9 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
   }
 
   void on_connected() {
-    reconnector_.succeeded();
+    // The backoff starts over only once the server sent a frame the client accepted: a server
+    // that accepts connections and then breaks the protocol must not get a connection a tick.
+    proven_ = false;
     ctx_.state(ConnectionState::connected, endpoint_.to_string());
     server_pongs_ = false;
     missed_pongs_ = 0;
@@ -254,6 +260,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
   TransportSettings settings_;
   ClientProtocol protocol_;
   Reconnector reconnector_;
+  bool proven_ = false;  // this connection delivered a valid frame
   std::chrono::milliseconds ping_interval_;
   asio::steady_timer ping_timer_;
   std::shared_ptr<Transport> transport_;
