@@ -93,7 +93,10 @@ TEST_CASE("deeply nested JSON is judged without exhausting the stack", "[quickio
   std::string deep(200000, '[');
   CHECK_FALSE(is_valid_json(deep));
   deep += std::string(200000, ']');
-  CHECK(is_valid_json(deep));
+  CHECK(is_valid_json(deep, 200000));  // well-formed: judged iteratively, however deep
+  CHECK_FALSE(is_valid_json(deep));     // but deeper than the default budget: refused
+  CHECK(is_valid_json("[[[[1]]]]", 4));
+  CHECK_FALSE(is_valid_json("[[[[1]]]]", 3));
 }
 
 TEST_CASE("append_event writes the text parse_event reads", "[quickio][codec]") {
