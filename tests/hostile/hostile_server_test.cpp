@@ -2,11 +2,19 @@
 // a bound on what the client queued or attempted, and, where a good peer follows, recovery.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "hostile_server.hpp"
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "polybus/memodb/codec.hpp"
+#include "polybus/nsq/compression.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 
@@ -302,4 +310,210 @@ TEST_CASE("quickio: moves in a loop back off and stop at max_redirects", "[hosti
   CHECK(at_limit <= 6);
   client.close_sync(5s);
   (void)other_port;
+}
+
+namespace {
+// Peak resident memory of this process (each ctest case runs in a process of its own).
+std::size_t peak_rss_mb() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) / 1024;
+}
+}  // namespace
+
+namespace {
+// An nsqd that agrees to deflate, then sends `megabytes` MiB of heartbeats (about 1 KB a MiB on
+// the wire) and one message "after".
+void deflate_flood(HostileConnection& c, int megabytes) {
+  if (!c.read_until([](const std::string& r) { return r.find("IDENTIFY\n") != std::string::npos; }))
+    return;
+  c.send(nsq_response("{\"max_rdy_count\":2500,\"version\":\"1.3.0\",\"deflate\":true,"
+                      "\"deflate_level\":1,\"max_deflate_level\":6}"));
+  // Everything after the IDENTIFY body is the client's deflate stream.
+  const std::size_t at = c.received().find("IDENTIFY\n") + 9;
+  const std::size_t body = (std::size_t(std::uint8_t(c.received()[at])) << 24) |
+                           (std::size_t(std::uint8_t(c.received()[at + 1])) << 16) |
+                           (std::size_t(std::uint8_t(c.received()[at + 2])) << 8) |
+                           std::uint8_t(c.received()[at + 3]);
+  c.received().erase(0, at + 4 + body);
+  nsq::DeflateEncoder deflate(9);
+  nsq::DeflateDecoder inflate;
+  std::string plain_in;
+  auto read_command = [&](std::string_view command) {
+    return c.read_until([&](std::string& r) {
+      inflate.decode(r, plain_in);
+      r.clear();
+      return plain_in.find(command) != std::string::npos;
+    });
+  };
+  std::string out;
+  deflate.encode(nsq_response("OK"), out);
+  c.send(out);
+  out.clear();
+  if (!read_command("SUB ")) return;
+  deflate.encode(nsq_response("OK"), out);
+  c.send(out);
+  out.clear();
+  if (!read_command("RDY ")) return;
+  std::string plain;
+  for (int i = 0; i < 70000; ++i) plain += nsq_response("_heartbeat_");  // about 1 MiB
+  for (int i = 0; i < megabytes && !c.stopping(); ++i) {
+    deflate.encode(plain, out);
+    if (!c.send(out)) return;
+    out.clear();
+  }
+  deflate.encode(nsq_message(1, "after"), out);
+  c.send(out);
+  c.hold_open();
+}
+}  // namespace
+
+TEST_CASE("nsq: a compressed heartbeat flood costs bounded memory and no hang", "[hostile][nsq]") {
+  HostileServer server([](HostileConnection& c, std::size_t) { deflate_flood(c, 256); });
+  Collector got;
+  auto client = connect("nsq://" + server.address() + "?deflate=true", {});
+  auto sub = client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
+  // 256 MiB of heartbeats inflate, a read at a time, and the message behind them arrives.
+  CHECK(got.wait_for_count(1));
+  client.close_sync(5s);
+  INFO("peak RSS " << peak_rss_mb() << " MB");
+  CHECK(peak_rss_mb() < 400);  // before: 2.5-3 GB, the deadline never fired
+}
+
+TEST_CASE("nsq: a read that inflates past max_decoded_per_read is a named error",
+          "[hostile][nsq]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (index == 0) return deflate_flood(c, 64);
+    if (nsq_handshake(c, true)) c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("nsq://" + server.address() +
+                            "?deflate=true&max_decoded_per_read=65536&reconnect_initial=10ms",
+                        reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  CHECK(reports.wait_text("exceeds max_decoded_per_read=65536"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad entries skipped",
+          "[hostile][nsq]") {
+  std::atomic<bool> subscribed{false};
+  HostileServer nsqd([&](HostileConnection& c, std::size_t) {
+    if (nsq_handshake(c, true)) subscribed.store(true);
+    c.hold_open();
+  });
+  // 5,000 producers on ports where nothing listens, the real one, and one malformed entry.
+  std::string producers;
+  for (int port = 20000; port < 25000; ++port)
+    producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(port) +
+                 ",\"http_port\":1},";
+  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) +
+               ",\"http_port\":1},{\"broadcast_address\":\"\",\"tcp_port\":\"x\"}";
+  const std::string body = "{\"channels\":[],\"producers\":[" + producers + "]}";
+  HostileServer lookupd([&](HostileConnection& c, std::size_t) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    c.send("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+  });
+  Reports reports;
+  auto client = connect("nsq+lookupd://" + lookupd.address() +
+                            "?max_nsqd_connections=100000&lookupd_poll_interval=1h",
+                        reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  CHECK(reports.wait_text("1 malformed producer entries skipped, 5001 used"));
+  auto until = std::chrono::steady_clock::now() + kWaitBound;
+  while (!subscribed.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);  // a bounded poll of the good nsqd's flag
+  CHECK(subscribed.load());
+  client.close_sync(5s);
+  INFO("peak RSS " << peak_rss_mb() << " MB");
+  CHECK(peak_rss_mb() < 300);  // before: every dial at once, a TLS context each: 900 MB
+}
+
+TEST_CASE("nsq+lookupd: a subscription connects to at most max_nsqd_connections",
+          "[hostile][nsq]") {
+  std::string producers;
+  for (int port = 25000; port < 25050; ++port)
+    producers += std::string(producers.empty() ? "" : ",") +
+                 "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(port) + "}";
+  const std::string body = "{\"producers\":[" + producers + "]}";
+  HostileServer lookupd([&](HostileConnection& c, std::size_t) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  Reports reports;
+  auto client = connect("nsq+lookupd://" + lookupd.address() +
+                            "?max_nsqd_connections=10&lookupd_poll_interval=1h",
+                        reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  CHECK(reports.wait_text("50 exceeds max_nsqd_connections=10"));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio: a move to a port nobody listens on backs off", "[hostile][quickio]") {
+  HostileServer server([](HostileConnection& c, std::size_t) {
+    if (!qio_handshake(c)) return;
+    c.send(qio_frame("/qio/move:0=\"127.0.0.1:1\""));
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio://" + server.address() +
+                            "?reconnect_initial=10ms&reconnect_backoff=exponential",
+                        reports.options());
+  // Before: reconnected at once forever (100% CPU). Now each attempt waits twice as long.
+  CHECK(reports.wait_text("quickio: reconnecting in 80ms"));
+  CHECK(reports.attempts() < 20);
+  client.close_sync(5s);
+}
+
+TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY with backoff",
+          "[hostile][memodb]") {
+  nng_socket socket;
+  REQUIRE(nng_rep0_open(&socket) == 0);
+  nng_listener listener;
+  REQUIRE(nng_listen(socket, "tcp://127.0.0.1:0", &listener, 0) == 0);
+  int port = 0;
+  REQUIRE(nng_listener_get_int(listener, NNG_OPT_TCP_BOUND_PORT, &port) == 0);
+  nng_socket_set_ms(socket, NNG_OPT_RECVTIMEO, 20);
+  std::atomic<bool> stop{false};
+  std::atomic<int> readys{0};
+  std::thread broker([&] {
+    while (!stop.load()) {
+      nng_msg* msg = nullptr;
+      if (nng_recvmsg(socket, &msg, 0) != 0) continue;
+      memodb::Header header;
+      std::string_view payload;
+      const bool ready =
+          !memodb::decode(std::string_view(static_cast<const char*>(nng_msg_body(msg)), nng_msg_len(msg)),
+                          header, payload) &&
+          header.type == memodb::MessageType::ready;
+      nng_msg_free(msg);
+      if (!ready) continue;
+      ++readys;
+      std::string answer;
+      if (memodb::append_disconnect(answer, std::string_view("\0\0\0\1", 4))) continue;
+      nng_msg* reply = nullptr;
+      if (nng_msg_alloc(&reply, 0) != 0) continue;
+      nng_msg_append(reply, answer.data(), answer.size());
+      if (nng_sendmsg(socket, reply, 0) != 0) nng_msg_free(reply);
+    }
+  });
+  Reports reports;
+  {
+    auto client = connect("memodb+tcp://127.0.0.1:" + std::to_string(port) +
+                              "?reconnect_initial=10ms&reconnect_backoff=exponential&workers=1",
+                          reports.options());
+    auto sub = client.serve("echo", [](Message& m) { return std::string(m.payload()); });
+    // 10, 20, 40, 80, 160 ms: before, READY went out again at once, 8,000 times a second.
+    CHECK(reports.wait_text("READY again in 160ms"));
+    CHECK(readys.load() <= 8);
+    client.close_sync(5s);
+  }
+  stop.store(true);
+  broker.join();
+  nng_close(socket);
 }

@@ -43,7 +43,7 @@ bool HostileConnection::read_some(std::chrono::milliseconds wait) {
   }
 }
 
-bool HostileConnection::read_until(const std::function<bool(const std::string&)>& pred,
+bool HostileConnection::read_until(const std::function<bool(std::string&)>& pred,
                                    std::chrono::milliseconds bound) {
   auto until = std::chrono::steady_clock::now() + bound;
   while (!pred(received_)) {

@@ -24,7 +24,8 @@ class HostileConnection {
   // the peer closed or the server stops.
   bool read_some(std::chrono::milliseconds wait = std::chrono::milliseconds(100));
   // Reads until pred(received()) holds; false on close, stop, or after `bound`.
-  bool read_until(const std::function<bool(const std::string&)>& pred,
+  // pred may consume what it has read (it gets received() itself).
+  bool read_until(const std::function<bool(std::string&)>& pred,
                   std::chrono::milliseconds bound = std::chrono::seconds(20));
   std::string& received() { return received_; }
   bool stopping() const { return stopping_.load(); }
