@@ -84,6 +84,7 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand only:
   bool user_paused_ = false;
   bool adapter_paused_ = false;
+  bool adapter_held_ = false;
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
 };

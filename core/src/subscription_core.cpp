@@ -74,11 +74,16 @@ void SubscriptionCore::apply_flow() {
     std::lock_guard<std::mutex> lock(mutex_);
     over = over_budget_;
   }
-  const bool want_paused = user_paused_ || over;
-  if (want_paused == adapter_paused_ || !adapter_) return;
-  adapter_paused_ = want_paused;
-  if (want_paused) adapter_->pause();
-  else if (active()) adapter_->resume();
+  if (!adapter_) return;
+  if (over != adapter_held_ && (over || active())) {
+    adapter_held_ = over;
+    adapter_->hold(over);
+  }
+  if (user_paused_ != adapter_paused_ && (user_paused_ || active())) {
+    adapter_paused_ = user_paused_;
+    if (user_paused_) adapter_->pause();
+    else adapter_->resume();
+  }
 }
 
 void SubscriptionCore::taken(const Message& message) {

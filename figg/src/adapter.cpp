@@ -83,6 +83,15 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     flush();
   }
 
+  // Budget back-pressure: reading stops while any subscription holds (TCP paces the server; a
+  // DETACH/ATTACH per cycle would churn). PONGs are not read meanwhile, so liveness waits too.
+  void hold(bool on) {
+    holds_ += on ? 1 : -1;
+    if (!transport_) return;
+    if (holds_ > 0) transport_->pause_reading();
+    else transport_->resume_reading();
+  }
+
   void resume(const std::string& topic) {
     auto it = sinks_.find(topic);
     if (it == sinks_.end() || !it->second.paused) return;
@@ -207,6 +216,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     transport_ = Transport::create(ctx_.strand(), settings_, std::move(callbacks), &ctx_);
     ctx_.state(ConnectionState::connecting, endpoint_.to_string());
     transport_->connect(endpoint_);
+    if (holds_ > 0) transport_->pause_reading();
   }
 
   void on_connected() {
@@ -245,6 +255,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     ping_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || !self->protocol_.is_connected()) return;
+      if (self->holds_ > 0) self->missed_pongs_ = 0;  // not reading: no PONG can arrive
       if (self->server_pongs_ && ++self->missed_pongs_ > 2) {
         self->on_failure(make_error_code(polybus::errc::timeout), "two PINGs unanswered: connection presumed dead");
         return;
@@ -271,6 +282,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
   bool server_pongs_ = false;
   int missed_pongs_ = 0;
   bool closed_ = false;
+  int holds_ = 0;  // subscriptions holding the inflow (hold())
 };
 
 class FiggSubscription : public AdapterSubscription {
@@ -280,15 +292,22 @@ class FiggSubscription : public AdapterSubscription {
   void unsubscribe(OpCompletion done) override {
     // DETACHED may never come (the real server ignores DETACH): delivery stops at once.
     client_->detach(topic_);
+    hold(false);
     done({});
   }
   void pause() override { client_->pause(topic_); }
   void resume() override { client_->resume(topic_); }
+  void hold(bool on) override {
+    if (on == held_) return;
+    held_ = on;
+    client_->hold(on);
+  }
   void set_max_in_flight(std::uint32_t) override {}  // Figg has no credit; TCP paces delivery
 
  private:
   std::shared_ptr<FiggClient> client_;
   std::string topic_;
+  bool held_ = false;
 };
 
 class FiggAdapter : public Adapter {

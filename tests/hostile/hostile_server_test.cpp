@@ -14,6 +14,7 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "polybus/memodb/codec.hpp"
+#include "polybus/figg_testing.hpp"
 #include "polybus/nsq/compression.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
@@ -516,4 +517,50 @@ TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY 
   stop.store(true);
   broker.join();
   nng_close(socket);
+}
+
+TEST_CASE("figg: a replay into a slow handler is held within max_held_messages, nothing lost",
+          "[hostile][figg]") {
+  auto broker = figg::testing::Broker::launch();
+  const std::string url = "figg://" + broker->address();
+  constexpr int kCount = 3000;
+  {
+    auto publisher = connect(url);
+    Latch published;
+    for (int i = 0; i < kCount; ++i)
+      publisher.publish("replay", std::to_string(i), [&](std::error_code ec) {
+        CHECK_FALSE(ec);
+        published.count_down();
+      });
+    REQUIRE(published.wait_for(kCount));
+    publisher.close_sync(5s);
+  }
+  Reports reports;
+  Collector got;
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool gate_open = false;
+  auto subscriber = connect(url + "?max_held_messages=50", reports.options());
+  SubscribeOptions from_start;
+  from_start.from_offset = 0;
+  auto sub = subscriber.subscribe("replay", from_start, [&](Message& m) {
+    std::unique_lock<std::mutex> lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return gate_open; });  // the first handler waits for the budget
+    lock.unlock();
+    got.add(std::string(m.payload()));
+  });
+  // The replay outruns the handler: past 50 held messages the subscription detaches.
+  CHECK(reports.wait_text("over max_held_messages=50"));
+  {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    gate_open = true;
+  }
+  gate_cv.notify_all();
+  const bool all = got.wait_for_count(kCount);
+  INFO("received " << got.total() << " distinct " << got.distinct() << "\n" << reports.dump().substr(0, 4000));
+  REQUIRE(all);
+  auto order = got.order();
+  for (int i = 0; i < kCount; ++i) REQUIRE(order[static_cast<std::size_t>(i)] == std::to_string(i));
+  CHECK(got.distinct() == static_cast<std::size_t>(kCount));
+  subscriber.close_sync(5s);
 }

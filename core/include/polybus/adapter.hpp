@@ -85,6 +85,10 @@ class AdapterSubscription {
   virtual void unsubscribe(OpCompletion done) = 0;
   virtual void pause() = 0;
   virtual void resume() = 0;
+  // Back-pressure from the core's budget (more waits for handlers than max_held_*): stop the
+  // inflow without losing anything until hold(false). By default the same as pause/resume;
+  // an adapter whose pause is costly or lossy under quick cycles stops reading instead.
+  virtual void hold(bool on) { on ? pause() : resume(); }
   virtual void set_max_in_flight(std::uint32_t n) = 0;
 };
 
