@@ -77,6 +77,10 @@ void Connection::flush() {
   }
 }
 
+void Connection::on_heartbeat() {
+  if (events_.on_heartbeat) events_.on_heartbeat();
+}
+
 void Connection::close() {
   ++generation_;
   ready_ = connecting_ = false;

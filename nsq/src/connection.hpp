@@ -18,6 +18,7 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
     std::function<void(const MessageView&, const std::shared_ptr<const void>& owner)> on_message;
     std::function<void(std::string_view body)> on_response;
     std::function<void(const ServerError&)> on_server_error;
+    std::function<void()> on_heartbeat;  // optional
     std::function<void(std::error_code, const std::string& detail)> on_closed;  // once per connect
   };
 
@@ -50,6 +51,7 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) override;
   void on_response(std::string_view body) override;
   void on_server_error(const ServerError& error) override;
+  void on_heartbeat() override;
   void on_failure(std::error_code ec, const std::string& detail) override;
 
  private:

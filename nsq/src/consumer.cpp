@@ -58,6 +58,9 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   events.on_message = with([](Consumer& self, Conn& c, const MessageView& m,
                               const std::shared_ptr<const void>& owner) { self.on_message(c, m, owner); });
   events.on_response = with([](Consumer& self, Conn& c, std::string_view body) { self.on_response(c, body); });
+  // The backoff starts over once the connection has shown it works (a heartbeat, or a message
+  // within RDY), not at SUB's OK: a server that accepts and then breaks must wait longer.
+  events.on_heartbeat = with([](Consumer&, Conn& c) { c.reconnector->succeeded(); });
   events.on_server_error = with([](Consumer& self, Conn& c, const ServerError& e) {
     // FIN/REQ/TOUCH for a message that timed out on nsqd: it is redelivered, the connection stays.
     self.context_->error(make_error_code(e.code), c.target.to_string() + ": " + std::string(e.code_text) +
@@ -114,7 +117,6 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
       --dialing_;
       pump_dials();
     }
-    conn.reconnector->succeeded();
     context_->state(ConnectionState::connected, conn.target.to_string());
     if (!ready_reported_) {
       ready_reported_ = true;
@@ -141,6 +143,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
                               std::to_string(conn.rdy_ceiling));
     return;
   }
+  conn.reconnector->succeeded();
   auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
   state->topic = topic_;
   state->buffer = owner;

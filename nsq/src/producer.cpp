@@ -100,13 +100,16 @@ std::shared_ptr<Connection> Producer::make_connection(Node& node) {
   events.on_ready = [weak, raw] {
     auto self = weak.lock();
     if (!self) return;
-    raw->reconnector->succeeded();
+    // The backoff starts over at the first confirmed publish, not at the handshake: a server
+    // that completes it and then breaks (never reads, refuses everything) must not get a
+    // connection every reconnect_initial.
     self->context_->state(ConnectionState::connected, raw->target.to_string());
     self->flush_waiting();
   };
   events.on_response = [weak, raw](std::string_view body) {
     if (auto self = weak.lock()) self->on_response(*raw, body);
   };
+  events.on_heartbeat = [raw] { raw->reconnector->succeeded(); };
   events.on_server_error = [weak, raw](const ServerError& error) {
     if (auto self = weak.lock()) self->on_server_error(*raw, error);
   };
@@ -124,6 +127,7 @@ void Producer::on_response(Node& node, std::string_view body) {
                           node.target.to_string() + ": OK with no publish waiting for it");
     return;
   }
+  node.reconnector->succeeded();
   auto done = std::move(node.awaiting.front().done);
   node.awaiting.pop_front();
   done({});
@@ -149,8 +153,8 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
                   std::make_move_iterator(awaiting.end()));
   if (closed_) return;
-  (void)detail;
   context_->state(ConnectionState::disconnected, node.target.to_string(), ec);
+  context_->log(LogLevel::warn, detail);
   context_->count_reconnect();
   if (Node* other = usable_node()) {
     (void)other;

@@ -41,6 +41,7 @@ void Session::receive(const std::shared_ptr<const void>& owner, std::string_view
     std::string nop;
     append_nop(nop);
     emit(std::move(nop));
+    handler_.on_heartbeat();
   }
 }
 

@@ -35,6 +35,8 @@ class SessionHandler {
   virtual void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) = 0;
   virtual void on_response(std::string_view body) = 0;  // after the handshake: OK, CLOSE_WAIT...
   virtual void on_server_error(const ServerError& error) = 0;
+  // nsqd's heartbeat arrived (once per receive() however many): the server is alive and sane.
+  virtual void on_heartbeat() {}
   // The stream cannot go on (bad frame, handshake refused, fatal error frame): close it.
   virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
 };

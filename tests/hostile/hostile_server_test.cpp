@@ -564,3 +564,119 @@ TEST_CASE("figg: a replay into a slow handler is held within max_held_messages, 
   CHECK(got.distinct() == static_cast<std::size_t>(kCount));
   subscriber.close_sync(5s);
 }
+
+TEST_CASE("quickio+ws: a client closed while its upgrade hangs or is refused leaks nothing",
+          "[hostile][quickio]") {
+  // Run under ASan, LeakSanitizer checks this at exit: the WebSocket connection must go.
+  for (const char* answer : {"HTTP/1.1 400 Bad Request\r\nContent-Le", "garbage\r\n\r\n\x01\x02"}) {
+    HostileServer server([answer](HostileConnection& c, std::size_t) {
+      if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+        return;
+      c.send(answer);
+      c.hold_open();
+    });
+    Reports reports;
+    auto client = connect("quickio+ws://" + server.address(), reports.options());
+    REQUIRE(server.wait_connections(1));
+    CHECK(client.close_sync(5s) == std::error_code{});
+  }
+}
+
+TEST_CASE("nsq: a server that stops reading trips max_write_buffer, not memory",
+          "[hostile][nsq]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!nsq_handshake(c, false)) return;
+    if (index == 0) {
+      while (!c.stopping()) std::this_thread::sleep_for(20ms);  // never reads again
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("nsq://" + server.address() +
+                            "?max_write_buffer=1048576&reconnect_initial=10ms&write_timeout=0",
+                        reports.options());
+  Latch done;
+  const std::string payload(64 * 1024, 'x');
+  for (int i = 0; i < 400; ++i)
+    client.publish("t", payload, [&](std::error_code) { done.count_down(); }, within(2s));
+  CHECK(reports.wait_text("exceeds max_write_buffer=1048576"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(done.wait_for(400));  // every publish completed, one way or the other
+  client.close_sync(5s);
+}
+
+TEST_CASE("figg: a frame that drips in is cut off by frame_timeout", "[hostile][figg]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (index == 0) {
+      c.send(std::string("\x00\x07\x00\x01", 4) + be32(1000));  // DATA of 1000 bytes...
+      while (!c.stopping() && c.send("x"))                      // ...a byte every 50 ms
+        if (!c.read_some(50ms)) break;
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("figg://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("frame_timeout=300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio: a raw frame that drips in is cut off by frame_timeout", "[hostile][quickio]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!qio_handshake(c)) return;
+    if (index == 0) {
+      c.send(be64(1000));
+      while (!c.stopping() && c.send("x"))
+        if (!c.read_some(50ms)) break;
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("frame_timeout=300ms"));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio: a heartbeat flood is answered once per write, not once per heartbeat",
+          "[hostile][quickio]") {
+  std::atomic<std::size_t> answers{0};
+  std::atomic<bool> counted{false};
+  constexpr int kHeartbeats = 20000;
+  HostileServer server([&](HostileConnection& c, std::size_t index) {
+    if (!qio_handshake(c) || index > 0) return c.hold_open();
+    // Wait for the request, flood heartbeats, then answer the request: once the client has the
+    // reply it has read every heartbeat.
+    if (!c.read_until([](const std::string& r) {
+          auto at = r.find("room:");
+          return at != std::string::npos && r.find('=', at) != std::string::npos;
+        }))
+      return;
+    auto colon = c.received().find("room:") + 5;
+    std::string id = c.received().substr(colon, c.received().find('=', colon) - colon);
+    c.received().clear();
+    std::string flood;
+    for (int i = 1; i <= kHeartbeats; ++i) flood += qio_frame("/qio/heartbeat:" + std::to_string(i) + "=null");
+    c.send(flood);
+    c.send(qio_frame("/qio/callback/" + id + ":0={\"code\":200,\"data\":\"pong\"}"));
+    while (c.read_some()) {
+    }
+    answers.store(count_of(c.received(), "/qio/callback/"));
+    counted.store(true);
+  });
+  auto client = connect("quickio://" + server.address(), {});
+  auto reply = client.request_sync("room", "ping", 20s);
+  REQUIRE_FALSE(reply.ec);
+  client.close_sync(5s);
+  auto until = std::chrono::steady_clock::now() + kWaitBound;
+  while (!counted.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
+  INFO("answers: " << answers.load());
+  CHECK(answers.load() >= 1);
+  CHECK(answers.load() <= 2000);  // before: one per heartbeat (20,000)
+}

@@ -52,6 +52,18 @@ TEST_CASE("backoff comes from the reconnect options", "[backoff]") {
       core_option_table(),
       Options{{"reconnect_initial", "50ms"}, {"reconnect_max", "400ms"}}, "t");
   auto b = Backoff::from_options(opts);
-  CHECK(b.delay(1) == 50ms);
-  CHECK(b.delay(10) == 400ms);
+  // The default policy jitters by +-20% around doubling, never past the cap.
+  for (int i = 0; i < 100; ++i) {
+    CHECK(b.delay(1) >= 40ms);
+    CHECK(b.delay(1) <= 60ms);
+    CHECK(b.delay(10) >= 320ms);
+    CHECK(b.delay(10) <= 400ms);
+  }
+  auto exact = Backoff::from_options(ResolvedOptions::resolve(
+      core_option_table(),
+      Options{{"reconnect_initial", "50ms"}, {"reconnect_max", "400ms"},
+              {"reconnect_backoff", "exponential"}},
+      "t"));
+  CHECK(exact.delay(1) == 50ms);
+  CHECK(exact.delay(10) == 400ms);
 }

@@ -34,7 +34,7 @@ TEST_CASE("defaults apply when nothing is set", "[options]") {
   CHECK(resolved.get_duration("op_timeout") == 10s);
   CHECK(resolved.get_int("max_in_flight") == 32);
   CHECK(resolved.get_bool("tls_verify"));
-  CHECK(resolved.get_string("reconnect_backoff") == "exponential");
+  CHECK(resolved.get_string("reconnect_backoff") == "exponential_jitter");  // +-20%: no herd
   CHECK_FALSE(resolved.was_set("op_timeout"));
 }
 

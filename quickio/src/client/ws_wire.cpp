@@ -44,6 +44,9 @@ WsWire::~WsWire() {
     state_->connection->set_fail_handler(nullptr);
     state_->connection->set_close_handler(nullptr);
     state_->connection->set_message_handler(nullptr);
+    // A read still waiting (an upgrade answer cut short) holds the connection through its own
+    // handler: end it, or the connection keeps itself alive forever.
+    state_->connection->fatal_error();
   }
 }
 
