@@ -45,7 +45,7 @@ void SubscriptionCore::deliver(Message message) {
     return;
   }
   bool start = false;
-  bool stop_taking = false;
+  std::string over_text;  // logged outside the lock: a log sink may call back into the client
   {
     std::lock_guard<std::mutex> lock(mutex_);
     held_bytes_ += message.payload().size();
@@ -55,16 +55,18 @@ void SubscriptionCore::deliver(Message message) {
       start = true;
     }
     if (!over_budget_ && (queue_.size() > max_held_messages_ || held_bytes_ > max_held_bytes_)) {
-      over_budget_ = stop_taking = true;
-      shared_->log(LogLevel::warn,
-                   topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
-                       std::to_string(held_bytes_) +
-                       " bytes) wait for handlers, over max_held_messages=" +
-                       std::to_string(max_held_messages_) + " or max_held_bytes=" +
-                       std::to_string(max_held_bytes_) + ": pausing delivery until half drain");
+      over_budget_ = true;
+      over_text = topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
+                  std::to_string(held_bytes_) +
+                  " bytes) wait for handlers, over max_held_messages=" +
+                  std::to_string(max_held_messages_) + " or max_held_bytes=" +
+                  std::to_string(max_held_bytes_) + ": pausing delivery until half drain";
     }
   }
-  if (stop_taking) apply_flow();
+  if (!over_text.empty()) {
+    shared_->log(LogLevel::warn, over_text);
+    apply_flow();
+  }
   if (start) pool_->post([self = shared_from_this()] { self->run_queue(); });
 }
 
