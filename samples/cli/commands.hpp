@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "polybus/polybus.hpp"
+
 namespace polybus::cli {
 
 using Argv = std::vector<std::string>;
@@ -16,6 +18,10 @@ int run_serve(const Argv& args);
 int run_bench(const Argv& args);
 int run_demo(const Argv& args);
 int run_broker(const Argv& args);
+
+// Connects with the client's warnings and errors (why a connection failed or closed, a limit
+// that was hit) written to standard error, so a failure names its cause.
+Client connect_reporting(const std::string& url);
 
 // Payload i of a generated run: its sequence number, then printable filler up to size bytes.
 std::string generated_payload(std::uint64_t i, std::size_t size);

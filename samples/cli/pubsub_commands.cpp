@@ -30,7 +30,7 @@ int run_pub(const Argv& argv) {
   if (args.has("count") && args.positional().size() > 2)
     throw UsageError("give either MSG arguments or --count, not both");
   if (args.has("size") && !args.has("count")) throw UsageError("--size goes with --count");
-  auto client = polybus::connect(url);
+  auto client = connect_reporting(url);
   WindowedPublisher publisher(client, topic, timeout);
   if (args.has("count")) {
     auto count = args.number("count", 0, 1, 1'000'000'000);
@@ -59,7 +59,7 @@ int run_sub(const Argv& argv) {
   if (args.has("from")) options.from_offset = args.number("from", 0, 0, UINT64_MAX);
   const std::uint64_t limit = args.number("count", 0, 1, UINT64_MAX);
   if (!limit) block_termination_signals();
-  auto client = polybus::connect(url);
+  auto client = connect_reporting(url);
   std::mutex mutex;
   std::condition_variable cv;
   std::uint64_t printed = 0;

@@ -19,7 +19,7 @@ int run_request(const Argv& argv) {
   const std::string& payload = args.positional(2, "PAYLOAD");
   if (args.positional().size() > 3) throw UsageError("unexpected argument '" + args.positional()[3] + "'");
   auto timeout = std::chrono::milliseconds(args.number("timeout", 10000, 1, 3'600'000));
-  auto client = polybus::connect(url);
+  auto client = connect_reporting(url);
   auto reply = client.request_sync(topic, payload, timeout);
   client.close_sync(std::chrono::seconds(5));
   if (reply.ec) {
@@ -45,7 +45,7 @@ int run_serve(const Argv& argv) {
   options.concurrency = static_cast<std::uint32_t>(args.number("concurrency", 1, 1, 256));
   options.max_in_flight = options.concurrency;
   block_termination_signals();
-  auto client = polybus::connect(url);
+  auto client = connect_reporting(url);
   auto sub = client.serve(topic, [](Message& m) { return std::string(m.payload()); }, options);
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus serve: registration failed: " << ec.message() << "\n";
