@@ -176,11 +176,23 @@ std::error_code parse_json(std::string_view text, rapidjson::Document& document)
 }
 
 // Field readers: a missing field leaves `out` alone; a present one of the wrong type fails.
+// RapidJSON 1.1.0 decodes a lone low surrogate escape (\udc00-\udfff) into the bytes ED B0..BF
+// xx, which are not UTF-8 (found by the nsq_json fuzzer); raw input is validated while parsing,
+// so that is the only way a decoded string can be ill-formed.
+bool has_encoded_surrogate(std::string_view text) {
+  for (std::size_t i = 0; i + 1 < text.size(); ++i)
+    if (static_cast<unsigned char>(text[i]) == 0xed && static_cast<unsigned char>(text[i + 1]) >= 0xa0)
+      return true;
+  return false;
+}
+
 bool read_field(const rapidjson::Value& object, const char* name, std::string& out) {
   const auto member = object.FindMember(name);
   if (member == object.MemberEnd()) return true;
   if (!member->value.IsString()) return false;
-  out.assign(member->value.GetString(), member->value.GetStringLength());
+  std::string_view text(member->value.GetString(), member->value.GetStringLength());
+  if (has_encoded_surrogate(text)) return false;
+  out.assign(text);
   return true;
 }
 

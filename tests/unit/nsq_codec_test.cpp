@@ -1122,3 +1122,11 @@ TEST_CASE("a producer needs only a broadcast address and a TCP port", "[nsq][loo
   CHECK(producers[0].http_port == 0);
   CHECK(producers[0].hostname.empty());
 }
+
+TEST_CASE("JSON strings decoding to a lone surrogate are refused", "[nsq][codec]") {
+  // Found by the nsq_json fuzzer: RapidJSON 1.1.0 decodes \udfff into bytes that are not UTF-8.
+  IdentifyResponse response;
+  CHECK(parse_identify_response(R"({"version":"1.3.0\udfff"})", response));
+  CHECK_FALSE(parse_identify_response(R"({"version":"1.3.0 \ud83d\ude00"})", response));
+  CHECK(response.version == "1.3.0 \xf0\x9f\x98\x80");
+}

@@ -1,14 +1,81 @@
 // Callback paths (/qio/callback/<id>) and callback bodies ({"code":N,"data":X,"err_msg":S}).
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <limits>
+#include <optional>
 
 #include "decimal.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {
+namespace {
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The end of the string literal that starts at json[i] ('"'): the index after its closing quote.
+std::size_t string_end(std::string_view json, std::size_t i) {
+  for (++i; i < json.size(); ++i) {
+    if (json[i] == '\\') ++i;
+    else if (json[i] == '"') return i + 1;
+  }
+  return json.size();
+}
+
+// The end of the value that starts at json[i], scanned without recursion.
+std::size_t value_end(std::string_view json, std::size_t i) {
+  if (json[i] == '"') return string_end(json, i);
+  if (json[i] != '{' && json[i] != '[') {
+    while (i < json.size() && json[i] != ',' && json[i] != '}' && json[i] != ']' &&
+           !is_json_space(json[i]))
+      ++i;
+    return i;
+  }
+  std::size_t depth = 0;
+  while (i < json.size()) {
+    char c = json[i];
+    if (c == '"') {
+      i = string_end(json, i);
+      continue;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+    ++i;
+  }
+  return i;
+}
+
+// The exact text of the top-level member `name` of `json`, which must already be known to be
+// a well-formed object: no re-serialisation, so numbers, escapes and nesting arrive as the
+// server wrote them (a DOM round trip rewrites 0.30000000000000004 and overflows 1.8e308).
+std::optional<std::string_view> raw_member(std::string_view json, std::string_view name) {
+  std::size_t i = 0;
+  auto skip = [&] {
+    while (i < json.size() && is_json_space(json[i])) ++i;
+  };
+  skip();
+  if (i >= json.size() || json[i] != '{') return std::nullopt;
+  ++i;
+  for (;;) {
+    skip();
+    if (i >= json.size() || json[i] != '"') return std::nullopt;  // '}' of an empty object
+    const std::size_t key_start = i;
+    i = string_end(json, i);
+    std::string key;
+    const bool match = json_unquote(json.substr(key_start, i - key_start), key) && key == name;
+    skip();
+    ++i;  // ':'
+    skip();
+    if (i >= json.size()) return std::nullopt;
+    const std::size_t value_start = i;
+    i = value_end(json, i);
+    if (match) return json.substr(value_start, i - value_start);
+    skip();
+    if (i >= json.size() || json[i] != ',') return std::nullopt;
+    ++i;
+  }
+}
+
+}  // namespace
 
 bool detail::parse_decimal_u64(std::string_view digits, std::uint64_t& out) {
   if (digits.empty() || digits.size() > 20) return false;
@@ -57,15 +124,8 @@ std::error_code parse_callback_body(std::string_view json, CallbackBody& out, st
   if (!code->value.IsInt()) return fail("callback body \"code\" is not an integer");
   CallbackBody body;
   body.code = code->value.GetInt();
-  auto data = doc.FindMember("data");
-  if (data == doc.MemberEnd()) {
-    body.data_json = "null";
-  } else {
-    rapidjson::StringBuffer buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
-    data->value.Accept(writer);
-    body.data_json.assign(buffer.GetString(), buffer.GetSize());
-  }
+  if (auto data = raw_member(json, "data")) body.data_json.assign(*data);
+  else body.data_json = "null";
   auto err_msg = doc.FindMember("err_msg");
   if (err_msg != doc.MemberEnd()) {
     if (!err_msg->value.IsString()) return fail("callback body \"err_msg\" is not a string");

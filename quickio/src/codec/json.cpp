@@ -53,6 +53,9 @@ bool is_valid_json(std::string_view json, std::size_t max_depth) {
 bool json_unquote(std::string_view json, std::string& out) {
   RootString handler;
   if (!parse_whole(json, handler)) return false;
+  // RapidJSON 1.1.0 decodes a lone low surrogate escape (\udc00-\udfff) into bytes that are not
+  // UTF-8 (found by the quickio_json fuzzer): such a string is refused.
+  if (!is_valid_utf8(handler.value)) return false;
   out = std::move(handler.value);
   return true;
 }
