@@ -50,11 +50,28 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
     return {};
   }
   auto& r = parser_->response;
+  if (status_line_.empty() || status_line_.back() != '\n') {
+    const std::size_t newline = bytes.find('\n');
+    const std::size_t take = newline == std::string_view::npos ? bytes.size() : newline + 1;
+    status_line_.append(bytes.substr(0, take));
+    if (status_line_.size() > 8 * 1024 && status_line_.back() != '\n') {
+      why = "HTTP status line over 8 KiB";
+      return make_error_code(polybus::errc::protocol_error);
+    }
+  }
   try {
     bool had_headers = r.headers_ready();
     std::size_t used = r.consume(bytes.data(), bytes.size());
     if (!had_headers && r.headers_ready()) {
-      status_ = static_cast<int>(r.get_status_code());
+      // "HTTP/1.1 200 OK": three digits after the first space, 100 to 599.
+      const std::size_t space = status_line_.find(' ');
+      status_ = 0;
+      for (std::size_t i = space + 1; space != std::string::npos && i < space + 4 && i < status_line_.size(); ++i)
+        status_ = status_line_[i] >= '0' && status_line_[i] <= '9' ? status_ * 10 + (status_line_[i] - '0') : -1000;
+      if (status_ < 100 || status_ > 599) {
+        why = "HTTP status line without a status from 100 to 599: " + status_line_.substr(0, 64);
+        return make_error_code(polybus::errc::protocol_error);
+      }
       const std::string& length = r.get_header("Content-Length");
       if (!r.get_header("Transfer-Encoding").empty()) {
         why = "chunked HTTP responses are not supported";

@@ -39,6 +39,9 @@ class HttpResponseReader {
   bool to_close_ = false;  // headers done, no Content-Length: the body runs to the close
   bool complete_ = false;
   int status_ = 0;
+  // The status line as it arrives: the status is read from it, not from websocketpp, whose enum
+  // cannot hold a code such as 600 (found by the quickio_http fuzzer).
+  std::string status_line_;
   std::string body_;
 };
 

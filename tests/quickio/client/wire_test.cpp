@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "http_exchange.hpp"
+#include "polybus/error.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "raw_wire.hpp"
 
@@ -102,4 +103,20 @@ TEST_CASE("http requests carry the session id, connect=true only first, and the 
   CHECK_THAT(first, Catch::EndsWith("\r\n\r\n/qio/hostname:1=null"));
   auto next = detail::make_poll_request("h:1", "/qio", sid, false, "");
   CHECK_THAT(next, Catch::StartsWith("POST /qio?sid=" + sid + " HTTP/1.1\r\n"));
+}
+
+TEST_CASE("http reader: a status outside 100-599 is a protocol error", "[quickio][http]") {
+  // Found by the quickio_http fuzzer: websocketpp's status enum cannot hold 600.
+  for (const char* response : {"HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n",
+                               "HTTP/1.1 99 X\r\nContent-Length: 0\r\n\r\n",
+                               "HTTP/1.1 2x0 X\r\nContent-Length: 0\r\n\r\n"}) {
+    detail::HttpResponseReader reader(1024);
+    std::string why;
+    CHECK(reader.feed(response, why) == make_error_code(polybus::errc::protocol_error));
+    CHECK(why.find("status") != std::string::npos);
+  }
+  detail::HttpResponseReader ok(1024);
+  std::string why;
+  CHECK_FALSE(ok.feed("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", why));
+  CHECK(ok.status() == 204);
 }
