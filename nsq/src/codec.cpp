@@ -169,7 +169,31 @@ constexpr ServerErrorCode kServerErrorCodes[] = {
 constexpr unsigned kJsonParseFlags =
     rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
 
+// nsqd's and nsqlookupd's JSON is flat (three levels at most); deeper is not theirs. Checked
+// before parsing, so a deep document costs neither a DOM nor a recursive walk.
+constexpr std::size_t kMaxJsonDepth = 64;
+
+bool nested_deeper_than(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return true;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::error_code parse_json(std::string_view text, rapidjson::Document& document) {
+  if (nested_deeper_than(text, kMaxJsonDepth)) return errc::invalid_json;
   document.Parse<kJsonParseFlags>(text.data(), text.size());
   if (document.HasParseError()) return errc::invalid_json;
   return {};

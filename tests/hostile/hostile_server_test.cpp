@@ -764,3 +764,17 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
   });
   soak("quickio: a move to a dead port", [&] { return connect("quickio://" + dead.address()); });
 }
+
+TEST_CASE("quickio: max_json_depth bounds event data", "[hostile][quickio]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!qio_handshake(c)) return;
+    if (index == 0) c.send(qio_frame("/room:0=" + std::string(10, '[') + "1" + std::string(10, ']')));
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio://" + server.address() + "?max_json_depth=8&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("nested at most 8 deep (max_json_depth)"));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}

@@ -1130,3 +1130,11 @@ TEST_CASE("JSON strings decoding to a lone surrogate are refused", "[nsq][codec]
   CHECK_FALSE(parse_identify_response(R"({"version":"1.3.0 \ud83d\ude00"})", response));
   CHECK(response.version == "1.3.0 \xf0\x9f\x98\x80");
 }
+
+TEST_CASE("JSON from nsqd or nsqlookupd nested deeper than 64 is refused", "[nsq][codec]") {
+  IdentifyResponse response;
+  std::string deep = "{\"version\":\"1\",\"x\":" + std::string(64, '[') + std::string(64, ']') + "}";
+  CHECK(parse_identify_response(deep, response));
+  std::string ok = "{\"version\":\"1\",\"x\":" + std::string(10, '[') + "\"]]\"" + std::string(10, ']') + "}";
+  CHECK_FALSE(parse_identify_response(ok, response));
+}

@@ -53,6 +53,7 @@ EngineSettings EngineSettings::from(const Url& url, const ResolvedOptions& optio
   s.max_queued_bytes = static_cast<std::size_t>(options.get_int("max_queued_bytes"));
   s.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
   s.max_redirects = static_cast<std::uint32_t>(options.get_int("max_redirects"));
+  s.max_json_depth = static_cast<std::size_t>(options.get_int("max_json_depth"));
   s.transport = TransportSettings::from_options(options);
   return s;
 }
@@ -62,7 +63,7 @@ Engine::Engine(const Strand& strand, EngineSettings settings, Backoff backoff, E
     : strand_(strand),
       settings_(std::move(settings)),
       hooks_(std::move(hooks)),
-      session_(SessionLimits{settings_.max_queued_bytes}, *this),
+      session_(SessionLimits{settings_.max_queued_bytes, settings_.max_json_depth}, *this),
       reconnector_(strand, std::move(backoff)),
       heartbeat_timer_(strand),
       address_(settings_.address) {

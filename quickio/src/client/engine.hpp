@@ -28,6 +28,7 @@ struct EngineSettings {
   std::size_t max_queued_bytes = 8 * 1024 * 1024;
   std::size_t max_frame_size = 16 * 1024 * 1024;
   std::uint32_t max_redirects = 10;  // /qio/move in a row before they are refused
+  std::size_t max_json_depth = kDefaultMaxJsonDepth;
   TransportSettings transport;
 
   // From a quickio, quickio+ws or quickio+http URL and the resolved options. Throws

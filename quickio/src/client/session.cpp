@@ -88,7 +88,7 @@ void Session::shut_down() {
 std::error_code Session::receive(std::string_view text, const std::shared_ptr<const void>& owner,
                                  std::string* why) {
   Event event;
-  if (auto ec = parse_event(text, event, why)) return ec;
+  if (auto ec = parse_event(text, event, why, limits_.max_json_depth)) return ec;
   if (event.path.substr(0, kCallbackPrefix.size()) == kCallbackPrefix) {
     auto id = callback_path_id(event.path);
     if (!id) {
@@ -98,7 +98,7 @@ std::error_code Session::receive(std::string_view text, const std::shared_ptr<co
     auto it = callbacks_.find(*id);
     if (it == callbacks_.end()) return {};  // not ours (any more): nothing waits for it
     CallbackBody body;
-    if (auto ec = parse_callback_body(event.json, body, why)) return ec;
+    if (auto ec = parse_callback_body(event.json, body, why, limits_.max_json_depth)) return ec;
     CallbackFn fn = std::move(it->second);
     callbacks_.erase(it);
     if (fn) fn(body.code, body.data_json, body.err_msg);

@@ -15,6 +15,8 @@
 #include <system_error>
 #include <vector>
 
+#include "polybus/quickio/codec.hpp"
+
 namespace polybus::quickio::detail {
 
 // The answer to a callback the client requested; code -1 when the client gave up on it.
@@ -51,6 +53,7 @@ class SessionHooks {
 
 struct SessionLimits {
   std::size_t max_queued_bytes = 8 * 1024 * 1024;
+  std::size_t max_json_depth = kDefaultMaxJsonDepth;  // the budget's max_json_depth
 };
 
 class Session {

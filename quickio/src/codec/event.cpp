@@ -43,7 +43,8 @@ bool is_valid_path(std::string_view path) {
   return true;
 }
 
-std::error_code parse_event(std::string_view text, Event& out, std::string* why) {
+std::error_code parse_event(std::string_view text, Event& out, std::string* why,
+                            std::size_t max_json_depth) {
   std::size_t colon = text.find(':');
   if (colon == std::string_view::npos)
     return fail(codec_errc::malformed_event, why,
@@ -68,10 +69,11 @@ std::error_code parse_event(std::string_view text, Event& out, std::string* why)
     return fail(codec_errc::invalid_callback_id, why,
                 "event callback id is not a decimal uint64: \"" + excerpt(id_text) + "\"");
   std::string_view json = text.substr(equals + 1);
-  if (!is_valid_json(json))
+  if (!is_valid_json(json, max_json_depth))
     return fail(codec_errc::invalid_json, why,
                 "event data is not well-formed JSON nested at most " +
-                    std::to_string(kDefaultMaxJsonDepth) + " deep: \"" + excerpt(json) + "\"");
+                    std::to_string(max_json_depth) + " deep (max_json_depth): \"" +
+                    excerpt(json) + "\"");
   out.path = path;
   out.callback_id = id;
   out.json = json;

@@ -31,6 +31,10 @@ inline constexpr std::size_t kRawLengthSize = 8;
 inline constexpr std::string_view kCallbackPrefix = "/qio/callback/";
 
 // ---- events ----
+// Nesting depth accepted in any JSON read from the wire (the budget's max_json_depth default):
+// deeper input is refused, so nothing downstream (a re-serialisation, a user's own recursive
+// walk) can be driven off the stack.
+inline constexpr std::size_t kDefaultMaxJsonDepth = 64;
 struct Event {
   std::string_view path;          // views into the text parsed
   std::uint64_t callback_id = 0;  // 0: no callback requested
@@ -40,7 +44,9 @@ struct Event {
 // Strict `<path>:<id>=<json>`. The path is split at the first ':', the id at the first '=' after
 // it. On error, when `why` is given, it receives a sentence naming what was wrong (the error
 // code's message is generic).
-std::error_code parse_event(std::string_view text, Event& out, std::string* why = nullptr);
+// `max_json_depth` bounds the nesting of the data (the budget's max_json_depth).
+std::error_code parse_event(std::string_view text, Event& out, std::string* why = nullptr,
+                            std::size_t max_json_depth = kDefaultMaxJsonDepth);
 void append_event(std::string& out, std::string_view path, std::uint64_t callback_id,
                   std::string_view json);
 std::string make_event(std::string_view path, std::uint64_t callback_id, std::string_view json);
@@ -52,10 +58,6 @@ std::string clean_path(std::string_view path);
 bool is_valid_path(std::string_view path);
 
 // ---- JSON ----
-// Nesting depth accepted in any JSON read from the wire (the budget's max_json_depth default):
-// deeper input is refused, so nothing downstream (a re-serialisation, a user's own recursive
-// walk) can be driven off the stack.
-inline constexpr std::size_t kDefaultMaxJsonDepth = 64;
 // Exactly one well-formed value, whitespace around, nested at most max_depth deep.
 bool is_valid_json(std::string_view json, std::size_t max_depth = kDefaultMaxJsonDepth);
 bool is_valid_utf8(std::string_view text);      // strict: no overlongs, surrogates or > U+10FFFF
