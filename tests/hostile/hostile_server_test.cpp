@@ -290,15 +290,16 @@ TEST_CASE("quickio: a callback reply nested 100,000 deep is refused without a cr
 }
 
 TEST_CASE("quickio: moves in a loop back off and stop at max_redirects", "[hostile][quickio]") {
-  std::atomic<std::uint16_t> other_port{0};
-  auto mover = [&](std::uint16_t* to) {
+  // Atomics: the servers read the ports on their own threads (a socket is no synchronisation
+  // that ThreadSanitizer sees).
+  auto mover = [](std::atomic<std::uint16_t>* to) {
     return [to](HostileConnection& c, std::size_t) {
       if (!qio_handshake(c)) return;
-      c.send(qio_frame("/qio/move:0=\"127.0.0.1:" + std::to_string(*to) + "\""));
+      c.send(qio_frame("/qio/move:0=\"127.0.0.1:" + std::to_string(to->load()) + "\""));
       c.hold_open();
     };
   };
-  std::uint16_t port_a = 0, port_b = 0;
+  std::atomic<std::uint16_t> port_a{0}, port_b{0};
   HostileServer a(mover(&port_b));
   HostileServer b(mover(&port_a));
   port_a = a.port();
@@ -313,7 +314,6 @@ TEST_CASE("quickio: moves in a loop back off and stop at max_redirects", "[hosti
   const std::size_t at_limit = a.connections() + b.connections();
   CHECK(at_limit <= 6);
   client.close_sync(5s);
-  (void)other_port;
 }
 
 namespace {
@@ -742,11 +742,11 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
     client.publish("t", "x", [](std::error_code) {}, within(60s));
     return client;
   });
-  std::uint16_t port_a = 0, port_b = 0;
-  auto mover = [](std::uint16_t* to) {
+  std::atomic<std::uint16_t> port_a{0}, port_b{0};
+  auto mover = [](std::atomic<std::uint16_t>* to) {
     return [to](HostileConnection& c, std::size_t) {
       if (!qio_handshake(c)) return;
-      c.send(qio_frame("/qio/move:0=\"127.0.0.1:" + std::to_string(*to) + "\""));
+      c.send(qio_frame("/qio/move:0=\"127.0.0.1:" + std::to_string(to->load()) + "\""));
       c.hold_open();
     };
   };
