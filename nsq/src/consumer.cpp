@@ -211,6 +211,8 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   }
   conn.in_flight = 0;  // nsqd requeues what this connection held
   if (stopping_ || conn.retiring) {
+    // A retiring connection's end is still a disconnect the application hears about.
+    if (!stopping_) context_->state(ConnectionState::disconnected, conn.target.to_string(), ec);
     remove_conn(key);
     check_stopped();
     return;

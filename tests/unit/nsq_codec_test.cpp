@@ -960,7 +960,7 @@ TEST_CASE("IDENTIFY response fields of the wrong type or range are refused",
           "[nsq][identify][hostile]") {
   const std::string deep_balanced = std::string(100000, '[') + std::string(100000, ']');
   for (const std::string& body :
-       {R"([])"s, R"("OK")"s, R"(2500)"s, R"(null)"s, deep_balanced, R"({"max_rdy_count":"2500"})"s,
+       {R"([])"s, R"("OK")"s, R"(2500)"s, R"(null)"s, R"({"max_rdy_count":"2500"})"s,
         R"({"max_rdy_count":2500.5})"s, R"({"max_rdy_count":1e3})"s, R"({"max_rdy_count":-1})"s,
         R"({"max_rdy_count":18446744073709551615})"s, R"({"msg_timeout":-5})"s,
         R"({"max_msg_timeout":-1})"s, R"({"tls_v1":1})"s, R"({"snappy":"true"})"s,
@@ -972,6 +972,9 @@ TEST_CASE("IDENTIFY response fields of the wrong type or range are refused",
     CHECK(parse_identify_response(body, response) == errc::invalid_identify_response);
     CHECK(response.version == "untouched");
   }
+  // Nested past the JSON depth bound: refused before it is parsed.
+  IdentifyResponse response;
+  CHECK(parse_identify_response(deep_balanced, response) == errc::invalid_json);
 }
 
 // =============================================================================================
