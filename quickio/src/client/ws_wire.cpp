@@ -6,6 +6,7 @@
 
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "websocketpp_statics.hpp"
 
 namespace polybus::quickio::detail {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "http_session.hpp"
+#include "websocketpp_statics.hpp"
 
 namespace polybus::quickio::testing {
 namespace {
