@@ -14,6 +14,8 @@
 
 #include "hostile_server.hpp"
 #include <nng/nng.h>
+#include <websocketpp/base64/base64.hpp>
+#include <websocketpp/sha1/sha1.hpp>
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "polybus/memodb/codec.hpp"
@@ -653,6 +655,109 @@ TEST_CASE("quickio: a raw frame that drips in is cut off by frame_timeout", "[ho
                         reports.options());
   CHECK(reports.wait_text("frame_timeout=300ms"));
   CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+namespace {
+// The server side of a QuickIO WebSocket: the 101 with the quickio subprotocol, then /qio/ohai
+// both ways. Server frames are unmasked.
+std::string ws_text_frame(std::string_view text) {
+  return std::string{'\x81', static_cast<char>(text.size())} + std::string(text);
+}
+bool qio_ws_handshake(HostileConnection& c) {
+  if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+    return false;
+  const std::string& request = c.received();
+  const auto key_at = request.find("Sec-WebSocket-Key: ") + 19;
+  const std::string key = request.substr(key_at, request.find("\r\n", key_at) - key_at);
+  const std::string magic = key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+  unsigned char digest[20];
+  websocketpp::sha1::calc(magic.data(), magic.size(), digest);
+  c.received().clear();
+  return c.send("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                "Sec-WebSocket-Protocol: quickio\r\nSec-WebSocket-Accept: " +
+                websocketpp::base64_encode(digest, 20) + "\r\n\r\n") &&
+         c.send(ws_text_frame("/qio/ohai"));
+}
+}  // namespace
+
+TEST_CASE("quickio+ws: a WebSocket frame that drips in is cut off by frame_timeout",
+          "[hostile][quickio]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!qio_ws_handshake(c)) return;
+    if (index == 0) {
+      // A ping keeps arriving whole (control frames complete), then a text frame of 1000 bytes
+      // whose payload comes a byte every 50 ms.
+      c.send(std::string{'\x89', '\x00'});
+      c.send(std::string{'\x81', '\x7e', '\x03', '\xe8'});
+      while (!c.stopping() && c.send("x"))
+        if (!c.read_some(50ms)) break;
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio+ws://" + server.address() +
+                            "?frame_timeout=300ms&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("frame_timeout=300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio+http: a response that drips in is cut off by frame_timeout",
+          "[hostile][quickio]") {
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    if (index == 0) {
+      c.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+      while (!c.stopping() && c.send("x"))
+        if (!c.read_some(50ms)) break;
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio+http://" + server.address() +
+                            "?frame_timeout=300ms&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("frame_timeout=300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio+ws: pings and events that arrive whole never trip frame_timeout",
+          "[hostile][quickio]") {
+  // Whole frames a little apart for five frame_timeouts: nothing is held partly, so the client
+  // must still be there at the end (a false trip would close it within one frame_timeout).
+  std::atomic<bool> peer_stayed{false};
+  Latch script_done;
+  HostileServer server([&](HostileConnection& c, std::size_t) {
+    using clock = std::chrono::steady_clock;
+    bool stayed = qio_ws_handshake(c);
+    const auto end = clock::now() + 1s;
+    while (stayed && clock::now() < end) {
+      stayed = c.send(std::string{'\x89', '\x00'}) &&
+               c.send(ws_text_frame("/qio/heartbeat:0=null"));
+      // Paces the frames 50 ms apart, reading the client's pongs and answers meanwhile.
+      for (auto next = clock::now() + 50ms; stayed && clock::now() < next;)
+        stayed = c.read_some(std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()));
+    }
+    peer_stayed = stayed;
+    script_done.count_down();
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio+ws://" + server.address() +
+                            "?frame_timeout=200ms&reconnect_initial=10ms",
+                        reports.options());
+  REQUIRE(script_done.wait_for(1));
+  CHECK(peer_stayed);
+  CHECK(server.connections() == 1);
+  CHECK_FALSE(reports.saw_reason(make_error_code(errc::limit_exceeded)));
   client.close_sync(5s);
 }
 

@@ -167,7 +167,9 @@ void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> wr
     std::string why;
     if (auto ec = r->reader.feed(std::string_view(data, n), why))
       return self->fail(ec, self->endpoint() + ": " + why);
-    if (r->reader.complete()) self->on_response(r);
+    if (r->reader.complete()) return self->on_response(r);
+    // A response begun must complete within frame_timeout, however slowly it drips.
+    r->transport->frame_state(true, false);
   };
   callbacks.on_closed = [weak, weak_request](std::error_code ec, const std::string& detail) {
     auto r = weak_request.lock();

@@ -118,11 +118,13 @@ void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* da
   std::string why;
   auto keep = shared_from_this();  // a handler may drop the link while it runs
   const std::uint64_t events_before = events_;
+  const std::uint64_t frames_before = wire_->frames_completed();
   auto ec = wire_->receive(chunk, std::string_view(data, n), why);
   if (ended_) return;
   flush();
   if (ec) return fail(ec, endpoint() + ": " + why);
-  transport_->frame_state(wire_->partial_frame(), events_ != events_before);
+  transport_->frame_state(wire_->partial_frame(), events_ != events_before ||
+                                                      wire_->frames_completed() != frames_before);
 }
 
 void StreamLink::on_closed(std::error_code ec, const std::string& detail) {

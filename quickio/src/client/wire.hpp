@@ -3,6 +3,7 @@
 // and hears about the handshake and each event through WireHandler.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,8 +32,11 @@ class Wire {
   // Bytes to write, in order.
   virtual std::string& output() = 0;
   virtual bool is_open() const = 0;
-  // Part of a frame is held (frame_timeout runs); false where the carrier's library frames.
-  virtual bool partial_frame() const { return false; }
+  // Part of a frame is held: frame_timeout runs until a frame completes.
+  virtual bool partial_frame() const = 0;
+  // Frames completed that carried no event (control frames, the upgrade answer); events count
+  // themselves.
+  virtual std::uint64_t frames_completed() const { return 0; }
 };
 
 }  // namespace polybus::quickio::detail

@@ -25,6 +25,10 @@ struct WsWire::State {
   // Messages received during one read_all, handed on after it returns (websocketpp holds its
   // read lock while it calls the message handler).
   std::vector<WsEndpoint::message_ptr> received;
+  // What websocketpp has completed (upgrade answer, messages, pings, pongs), and whether the
+  // last read fed bytes that completed nothing: part of a frame is then held.
+  std::uint64_t frames = 0;
+  bool partial = false;
 
   State(WireHandler& h, std::string u, std::size_t max)
       : handler(h), uri(std::move(u)), max_frame_size(max) {}
@@ -45,6 +49,8 @@ WsWire::~WsWire() {
     state_->connection->set_fail_handler(nullptr);
     state_->connection->set_close_handler(nullptr);
     state_->connection->set_message_handler(nullptr);
+    state_->connection->set_ping_handler(nullptr);
+    state_->connection->set_pong_handler(nullptr);
     // A read still waiting (an upgrade answer cut short) holds the connection through its own
     // handler: end it, or the connection keeps itself alive forever.
     state_->connection->fatal_error();
@@ -68,6 +74,7 @@ void WsWire::start() {
         return websocketpp::lib::error_code();
       });
   s.connection->set_open_handler([raw](websocketpp::connection_hdl) {
+    ++raw->frames;
     // websocketpp's client does not record the server's choice: read the header itself.
     if (raw->connection->get_response_header("Sec-WebSocket-Protocol") != "quickio") {
       raw->failure = "the WebSocket upgrade did not select the quickio subprotocol";
@@ -77,6 +84,7 @@ void WsWire::start() {
     raw->connection->send(kHandshake.data(), kHandshake.size(), websocketpp::frame::opcode::text);
   });
   s.connection->set_fail_handler([raw](websocketpp::connection_hdl) {
+    ++raw->frames;
     auto response = raw->connection->get_response_code();
     raw->failure = "WebSocket upgrade failed (HTTP " + std::to_string(static_cast<int>(response)) +
                    "): " + raw->connection->get_ec().message();
@@ -89,8 +97,14 @@ void WsWire::start() {
   });
   s.connection->set_message_handler(
       [raw](websocketpp::connection_hdl, WsEndpoint::message_ptr msg) {
+        ++raw->frames;
         raw->received.push_back(std::move(msg));
       });
+  s.connection->set_ping_handler([raw](websocketpp::connection_hdl, std::string) {
+    ++raw->frames;
+    return true;  // websocketpp answers with a pong
+  });
+  s.connection->set_pong_handler([raw](websocketpp::connection_hdl, std::string) { ++raw->frames; });
   s.endpoint.connect(s.connection);
 }
 
@@ -101,7 +115,9 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_
     why = s.failure;
     return make_error_code(client_errc::handshake_refused);
   }
+  const std::uint64_t frames_before = s.frames;
   std::size_t used = s.connection->read_all(bytes.data(), bytes.size());
+  if (!bytes.empty()) s.partial = s.frames == frames_before;
   auto received = std::move(s.received);
   s.received.clear();
   for (auto& msg : received) {
@@ -133,6 +149,13 @@ void WsWire::send(std::string_view event) {
   if (!state_->connection) return;
   auto ec = state_->connection->send(event.data(), event.size(), websocketpp::frame::opcode::text);
   if (ec && state_->failure.empty()) state_->failure = "WebSocket send: " + ec.message();
+}
+
+bool WsWire::partial_frame() const {
+  return state_->partial;
+}
+std::uint64_t WsWire::frames_completed() const {
+  return state_->frames;
 }
 
 std::string& WsWire::output() {

@@ -21,6 +21,8 @@ class WsWire : public Wire {
   void send(std::string_view event) override;
   std::string& output() override;
   bool is_open() const override;
+  bool partial_frame() const override;
+  std::uint64_t frames_completed() const override;
 
  private:
   struct State;
