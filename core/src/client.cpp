@@ -114,23 +114,28 @@ AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
       budget_(Budget::from_options(options_)), shared_(std::move(shared)) {}
 
 void AdapterContext::state(ConnectionState state, const std::string& endpoint,
-                           std::error_code reason) const {
-  shared_->log(reason ? LogLevel::warn : LogLevel::info,
-               endpoint + ": " + to_string(state) + (reason ? " (" + reason.message() + ")" : ""));
+                           std::error_code reason, const std::string& detail,
+                           std::chrono::milliseconds retry_in) const {
+  shared_->connectivity.on_state(state, endpoint, reason, detail);
   if (shared_->on_state) {
     try {
-      shared_->on_state(StateEvent{state, endpoint, reason});
+      shared_->on_state(StateEvent{state, endpoint, reason, detail, retry_in});
     } catch (...) {
     }
+  }
+  if (shared_->logs(reason ? LogLevel::warn : LogLevel::info)) {
+    std::string line = endpoint + ": " + to_string(state);
+    if (state == ConnectionState::reconnecting)
+      line += " in " + std::to_string(retry_in.count()) + "ms";
+    if (reason) line += " (" + (detail.empty() ? reason.message() : detail) + ")";
+    shared_->log(reason ? LogLevel::warn : LogLevel::info, line);
   }
 }
 void AdapterContext::error(std::error_code ec, const std::string& message) const {
   shared_->emit_error(ec, message);
 }
 void AdapterContext::log(LogLevel level, std::string_view text) const { shared_->log(level, text); }
-bool AdapterContext::logs(LogLevel level) const {
-  return shared_->log_sink && level >= shared_->log_level;
-}
+bool AdapterContext::logs(LogLevel level) const { return shared_->logs(level); }
 void AdapterContext::count_bytes_in(std::size_t n) const { shared_->stats.bytes_in += n; }
 void AdapterContext::count_bytes_out(std::size_t n) const { shared_->stats.bytes_out += n; }
 void AdapterContext::count_reconnect() const { ++shared_->stats.reconnects; }
@@ -222,15 +227,14 @@ void Client::publish_batch(std::string_view topic, std::vector<std::string> payl
   core_of(handle_).publish(topic, std::move(payloads), std::move(done), options, true);
 }
 
-std::error_code Client::publish_sync(std::string_view topic, std::string payload,
-                                     PublishOptions options) {
+Status Client::publish_sync(std::string_view topic, std::string payload, PublishOptions options) {
   auto& core = core_of(handle_);
-  return wait_for<std::error_code>(
+  return wait_for<Status>(
       core,
-      [&](std::function<void(std::error_code)> done) {
+      [&](std::function<void(Status)> done) {
         publish(topic, std::move(payload), std::move(done), options);
       },
-      make_error_code(errc::would_block_io_thread));
+      Status(errc::would_block_io_thread, "publish_sync on the io thread"));
 }
 
 Subscription Client::subscribe(std::string_view topic, SubscribeOptions options,
@@ -268,11 +272,11 @@ void Client::close(std::chrono::milliseconds timeout, Completion done) {
   core_of(handle_).close(timeout, std::move(done));
 }
 
-std::error_code Client::close_sync(std::chrono::milliseconds timeout) {
+Status Client::close_sync(std::chrono::milliseconds timeout) {
   auto& core = core_of(handle_);
-  return wait_for<std::error_code>(
-      core, [&](std::function<void(std::error_code)> done) { close(timeout, std::move(done)); },
-      make_error_code(errc::would_block_io_thread));
+  return wait_for<Status>(
+      core, [&](std::function<void(Status)> done) { close(timeout, std::move(done)); },
+      Status(errc::would_block_io_thread, "close_sync on the io thread"));
 }
 
 Stats Client::stats() const { return core_of(handle_).shared()->stats.snapshot(); }
@@ -286,17 +290,19 @@ detail::SubscriptionCore& sub_of(const std::shared_ptr<detail::SubscriptionCore>
 }
 }  // namespace
 
-std::error_code Subscription::wait_ready(std::chrono::milliseconds timeout) const {
+Status Subscription::wait_ready(std::chrono::milliseconds timeout) const {
   return sub_of(core_).wait_ready(timeout);
 }
-void Subscription::unsubscribe(std::function<void(std::error_code)> done) {
+void Subscription::unsubscribe(std::function<void(const Status&)> done) {
   sub_of(core_).unsubscribe(std::move(done));
 }
-std::error_code Subscription::unsubscribe_sync(std::chrono::milliseconds timeout) {
-  auto promise = std::make_shared<std::promise<std::error_code>>();
+Status Subscription::unsubscribe_sync(std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
-  unsubscribe([promise](std::error_code ec) { promise->set_value(ec); });
-  if (future.wait_for(timeout) != std::future_status::ready) return make_error_code(errc::timeout);
+  unsubscribe([promise](const Status& status) { promise->set_value(status); });
+  if (future.wait_for(timeout) != std::future_status::ready)
+    return Status(errc::timeout, "unsubscribe not confirmed within " +
+                                     std::to_string(timeout.count()) + "ms");
   return future.get();
 }
 void Subscription::pause() { sub_of(core_).pause(); }

@@ -28,10 +28,11 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
   shared_->caps = scheme.capabilities;
   shared_->requeue_delay = options_.get_duration("requeue_delay");
   shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
+  shared_->connectivity.set_connect_timeout(options_.get_duration("connect_timeout"));
 }
 
 void ClientCore::start(const SchemeInfo& scheme) {
-  ops_ = std::make_shared<OperationTracker>(shared_->strand);
+  ops_ = std::make_shared<OperationTracker>(shared_->strand, &shared_->connectivity);
   AdapterContext context(shared_->strand, url_, options_, shared_);
   adapter_ = scheme.factory(context);
   shared_->caps = adapter_->capabilities();
@@ -44,23 +45,28 @@ Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout) c
   return Clock::now() + (timeout.count() > 0 ? timeout : op_timeout_);
 }
 
-void ClientCore::fail_now(Completion done, std::error_code ec) {
+void ClientCore::fail_now(Completion done, Status status) {
   if (!done) return;
-  asio::post(shared_->strand, [done = std::move(done), ec] { done(ec); });
+  asio::post(shared_->strand, [done = std::move(done), status = std::move(status)] { done(status); });
 }
 
 void ClientCore::publish(std::string_view topic, std::vector<std::string> payloads, Completion done,
                          PublishOptions options, bool batch) {
   const auto& caps = shared_->caps;
-  std::error_code refused;
+  Status refused;
   // A closed client refuses everything as closed, whatever its adapter could have done.
   if (state_.load() != State::open)
-    refused = make_error_code(errc::closed);
-  else if (!caps.publish || (batch && !caps.batch_publish) ||
-           (options.defer.count() > 0 && !caps.deferred_publish))
-    refused = make_error_code(errc::not_supported);
-  else if (options.defer.count() < 0 || payloads.empty())
-    refused = make_error_code(errc::invalid_argument);
+    refused = Status(errc::closed, "publish to " + std::string(topic) + ": the client is closed");
+  else if (!caps.publish)
+    refused = Status(errc::not_supported, scheme() + " cannot publish");
+  else if (batch && !caps.batch_publish)
+    refused = Status(errc::not_supported, scheme() + " has no batch publish");
+  else if (options.defer.count() > 0 && !caps.deferred_publish)
+    refused = Status(errc::not_supported, scheme() + " has no deferred publish");
+  else if (options.defer.count() < 0)
+    refused = Status(errc::invalid_argument, "publish: a negative defer");
+  else if (payloads.empty())
+    refused = Status(errc::invalid_argument, "publish_batch: no messages");
   const std::size_t count = payloads.size();
   shared_->stats.published += count;
   if (refused) {
@@ -73,14 +79,14 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
                                defer = options.defer, deadline, count]() mutable {
     if (self->state_.load() != State::open || !self->adapter_) {
       self->shared_->stats.publish_failed += count;
-      if (done) done(make_error_code(errc::closed));
+      if (done) done(Status(errc::closed, "publish to " + topic + ": the client is closed"));
       return;
     }
     auto op = self->ops_->add(deadline, [shared = self->shared_, done = std::move(done), count](
-                                            std::error_code ec, std::string, std::string) {
+                                            std::error_code ec, std::string, std::string cause) {
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
-      if (done) done(ec);
-    });
+      if (done) done(Status(ec, std::move(cause)));
+    }, "publish to " + topic);
     self->adapter_->publish(
         PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
   });
@@ -127,7 +133,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
 }
 
 void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
-                             std::function<void(std::error_code)> done) {
+                             std::function<void(const Status&)> done) {
   // strand
   sub->deactivate();
   auto& subs = subscriptions_;
@@ -139,9 +145,9 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
   }
   sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
   auto op = ops_->add(deadline_from({}), [done = std::move(done), adapter_sub](
-                                             std::error_code ec, std::string, std::string) {
-    if (done) done(ec);
-  });
+                                             std::error_code ec, std::string, std::string cause) {
+    if (done) done(Status(ec, std::move(cause)));
+  }, "unsubscribe from " + sub->topic());
   adapter_sub->unsubscribe(std::move(op));
   check_drain();
 }
@@ -174,24 +180,27 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
                                       std::error_code ec, std::string reply, std::string detail) {
           if (!ec) ++shared->stats.replies;
           if (done) done(Reply{ec, std::move(reply), std::move(detail)});
-        });
+        }, "request to " + topic);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
   });
 }
 
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
-  if (state_.load() != State::open) return fail_now(std::move(done), make_error_code(errc::closed));
+  if (state_.load() != State::open)
+    return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
   auto deadline = deadline_from(timeout);
   asio::post(
       shared_->strand, [self = shared_from_this(), done = std::move(done), deadline]() mutable {
         if (self->state_.load() != State::open || !self->adapter_) {
-          if (done) done(make_error_code(errc::closed));
+          if (done) done(Status(errc::closed, "ping: the client is closed"));
           return;
         }
         auto op = self->ops_->add(
-            deadline, [done = std::move(done)](std::error_code ec, std::string, std::string) {
-              if (done) done(ec);
-            });
+            deadline,
+            [done = std::move(done)](std::error_code ec, std::string, std::string cause) {
+              if (done) done(Status(ec, std::move(cause)));
+            },
+            "ping");
         self->adapter_->ping(std::move(op));
       });
 }

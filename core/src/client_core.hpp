@@ -35,8 +35,8 @@ class SubscriptionCore : public SubscriptionSink,
   void ready(std::error_code ec, const std::string& detail) override;
   void ended(std::error_code ec, const std::string& detail) override;
 
-  std::error_code wait_ready(std::chrono::milliseconds timeout);
-  void unsubscribe(std::function<void(std::error_code)> done);
+  Status wait_ready(std::chrono::milliseconds timeout);
+  void unsubscribe(std::function<void(const Status&)> done);
   void pause();
   void resume();
   void set_max_in_flight(std::uint32_t n);
@@ -72,7 +72,7 @@ class SubscriptionCore : public SubscriptionSink,
 
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
-  std::optional<std::error_code> ready_result_;
+  std::optional<Status> ready_result_;
   std::deque<Message> queue_;
   std::uint32_t running_ = 0;
   // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,
@@ -114,13 +114,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Strand: a subscription or an operation finished; see whether close can go on.
   void check_drain();
   void unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
-                   std::function<void(std::error_code)> done);
+                   std::function<void(const Status&)> done);
 
  private:
   enum class State { open, closing, closed };
   Clock::time_point deadline_from(std::chrono::milliseconds timeout) const;
   void finish_close();
-  void fail_now(Completion done, std::error_code ec);
+  void fail_now(Completion done, Status status);
 
   std::shared_ptr<ClientShared> shared_;
   Url url_;

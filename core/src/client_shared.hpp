@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "connectivity.hpp"
 #include "polybus/adapter.hpp"
 #include "polybus/events.hpp"
 
@@ -37,9 +38,11 @@ class ClientShared {
   std::chrono::milliseconds requeue_delay{0};
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;
+  Connectivity connectivity;
 
   void emit_error(std::error_code ec, const std::string& message) const;
   void log(LogLevel level, std::string_view text) const;
+  bool logs(LogLevel level) const { return log_sink && level >= log_level; }
 };
 
 }  // namespace polybus::detail

@@ -10,7 +10,7 @@ namespace {
 struct LaterDeadline {
   bool operator()(const std::shared_ptr<detail::Operation>& a,
                   const std::shared_ptr<detail::Operation>& b) const {
-    return a->deadline > b->deadline;
+    return a->due > b->due;
   }
 };
 }  // namespace
@@ -18,10 +18,14 @@ struct LaterDeadline {
 void OpCompletion::operator()(std::error_code ec, std::string reply, std::string detail) {
   if (!op_ || op_->done) return;
   op_->done = true;
+  auto tracker = op_->tracker.lock();
+  if (ec && detail.empty())
+    detail = tracker && tracker->connectivity() ? tracker->connectivity()->explain(op_->what)
+                                                : op_->what;
   auto fn = std::move(op_->fn);
   op_->fn = nullptr;
   if (fn) fn(ec, std::move(reply), std::move(detail));
-  if (auto tracker = op_->tracker.lock()) tracker->completed();
+  if (tracker) tracker->completed();
 }
 
 bool OpCompletion::done() const { return !op_ || op_->done; }
@@ -32,16 +36,19 @@ Clock::time_point OpCompletion::deadline() const {
 
 namespace detail {
 
-OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn) {
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, std::string what) {
   auto op = std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
+  op->started = Clock::now();
+  op->due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
+  op->what = std::move(what);
   op->tracker = weak_from_this();
   heap_.push_back(op);
   std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
   ++live_;
   if (heap_.size() > 1024 && heap_.size() > 4 * live_) prune();
-  if (deadline < armed_for_) arm();
+  if (op->due < armed_for_) arm();
   return OpCompletion(std::move(op));
 }
 
@@ -70,7 +77,7 @@ void OperationTracker::arm() {
     timer_.cancel();
     return;
   }
-  armed_for_ = heap_.front()->deadline;
+  armed_for_ = heap_.front()->due;
   timer_.expires_at(armed_for_);
   timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;
@@ -81,11 +88,25 @@ void OperationTracker::arm() {
 void OperationTracker::on_timer() {
   auto now = Clock::now();
   armed_for_ = Clock::time_point::max();
-  while (!heap_.empty() && (heap_.front()->done || heap_.front()->deadline <= now)) {
+  std::vector<std::shared_ptr<Operation>> later;  // looked at early, not over yet
+  while (!heap_.empty() && (heap_.front()->done || heap_.front()->due <= now)) {
     std::pop_heap(heap_.begin(), heap_.end(), LaterDeadline{});
     auto op = std::move(heap_.back());
     heap_.pop_back();
-    if (!op->done) OpCompletion{op}(make_error_code(errc::timeout), {}, "deadline passed");
+    if (op->done) continue;
+    Status verdict = connectivity_
+                         ? connectivity_->verdict(op->what, op->started, op->deadline, now)
+                         : Status(errc::timeout, op->what + ": deadline passed");
+    if (verdict) {
+      OpCompletion{op}(verdict.code(), {}, verdict.cause());
+    } else {
+      op->due = op->deadline;
+      later.push_back(std::move(op));
+    }
+  }
+  for (auto& op : later) {
+    heap_.push_back(std::move(op));
+    std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
   }
   if (!heap_.empty()) arm();
 }

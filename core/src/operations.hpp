@@ -1,5 +1,7 @@
 // Internal: pending operations with deadlines, completed exactly once by whichever comes first:
-// the adapter, the deadline, or close. One timer serves them all (a min-heap of deadlines).
+// the adapter, the deadline, or close. One timer serves them all (a min-heap of the times each
+// operation is looked at next). What a late operation completes with, and whether one of a client
+// that never connected fails early, Connectivity decides.
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -7,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "connectivity.hpp"
 #include "polybus/adapter.hpp"
 
 namespace polybus::detail {
@@ -17,18 +20,23 @@ struct Operation {
   using Fn = std::function<void(std::error_code, std::string reply, std::string detail)>;
   Fn fn;
   Clock::time_point deadline;
+  Clock::time_point due;      // when the tracker looks at it next (deadline, or earlier)
+  Clock::time_point started;
+  std::string what;           // "publish to t": names it in a timeout's cause
   bool done = false;
   std::weak_ptr<OperationTracker> tracker;
 };
 
 class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
  public:
-  explicit OperationTracker(const Strand& strand) : timer_(strand) {}
+  OperationTracker(const Strand& strand, const Connectivity* connectivity)
+      : timer_(strand), connectivity_(connectivity) {}
 
   // Strand only.
-  OpCompletion add(Clock::time_point deadline, Operation::Fn fn);
+  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, std::string what = "operation");
   void fail_all(std::error_code ec, const std::string& detail);
   std::size_t live() const { return live_; }
+  const Connectivity* connectivity() const { return connectivity_; }
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
 
   void completed();  // an Operation finished (called by OpCompletion)
@@ -39,6 +47,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   void prune();
 
   asio::steady_timer timer_;
+  const Connectivity* connectivity_;
   Clock::time_point armed_for_ = Clock::time_point::max();
   std::vector<std::shared_ptr<Operation>> heap_;
   std::size_t live_ = 0;

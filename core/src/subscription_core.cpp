@@ -165,7 +165,7 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ready_result_) return;
-    ready_result_ = ec;
+    ready_result_ = Status(ec, detail);
   }
   ready_cv_.notify_all();
   if (ec) shared_->emit_error(ec, topic_ + ": subscription refused: " + detail);
@@ -178,10 +178,11 @@ void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
     shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
 }
 
-std::error_code SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
+Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
-    return make_error_code(errc::timeout);
+    return Status(errc::timeout, topic_ + ": the subscription was not confirmed within " +
+                                     std::to_string(timeout.count()) + "ms");
   return *ready_result_;
 }
 
@@ -207,7 +208,7 @@ void SubscriptionCore::drop_handlers() {
   }
 }
 
-void SubscriptionCore::unsubscribe(std::function<void(std::error_code)> done) {
+void SubscriptionCore::unsubscribe(std::function<void(const Status&)> done) {
   active_.store(false);
   auto client = client_.lock();
   if (!client) {

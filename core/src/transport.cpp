@@ -135,10 +135,20 @@ void Transport::connect(const HostPort& target) {
                           });
 }
 
+namespace {
+// An OS error as a sentence part: "connection refused", the way Go and curl print it.
+std::string os_error_text(const std::error_code& ec) {
+  std::string text = ec.message();
+  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z' && (text.size() < 2 || text[1] > 'Z'))
+    text[0] = static_cast<char>(text[0] - 'A' + 'a');
+  return text;
+}
+}  // namespace
+
 void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
   if (ec)
     return end(make_error_code(errc::connect_failed),
-               "cannot resolve " + endpoint_ + ": " + ec.message(), true);
+               "cannot resolve " + endpoint_ + ": " + os_error_text(ec), true);
   asio::async_connect(stream_->socket, results,
                       [weak = weak_from_this(), gen = generation_, stream = stream_](
                           std::error_code e, const asio::ip::tcp::endpoint&) {
@@ -151,7 +161,7 @@ void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results
 void Transport::on_tcp_connected(std::error_code ec) {
   if (ec)
     return end(make_error_code(errc::connect_failed),
-               "cannot connect to " + endpoint_ + ": " + ec.message(), true);
+               "cannot connect to " + endpoint_ + ": " + os_error_text(ec), true);
   std::error_code ignored;
   stream_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   auto up = [this] {

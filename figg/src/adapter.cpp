@@ -237,13 +237,12 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     ping_timer_.cancel();
     if (closed_) return;
     ctx_.count_reconnect();
-    ctx_.state(ConnectionState::disconnected, endpoint_.to_string(), ec);
-    ctx_.log(LogLevel::warn, detail);
+    ctx_.state(ConnectionState::disconnected, endpoint_.to_string(), ec, detail);
     std::weak_ptr<FiggClient> weak = shared_from_this();
     auto delay = reconnector_.schedule([weak] {
       if (auto self = weak.lock()) self->connect();
     });
-    ctx_.state(ConnectionState::reconnecting, endpoint_.to_string() + " in " + std::to_string(delay.count()) + "ms", ec);
+    ctx_.state(ConnectionState::reconnecting, endpoint_.to_string(), ec, detail, delay);
   }
 
   // Liveness: PING every ping_interval. Only a server that has answered a PING is held to it

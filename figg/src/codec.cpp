@@ -1,5 +1,7 @@
 #include "polybus/figg/codec.hpp"
 
+#include "polybus/error.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -8,6 +10,13 @@ namespace {
 
 class Category final : public std::error_category {
  public:
+  std::error_condition default_error_condition(int value) const noexcept override {
+    switch (static_cast<errc>(value)) {
+      case errc::frame_too_large: return make_error_condition(polybus::errc::frame_too_large);
+      case errc::invalid_topic: return make_error_condition(polybus::errc::invalid_argument);
+      default: return make_error_condition(polybus::errc::protocol_error);
+    }
+  }
   const char* name() const noexcept override { return "figg"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {

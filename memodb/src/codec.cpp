@@ -1,5 +1,7 @@
 #include "polybus/memodb/codec.hpp"
 
+#include "polybus/error.hpp"
+
 #include <cbor/callbacks.h>
 #include <cbor/encoding.h>
 #include <cbor/streaming.h>
@@ -11,6 +13,11 @@ namespace {
 
 class Category final : public std::error_category {
  public:
+  std::error_condition default_error_condition(int value) const noexcept override {
+    if (static_cast<errc>(value) == errc::field_too_long)
+      return make_error_condition(polybus::errc::frame_too_large);
+    return make_error_condition(polybus::errc::protocol_error);
+  }
   const char* name() const noexcept override { return "memodb"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {

@@ -3,6 +3,8 @@
 
 #include <nng/nng.h>
 
+#include "polybus/error.hpp"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +42,25 @@ inline MsgPtr make_msg(std::string_view header, std::string_view payload = {}) {
 // NNG's error numbers, with nng_strerror() as their text.
 class NngCategory final : public std::error_category {
  public:
+  std::error_condition default_error_condition(int value) const noexcept override {
+    switch (value) {
+      case NNG_ECONNREFUSED:
+      case NNG_EUNREACHABLE:
+      case NNG_EADDRINVAL: return make_error_condition(polybus::errc::connect_failed);
+      case NNG_ETIMEDOUT: return make_error_condition(polybus::errc::timeout);
+      case NNG_ECLOSED: return make_error_condition(polybus::errc::closed);
+      case NNG_ECONNRESET:
+      case NNG_ECONNABORTED:
+      case NNG_ECONNSHUT: return make_error_condition(polybus::errc::disconnected);
+      case NNG_ECANCELED: return make_error_condition(polybus::errc::canceled);
+      case NNG_EPROTO: return make_error_condition(polybus::errc::protocol_error);
+      case NNG_EMSGSIZE: return make_error_condition(polybus::errc::frame_too_large);
+      case NNG_ECRYPTO:
+      case NNG_EPEERAUTH: return make_error_condition(polybus::errc::tls_error);
+      case NNG_ENOTSUP: return make_error_condition(polybus::errc::not_supported);
+      default: return std::error_condition(value, *this);
+    }
+  }
   const char* name() const noexcept override { return "nng"; }
   std::string message(int value) const override { return nng_strerror(value); }
 };

@@ -125,8 +125,11 @@ void Session::pipe_event(nng_pipe_ev event) {
     if (--pipes_ == 0 && !closing_) {
       ctx_.count_reconnect();
       auto why = make_error_code(errc::disconnected);
-      ctx_.state(ConnectionState::disconnected, settings_.nng_url, why);
-      ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why);
+      const std::string detail = "the connection to the broker at " + settings_.nng_url + " ended";
+      ctx_.state(ConnectionState::disconnected, settings_.nng_url, why, detail);
+      // NNG's dialer reconnects by itself, after its own reconnect time.
+      ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why, detail,
+                 settings_.reconnect_min);
     }
   }
 }

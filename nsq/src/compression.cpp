@@ -1,5 +1,7 @@
 #include "polybus/nsq/compression.hpp"
 
+#include "polybus/error.hpp"
+
 #include <snappy.h>
 #include <zlib.h>
 
@@ -16,6 +18,9 @@ namespace {
 
 class CompressionCategory final : public std::error_category {
  public:
+  std::error_condition default_error_condition(int) const noexcept override {
+    return make_error_condition(polybus::errc::protocol_error);  // a corrupt stream from nsqd
+  }
   const char* name() const noexcept override { return "nsq.compression"; }
 
   std::string message(int value) const override {

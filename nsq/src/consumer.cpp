@@ -212,14 +212,14 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   conn.in_flight = 0;  // nsqd requeues what this connection held
   if (stopping_ || conn.retiring) {
     // A retiring connection's end is still a disconnect the application hears about.
-    if (!stopping_) context_->state(ConnectionState::disconnected, conn.target.to_string(), ec);
+    if (!stopping_)
+      context_->state(ConnectionState::disconnected, conn.target.to_string(), ec, detail);
     remove_conn(key);
     check_stopped();
     return;
   }
-  context_->state(ConnectionState::disconnected, conn.target.to_string(), ec);
+  context_->state(ConnectionState::disconnected, conn.target.to_string(), ec, detail);
   if (was_subscribed) context_->count_reconnect();
-  context_->log(LogLevel::warn, detail);
   if (!discovery_.lookupds.empty()) {
     // Discovery decides: the next poll reconnects it if nsqlookupd still lists it.
     remove_conn(key);
@@ -231,8 +231,7 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
       if (!self || self->stopping_) return;
       if (Conn* c = self->find_conn(key)) self->connect(*c);
     });
-    context_->state(ConnectionState::reconnecting,
-                    conn.target.to_string() + " in " + std::to_string(delay.count()) + "ms", ec);
+    context_->state(ConnectionState::reconnecting, conn.target.to_string(), ec, detail, delay);
   }
   update_rdy();
 }

@@ -1,5 +1,7 @@
 #include "polybus/nsq/error.hpp"
 
+#include "polybus/error.hpp"
+
 #include <string>
 
 namespace polybus::nsq {
@@ -7,6 +9,17 @@ namespace {
 
 class NsqCategory final : public std::error_category {
  public:
+  // nsqd's refusals are the broker's; the rest is a malformed peer or a refused argument.
+  std::error_condition default_error_condition(int value) const noexcept override {
+    const auto e = static_cast<errc>(value);
+    if (e == errc::frame_too_large || e == errc::body_too_large)
+      return make_error_condition(polybus::errc::frame_too_large);
+    if (e == errc::invalid_name || e == errc::invalid_message_id || e == errc::empty_body)
+      return make_error_condition(polybus::errc::invalid_argument);
+    if (e >= errc::e_invalid || e == errc::lookup_topic_not_found || e == errc::lookup_failed)
+      return make_error_condition(polybus::errc::broker_error);
+    return make_error_condition(polybus::errc::protocol_error);
+  }
   const char* name() const noexcept override { return "nsq"; }
 
   std::string message(int value) const override {

@@ -153,8 +153,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
                   std::make_move_iterator(awaiting.end()));
   if (closed_) return;
-  context_->state(ConnectionState::disconnected, node.target.to_string(), ec);
-  context_->log(LogLevel::warn, detail);
+  context_->state(ConnectionState::disconnected, node.target.to_string(), ec, detail);
   context_->count_reconnect();
   if (Node* other = usable_node()) {
     (void)other;
@@ -170,8 +169,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
     raw->retry_scheduled = false;
     if (!self->waiting_.empty()) self->connect_some();
   });
-  context_->state(ConnectionState::reconnecting, node.target.to_string() + " in " +
-                                                    std::to_string(delay.count()) + "ms", ec);
+  context_->state(ConnectionState::reconnecting, node.target.to_string(), ec, detail, delay);
   connect_some();  // the other nsqds, if any
 }
 

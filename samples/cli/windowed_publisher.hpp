@@ -23,7 +23,7 @@ class WindowedPublisher {
     lock.unlock();
     PublishOptions options;
     options.timeout = timeout_;
-    client_.publish(topic_, std::move(payload), [this](std::error_code ec) {
+    client_.publish(topic_, std::move(payload), [this](const polybus::Status& ec) {
       std::lock_guard<std::mutex> guard(mutex_);
       --in_flight_;
       if (ec && failed_++ == 0) first_error_ = ec.message();
@@ -40,7 +40,7 @@ class WindowedPublisher {
     PublishOptions options;
     options.timeout = timeout_;
     const std::size_t count = payloads.size();
-    client_.publish_batch(topic_, std::move(payloads), [this, count](std::error_code ec) {
+    client_.publish_batch(topic_, std::move(payloads), [this, count](const polybus::Status& ec) {
       std::lock_guard<std::mutex> guard(mutex_);
       --in_flight_;
       if (ec && (failed_ += count) == count) first_error_ = ec.message();

@@ -97,7 +97,10 @@ TEST_CASE("figg: a publish waits while the window is full and fails at its deadl
   client.publish("w", "b", [&](std::error_code ec) { results[1] = ec, done.count_down(); }, long_deadline);
   client.publish("w", "c", [&](std::error_code ec) { results[2] = ec, done.count_down(); }, short_deadline);
   REQUIRE(done.wait_for(1));
-  CHECK(results[2] == errc::timeout);
+  // Not connected at its deadline: it says so (timeout only if the drop was not seen yet).
+  CHECK((results[2] == errc::disconnected || results[2] == errc::connect_failed ||
+         results[2] == errc::timeout));
+  CHECK(results[2] != std::error_code{});
   broker->start();
   REQUIRE(done.wait_for(3));
   CHECK(results[0] == std::error_code{});

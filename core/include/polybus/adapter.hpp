@@ -134,7 +134,12 @@ class AdapterContext {
   // The client-wide limits on what the wire may make this client hold (budget.hpp).
   const Budget& budget() const { return budget_; }
 
-  void state(ConnectionState state, const std::string& endpoint, std::error_code reason = {}) const;
+  // A connection's state. For disconnected and reconnecting: the reason, its cause in words
+  // (what failed, with the OS or server text), and for reconnecting the wait before the next
+  // attempt. Operations that fail for want of a connection name this cause.
+  void state(ConnectionState state, const std::string& endpoint, std::error_code reason = {},
+             const std::string& detail = {},
+             std::chrono::milliseconds retry_in = std::chrono::milliseconds(0)) const;
   void error(std::error_code ec, const std::string& message) const;
   void log(LogLevel level, std::string_view text) const;
   bool logs(LogLevel level) const;

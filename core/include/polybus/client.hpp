@@ -22,6 +22,7 @@
 #include "polybus/events.hpp"
 #include "polybus/message.hpp"
 #include "polybus/options.hpp"
+#include "polybus/status.hpp"
 #include "polybus/subscription.hpp"
 
 namespace polybus {
@@ -30,12 +31,14 @@ namespace detail {
 class ClientHandle;
 }
 
-using Completion = std::function<void(std::error_code)>;
+// Completes with success or a failure and its cause. [](std::error_code ec) {...} also fits.
+using Completion = std::function<void(const Status&)>;
 
 struct Reply {
   std::error_code ec;
   std::string payload;
   std::string detail;  // the broker's or responder's error text, when ec is set
+  Status status() const { return {ec, detail}; }
 };
 using ReplyCompletion = std::function<void(Reply)>;
 
@@ -67,7 +70,7 @@ class Client {
   void publish_batch(std::string_view topic, std::vector<std::string> payloads, Completion done,
                      PublishOptions options = {});
   // Blocks until the broker accepted the message or the deadline passed. Not from a completion.
-  std::error_code publish_sync(std::string_view topic, std::string payload,
+  Status publish_sync(std::string_view topic, std::string payload,
                                PublishOptions options = {});
 
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler);
@@ -84,7 +87,7 @@ class Client {
   // Stops accepting work, drains in-flight publishes and handlers, then closes. Everything
   // pending completes exactly once; what the deadline cuts off fails with errc::closed.
   void close(std::chrono::milliseconds timeout, Completion done = {});
-  std::error_code close_sync(std::chrono::milliseconds timeout);
+  Status close_sync(std::chrono::milliseconds timeout);
 
   Stats stats() const;
   explicit operator bool() const { return static_cast<bool>(handle_); }

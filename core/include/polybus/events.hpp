@@ -1,6 +1,7 @@
 // Connection-state events, logging and statistics: hooks, so no logging library is forced on users.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,6 +17,8 @@ struct StateEvent {
   ConnectionState state;
   std::string endpoint;   // host:port or path; empty for the client as a whole
   std::error_code reason;  // why, for disconnected/reconnecting/closed
+  std::string detail;      // the cause in words: what failed, with the OS or server text
+  std::chrono::milliseconds retry_in{0};  // reconnecting: the wait before the next attempt
 };
 
 enum class LogLevel { debug, info, warn, error };

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "polybus/message.hpp"
+#include "polybus/status.hpp"
 
 namespace polybus {
 
@@ -38,10 +39,10 @@ class Subscription {
   explicit Subscription(std::shared_ptr<detail::SubscriptionCore> core) : core_(std::move(core)) {}
 
   // Waits until the broker confirmed the subscription (or refused it), up to timeout.
-  std::error_code wait_ready(std::chrono::milliseconds timeout) const;
+  Status wait_ready(std::chrono::milliseconds timeout) const;
   // Stops delivery at once; completes when the broker was told (or the deadline passed).
-  void unsubscribe(std::function<void(std::error_code)> done = {});
-  std::error_code unsubscribe_sync(std::chrono::milliseconds timeout);
+  void unsubscribe(std::function<void(const Status&)> done = {});
+  Status unsubscribe_sync(std::chrono::milliseconds timeout);
   void pause();
   void resume();
   void set_max_in_flight(std::uint32_t n);

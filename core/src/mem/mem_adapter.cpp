@@ -164,7 +164,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     };
     session_ = broker_->connect(std::move(callbacks), msg_timeout_);
     if (session_ == 0) {
-      schedule_reconnect(make_error_code(errc::connect_failed));
+      const std::string detail = "no in-process broker " + endpoint_ + " is running";
+      schedule_reconnect(make_error_code(errc::connect_failed), detail);
       return;
     }
     reconnector_.succeeded();
@@ -180,22 +181,23 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       if (!work.done.done()) send_request(std::move(work));
   }
 
-  void schedule_reconnect(std::error_code why) {
+  void schedule_reconnect(std::error_code why, const std::string& detail) {
     if (closed_) return;
     // The same reconnect loop as the network adapters: the core's Reconnector.
     auto delay = reconnector_.schedule([weak = weak_from_this()] {
       if (auto self = weak.lock()) self->connect();
     });
-    ctx_.state(ConnectionState::reconnecting, endpoint_ + " in " + std::to_string(delay.count()) + "ms", why);
+    ctx_.state(ConnectionState::reconnecting, endpoint_, why, detail, delay);
   }
 
   void on_disconnected(std::uint64_t generation) {
     if (generation != generation_ || session_ == 0) return;
     session_ = 0;
     ctx_.count_reconnect();
-    ctx_.state(ConnectionState::disconnected, endpoint_, make_error_code(errc::disconnected));
+    const std::string detail = "the in-process broker " + endpoint_ + " went away";
+    ctx_.state(ConnectionState::disconnected, endpoint_, make_error_code(errc::disconnected), detail);
     fail_open_requests(make_error_code(errc::disconnected), "disconnected before the reply came");
-    schedule_reconnect(make_error_code(errc::disconnected));
+    schedule_reconnect(make_error_code(errc::disconnected), detail);
   }
 
   void establish(std::uint64_t id, SubRecord& sub) {

@@ -48,8 +48,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     detail::EngineHooks hooks;
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     AdapterContext ctx = ctx_;
-    hooks.state = [ctx](ConnectionState s, const std::string& endpoint, std::error_code reason) {
-      ctx.state(s, endpoint, reason);
+    hooks.state = [ctx](ConnectionState s, const std::string& endpoint, std::error_code reason,
+                        const std::string& detail, std::chrono::milliseconds retry_in) {
+      ctx.state(s, endpoint, reason, detail, retry_in);
     };
     hooks.error = [ctx](std::error_code ec, const std::string& message) { ctx.error(ec, message); };
     hooks.log = [ctx](LogLevel level, std::string_view text) {

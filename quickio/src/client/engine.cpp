@@ -183,8 +183,7 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   flush();
   if (closed_) return;
   if (stats_) stats_->count_reconnect();
-  state(ConnectionState::disconnected, ec);
-  log(LogLevel::warn, "quickio: " + detail);
+  state(ConnectionState::disconnected, ec, detail);
   if (!moving_) session_.emit_local("/error", json_quote(detail));
   if (closed_ || link_) return;  // a listener closed or reconnected
   std::weak_ptr<Engine> weak = shared_from_this();
@@ -202,8 +201,7 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   } else {
     use_http_ = false;  // the next attempt tries WebSocket again
     auto delay = reconnector_.schedule(now);
-    state(ConnectionState::reconnecting, ec);
-    log(LogLevel::debug, "quickio: reconnecting in " + std::to_string(delay.count()) + "ms");
+    state(ConnectionState::reconnecting, ec, detail, delay);
   }
 }
 
@@ -271,8 +269,9 @@ void Engine::arm_heartbeat() {
   });
 }
 
-void Engine::state(ConnectionState s, std::error_code reason) {
-  if (hooks_.state) hooks_.state(s, address_.to_string(), reason);
+void Engine::state(ConnectionState s, std::error_code reason, const std::string& detail,
+                   std::chrono::milliseconds retry_in) {
+  if (hooks_.state) hooks_.state(s, address_.to_string(), reason, detail, retry_in);
 }
 
 void Engine::log(LogLevel level, const std::string& text) {

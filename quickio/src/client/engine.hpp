@@ -37,7 +37,9 @@ struct EngineSettings {
 };
 
 struct EngineHooks {
-  std::function<void(ConnectionState, const std::string& endpoint, std::error_code)> state;
+  std::function<void(ConnectionState, const std::string& endpoint, std::error_code,
+                     const std::string& detail, std::chrono::milliseconds retry_in)>
+      state;
   std::function<void(std::error_code, const std::string&)> error;
   std::function<void(LogLevel, std::string_view)> log;
   std::function<void(const std::string& path, int code, const std::string& err_msg)>
@@ -85,7 +87,8 @@ class Engine : public LinkHandler,
   void connect();
   void retire_link();
   void arm_heartbeat();
-  void state(ConnectionState s, std::error_code reason = {});
+  void state(ConnectionState s, std::error_code reason = {}, const std::string& detail = {},
+             std::chrono::milliseconds retry_in = std::chrono::milliseconds(0));
   void log(LogLevel level, const std::string& text);
   void update_counters();
 

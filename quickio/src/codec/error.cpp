@@ -1,5 +1,7 @@
 #include <string>
 
+#include "polybus/error.hpp"
+
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {
@@ -7,6 +9,11 @@ namespace {
 
 class Category final : public std::error_category {
  public:
+  std::error_condition default_error_condition(int value) const noexcept override {
+    if (static_cast<codec_errc>(value) == codec_errc::frame_too_large)
+      return make_error_condition(polybus::errc::frame_too_large);
+    return make_error_condition(polybus::errc::protocol_error);
+  }
   const char* name() const noexcept override { return "quickio"; }
   std::string message(int value) const override {
     switch (static_cast<codec_errc>(value)) {

@@ -1,0 +1,75 @@
+#include "connectivity.hpp"
+
+namespace polybus::detail {
+
+namespace {
+std::string millis(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+}  // namespace
+
+void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
+                            std::error_code reason, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  switch (state) {
+    case ConnectionState::connecting:
+      attempting_.insert(endpoint);
+      break;
+    case ConnectionState::connected:
+      attempting_.erase(endpoint);
+      up_.insert(endpoint);
+      ever_connected_ = true;
+      break;
+    case ConnectionState::disconnected:
+    case ConnectionState::reconnecting: {
+      const bool was_up = up_.erase(endpoint) > 0;
+      const bool was_attempting = attempting_.erase(endpoint) > 0;
+      if (!reason) break;
+      std::string cause = detail.empty() ? reason.message() : detail;
+      if (!endpoint.empty() && cause.find(endpoint) == std::string::npos)
+        cause = endpoint + ": " + cause;
+      // A reconnecting event repeats the disconnect it follows: keep how that one ended.
+      if (was_up || was_attempting) last_failure_connecting_ = !was_up;
+      last_failure_ = Status(reason, std::move(cause));
+      last_failure_at_ = Clock::now();
+      break;
+    }
+    case ConnectionState::closed:
+      up_.clear();
+      attempting_.clear();
+      break;
+  }
+}
+
+Clock::time_point Connectivity::first_look(Clock::time_point now, Clock::time_point deadline) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ever_connected_) return deadline;
+  return std::min(deadline, now + connect_timeout_);
+}
+
+Status Connectivity::verdict(const std::string& what, Clock::time_point started,
+                             Clock::time_point deadline, Clock::time_point now) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool failed_since = last_failure_ && last_failure_at_ >= started;
+  if (now < deadline) {
+    // The early look at an operation of a client that never connected.
+    if (ever_connected_ || !up_.empty() || !last_failure_) return {};
+    return Status(errc::connect_failed, what + ": no connection within connect_timeout=" +
+                                            millis(connect_timeout_) + ": " + last_failure_.cause());
+  }
+  const std::string late = what + " not completed within " + millis(deadline - started);
+  if (!up_.empty()) return Status(errc::timeout, late);
+  if (failed_since || (!ever_connected_ && last_failure_))
+    return Status(last_failure_connecting_ ? errc::connect_failed : errc::disconnected,
+                  late + ": not connected: " + last_failure_.cause() + " (" +
+                      last_failure_.code().message() + ")");
+  return Status(errc::timeout, late + ": not connected yet");
+}
+
+std::string Connectivity::explain(const std::string& what) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (up_.empty() && last_failure_) return what + ": not connected: " + last_failure_.cause();
+  return what;
+}
+
+}  // namespace polybus::detail

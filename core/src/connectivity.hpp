@@ -1,0 +1,49 @@
+// Internal: what the adapter reported about its connections, kept so that an operation that
+// fails for want of a connection says why (the endpoint and the OS or server error) instead of
+// a bare timeout, and so that a client that never connected fails its operations after
+// connect_timeout rather than at their deadlines.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <system_error>
+
+#include "polybus/adapter.hpp"
+#include "polybus/status.hpp"
+
+namespace polybus::detail {
+
+class Connectivity {
+ public:
+  void set_connect_timeout(std::chrono::milliseconds timeout) { connect_timeout_ = timeout; }
+
+  void on_state(ConnectionState state, const std::string& endpoint, std::error_code reason,
+                const std::string& detail);
+
+  // When the tracker first looks at an operation issued now: after connect_timeout while the
+  // client has never connected, else at its deadline.
+  Clock::time_point first_look(Clock::time_point now, Clock::time_point deadline) const;
+
+  // What an operation (named by `what`) due at `now` completes with. An empty Status before
+  // the deadline means: keep waiting until the deadline.
+  Status verdict(const std::string& what, Clock::time_point started, Clock::time_point deadline,
+                 Clock::time_point now) const;
+
+  // A cause for a failure an adapter reported without one: the operation, and while no
+  // connection is up, the last connection's end.
+  std::string explain(const std::string& what) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::chrono::milliseconds connect_timeout_{5000};
+  std::set<std::string> up_;          // endpoints connected now
+  std::set<std::string> attempting_;  // endpoints whose connection attempt is under way
+  bool ever_connected_ = false;
+  Status last_failure_;  // the last connection that failed or ended, with its cause
+  bool last_failure_connecting_ = false;  // it failed before it was up
+  Clock::time_point last_failure_at_{};
+};
+
+}  // namespace polybus::detail

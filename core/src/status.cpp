@@ -1,0 +1,11 @@
+#include "polybus/status.hpp"
+
+#include <ostream>
+
+namespace polybus {
+
+std::ostream& operator<<(std::ostream& out, const Status& status) {
+  return out << status.message();
+}
+
+}  // namespace polybus
