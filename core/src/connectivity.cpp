@@ -3,6 +3,22 @@
 namespace polybus::detail {
 
 namespace {
+// The portable code of a failure for want of a connection: what the server or the bytes said
+// when that is what ended it (a refused AUTH, a bad frame, a TLS failure), else whether the
+// connection was never up or went away.
+errc failure_code(const Status& failure, bool connecting) {
+  switch (const errc e = portable_condition(failure.code())) {
+    case errc::broker_error:
+    case errc::protocol_error:
+    case errc::tls_error:
+    case errc::frame_too_large:
+    case errc::limit_exceeded:
+      return e;
+    default:
+      return connecting ? errc::connect_failed : errc::disconnected;
+  }
+}
+
 std::string millis(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
 }
@@ -54,15 +70,15 @@ Status Connectivity::verdict(const std::string& what, Clock::time_point started,
   if (now < deadline) {
     // The early look at an operation of a client that never connected.
     if (ever_connected_ || !up_.empty() || !last_failure_) return {};
-    return Status(errc::connect_failed, what + ": no connection within connect_timeout=" +
-                                            millis(connect_timeout_) + ": " + last_failure_.cause());
+    return Status(failure_code(last_failure_, true),
+                  what + ": no connection within connect_timeout=" + millis(connect_timeout_) +
+                      ": " + last_failure_.cause());
   }
   const std::string late = what + " not completed within " + millis(deadline - started);
   if (!up_.empty()) return Status(errc::timeout, late);
   if (failed_since || (!ever_connected_ && last_failure_))
-    return Status(last_failure_connecting_ ? errc::connect_failed : errc::disconnected,
-                  late + ": not connected: " + last_failure_.cause() + " (" +
-                      last_failure_.code().message() + ")");
+    return Status(failure_code(last_failure_, last_failure_connecting_),
+                  late + ": not connected: " + last_failure_.cause());
   return Status(errc::timeout, late + ": not connected yet");
 }
 

@@ -70,6 +70,31 @@ inline const std::error_category& nng_category() noexcept {
 }
 inline std::error_code nng_error(int rv) { return {rv, nng_category()}; }
 
+// A dialer's failed attempts so far, from NNG's statistics: its dialer retries by itself and
+// reports nothing else, so this is how the client learns why it is not connected.
+struct DialFailures {
+  std::uint64_t refused = 0, timeout = 0, proto = 0, auth = 0, other = 0;
+  std::uint64_t total() const { return refused + timeout + proto + auth + other; }
+};
+inline DialFailures dial_failures(nng_dialer dialer) {
+  DialFailures out;
+  nng_stat* all = nullptr;
+  if (nng_stats_get(&all) != 0) return out;
+  if (nng_stat* mine = nng_stat_find_dialer(all, dialer)) {
+    auto count = [mine](const char* name) -> std::uint64_t {
+      nng_stat* s = nng_stat_find(mine, name);
+      return s ? nng_stat_value(s) : 0;
+    };
+    out.refused = count("refused");
+    out.timeout = count("timeout");
+    out.proto = count("proto");
+    out.auth = count("auth");
+    out.other = count("other") + count("reject");
+  }
+  nng_stats_free(all);
+  return out;
+}
+
 // Milliseconds as an nng_duration (a signed 32-bit count), clamped to [0, INT32_MAX].
 inline nng_duration to_duration(std::int64_t ms) {
   if (ms < 0) return 0;

@@ -59,6 +59,7 @@ Session::Session(const AdapterContext& context, SessionSettings settings)
     : ctx_(context),
       settings_(std::move(settings)),
       gate_(std::make_shared<Gate>()),
+      dial_watch_timer_(context.strand()),
       close_timer_(context.strand()) {
   gate_->strand.emplace(context.strand());
 }
@@ -79,15 +80,56 @@ void Session::open() {
   nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &Session::on_pipe, notifier_.get());
   nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &Session::on_pipe, notifier_.get());
   // Non-blocking: the dialer keeps trying (and re-dials after a drop) by itself.
-  rv = nng_dial(socket_, settings_.nng_url.c_str(), nullptr, NNG_FLAG_NONBLOCK);
+  rv = nng_dial(socket_, settings_.nng_url.c_str(), &dialer_, NNG_FLAG_NONBLOCK);
   if (rv != 0)
     throw Error(make_error_code(rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? errc::invalid_url
                                                                           : errc::connect_failed),
                 "memodb: cannot dial '" + settings_.nng_url + "': " + nng_strerror(rv));
   asio::post(ctx_.strand(), [weak = weak_from_this()] {
     auto self = weak.lock();
-    if (self && !self->dead_ && self->pipes_ == 0)
+    if (self && !self->dead_ && self->pipes_ == 0) {
       self->ctx_.state(ConnectionState::connecting, self->settings_.nng_url);
+      self->watch_dial();
+    }
+  });
+}
+
+void Session::watch_dial() {
+  if (dial_watched_ || dead_) return;
+  dial_watched_ = true;
+  dial_failures_seen_ = dial_failures(dialer_);
+  check_dial();
+}
+
+void Session::check_dial() {
+  if (dead_ || closing_ || pipes_ > 0) {
+    dial_watched_ = false;
+    return;
+  }
+  const DialFailures now = dial_failures(dialer_);
+  const DialFailures& before = dial_failures_seen_;
+  if (now.total() != before.total()) {
+    std::error_code why = make_error_code(errc::connect_failed);
+    std::string what = "connection refused";
+    if (now.proto != before.proto) {
+      why = make_error_code(errc::protocol_error), what = "the peer does not speak NNG's req/rep";
+    } else if (now.auth != before.auth) {
+      why = make_error_code(errc::tls_error), what = "TLS authentication failed";
+    } else if (now.timeout != before.timeout) {
+      what = "the connection attempt timed out";
+    } else if (now.refused == before.refused) {
+      what = "the connection attempt failed";
+    }
+    dial_failures_seen_ = now;
+    ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why,
+               "cannot connect to " + settings_.nng_url + ": " + what, settings_.reconnect_min);
+  }
+  // NNG retries after reconnect_min at the soonest: looking more often finds nothing new.
+  dial_watch_timer_.expires_after(std::clamp(settings_.reconnect_min,
+                                             std::chrono::milliseconds(100),
+                                             std::chrono::milliseconds(1000)));
+  dial_watch_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->check_dial();
   });
 }
 
@@ -130,6 +172,7 @@ void Session::pipe_event(nng_pipe_ev event) {
       // NNG's dialer reconnects by itself, after its own reconnect time.
       ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why, detail,
                  settings_.reconnect_min);
+      watch_dial();
     }
   }
 }
@@ -608,6 +651,7 @@ void Session::shutdown() {
   if (dead_) return;
   dead_ = true;
   closing_ = true;
+  dial_watch_timer_.cancel();
   {
     // From here on NNG's callbacks post nothing: they may outlive the strand.
     std::lock_guard<std::mutex> lock(gate_->mutex);

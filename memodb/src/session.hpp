@@ -158,6 +158,10 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   void cancel(Slot& slot);
   std::string describe(const WorkerSlot& worker) const;
 
+  // While no pipe is up: NNG's dial failures become reconnecting events that name the cause.
+  void watch_dial();
+  void check_dial();
+
   void maybe_finish_close();
   void finish_close();
 
@@ -166,6 +170,10 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   std::shared_ptr<Gate> gate_;
   std::unique_ptr<Notifier> notifier_;
   nng_socket socket_ = NNG_SOCKET_INITIALIZER;
+  nng_dialer dialer_ = NNG_DIALER_INITIALIZER;
+  DialFailures dial_failures_seen_;
+  asio::steady_timer dial_watch_timer_;
+  bool dial_watched_ = false;
   bool socket_open_ = false;
   std::uint64_t next_key_ = 0;
   std::uint64_t next_serve_ = 0;

@@ -48,16 +48,29 @@ class NsqAdapter : public Adapter {
     Producer::Discover discover;
     if (via_lookupd) {
       discover = [context = context_, settings = settings_, lookupds = lookupds_](
-                     std::function<void(std::vector<HostPort>)> found) {
-        auto nodes = std::make_shared<std::vector<HostPort>>();
+                     std::function<void(Producer::Discovered)> found) {
+        auto result = std::make_shared<Producer::Discovered>();
+        for (const auto& lookupd : lookupds)
+          result->where += (result->where.empty() ? "" : ",") + lookupd.to_string();
+        context->state(ConnectionState::connecting, result->where);
         auto left = std::make_shared<std::size_t>(lookupds.size());
         for (const auto& lookupd : lookupds) {
           http_get(context, settings.transport, lookupd, "/nodes", std::chrono::milliseconds(5000),
-                   [nodes, left, found](HttpResult r) {
+                   [result, left, found, lookupd](HttpResult r) {
                      std::vector<LookupProducer> all;
-                     if (!r.ec && r.status == 200 && !parse_lookup_response(r.body, all))
-                       for (auto& p : all) nodes->push_back({p.broadcast_address, p.tcp_port});
-                     if (--*left == 0) found(*nodes);
+                     std::error_code bad;
+                     if (!r.ec && r.status == 200 && !(bad = parse_lookup_response(r.body, all))) {
+                       for (auto& p : all) result->nsqds.push_back({p.broadcast_address, p.tcp_port});
+                     } else {
+                       const std::string why =
+                           r.ec ? (r.detail.empty() ? r.ec.message() : r.detail)
+                           : r.status != 200 ? "HTTP " + std::to_string(r.status)
+                                             : "a malformed /nodes answer: " + bad.message();
+                       result->failure += (result->failure.empty() ? "" : "; ") +
+                                          std::string("nsqlookupd ") + lookupd.to_string() + ": " +
+                                          why;
+                     }
+                     if (--*left == 0) found(std::move(*result));
                    });
         }
       };

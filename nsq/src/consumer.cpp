@@ -62,9 +62,19 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   // within RDY), not at SUB's OK: a server that accepts and then breaks must wait longer.
   events.on_heartbeat = with([](Consumer&, Conn& c) { c.reconnector->succeeded(); });
   events.on_server_error = with([](Consumer& self, Conn& c, const ServerError& e) {
+    const std::string text =
+        c.target.to_string() + ": " + std::string(e.code_text) + " " + std::string(e.description);
+    if (!c.subscribed && !self.ready_reported_ && refuses_for_good(e.code)) {
+      // The handshake or SUB refused for a reason a retry cannot change (a bad name, no
+      // authorisation): the subscription fails now with nsqd's words, and nothing reconnects.
+      self.ready_reported_ = true;
+      self.sink_->ended(make_error_code(e.code), "nsqd refused the subscription to '" + self.topic_ +
+                                                     "'/'" + self.channel_ + "': " + text);
+      self.stop(Clock::now(), {});
+      return;
+    }
     // FIN/REQ/TOUCH for a message that timed out on nsqd: it is redelivered, the connection stays.
-    self.context_->error(make_error_code(e.code), c.target.to_string() + ": " + std::string(e.code_text) +
-                                                      " " + std::string(e.description));
+    self.context_->error(make_error_code(e.code), text);
   });
   events.on_closed = with([](Consumer& self, Conn& c, std::error_code ec, const std::string& detail) {
     self.on_closed(c, ec, detail);
@@ -74,6 +84,22 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   Conn& ref = *conn;
   conns_.emplace(key, std::move(conn));
   return ref;
+}
+
+bool Consumer::refuses_for_good(errc code) {
+  switch (code) {
+    case errc::e_invalid:
+    case errc::e_bad_topic:
+    case errc::e_bad_channel:
+    case errc::e_identify_failed:
+    case errc::e_auth_first:
+    case errc::e_auth_disabled:
+    case errc::e_auth_failed:
+    case errc::e_unauthorized:
+      return true;
+    default:
+      return false;
+  }
 }
 
 Consumer::Conn* Consumer::find_conn(std::uint64_t key) {

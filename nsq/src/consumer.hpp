@@ -66,6 +66,8 @@ class Consumer : public AdapterSubscription,
   void connect(Conn& conn);
   void on_ready(Conn& conn);
   void on_message(Conn& conn, const MessageView& message, const std::shared_ptr<const void>& owner);
+  // nsqd refusals that no retry can change, for a subscription not yet confirmed.
+  static bool refuses_for_good(errc code);
   void on_response(Conn& conn, std::string_view body);
   void on_closed(Conn& conn, std::error_code ec, const std::string& detail);
   void remove_conn(std::uint64_t key);

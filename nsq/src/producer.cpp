@@ -8,6 +8,7 @@ Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings setti
                    Discover discover)
     : context_(std::move(context)), settings_(std::move(settings)), discover_(std::move(discover)) {
   set_nodes(std::move(nsqds));
+  if (discover_) rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
 }
 
 void Producer::set_nodes(std::vector<HostPort> nsqds) {
@@ -69,15 +70,32 @@ void Producer::flush_waiting() {
 
 void Producer::connect_some() {
   if (closed_) return;
-  if (nodes_.empty() && discover_ && !discovering_) {
+  if (nodes_.empty() && discover_ && !discovering_ && !rediscover_pending_) {
     discovering_ = true;
     std::weak_ptr<Producer> weak = shared_from_this();
-    discover_([weak](std::vector<HostPort> found) {
+    discover_([weak](Discovered found) {
       auto self = weak.lock();
       if (!self || self->closed_) return;
       self->discovering_ = false;
-      self->set_nodes(std::move(found));
-      if (!self->nodes_.empty()) self->connect_some();
+      self->set_nodes(std::move(found.nsqds));
+      if (!self->nodes_.empty()) {
+        self->rediscover_->succeeded();
+        return self->connect_some();
+      }
+      // Nothing to publish to: say why, and ask again after the reconnect policy's delay while
+      // publishes wait.
+      if (self->waiting_.empty()) return;
+      self->rediscover_pending_ = true;
+      auto delay = self->rediscover_->schedule([weak] {
+        auto me = weak.lock();
+        if (!me) return;
+        me->rediscover_pending_ = false;
+        if (!me->closed_) me->connect_some();
+      });
+      self->context_->state(
+          ConnectionState::reconnecting, found.where, make_error_code(polybus::errc::connect_failed),
+          found.failure.empty() ? "nsqlookupd " + found.where + " lists no nsqd" : found.failure,
+          delay);
     });
     return;
   }
@@ -197,6 +215,7 @@ void Producer::ping(OpCompletion done) {
 
 void Producer::close() {
   closed_ = true;
+  if (rediscover_) rediscover_->cancel();
   for (auto& node : nodes_) {
     node->reconnector->cancel();
     if (node->connection) node->connection->close_after_flush();

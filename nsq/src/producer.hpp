@@ -18,7 +18,13 @@ namespace polybus::nsq {
 class Producer : public std::enable_shared_from_this<Producer> {
  public:
   // discover: for nsq+lookupd, asks nsqlookupd for the nsqd list (called when none is usable).
-  using Discover = std::function<void(std::function<void(std::vector<HostPort>)>)>;
+  // It answers the nsqd found, and when none was: where it asked and why that failed.
+  struct Discovered {
+    std::vector<HostPort> nsqds;
+    std::string where;    // the nsqlookupd addresses asked
+    std::string failure;  // each failed answer, named
+  };
+  using Discover = std::function<void(std::function<void(Discovered)>)>;
 
   Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
            Discover discover = nullptr);
@@ -56,6 +62,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   Settings settings_;
   Discover discover_;
   bool discovering_ = false;
+  std::unique_ptr<Reconnector> rediscover_;  // paces discovery while nsqlookupd finds no nsqd
+  bool rediscover_pending_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
   bool closed_ = false;

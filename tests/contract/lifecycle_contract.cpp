@@ -336,3 +336,29 @@ CONTRACT_CASE(a_blocking_call_from_a_completion_is_refused_not_deadlocked) {
   REQUIRE(done.wait_for(1));
   CHECK(inner == errc::would_block_io_thread);
 }
+
+CONTRACT_CASE(a_broker_nobody_can_reach_fails_operations_after_connect_timeout_naming_it) {
+  if (!env.caps.publish && !env.caps.request_reply) return;
+  env.broker->stop();  // refuses connections from here on
+  Options options;
+  options.set("connect_timeout", "300ms");
+  auto client = env.connect(options);
+  const auto start = std::chrono::steady_clock::now();
+  Status failed;
+  if (env.caps.publish) {
+    failed = client.publish_sync("nobody", "x", PublishOptions{20s, {}});
+  } else {
+    auto reply = client.request_sync("nobody", "x", 20s);
+    failed = reply.status();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  INFO(failed.message());
+  // Not at the 20 s deadline: once connect_timeout has passed with the attempts failing, with
+  // the portable condition and a cause that names where it tried.
+  CHECK(failed == errc::connect_failed);
+  CHECK(took < 10s);
+  const auto authority = env.url.substr(env.url.find("://") + 3);
+  const auto where = authority.substr(0, authority.find_first_of("?/"));
+  CHECK_THAT(failed.cause(), Catch::Contains(where));
+  env.broker->start();
+}

@@ -21,6 +21,7 @@
 #include "polybus/memodb/codec.hpp"
 #include "polybus/figg_testing.hpp"
 #include "polybus/nsq/compression.hpp"
+#include "polybus/nsq/error.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 
@@ -159,6 +160,49 @@ TEST_CASE("nsq: a server that ignores RDY is a protocol error, and the client re
   CHECK(server.wait_connections(2));
   // The bound held: at most the RDY count (1) reached handlers from the lying connection.
   CHECK(got.total() <= 1);
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq: a SUB refused for good fails the subscription at once with nsqd's words",
+          "[hostile][nsq]") {
+  HostileServer server([](HostileConnection& c, std::size_t) {
+    if (!nsq_handshake(c, false)) return;
+    if (!c.read_until([](const std::string& r) { return r.find("SUB ") != std::string::npos; }))
+      return;
+    c.send(nsq_frame(1, "E_BAD_TOPIC SUB topic name \"t\" is not valid"));
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("nsq://" + server.address() + "?reconnect_initial=10ms", reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  const auto start = std::chrono::steady_clock::now();
+  const Status ready = sub.wait_ready(20s);
+  INFO(ready.message());
+  CHECK(ready == errc::broker_error);
+  CHECK_THAT(ready.cause(), Catch::Contains("E_BAD_TOPIC"));
+  CHECK_THAT(ready.cause(), Catch::Contains(server.address()));
+  CHECK(std::chrono::steady_clock::now() - start < 10s);  // not a wait for a timeout
+  CHECK_FALSE(sub.active());
+  client.close_sync(5s);
+  CHECK(server.connections() == 1);  // nothing reconnected to be refused again
+}
+
+TEST_CASE("nsq: a publish refused by nsqd fails with broker_error and nsqd's words",
+          "[hostile][nsq]") {
+  HostileServer server([](HostileConnection& c, std::size_t) {
+    if (!nsq_handshake(c, false)) return;
+    if (!c.read_until([](const std::string& r) { return r.find("PUB ") != std::string::npos; }))
+      return;
+    c.send(nsq_frame(1, "E_UNAUTHORIZED AUTH failed for PUB on \"t\""));
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("nsq://" + server.address(), reports.options());
+  const Status refused = client.publish_sync("t", "x", within(20s));
+  INFO(refused.message());
+  CHECK(refused == errc::broker_error);
+  CHECK(refused == make_error_code(nsq::errc::e_unauthorized));
+  CHECK_THAT(refused.cause(), Catch::Contains("E_UNAUTHORIZED AUTH failed"));
   client.close_sync(5s);
 }
 

@@ -94,13 +94,14 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     if (engine_) asio::post(ctx_.strand(), [engine = engine_] { engine->close(); });
   }
 
-  // "/"+topic, when that is already a clean event path; else the error names the topic.
+  // The event path of a topic: QuickIO users write "/pub/room", portable code "pub/room"; both
+  // name the path /pub/room. Anything that is not already a clean path is refused, naming it.
   std::error_code path_of(const std::string& topic, std::string& path, std::string& why) const {
-    path = "/" + topic;
-    if (topic.empty() || clean_path(path) != path || detail::Session::is_local_path(path)) {
+    path = !topic.empty() && topic.front() == '/' ? topic : "/" + topic;
+    if (path.size() < 2 || clean_path(path) != path || detail::Session::is_local_path(path)) {
       why = "quickio: topic '" + topic +
-            "' is not a plain event path ([A-Za-z0-9_/-], no "
-            "leading, trailing or repeated '/', not qio/..., open, close or error)";
+            "' is not a plain event path ([A-Za-z0-9_/-] with an optional leading '/'; no "
+            "trailing or repeated '/'; not qio/..., open, close or error)";
       return make_error_code(polybus::errc::invalid_argument);
     }
     return {};
@@ -181,17 +182,17 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     engine_->flush();
   }
 
-  std::uint64_t listen(const std::string& path, std::shared_ptr<SubscriptionSink> sink,
-                       bool serving) {
+  std::uint64_t listen(const std::string& path, const std::string& topic,
+                       std::shared_ptr<SubscriptionSink> sink, bool serving) {
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     std::weak_ptr<SubscriptionSink> weak_sink = sink;
-    auto listener = [weak, weak_sink, serving, path](const detail::Incoming& event) {
+    auto listener = [weak, weak_sink, serving, topic](const detail::Incoming& event) {
       auto self = weak.lock();
       auto target = weak_sink.lock();
       if (!self || !target) return;
       if (serving && event.server_callback == 0) return;  // a request always asks for an answer
       auto state = self->ctx_.make_message(self->weak_from_this());
-      state->topic = path.substr(1);
+      state->topic = topic;  // as the application wrote it
       self->decode(event, *state);
       if (serving) {
         state->expects_reply = true;
@@ -308,9 +309,10 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
 class QuickioSubscription : public AdapterSubscription {
  public:
   QuickioSubscription(std::shared_ptr<QuickioBackend> backend, std::string path,
-                      std::shared_ptr<detail::PausableSink> sink, bool serving)
+                      const std::string& topic, std::shared_ptr<detail::PausableSink> sink,
+                      bool serving)
       : backend_(std::move(backend)), path_(std::move(path)), sink_(std::move(sink)) {
-    id_ = backend_->listen(path_, sink_, serving);
+    id_ = backend_->listen(path_, topic, sink_, serving);
   }
   void unsubscribe(OpCompletion done) override {
     if (!unsubscribed_) backend_->unlisten(path_, id_);
@@ -362,7 +364,8 @@ class QuickioAdapter : public Adapter {
     auto pausable = std::make_shared<detail::PausableSink>(
         std::move(sink), static_cast<std::size_t>(context_.options().get_int("max_held_bytes")),
         context_, path);
-    return std::make_shared<QuickioSubscription>(backend_, path, std::move(pausable), serving);
+    return std::make_shared<QuickioSubscription>(backend_, path, topic, std::move(pausable),
+                                                 serving);
   }
 
   AdapterContext context_;

@@ -119,6 +119,32 @@ TEST_CASE("adapter: text payloads must be UTF-8 and topics must be clean paths")
   CHECK(client.publish_sync("has space", "x") == make_error_code(errc::invalid_argument));
   CHECK(client.publish_sync("trailing/", "x") == make_error_code(errc::invalid_argument));
   CHECK(client.publish_sync("nested/path_ok-1", "x") == std::error_code{});
+  const Status refused = client.publish_sync("//double", "x");
+  CHECK(refused == errc::invalid_argument);
+  CHECK_THAT(refused.cause(), Catch::Contains("'//double'"));
+}
+
+TEST_CASE("adapter: a topic is the same event path with or without its leading '/'") {
+  auto server = Server::launch();
+  auto client = connect(url_for("quickio", *server));
+  Collector slashed, plain;
+  auto a = client.subscribe("/pub/room", {}, [&](Message& m) {
+    slashed.add(std::string(m.topic()) + "=" + std::string(m.payload()));
+  });
+  auto b = client.subscribe("pub/room", {}, [&](Message& m) {
+    plain.add(std::string(m.topic()) + "=" + std::string(m.payload()));
+  });
+  REQUIRE(a.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(b.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("/pub/room", "one") == std::error_code{});
+  REQUIRE(client.publish_sync("pub/room", "two") == std::error_code{});
+  // Each subscription sees both, under the topic it was given.
+  REQUIRE(slashed.wait_for_count(2));
+  REQUIRE(plain.wait_for_count(2));
+  CHECK(slashed.count("/pub/room=one") == 1);
+  CHECK(slashed.count("/pub/room=two") == 1);
+  CHECK(plain.count("pub/room=one") == 1);
+  CHECK(plain.count("pub/room=two") == 1);
 }
 
 TEST_CASE("adapter: request/reply through serve, handler failures and nobody serving") {
