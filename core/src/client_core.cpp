@@ -73,10 +73,11 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
     shared_->stats.publish_failed += count;
     return fail_now(std::move(done), refused);
   }
+  const auto issued = Clock::now();
   auto deadline = deadline_from(options.timeout);
   asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
                                payloads = std::move(payloads), done = std::move(done),
-                               defer = options.defer, deadline, count]() mutable {
+                               defer = options.defer, deadline, issued, count]() mutable {
     if (self->state_.load() != State::open || !self->adapter_) {
       self->shared_->stats.publish_failed += count;
       if (done) done(Status(errc::closed, "publish to " + topic + ": the client is closed"));
@@ -86,7 +87,7 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
                                             std::error_code ec, std::string, std::string cause) {
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
       if (done) done(Status(ec, std::move(cause)));
-    }, "publish to " + topic);
+    }, "publish to " + topic, issued);
     self->adapter_->publish(
         PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
   });
@@ -167,10 +168,11 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
       });
     return;
   }
+  const auto issued = Clock::now();
   auto deadline = deadline_from(timeout);
   asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
                                payload = std::move(payload), done = std::move(done),
-                               deadline]() mutable {
+                               deadline, issued]() mutable {
     if (self->state_.load() != State::open || !self->adapter_) {
       if (done) done(Reply{make_error_code(errc::closed), {}, "client is closed"});
       return;
@@ -180,7 +182,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
                                       std::error_code ec, std::string reply, std::string detail) {
           if (!ec) ++shared->stats.replies;
           if (done) done(Reply{ec, std::move(reply), std::move(detail)});
-        }, "request to " + topic);
+        }, "request to " + topic, issued);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
   });
 }
@@ -188,9 +190,11 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
   if (state_.load() != State::open)
     return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
+  const auto issued = Clock::now();
   auto deadline = deadline_from(timeout);
   asio::post(
-      shared_->strand, [self = shared_from_this(), done = std::move(done), deadline]() mutable {
+      shared_->strand,
+      [self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
         if (self->state_.load() != State::open || !self->adapter_) {
           if (done) done(Status(errc::closed, "ping: the client is closed"));
           return;
@@ -200,7 +204,7 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
             [done = std::move(done)](std::error_code ec, std::string, std::string cause) {
               if (done) done(Status(ec, std::move(cause)));
             },
-            "ping");
+            "ping", issued);
         self->adapter_->ping(std::move(op));
       });
 }

@@ -20,7 +20,7 @@ errc failure_code(const Status& failure, bool connecting) {
 }
 
 std::string millis(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+  return std::to_string(std::chrono::round<std::chrono::milliseconds>(d).count()) + "ms";
 }
 }  // namespace
 

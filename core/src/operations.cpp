@@ -36,11 +36,12 @@ Clock::time_point OpCompletion::deadline() const {
 
 namespace detail {
 
-OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, std::string what) {
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, std::string what,
+                                   Clock::time_point issued) {
   auto op = std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
-  op->started = Clock::now();
+  op->started = issued == Clock::time_point::min() ? Clock::now() : issued;
   op->due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
   op->what = std::move(what);
   op->tracker = weak_from_this();

@@ -33,7 +33,9 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
       : timer_(strand), connectivity_(connectivity) {}
 
   // Strand only.
-  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, std::string what = "operation");
+  // issued: when the caller asked (the deadline was computed from it); default: now.
+  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, std::string what = "operation",
+                   Clock::time_point issued = Clock::time_point::min());
   void fail_all(std::error_code ec, const std::string& detail);
   std::size_t live() const { return live_; }
   const Connectivity* connectivity() const { return connectivity_; }

@@ -172,8 +172,8 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
 }
 
 void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
+  deactivate();  // first: whoever wait_ready() wakes sees the subscription inactive
   ready(ec ? ec : make_error_code(errc::closed), detail);
-  deactivate();
   if (ec && ec != make_error_code(errc::closed))
     shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
 }

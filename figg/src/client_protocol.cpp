@@ -121,6 +121,11 @@ void ClientProtocol::receive(const std::shared_ptr<const void>& owner, std::stri
   while (!bytes.empty() && connected_) {
     Frame frame;
     auto result = parser_.feed(bytes, frame);
+    if (result.error == errc::frame_too_large)
+      return handler_.on_failure(
+          result.error, "a frame from the Figg server declares a payload of " +
+                            std::to_string(parser_.declared_size()) + " bytes: exceeds max_frame_size=" +
+                            std::to_string(parser_.max_payload()));
     if (result.error) return handler_.on_failure(result.error, "bad frame from the Figg server: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;

@@ -452,6 +452,10 @@ FrameParser::Result FrameParser::fail(std::error_code error, std::size_t consume
   return result;
 }
 
+std::int64_t FrameParser::declared_size() const noexcept {
+  return as_signed(read_big_endian(header_, 4), 32);
+}
+
 std::error_code FrameParser::check_size_field() const noexcept {
   const std::int64_t size = as_signed(read_big_endian(header_, 4), 32);
   if (size < static_cast<std::int64_t>(kFrameTypeSize)) return errc::bad_frame_size;

@@ -68,7 +68,12 @@ void Session::feed(const std::shared_ptr<const void>& owner, std::string_view by
     Frame frame;
     auto result = parser_.feed(bytes, frame);
     if (result.error)
-      return fail(result.error, "bad frame from nsqd: " + result.error.message());
+      return fail(result.error,
+                  result.error == errc::frame_too_large
+                      ? "a frame from nsqd declares " + std::to_string(parser_.declared_size()) +
+                            " bytes: exceeds max_frame_size=" +
+                            std::to_string(parser_.max_frame_size())
+                      : "bad frame from nsqd: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;
     ++frames_;

@@ -42,7 +42,8 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
   if (complete_) return {};
   fed_ += bytes.size();
   if (fed_ > max_size_ + 64 * 1024) {
-    why = "HTTP response over " + std::to_string(max_size_) + " bytes (max_frame_size)";
+    why = "an HTTP response of more than " + std::to_string(fed_) +
+          " bytes: exceeds max_frame_size=" + std::to_string(max_size_);
     return make_error_code(polybus::errc::frame_too_large);
   }
   if (to_close_) {
@@ -83,7 +84,8 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
         return {};
       }
       if (length.size() > 12 || std::stoull(length) > max_size_) {
-        why = "HTTP Content-Length " + length + " over " + std::to_string(max_size_) + " bytes";
+        why = "HTTP Content-Length " + length + ": exceeds max_frame_size=" +
+              std::to_string(max_size_);
         return make_error_code(polybus::errc::frame_too_large);
       }
       if (std::stoull(length) == 0) {  // websocketpp waits for a body byte that never comes

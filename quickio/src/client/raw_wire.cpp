@@ -28,7 +28,11 @@ std::error_code RawWire::receive(const std::shared_ptr<const void>& owner, std::
         frame.data() >= bytes.data() && frame.data() + frame.size() <= bytes.data() + bytes.size();
     handler_.on_wire_event(frame, inside ? owner : none);
   });
-  if (ec) why = "raw frame: " + ec.message();
+  if (ec == codec_errc::frame_too_large)
+    why = "a raw frame declares " + std::to_string(decoder_.declared_size()) +
+          " bytes: exceeds max_frame_size=" + std::to_string(decoder_.max_frame_size());
+  else if (ec)
+    why = "raw frame: " + ec.message();
   return ec;
 }
 

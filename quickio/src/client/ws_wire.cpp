@@ -29,6 +29,7 @@ struct WsWire::State {
   // last read fed bytes that completed nothing: part of a frame is then held.
   std::uint64_t frames = 0;
   bool partial = false;
+  bool too_big = false;  // websocketpp refused a message over max_frame_size
 
   State(WireHandler& h, std::string u, std::size_t max)
       : handler(h), uri(std::move(u)), max_frame_size(max) {}
@@ -90,6 +91,14 @@ void WsWire::start() {
                    "): " + raw->connection->get_ec().message();
   });
   s.connection->set_close_handler([raw](websocketpp::connection_hdl) {
+    if (raw->failure.empty() && (raw->connection->get_ec() ==
+                                     websocketpp::processor::error::message_too_big ||
+                                 raw->connection->get_local_close_code() ==
+                                     websocketpp::close::status::message_too_big)) {
+      raw->too_big = true;
+      raw->failure =
+          "a WebSocket message exceeds max_frame_size=" + std::to_string(raw->max_frame_size);
+    }
     if (raw->failure.empty())
       raw->failure = "the server closed the WebSocket (" +
                      std::to_string(raw->connection->get_remote_close_code()) + " " +
@@ -135,10 +144,17 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_
     std::shared_ptr<const void> owner(msg, &text);  // the message keeps its payload
     s.handler.on_wire_event(text, owner);
   }
-  if (s.failure.empty() && used < bytes.size())
-    s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
+  if (s.failure.empty() && used < bytes.size()) {
+    if (s.connection->get_ec() == websocketpp::processor::error::message_too_big) {
+      s.too_big = true;
+      s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
+    } else {
+      s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
+    }
+  }
   if (!s.failure.empty()) {
     why = s.failure;
+    if (s.too_big) return make_error_code(codec_errc::frame_too_large);
     return s.open ? make_error_code(codec_errc::malformed_frame)
                   : make_error_code(client_errc::handshake_refused);
   }

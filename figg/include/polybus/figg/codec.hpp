@@ -77,6 +77,9 @@ class FrameParser {
   void reset();
   // True between frames: no partial frame is held.
   bool idle() const { return header_filled_ == 0 && !error_; }
+  std::size_t max_payload() const { return max_payload_; }
+  // The payload size the last complete header declared (what frame_too_large refused).
+  std::uint32_t declared_size() const { return size_; }
 
  private:
   std::size_t max_payload_;

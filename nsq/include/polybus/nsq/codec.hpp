@@ -180,6 +180,8 @@ class FrameParser {
   void reset() noexcept;
 
   std::size_t max_frame_size() const noexcept { return max_frame_size_; }
+  // The size field of the last complete header (what bad_frame_size or frame_too_large refused).
+  std::int64_t declared_size() const noexcept;
   // Bytes currently allocated for split bodies; never above max_frame_size().
   std::size_t buffer_capacity() const noexcept { return buffer_capacity_; }
 

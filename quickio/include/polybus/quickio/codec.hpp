@@ -119,6 +119,8 @@ class RawFrameDecoder {
   }
   void reset();
   std::size_t max_frame_size() const { return max_; }
+  // The length the last complete length field declared (what frame_too_large refused).
+  std::uint64_t declared_size() const { return size_; }
   // Part of a frame (its length or some of its body) is held: the frame has begun.
   bool partial() const { return length_filled_ > 0 || buffering_; }
 
