@@ -136,6 +136,25 @@ std::size_t count_of(const std::string& haystack, std::string_view needle) {
   return n;
 }
 
+// Sends a byte every 50 ms until the peer goes or the server stops.
+void drip(HostileConnection& c) {
+  while (!c.stopping() && c.send("x"))
+    if (!c.read_some(50ms)) break;
+}
+
+// A client of scheme with frame_timeout=300ms against server, whose first connection drips a
+// frame: the limit is named, the reason is limit_exceeded, and the client connects again.
+void expect_cut_off_by_frame_timeout(HostileServer& server, const std::string& scheme) {
+  Reports reports;
+  auto client = connect(scheme + "://" + server.address() +
+                            "?frame_timeout=300ms&reconnect_initial=10ms",
+                        reports.options());
+  CHECK(reports.wait_text("frame_timeout=300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
 }  // namespace
 
 TEST_CASE("nsq: a server that ignores RDY is a protocol error, and the client reconnects",
@@ -241,8 +260,7 @@ TEST_CASE("nsq: a frame that drips in is cut off by frame_timeout with a named e
       // A header announcing 1000 bytes, then a byte every 50 ms: bytes keep coming (so the idle
       // clock never fires), the frame never completes.
       c.send(be32(1000) + be32(2));
-      while (!c.stopping() && c.send("x"))
-        if (!c.read_some(std::chrono::milliseconds(50))) break;
+      drip(c);  // a byte every 50 ms
       return;
     }
     c.hold_open();
@@ -668,19 +686,12 @@ TEST_CASE("figg: a frame that drips in is cut off by frame_timeout", "[hostile][
   HostileServer server([](HostileConnection& c, std::size_t index) {
     if (index == 0) {
       c.send(std::string("\x00\x07\x00\x01", 4) + be32(1000));  // DATA of 1000 bytes...
-      while (!c.stopping() && c.send("x"))                      // ...a byte every 50 ms
-        if (!c.read_some(50ms)) break;
+      drip(c);  // a byte every 50 ms
       return;
     }
     c.hold_open();
   });
-  Reports reports;
-  auto client = connect("figg://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
-                        reports.options());
-  CHECK(reports.wait_text("frame_timeout=300ms"));
-  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
-  CHECK(server.wait_connections(2));
-  client.close_sync(5s);
+  expect_cut_off_by_frame_timeout(server, "figg");
 }
 
 TEST_CASE("quickio: a raw frame that drips in is cut off by frame_timeout", "[hostile][quickio]") {
@@ -688,18 +699,12 @@ TEST_CASE("quickio: a raw frame that drips in is cut off by frame_timeout", "[ho
     if (!qio_handshake(c)) return;
     if (index == 0) {
       c.send(be64(1000));
-      while (!c.stopping() && c.send("x"))
-        if (!c.read_some(50ms)) break;
+      drip(c);  // a byte every 50 ms
       return;
     }
     c.hold_open();
   });
-  Reports reports;
-  auto client = connect("quickio://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
-                        reports.options());
-  CHECK(reports.wait_text("frame_timeout=300ms"));
-  CHECK(server.wait_connections(2));
-  client.close_sync(5s);
+  expect_cut_off_by_frame_timeout(server, "quickio");
 }
 
 namespace {
@@ -734,20 +739,12 @@ TEST_CASE("quickio+ws: a WebSocket frame that drips in is cut off by frame_timeo
       // whose payload comes a byte every 50 ms.
       c.send(std::string{'\x89', '\x00'});
       c.send(std::string{'\x81', '\x7e', '\x03', '\xe8'});
-      while (!c.stopping() && c.send("x"))
-        if (!c.read_some(50ms)) break;
+      drip(c);  // a byte every 50 ms
       return;
     }
     c.hold_open();
   });
-  Reports reports;
-  auto client = connect("quickio+ws://" + server.address() +
-                            "?frame_timeout=300ms&reconnect_initial=10ms",
-                        reports.options());
-  CHECK(reports.wait_text("frame_timeout=300ms"));
-  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
-  CHECK(server.wait_connections(2));
-  client.close_sync(5s);
+  expect_cut_off_by_frame_timeout(server, "quickio+ws");
 }
 
 TEST_CASE("quickio+http: a response that drips in is cut off by frame_timeout",
@@ -757,20 +754,12 @@ TEST_CASE("quickio+http: a response that drips in is cut off by frame_timeout",
       return;
     if (index == 0) {
       c.send("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-      while (!c.stopping() && c.send("x"))
-        if (!c.read_some(50ms)) break;
+      drip(c);  // a byte every 50 ms
       return;
     }
     c.hold_open();
   });
-  Reports reports;
-  auto client = connect("quickio+http://" + server.address() +
-                            "?frame_timeout=300ms&reconnect_initial=10ms",
-                        reports.options());
-  CHECK(reports.wait_text("frame_timeout=300ms"));
-  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
-  CHECK(server.wait_connections(2));
-  client.close_sync(5s);
+  expect_cut_off_by_frame_timeout(server, "quickio+http");
 }
 
 TEST_CASE("quickio+ws: pings and events that arrive whole never trip frame_timeout",
