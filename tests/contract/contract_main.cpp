@@ -1,5 +1,7 @@
 #define CATCH_CONFIG_RUNNER
+#include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 #include "contract.hpp"
@@ -8,6 +10,38 @@
 #include "polybus/register_all_test_brokers.hpp"
 
 namespace polybus::contract {
+
+namespace {
+// Brokers that exist only when their real server is configured: listed always, so that ctest
+// shows them skipped rather than absent.
+const std::vector<std::pair<std::string, std::string>> kOptionalBrokers = {
+    {"nsq-real", "POLYBUS_NSQ_HARNESS (real nsqd 1.3)"},
+    {"nsq+lookupd-real", "POLYBUS_NSQ_HARNESS (real nsqd and nsqlookupd 1.3)"},
+    {"figg-real", "POLYBUS_FIGG_SERVER (the real Figg server)"},
+};
+
+std::vector<std::string>& cases() {
+  static std::vector<std::string> titles;
+  return titles;
+}
+
+// What the (broker, case) runs of this process did.
+std::size_t ran = 0, skipped = 0;
+bool current_skipped = false;
+}  // namespace
+
+bool add_case(const char* title) {
+  cases().push_back(title);
+  return true;
+}
+
+void skip(const std::string& why) {
+  current_skipped = true;
+  WARN("skipped: " << why);
+}
+
+void begin_run() { current_skipped = false; }
+void end_run() { ++(current_skipped ? skipped : ran); }
 
 std::vector<std::string> broker_names() {
   std::vector<std::string> names;
@@ -24,11 +58,18 @@ std::vector<std::string> broker_names() {
 std::unique_ptr<testing::TestBroker> start_broker(const std::string& name) {
   for (const auto& f : testing::test_brokers())
     if (f.name == name) return f.start();
+  for (const auto& [optional, needs] : kOptionalBrokers)
+    if (optional == name) {
+      skip(name + " needs " + needs);
+      return nullptr;
+    }
   FAIL("no test broker named '" << name << "' is registered");
   return nullptr;
 }
 
-Env::Env(const std::string& name) : broker(start_broker(name)), url(broker->url()) {
+Env::Env(const std::string& name) : broker(start_broker(name)) {
+  if (!broker) return;
+  url = broker->url();
   auto scheme = Url::parse(url).scheme;
   const SchemeInfo* info = find_scheme(scheme);
   REQUIRE(info != nullptr);
@@ -48,5 +89,20 @@ int main(int argc, char* argv[]) {
   polybus::register_all_test_brokers();
   polybus::test::register_real_nsq_brokers();
   polybus::test::register_real_figg_broker();
-  return Catch::Session().run(argc, argv);
+  // --list-contract: "<broker> <case>" per line, for the ctest registration
+  // (discover_contract_tests.cmake).
+  if (argc == 2 && std::string(argv[1]) == "--list-contract") {
+    std::vector<std::string> brokers;
+    for (const auto& f : polybus::testing::test_brokers()) brokers.push_back(f.name);
+    for (const auto& [optional, needs] : polybus::contract::kOptionalBrokers)
+      if (std::find(brokers.begin(), brokers.end(), optional) == brokers.end())
+        brokers.push_back(optional);
+    for (const auto& broker : brokers)
+      for (const auto& title : polybus::contract::cases()) std::cout << broker << ' ' << title << '\n';
+    return 0;
+  }
+  const int result = Catch::Session().run(argc, argv);
+  // Every run this process made was skipped: ctest's SKIP_RETURN_CODE.
+  if (result == 0 && polybus::contract::ran == 0 && polybus::contract::skipped > 0) return 77;
+  return result;
 }

@@ -8,7 +8,7 @@ using namespace polybus;
 using namespace polybus::contract;
 
 CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) {
-  if (!env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.publish);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   Latch all;
@@ -74,7 +74,7 @@ CONTRACT_CASE(concurrent_close_completes_every_caller) {
 }
 
 CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
-  if (!env.caps.subscribe) return;
+  CONTRACT_REQUIRES(env.caps.subscribe);
   // Declared before the clients: handlers may still run while the clients close.
   Latch started;
   Latch closed;
@@ -106,7 +106,7 @@ CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
 }
 
 CONTRACT_CASE(request_gets_the_reply_from_serve) {
-  if (!env.caps.request_reply) return;
+  CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
   auto topic = unique_name("rpc");
@@ -120,7 +120,7 @@ CONTRACT_CASE(request_gets_the_reply_from_serve) {
 }
 
 CONTRACT_CASE(a_serve_handler_that_throws_fails_the_request) {
-  if (!env.caps.request_reply) return;
+  CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
   auto topic = unique_name("rpcfail");
@@ -138,7 +138,7 @@ CONTRACT_CASE(a_serve_handler_that_throws_fails_the_request) {
 }
 
 CONTRACT_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
-  if (!env.caps.request_reply) return;
+  CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
   auto topic = unique_name("rpcslow");
@@ -154,7 +154,7 @@ CONTRACT_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
 }
 
 CONTRACT_CASE(a_publish_while_the_broker_is_down_fails_at_its_deadline_naming_the_cause) {
-  if (!env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.publish);
   auto client = env.connect();
   REQUIRE(client.publish_sync("warmup", "x") == std::error_code{});
   env.broker->stop();
@@ -177,7 +177,7 @@ CONTRACT_CASE(a_publish_while_the_broker_is_down_fails_at_its_deadline_naming_th
 }
 
 CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recovers) {
-  if (!env.caps.publish || !env.caps.subscribe) return;
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
   std::atomic<int> disconnects{0}, reconnects{0};
   ConnectOptions options;
   options.on_state = [&](const StateEvent& e) {
@@ -276,7 +276,7 @@ CONTRACT_CASE(what_an_adapter_cannot_do_fails_with_not_supported) {
 }
 
 CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
-  if (!env.caps.subscribe) return;
+  CONTRACT_REQUIRES(env.caps.subscribe);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   auto client = env.connect();
@@ -308,7 +308,7 @@ CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
 }
 
 CONTRACT_CASE(ping_reaches_the_broker) {
-  if (!env.broker->answers_ping()) return;
+  CONTRACT_REQUIRES(env.broker->answers_ping());
   // Declared before the clients: handlers may still run while the clients close.
   Latch done;
   std::error_code result;
@@ -324,7 +324,7 @@ CONTRACT_CASE(ping_reaches_the_broker) {
 }
 
 CONTRACT_CASE(a_blocking_call_from_a_completion_is_refused_not_deadlocked) {
-  if (!env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.publish);
   // Declared before the clients: handlers may still run while the clients close.
   Latch done;
   std::error_code inner;
@@ -338,7 +338,7 @@ CONTRACT_CASE(a_blocking_call_from_a_completion_is_refused_not_deadlocked) {
 }
 
 CONTRACT_CASE(a_broker_nobody_can_reach_fails_operations_after_connect_timeout_naming_it) {
-  if (!env.caps.publish && !env.caps.request_reply) return;
+  CONTRACT_REQUIRES(env.caps.publish || env.caps.request_reply);
   env.broker->stop();  // refuses connections from here on
   Options options;
   options.set("connect_timeout", "300ms");

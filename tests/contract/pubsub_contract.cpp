@@ -19,7 +19,7 @@ Subscription subscribe_collecting(Client& client, const std::string& topic, Coll
 }  // namespace
 
 CONTRACT_CASE(published_messages_reach_a_subscriber) {
-  if (!env.caps.subscribe || !env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   auto client = env.connect();
@@ -33,7 +33,7 @@ CONTRACT_CASE(published_messages_reach_a_subscriber) {
 }
 
 CONTRACT_CASE(a_subscriber_receives_5000_messages_published_concurrently) {
-  if (!env.caps.subscribe || !env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   Latch published;
@@ -63,7 +63,7 @@ CONTRACT_CASE(a_subscriber_receives_5000_messages_published_concurrently) {
 }
 
 CONTRACT_CASE(several_topics_at_once_are_kept_apart) {
-  if (!env.caps.subscribe || !env.caps.publish) return;
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
   std::vector<std::unique_ptr<Collector>> got;
   auto client = env.connect();
   std::vector<std::string> topics{unique_name("ta"), unique_name("tb"), unique_name("tc")};
@@ -82,7 +82,7 @@ CONTRACT_CASE(several_topics_at_once_are_kept_apart) {
 }
 
 CONTRACT_CASE(a_nacked_message_is_redelivered) {
-  if (!env.caps.ack) return;
+  CONTRACT_REQUIRES(env.caps.ack);
   // Declared before the clients: handlers may still run while the clients close.
   Latch second;
   std::atomic<int> deliveries{0};
@@ -107,7 +107,7 @@ CONTRACT_CASE(a_nacked_message_is_redelivered) {
 }
 
 CONTRACT_CASE(a_handler_that_throws_gets_its_message_again) {
-  if (!env.caps.ack) return;
+  CONTRACT_REQUIRES(env.caps.ack);
   ConnectOptions none;
   // Declared before the clients: handlers may still run while the clients close.
   Latch redelivered;
@@ -125,7 +125,7 @@ CONTRACT_CASE(a_handler_that_throws_gets_its_message_again) {
 }
 
 CONTRACT_CASE(a_message_never_acked_is_redelivered_after_its_timeout) {
-  if (!env.caps.redelivery_on_timeout) return;
+  CONTRACT_REQUIRES(env.caps.redelivery_on_timeout);
   // Declared before the clients: handlers may still run while the clients close.
   Latch redelivered;
   std::atomic<int> deliveries{0};
@@ -141,7 +141,7 @@ CONTRACT_CASE(a_message_never_acked_is_redelivered_after_its_timeout) {
 }
 
 CONTRACT_CASE(touch_keeps_a_slow_message_from_being_redelivered) {
-  if (!env.caps.touch || !env.caps.redelivery_on_timeout) return;
+  CONTRACT_REQUIRES(env.caps.touch && env.caps.redelivery_on_timeout);
   // Declared before the clients: handlers may still run while the clients close.
   Latch handled;
   std::atomic<int> deliveries{0}, refused{0};
@@ -168,7 +168,7 @@ CONTRACT_CASE(touch_keeps_a_slow_message_from_being_redelivered) {
 }
 
 CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
-  if (!env.caps.subscribe || !env.caps.consumer_groups) return;
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.consumer_groups);
   // Declared before the clients: handlers may still run while the clients close.
   Collector first;
   Collector second;
@@ -193,7 +193,7 @@ CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
 }
 
 CONTRACT_CASE(unsubscribe_stops_delivery) {
-  if (!env.caps.subscribe) return;
+  CONTRACT_REQUIRES(env.caps.subscribe);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   Collector witness;
@@ -212,7 +212,7 @@ CONTRACT_CASE(unsubscribe_stops_delivery) {
 }
 
 CONTRACT_CASE(messages_arrive_in_publish_order_where_ordering_is_claimed) {
-  if (!env.caps.ordered_delivery) return;
+  CONTRACT_REQUIRES(env.caps.ordered_delivery);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   Latch published;
@@ -232,7 +232,7 @@ CONTRACT_CASE(messages_arrive_in_publish_order_where_ordering_is_claimed) {
 }
 
 CONTRACT_CASE(pause_holds_delivery_until_resume) {
-  if (!env.caps.subscribe) return;
+  CONTRACT_REQUIRES(env.caps.subscribe);
   // Declared before the clients: handlers may still run while the clients close.
   Collector got;
   Collector witness;
@@ -253,7 +253,7 @@ CONTRACT_CASE(pause_holds_delivery_until_resume) {
 }
 
 CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
-  if (!env.caps.consumer_groups) return;
+  CONTRACT_REQUIRES(env.caps.consumer_groups);
   // Declared before the clients: handlers may still run while the clients close.
   Collector group1, group2_got;
   Latch published;
@@ -287,7 +287,7 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
 }
 
 CONTRACT_CASE(a_subscription_replays_from_an_offset) {
-  if (!env.caps.replay_from_offset) return;
+  CONTRACT_REQUIRES(env.caps.replay_from_offset);
   // Declared before the clients: handlers may still run while the clients close.
   Collector first;
   Collector replay;
@@ -318,7 +318,7 @@ CONTRACT_CASE(a_subscription_replays_from_an_offset) {
 }
 
 CONTRACT_CASE(a_message_over_max_attempts_is_discarded_through_the_callback) {
-  if (!env.caps.ack) return;
+  CONTRACT_REQUIRES(env.caps.ack);
   // Declared before the clients: handlers may still run while the clients close.
   Latch discarded;
   std::atomic<int> handled{0};
