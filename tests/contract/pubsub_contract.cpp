@@ -282,6 +282,10 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
   REQUIRE(published.wait_for(kCount));
   REQUIRE(group2_got.wait_for_distinct(kCount));
   REQUIRE(group1.wait_for_distinct(kCount));
+  // Shared, not copied: each message went to one member of g1 (giving every member every
+  // message would double this), and both took part.
+  CHECK(member1 + member2 == kCount);
+  CHECK(group1.total() == static_cast<std::size_t>(kCount));
   CHECK(member1 > 0);
   CHECK(member2 > 0);
 }

@@ -85,6 +85,8 @@ class Subscriber {
   virtual std::uint64_t client_id() const = 0;
   // Subscribed, not closing, and fewer messages in flight than its RDY count.
   virtual bool ready_for_message() const = 0;
+  // The RDY count it last set.
+  virtual std::int64_t ready_count() const = 0;
   // True when the client's sample rate drops this message (nsqd drops it for the channel).
   virtual bool sampled_out() = 0;
   virtual std::chrono::milliseconds message_timeout() const = 0;
@@ -142,6 +144,15 @@ class Channel {
   std::size_t deferred() const { return deferred_.size(); }
   std::uint64_t timeout_count() const { return timeout_count_; }
   std::uint64_t requeue_count() const { return requeue_count_; }
+  // The largest RDY count a subscriber of this channel has set.
+  void note_ready_count(std::int64_t count) { max_ready_count_ = std::max(max_ready_count_, count); }
+  std::int64_t max_ready_count() const { return max_ready_count_; }
+  // The RDY counts its subscribers have set now, summed.
+  std::int64_t ready_count() const {
+    std::int64_t sum = 0;
+    for (const Subscriber* s : subscribers_) sum += s->ready_count();
+    return sum;
+  }
 
  private:
   struct InFlight {
@@ -158,6 +169,7 @@ class Channel {
 
   std::string name_;
   bool ephemeral_;
+  std::int64_t max_ready_count_ = 0;
   std::deque<Message> ready_;
   std::unordered_map<MessageId, InFlight, MessageIdHash> in_flight_;
   std::set<std::pair<Clock::time_point, MessageId>> in_flight_deadlines_;

@@ -247,6 +247,7 @@ void ClientConnection::rdy(const std::vector<std::string_view>& params) {
                  "RDY count " + std::to_string(count) + " out of range 0-" + std::to_string(max));
   }
   ready_count_ = count;
+  channel_->note_ready_count(count);
   server_.broker().changed(*channel_);
 }
 

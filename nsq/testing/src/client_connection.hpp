@@ -52,6 +52,7 @@ class ClientConnection final : public Subscriber,
   // Subscriber
   std::uint64_t client_id() const override { return id_; }
   bool ready_for_message() const override;
+  std::int64_t ready_count() const override { return ready_count_; }
   bool sampled_out() override;
   std::chrono::milliseconds message_timeout() const override { return settings_.msg_timeout; }
   void deliver(const Message& message) override;

@@ -119,6 +119,16 @@ std::size_t Nsqd::in_flight(const std::string& topic, const std::string& channel
                                    [](const Channel& c) { return c.in_flight(); });
 }
 
+std::int64_t Nsqd::max_ready_count(const std::string& topic, const std::string& channel) const {
+  return channel_stat<std::int64_t>(*server_, topic, channel,
+                                    [](const Channel& c) { return c.max_ready_count(); });
+}
+
+std::int64_t Nsqd::ready_count(const std::string& topic, const std::string& channel) const {
+  return channel_stat<std::int64_t>(*server_, topic, channel,
+                                    [](const Channel& c) { return c.ready_count(); });
+}
+
 std::size_t Nsqd::deferred(const std::string& topic, const std::string& channel) const {
   return channel_stat<std::size_t>(*server_, topic, channel,
                                    [](const Channel& c) { return c.deferred(); });

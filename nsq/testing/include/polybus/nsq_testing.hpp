@@ -128,6 +128,10 @@ class Nsqd {
   // Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
   std::uint64_t channel_depth(const std::string& topic, const std::string& channel) const;
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
+  // The largest RDY count any client subscribed to the channel has set (since it was created).
+  std::int64_t max_ready_count(const std::string& topic, const std::string& channel) const;
+  // The RDY counts the clients subscribed to the channel have set now, summed.
+  std::int64_t ready_count(const std::string& topic, const std::string& channel) const;
   std::size_t deferred(const std::string& topic, const std::string& channel) const;
   std::size_t subscriber_count(const std::string& topic, const std::string& channel) const;
   // Timeouts that sent an in-flight message back to its channel, and REQs, per channel.
