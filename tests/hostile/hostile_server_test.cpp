@@ -346,7 +346,10 @@ TEST_CASE("quickio: a callback reply nested 100,000 deep is refused without a cr
   Reports reports;
   auto client = connect("quickio://" + server.address() + "?reconnect_initial=10ms", reports.options());
   auto reply = client.request_sync("room", "hi", 10s);
-  CHECK(reply.ec);
+  // The reply was refused with the connection it came on; the request fails for want of it.
+  INFO(reply.status().message());
+  CHECK((reply.ec == errc::disconnected || reply.ec == errc::protocol_error ||
+         reply.ec == errc::connect_failed));
   INFO(reports.dump().substr(0, 3000));
   CHECK(reports.wait_text("nested at most 64 deep"));
   CHECK(server.wait_connections(2));  // and it came back

@@ -1079,7 +1079,7 @@ TEST_CASE("nsqd: stop drops every client and keeps the messages; resume listens 
   asio::ip::tcp::socket refused(io);
   std::error_code ec;
   refused.connect({asio::ip::make_address_v4("127.0.0.1"), port}, ec);
-  CHECK(ec);
+  CHECK(ec.value() == ECONNREFUSED);
 
   nsqd->resume();
   CHECK(nsqd->running());

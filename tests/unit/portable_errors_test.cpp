@@ -58,6 +58,10 @@ TEST_CASE("socket errors from the OS and Asio map onto portable conditions", "[e
   CHECK(std::make_error_code(std::errc::connection_reset) == errc::disconnected);
   CHECK(std::make_error_code(std::errc::broken_pipe) == errc::disconnected);
   CHECK(std::make_error_code(std::errc::timed_out) == errc::timeout);
+  // Asio reports errno values in a category of its own ("asio.system").
+  CHECK(make_error_code(asio::error::connection_refused) == errc::connect_failed);
+  CHECK(make_error_code(asio::error::connection_reset) == errc::disconnected);
+  CHECK(make_error_code(asio::error::timed_out) == errc::timeout);
   CHECK(make_error_code(asio::error::eof) == errc::disconnected);
   CHECK(make_error_code(asio::error::host_not_found) == errc::connect_failed);
   CHECK(make_error_code(asio::ssl::error::stream_truncated) == errc::disconnected);

@@ -125,6 +125,7 @@ inline errc portable_condition(const std::error_code& ec) noexcept {
     return detail::system_condition(ec.value());
   // Asio's own categories, by name (no Asio include here).
   const std::string_view name = category.name();
+  if (name == "asio.system") return detail::system_condition(ec.value());  // errno, Asio's own
   if (name == "asio.misc") return ec.value() == 2 ? errc::disconnected : errc::success;  // eof
   if (name == "asio.netdb" || name == "asio.addrinfo") return errc::connect_failed;  // no such host
   if (name == "asio.ssl.stream") return errc::disconnected;  // truncated by the peer
