@@ -32,7 +32,8 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
 }
 
 void ClientCore::start(const SchemeInfo& scheme) {
-  ops_ = std::make_shared<OperationTracker>(shared_->strand, &shared_->connectivity);
+  ops_ = std::make_shared<OperationTracker>(
+      shared_->strand, std::shared_ptr<const Connectivity>(shared_, &shared_->connectivity));
   AdapterContext context(shared_->strand, url_, options_, shared_);
   adapter_ = scheme.factory(context);
   shared_->caps = adapter_->capabilities();

@@ -29,8 +29,9 @@ struct Operation {
 
 class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
  public:
-  OperationTracker(const Strand& strand, const Connectivity* connectivity)
-      : timer_(strand), connectivity_(connectivity) {}
+  // connectivity may be null (no causes from connections, no early failure).
+  OperationTracker(const Strand& strand, std::shared_ptr<const Connectivity> connectivity)
+      : timer_(strand), connectivity_(std::move(connectivity)) {}
 
   // Strand only.
   // issued: when the caller asked (the deadline was computed from it); default: now.
@@ -38,7 +39,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
                    Clock::time_point issued = Clock::time_point::min());
   void fail_all(std::error_code ec, const std::string& detail);
   std::size_t live() const { return live_; }
-  const Connectivity* connectivity() const { return connectivity_; }
+  const Connectivity* connectivity() const { return connectivity_.get(); }
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
 
   void completed();  // an Operation finished (called by OpCompletion)
@@ -49,7 +50,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   void prune();
 
   asio::steady_timer timer_;
-  const Connectivity* connectivity_;
+  std::shared_ptr<const Connectivity> connectivity_;  // shares the client's state: outlives it
   Clock::time_point armed_for_ = Clock::time_point::max();
   std::vector<std::shared_ptr<Operation>> heap_;
   std::size_t live_ = 0;
