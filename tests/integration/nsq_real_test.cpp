@@ -130,7 +130,11 @@ TEST_CASE("TLS negotiated in IDENTIFY verifies nsqd against a test CA", "[nsq][r
                           options);
     PublishOptions short_deadline;
     short_deadline.timeout = std::chrono::milliseconds(2000);
-    CHECK(client.publish_sync("tls-topic", "x", short_deadline) == errc::timeout);
+    // It fails for the reason the connection did, and says so.
+    const Status refused = client.publish_sync("tls-topic", "x", short_deadline);
+    INFO(refused.message());
+    CHECK(refused == errc::tls_error);
+    CHECK_THAT(refused.cause(), Catch::Contains(nsqd.nsqd_tcp()));
     REQUIRE(failed.wait_for(1));
     CHECK(seen == errc::tls_error);
   }
@@ -138,7 +142,10 @@ TEST_CASE("TLS negotiated in IDENTIFY verifies nsqd against a test CA", "[nsq][r
     auto client = connect("nsq://" + nsqd.nsqd_tcp() + "?" + kFast);
     PublishOptions short_deadline;
     short_deadline.timeout = std::chrono::milliseconds(1000);
-    CHECK(client.publish_sync("tls-topic", "x", short_deadline));
+    const Status refused = client.publish_sync("tls-topic", "x", short_deadline);
+    INFO(refused.message());
+    CHECK(refused);
+    CHECK_FALSE(refused.cause().empty());
   }
 }
 
