@@ -116,7 +116,9 @@ AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
 void AdapterContext::state(ConnectionState state, const std::string& endpoint,
                            std::error_code reason, const std::string& detail,
                            std::chrono::milliseconds retry_in) const {
-  shared_->connectivity.on_state(state, endpoint, reason, detail);
+  shared_->connectivity.on_state(state, endpoint, reason, detail, retry_in);
+  if (state == ConnectionState::reconnecting && shared_->on_retry_scheduled)
+    shared_->on_retry_scheduled();
   if (shared_->on_state) {
     try {
       shared_->on_state(StateEvent{state, endpoint, reason, detail, retry_in});

@@ -34,6 +34,14 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
 void ClientCore::start(const SchemeInfo& scheme) {
   ops_ = std::make_shared<OperationTracker>(
       shared_->strand, std::shared_ptr<const Connectivity>(shared_, &shared_->connectivity));
+  // Set before the adapter exists (its io thread may report at once). Posted: the adapter is
+  // in the middle of its own handler when it reports the retry.
+  shared_->on_retry_scheduled = [weak = std::weak_ptr<OperationTracker>(ops_),
+                                 strand = shared_->strand] {
+    asio::post(strand, [weak] {
+      if (auto ops = weak.lock()) ops->recheck_connectivity();
+    });
+  };
   AdapterContext context(shared_->strand, url_, options_, shared_);
   adapter_ = scheme.factory(context);
   shared_->caps = adapter_->capabilities();

@@ -39,6 +39,8 @@ class ClientShared {
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;
   Connectivity connectivity;
+  // A reconnect was scheduled: operations that no attempt left can serve in time may fail now.
+  std::function<void()> on_retry_scheduled;
 
   void emit_error(std::error_code ec, const std::string& message) const;
   void log(LogLevel level, std::string_view text) const;

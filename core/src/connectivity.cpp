@@ -25,11 +25,13 @@ std::string millis(Clock::duration d) {
 }  // namespace
 
 void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
-                            std::error_code reason, const std::string& detail) {
+                            std::error_code reason, const std::string& detail,
+                            std::chrono::milliseconds retry_in) {
   std::lock_guard<std::mutex> lock(mutex_);
   switch (state) {
     case ConnectionState::connecting:
       attempting_.insert(endpoint);
+      next_attempt_ = Clock::time_point::max();
       break;
     case ConnectionState::connected:
       attempting_.erase(endpoint);
@@ -48,6 +50,8 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
       if (was_up || was_attempting) last_failure_connecting_ = !was_up;
       last_failure_ = Status(reason, std::move(cause));
       last_failure_at_ = Clock::now();
+      if (state == ConnectionState::reconnecting && retry_in.count() > 0)
+        next_attempt_ = last_failure_at_ + retry_in;
       break;
     }
     case ConnectionState::closed:
@@ -60,7 +64,18 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
 Clock::time_point Connectivity::first_look(Clock::time_point now, Clock::time_point deadline) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (ever_connected_) return deadline;
-  return std::min(deadline, now + connect_timeout_);
+  const Clock::time_point by = std::min(deadline, now + connect_timeout_);
+  if (last_failure_ && up_.empty() && next_attempt_ != Clock::time_point::max() &&
+      next_attempt_ >= by)
+    return now;
+  return by;
+}
+
+bool Connectivity::attempts_exhausted(Clock::time_point started, Clock::time_point deadline) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ever_connected_ || !up_.empty() || !last_failure_ || next_attempt_ == Clock::time_point::max())
+    return false;
+  return next_attempt_ >= std::min(deadline, started + connect_timeout_);
 }
 
 Status Connectivity::verdict(const std::string& what, Clock::time_point started,

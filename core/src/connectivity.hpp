@@ -20,11 +20,17 @@ class Connectivity {
   void set_connect_timeout(std::chrono::milliseconds timeout) { connect_timeout_ = timeout; }
 
   void on_state(ConnectionState state, const std::string& endpoint, std::error_code reason,
-                const std::string& detail);
+                const std::string& detail,
+                std::chrono::milliseconds retry_in = std::chrono::milliseconds(0));
 
   // When the tracker first looks at an operation issued now: after connect_timeout while the
-  // client has never connected, else at its deadline.
+  // client has never connected, else at its deadline. At once when the client never connected,
+  // an attempt failed, and the next one is due only after connect_timeout: no attempt left can
+  // connect in time.
   Clock::time_point first_look(Clock::time_point now, Clock::time_point deadline) const;
+  // For an operation pending since `started` of a client that never connected: the next attempt
+  // comes too late for it (after started + connect_timeout, or after its deadline).
+  bool attempts_exhausted(Clock::time_point started, Clock::time_point deadline) const;
 
   // What an operation (named by `what`) due at `now` completes with. An empty Status before
   // the deadline means: keep waiting until the deadline.
@@ -44,6 +50,7 @@ class Connectivity {
   Status last_failure_;  // the last connection that failed or ended, with its cause
   bool last_failure_connecting_ = false;  // it failed before it was up
   Clock::time_point last_failure_at_{};
+  Clock::time_point next_attempt_ = Clock::time_point::max();  // after a failure, the retry
 };
 
 }  // namespace polybus::detail

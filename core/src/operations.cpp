@@ -112,6 +112,20 @@ void OperationTracker::on_timer() {
   if (!heap_.empty()) arm();
 }
 
+void OperationTracker::recheck_connectivity() {
+  if (!connectivity_) return;
+  bool moved = false;
+  const auto now = Clock::now();
+  for (auto& op : heap_)
+    if (!op->done && op->due > now && connectivity_->attempts_exhausted(op->started, op->deadline)) {
+      op->due = now;
+      moved = true;
+    }
+  if (!moved) return;
+  std::make_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  arm();
+}
+
 void OperationTracker::fail_all(std::error_code ec, const std::string& detail) {
   auto pending = std::move(heap_);
   heap_.clear();

@@ -43,6 +43,9 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
 
   void completed();  // an Operation finished (called by OpCompletion)
+  // The connection state changed: operations that no connection attempt can serve in time are
+  // looked at now.
+  void recheck_connectivity();
 
  private:
   void arm();

@@ -215,3 +215,21 @@ TEST_CASE("nsq+lookupd: producers appear and disappear through the in-process ns
   REQUIRE(via_lookupd.publish_sync("found", "through-lookupd") == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.count("through-lookupd") > 0; }));
 }
+
+TEST_CASE("nsq: a refused first connection whose retry comes after connect_timeout fails at once",
+          "[nsq]") {
+  // A port nobody listens on: the first attempt is refused and NSQ's reconnect policy waits
+  // 8 s, past the 5 s connect_timeout, so no attempt left can connect in time.
+  asio::io_context io;
+  tcp::acceptor closed_port(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = closed_port.local_endpoint().port();
+  closed_port.close();
+  auto client = connect("nsq://127.0.0.1:" + std::to_string(port));
+  const auto start = std::chrono::steady_clock::now();
+  const Status failed = client.publish_sync("t", "x", PublishOptions{std::chrono::seconds(20), {}});
+  INFO(failed.message());
+  CHECK(failed == errc::connect_failed);
+  CHECK_THAT(failed.cause(), Catch::Contains("127.0.0.1:" + std::to_string(port)) &&
+                                 Catch::Contains("connection refused"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not connect_timeout
+}
