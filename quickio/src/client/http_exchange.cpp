@@ -38,6 +38,22 @@ HttpResponseReader::HttpResponseReader(std::size_t max_size)
     : parser_(std::make_unique<Parser>()), max_size_(max_size) {}
 HttpResponseReader::~HttpResponseReader() = default;
 
+int http_status_of(std::string_view status_line) {
+  const std::size_t space = status_line.find(' ');
+  if (space == std::string_view::npos || status_line.size() < space + 4) return -1;
+  int status = 0;
+  for (std::size_t i = space + 1; i < space + 4; ++i) {
+    if (status_line[i] < '0' || status_line[i] > '9') return -1;
+    status = status * 10 + (status_line[i] - '0');
+  }
+  // Exactly three digits: "1010" would reach websocketpp whole.
+  if (status_line.size() > space + 4 && status_line[space + 4] != ' ' &&
+      status_line[space + 4] != '\r' && status_line[space + 4] != '\n')
+    return -1;
+  // 511 is the last status websocketpp's enum holds; 512-599 are unassigned in HTTP anyway.
+  return status >= 100 && status <= 511 ? status : -1;
+}
+
 std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& why) {
   if (complete_) return {};
   fed_ += bytes.size();
@@ -59,6 +75,10 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
       why = "HTTP status line over 8 KiB";
       return make_error_code(polybus::errc::protocol_error);
     }
+    if (!status_line_.empty() && status_line_.back() == '\n' && http_status_of(status_line_) < 0) {
+      why = "HTTP status line without a status from 100 to 511: " + status_line_.substr(0, 64);
+      return make_error_code(polybus::errc::protocol_error);
+    }
   }
   try {
     bool had_headers = r.headers_ready();
@@ -69,8 +89,8 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
       status_ = 0;
       for (std::size_t i = space + 1; space != std::string::npos && i < space + 4 && i < status_line_.size(); ++i)
         status_ = status_line_[i] >= '0' && status_line_[i] <= '9' ? status_ * 10 + (status_line_[i] - '0') : -1000;
-      if (status_ < 100 || status_ > 599) {
-        why = "HTTP status line without a status from 100 to 599: " + status_line_.substr(0, 64);
+      if (status_ < 100 || status_ > 511) {
+        why = "HTTP status line without a status from 100 to 511: " + status_line_.substr(0, 64);
         return make_error_code(polybus::errc::protocol_error);
       }
       const std::string& length = r.get_header("Content-Length");

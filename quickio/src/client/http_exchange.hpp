@@ -45,6 +45,11 @@ class HttpResponseReader {
   std::string body_;
 };
 
+// The status of an HTTP status line ("HTTP/1.1 200 OK\r\n"): three digits after the first space,
+// 100 to 511; -1 for anything else. Checked before websocketpp's parser sees the line: it keeps
+// the status in an enum of 0-511, and another number is undefined behaviour in it.
+int http_status_of(std::string_view status_line);
+
 // The server's address in the answer to /qio/hostname: "host", "host:port" or a URL.
 struct HostAnswer {
   std::string host;

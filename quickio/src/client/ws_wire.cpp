@@ -6,6 +6,7 @@
 
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "http_exchange.hpp"
 #include "websocketpp_statics.hpp"
 
 namespace polybus::quickio::detail {
@@ -30,6 +31,7 @@ struct WsWire::State {
   std::uint64_t frames = 0;
   bool partial = false;
   bool too_big = false;  // websocketpp refused a message over max_frame_size
+  std::string status_line;  // the upgrade answer's first line, checked before websocketpp sees it
 
   State(WireHandler& h, std::string u, std::size_t max)
       : handler(h), uri(std::move(u)), max_frame_size(max) {}
@@ -123,6 +125,17 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_
   if (!s.connection || !s.failure.empty()) {
     why = s.failure;
     return make_error_code(client_errc::handshake_refused);
+  }
+  if (!bytes.empty() && (s.status_line.empty() || s.status_line.back() != '\n')) {
+    const std::size_t newline = bytes.find('\n');
+    s.status_line.append(bytes.substr(0, newline == std::string_view::npos ? bytes.size() : newline + 1));
+    const bool complete = s.status_line.back() == '\n';
+    if ((complete && http_status_of(s.status_line) < 0) || (!complete && s.status_line.size() > 8 * 1024)) {
+      s.failure = "the WebSocket upgrade answer has no HTTP status from 100 to 511: " +
+                  s.status_line.substr(0, 64);
+      why = s.failure;
+      return make_error_code(client_errc::handshake_refused);
+    }
   }
   const std::uint64_t frames_before = s.frames;
   std::size_t used = s.connection->read_all(bytes.data(), bytes.size());

@@ -4,7 +4,9 @@
 #include "http_exchange.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/quickio/client_errc.hpp"
 #include "raw_wire.hpp"
+#include "ws_wire.hpp"
 
 namespace {
 
@@ -119,4 +121,35 @@ TEST_CASE("http reader: a status outside 100-599 is a protocol error", "[quickio
   std::string why;
   CHECK_FALSE(ok.feed("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", why));
   CHECK(ok.status() == 204);
+}
+
+TEST_CASE("http reader and WebSocket wire: a status outside 100-599 is refused before websocketpp "
+          "parses it, however the line is split", "[quickio][http][ws]") {
+  // websocketpp keeps the status in an enum of 0-511: 2200 would be undefined behaviour in it
+  // (fuzz finding 3). Split so that a later read completes the line.
+  const std::string first = "HTTP/1.1 22", rest = "00 X\r\nContent-Length: 0\r\n\r\n";
+  detail::HttpResponseReader reader(1024);
+  std::string why;
+  CHECK_FALSE(reader.feed(first, why));
+  CHECK(reader.feed(rest, why) == make_error_code(polybus::errc::protocol_error));
+  CHECK_THAT(why, Catch::Contains("HTTP/1.1 2200"));
+
+  struct NoEvents : detail::WireHandler {
+    void on_wire_open() override {}
+    void on_wire_event(std::string_view, const std::shared_ptr<const void>&) override {}
+  } handler;
+  detail::WsWire wire("127.0.0.1:1", "/", 1024, handler);
+  wire.start();
+  wire.output().clear();
+  std::string ws_why;
+  const auto owner = std::make_shared<std::string>();
+  CHECK_FALSE(wire.receive(owner, first, ws_why));
+  CHECK(wire.receive(owner, rest, ws_why) == make_error_code(polybus::quickio::client_errc::handshake_refused));
+  CHECK_THAT(ws_why, Catch::Contains("HTTP/1.1 2200"));
+  CHECK(detail::http_status_of("HTTP/1.1 101 Switching Protocols\r\n") == 101);
+  CHECK(detail::http_status_of("HTTP/1.1 1010 X\r\n") == -1);  // websocketpp would read 1010
+  CHECK(detail::http_status_of("HTTP/1.1 200\r\n") == 200);
+  CHECK(detail::http_status_of("HTTP/1.1 600 X\r\n") == -1);
+  CHECK(detail::http_status_of("HTTP/1.1 577 X\r\n") == -1);  // past websocketpp's enum
+  CHECK(detail::http_status_of("HTTP/1.1 511 X\r\n") == 511);
 }
