@@ -69,22 +69,6 @@ CONTRACT_CASE(work_after_close_fails_with_closed_naming_the_operation) {
   CHECK_THAT(ping.cause(), Catch::Contains("ping"));
 }
 
-CONTRACT_CASE(a_request_past_its_deadline_fails_with_timeout_naming_it) {
-  CONTRACT_REQUIRES(env.caps.request_reply);
-  auto server = env.connect();
-  auto client = env.connect();
-  auto topic = unique_name("late");
-  auto sub = server.serve(topic, [](Message& m) {
-    m.take_manual_control();  // never replies
-    return std::string();
-  });
-  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
-  const Status s = client.request_sync(topic, "q", 300ms).status();
-  INFO(s.message());
-  CHECK(s == errc::timeout);
-  CHECK_THAT(s.cause(), Catch::Contains("request to " + topic) && Catch::Contains("300ms"));
-}
-
 CONTRACT_CASE(a_request_nobody_serves_fails_with_no_responder_or_at_its_deadline) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto client = env.connect();

@@ -152,8 +152,11 @@ CONTRACT_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   auto start = std::chrono::steady_clock::now();
   auto reply = client.request_sync(topic, "q", 300ms);
+  INFO(reply.status().message());
   CHECK(reply.ec == errc::timeout);
   CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+  // The cause names the operation and the timeout it was given.
+  CHECK_THAT(reply.detail, Catch::Contains("request to " + topic) && Catch::Contains("300ms"));
 }
 
 CONTRACT_CASE(a_publish_while_the_broker_is_down_fails_at_its_deadline_naming_the_cause) {

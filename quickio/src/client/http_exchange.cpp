@@ -84,12 +84,8 @@ std::error_code HttpResponseReader::feed(std::string_view bytes, std::string& wh
     bool had_headers = r.headers_ready();
     std::size_t used = r.consume(bytes.data(), bytes.size());
     if (!had_headers && r.headers_ready()) {
-      // "HTTP/1.1 200 OK": three digits after the first space, 100 to 599.
-      const std::size_t space = status_line_.find(' ');
-      status_ = 0;
-      for (std::size_t i = space + 1; space != std::string::npos && i < space + 4 && i < status_line_.size(); ++i)
-        status_ = status_line_[i] >= '0' && status_line_[i] <= '9' ? status_ * 10 + (status_line_[i] - '0') : -1000;
-      if (status_ < 100 || status_ > 511) {
+      status_ = http_status_of(status_line_);
+      if (status_ < 0) {
         why = "HTTP status line without a status from 100 to 511: " + status_line_.substr(0, 64);
         return make_error_code(polybus::errc::protocol_error);
       }
