@@ -2,7 +2,7 @@
 # pkg-config file.
 include(CMakePackageConfigHelpers)
 
-set(POLYBUS_INSTALL_TARGETS polybus_core polybus_all)
+set(POLYBUS_INSTALL_TARGETS polybus_text polybus_core polybus_all)
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter})
   # An adapter's sans-IO codec library, when it has one, is part of its link interface.
@@ -31,7 +31,7 @@ install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
               ${PROJECT_BINARY_DIR}/polybusConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
 
-set(POLYBUS_PC_LIBS "-lpolybus_core")
+set(POLYBUS_PC_LIBS "-lpolybus_core -lpolybus_text")
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   if(TARGET polybus_${adapter}_codec)
     set(POLYBUS_PC_LIBS "-lpolybus_${adapter}_codec ${POLYBUS_PC_LIBS}")

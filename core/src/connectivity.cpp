@@ -24,6 +24,10 @@ std::string millis(Clock::duration d) {
 }
 }  // namespace
 
+std::string not_completed_within(const std::string& what, Clock::duration allowed) {
+  return what + " not completed within " + millis(allowed);
+}
+
 void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
                             std::error_code reason, const std::string& detail,
                             std::chrono::milliseconds retry_in) {
@@ -89,7 +93,7 @@ Status Connectivity::verdict(const std::string& what, Clock::time_point started,
                   what + ": no connection within connect_timeout=" + millis(connect_timeout_) +
                       ": " + last_failure_.cause());
   }
-  const std::string late = what + " not completed within " + millis(deadline - started);
+  const std::string late = not_completed_within(what, deadline - started);
   if (!up_.empty()) return Status(errc::timeout, late);
   if (failed_since || (!ever_connected_ && last_failure_))
     return Status(failure_code(last_failure_, last_failure_connecting_),

@@ -15,6 +15,9 @@
 
 namespace polybus::detail {
 
+// "<what> not completed within <N>ms": the words of every operation that ran out of time.
+std::string not_completed_within(const std::string& what, Clock::duration allowed);
+
 class Connectivity {
  public:
   void set_connect_timeout(std::chrono::milliseconds timeout) { connect_timeout_ = timeout; }

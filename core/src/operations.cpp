@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "connectivity.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus {
@@ -19,9 +20,16 @@ void OpCompletion::operator()(std::error_code ec, std::string reply, std::string
   if (!op_ || op_->done) return;
   op_->done = true;
   auto tracker = op_->tracker.lock();
-  if (ec && detail.empty())
+  if (ec && detail.empty()) {
     detail = tracker && tracker->connectivity() ? tracker->connectivity()->explain(op_->what)
                                                 : op_->what;
+  } else if (ec && detail.compare(0, op_->what.size(), op_->what) != 0) {
+    // The adapter's words say what went wrong; these say which operation, the same way for
+    // every scheme whether the adapter's deadline or the core's came first.
+    const bool timed = ec == errc::timeout && op_->deadline != Clock::time_point::max();
+    detail = (timed ? detail::not_completed_within(op_->what, op_->deadline - op_->started) : op_->what) +
+             ": " + detail;
+  }
   auto fn = std::move(op_->fn);
   op_->fn = nullptr;
   if (fn) fn(ec, std::move(reply), std::move(detail));

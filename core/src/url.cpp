@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus {
@@ -11,29 +12,10 @@ namespace {
   throw Error(errc::invalid_url, "invalid URL '" + std::string(text) + "': " + why);
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 std::string percent_decode(std::string_view url, std::string_view in) {
   std::string out;
-  out.reserve(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '%') {
-      if (i + 2 >= in.size()) bad(url, "truncated %-escape");
-      int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-      if (hi < 0 || lo < 0) bad(url, "bad %-escape");
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (in[i] == '+') {
-      out.push_back(' ');
-    } else {
-      out.push_back(in[i]);
-    }
-  }
+  const text::PercentError error = text::percent_decode(in, out, true);
+  if (error != text::PercentError::none) bad(url, text::describe(error));
   return out;
 }
 

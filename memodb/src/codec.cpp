@@ -1,5 +1,6 @@
 #include "polybus/memodb/codec.hpp"
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 
 #include <cbor/callbacks.h>
@@ -67,36 +68,6 @@ void prologue(std::string& out, std::size_t fields, MessageType type, std::strin
 
 std::error_code check_id(std::string_view id) {
   return id.size() > kMaxIdLength ? make_error_code(errc::field_too_long) : std::error_code{};
-}
-
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t extra = 0;
-    std::uint32_t code = 0, min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      extra = 1, code = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2, code = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3, code = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= extra) return false;
-    for (std::size_t k = 1; k <= extra; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      code = (code << 6) | (cc & 0x3f);
-    }
-    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
-    i += extra + 1;
-  }
-  return true;
 }
 
 // ---- decoding: one token per cbor_stream_decode call ----
@@ -257,7 +228,7 @@ const char* to_string(MessageType type) noexcept {
 
 std::error_code validate_service(std::string_view name) {
   if (name.size() > kMaxServiceLength) return make_error_code(errc::field_too_long);
-  if (name.empty() || !valid_utf8(name)) return make_error_code(errc::invalid_service);
+  if (name.empty() || !text::is_valid_utf8(name)) return make_error_code(errc::invalid_service);
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -11,18 +12,8 @@ namespace {
 
 std::error_code malformed() { return make_error_code(polybus::errc::protocol_error); }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
-    text.remove_suffix(1);
-  return text;
-}
+using text::ascii_lower;
+using text::trim_http_space;
 
 }  // namespace
 
@@ -60,14 +51,14 @@ std::error_code HttpResponseParser::parse() {
       rest = eol == std::string_view::npos ? "" : rest.substr(eol + 2);
       auto colon = line.find(':');
       if (colon == std::string_view::npos) return malformed();
-      std::string name = lower(trim(line.substr(0, colon)));
-      std::string_view value = trim(line.substr(colon + 1));
+      std::string name = ascii_lower(trim_http_space(line.substr(0, colon)));
+      std::string_view value = trim_http_space(line.substr(colon + 1));
       if (name == "content-length") {
         if (std::from_chars(value.data(), value.data() + value.size(), length_).ec != std::errc() ||
             length_ > max_size_)
           return malformed();
         has_length_ = true;
-      } else if (name == "transfer-encoding" && lower(value).find("chunked") != std::string::npos) {
+      } else if (name == "transfer-encoding" && ascii_lower(value).find("chunked") != std::string::npos) {
         chunked_ = true;
       }
     }

@@ -9,6 +9,7 @@
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/codec.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace {
@@ -126,7 +127,7 @@ void memodb_decode_result(benchmark::State& state) {
 BENCHMARK(memodb_decode_result);
 
 std::string quickio_raw_stream() {
-  const std::string json = polybus::quickio::json_quote(payload());
+  const std::string json = polybus::text::json_quote(payload());
   std::string stream;
   for (int i = 0; i < kMessagesPerStream; ++i)
     polybus::quickio::append_raw_frame(stream,
@@ -150,7 +151,7 @@ void quickio_decode_events(benchmark::State& state) {
 BENCHMARK(quickio_decode_events);
 
 void quickio_encode_event(benchmark::State& state) {
-  const std::string json = polybus::quickio::json_quote(payload());
+  const std::string json = polybus::text::json_quote(payload());
   std::string out;
   for (auto _ : state) {
     out.clear();

@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "polybus/adapter/text.hpp"
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #include <sanitizer/asan_interface.h>
@@ -154,36 +156,8 @@ inline bool known_findings() {
   return on;
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-inline bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t extra = 0;
-    std::uint32_t code = 0, min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      extra = 1, code = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2, code = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3, code = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= extra) return false;
-    for (std::size_t k = 1; k <= extra; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      code = (code << 6) | (cc & 0x3f);
-    }
-    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
-    i += extra + 1;
-  }
-  return true;
-}
+// Strict UTF-8 (the library's own check; tests/unit/text_test.cpp pins it down case by case).
+inline bool valid_utf8(std::string_view s) { return polybus::text::is_valid_utf8(s); }
 
 // Known finding 1 (README.md): RapidJSON 1.1.0 turns a lone low-surrogate escape ("\udc00" to
 // "\udfff") into the 3-byte UTF-8 form of the surrogate (ED B0-BF xx), which is not UTF-8.

@@ -3,10 +3,13 @@
 // of valid UTF-8 quotes to valid JSON that unquotes to itself (and only valid UTF-8 does); an
 // accepted callback body is made again by make_callback_body and parses to the same fields.
 #include "fuzz_util.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "rapidjson_known.hpp"
 
 using namespace polybus::quickio;
+using polybus::text::is_valid_utf8;
+using polybus::text::json_quote;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::unique_ptr<char[]> copy(new char[size ? size : 1]);

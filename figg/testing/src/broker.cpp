@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "polybus/adapter/io_thread.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/figg_testing.hpp"
 #include "polybus/testing.hpp"
@@ -35,24 +36,17 @@ class Session;
 
 class BrokerImpl {
  public:
-  explicit BrokerImpl(BrokerOptions options)
-      : options_(options), acceptor_(io_), work_(asio::make_work_guard(io_)) {
-    listen(0);
-    thread_ = std::thread([this] { io_.run(); });
+  explicit BrokerImpl(BrokerOptions options) : options_(options), acceptor_(io_.context()) {
+    io_.run([this] { listen(0); });
   }
   ~BrokerImpl() {
-    run([this] { close_all(); });
-    work_.reset();
-    io_.stop();
-    thread_.join();
+    io_.run([this] { close_all(); });
+    io_.stop_and_join();
   }
 
   template <typename Fn>
   auto run(Fn fn) -> decltype(fn()) {
-    std::packaged_task<decltype(fn())()> task(fn);
-    auto future = task.get_future();
-    asio::post(io_, [&task] { task(); });
-    return future.get();
+    return io_.run(std::move(fn));
   }
 
   void listen(std::uint16_t port) {
@@ -73,10 +67,8 @@ class BrokerImpl {
   void forget(Session* session) { sessions_.erase(session); }
 
   BrokerOptions options_;
-  asio::io_context io_;
+  IoThread io_;  // before everything that uses its io_context: destroyed after them
   tcp::acceptor acceptor_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
   std::uint16_t port_ = 0;
   std::map<std::string, Topic> topics_;
   std::set<Session*> sessions_;

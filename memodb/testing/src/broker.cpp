@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "nng_util.hpp"
+#include "polybus/adapter/io_thread.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb_testing.hpp"
 #include "polybus/testing.hpp"
@@ -38,30 +39,22 @@ std::string worker_id(std::uint32_t n) {
 
 class BrokerImpl {
  public:
-  explicit BrokerImpl(BrokerOptions options)
-      : options_(std::move(options)), work_(asio::make_work_guard(io_)) {
+  explicit BrokerImpl(BrokerOptions options) : options_(std::move(options)) {
     url_ = options_.url.empty() ? "tcp://127.0.0.1:0" : options_.url;
-    thread_ = std::thread([this] { io_.run(); });
     auto ok = run([this] { return listen(); });
     if (!ok.empty()) {
-      shutdown_thread();
+      io_.stop_and_join();
       throw std::runtime_error("memodb test broker: " + ok);
     }
   }
   ~BrokerImpl() {
-    run([this] {
-      close_all();
-      return 0;
-    });
-    shutdown_thread();
+    run([this] { close_all(); });
+    io_.stop_and_join();
   }
 
   template <typename Fn>
   auto run(Fn fn) -> decltype(fn()) {
-    std::packaged_task<decltype(fn())()> task(fn);
-    auto future = task.get_future();
-    asio::post(io_, [&task] { task(); });
-    return future.get();
+    return io_.run(std::move(fn));
   }
 
   // ---- control (io thread) ----
@@ -132,7 +125,7 @@ class BrokerImpl {
     std::lock_guard<std::mutex> gate_lock(gate->mutex);
     if (!gate->open) return;
     BrokerImpl* broker = gate->broker;
-    asio::post(broker->io_, [broker, socket, event] {
+    asio::post(broker->io_.context(), [broker, socket, event] {
       if (!broker->running_ || socket != broker->socket_.id) return;  // an old socket's pipe
       {
         std::lock_guard<std::mutex> lock(broker->stats_mutex_);
@@ -152,16 +145,11 @@ class BrokerImpl {
     std::lock_guard<std::mutex> lock(c->gate->mutex);
     if (!c->gate->open) return;
     BrokerImpl* broker = c->gate->broker;
-    asio::post(broker->io_, [broker, key = c->key, rv, msg = std::move(msg)]() mutable {
+    asio::post(broker->io_.context(), [broker, key = c->key, rv, msg = std::move(msg)]() mutable {
       broker->completed(key, rv, std::move(msg));
     });
   }
 
-  void shutdown_thread() {
-    work_.reset();
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
 
   void completed(std::uint64_t key, int rv, MsgPtr msg);
   void add_receiver();
@@ -180,9 +168,7 @@ class BrokerImpl {
   void publish_stats();
 
   BrokerOptions options_;
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
+  IoThread io_;  // before everything that uses its io_context: destroyed after them
 
   // io thread only:
   nng_socket socket_ = NNG_SOCKET_INITIALIZER;
@@ -362,7 +348,7 @@ void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
       w.id = id;
       w.services.assign(header.services.begin(), header.services.end());
       w.held = c.key;
-      w.timer = std::make_unique<asio::steady_timer>(io_);
+      w.timer = std::make_unique<asio::steady_timer>(io_.context());
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++stats_.registrations;
@@ -388,7 +374,7 @@ void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
         if (!best || w.since < best->since) best = &w;
       }
       if (best) return dispatch(*best, jobs_.find(seq));
-      job.timer = std::make_unique<asio::steady_timer>(io_, options_.queue_timeout);
+      job.timer = std::make_unique<asio::steady_timer>(io_.context(), options_.queue_timeout);
       job.timer->async_wait([this, seq](std::error_code ec) {
         if (ec) return;
         auto it = jobs_.find(seq);

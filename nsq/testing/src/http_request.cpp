@@ -4,49 +4,17 @@
 #include <cctype>
 #include <charconv>
 
+#include "polybus/adapter/text.hpp"
+
 namespace polybus::nsq::testing::detail {
 namespace {
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using polybus::text::ascii_lower;
+using polybus::text::trim_http_space;
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
+// As Go's url.QueryUnescape: %XX and '+' as a space.
 bool unescape(std::string_view text, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '+') {
-      out += ' ';
-    } else if (c == '%') {
-      if (i + 2 >= text.size()) return false;
-      const int high = hex_value(text[i + 1]);
-      const int low = hex_value(text[i + 2]);
-      if (high < 0 || low < 0) return false;
-      out += static_cast<char>(high * 16 + low);
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return true;
+  return polybus::text::percent_decode(text, out, true) == polybus::text::PercentError::none;
 }
 
 }  // namespace
@@ -135,8 +103,8 @@ HttpRequestReader::Status HttpRequestReader::parse_head() {
     if (line.empty()) break;
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) return Status::bad_request;
-    const std::string name = lower(trim(line.substr(0, colon)));
-    const std::string value = lower(trim(line.substr(colon + 1)));
+    const std::string name = ascii_lower(trim_http_space(line.substr(0, colon)));
+    const std::string value = ascii_lower(trim_http_space(line.substr(colon + 1)));
     if (name == "connection") {
       if (value == "close") request_.keep_alive = false;
       if (value == "keep-alive") request_.keep_alive = true;

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "http_request.hpp"
-#include "io_thread.hpp"
+#include "polybus/adapter/io_thread.hpp"
 #include "lookup_registry.hpp"
 #include "polybus/nsq_testing.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "broker.hpp"
 #include "client_connection.hpp"
-#include "io_thread.hpp"
+#include "polybus/adapter/io_thread.hpp"
 #include "lookup_registry.hpp"
 #include "polybus/nsq_testing.hpp"
 

@@ -6,6 +6,7 @@
 #include "engine.hpp"
 #include "options.hpp"
 #include "paused_sink.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -116,13 +117,13 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       json.assign(payload);
       return {};
     }
-    if (!is_valid_utf8(payload)) {
+    if (!text::is_valid_utf8(payload)) {
       why =
           "quickio: payload is not UTF-8 (payload=text sends it as a JSON string; use "
           "payload=json for JSON, or encode binary data yourself)";
       return make_error_code(polybus::errc::invalid_argument);
     }
-    json = json_quote(payload);
+    json = text::json_quote(payload);
     return {};
   }
 

@@ -3,6 +3,7 @@
 #include <asio/post.hpp>
 
 #include "http_link.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -184,7 +185,7 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   if (closed_) return;
   if (stats_) stats_->count_reconnect();
   state(ConnectionState::disconnected, ec, detail);
-  if (!moving_) session_.emit_local("/error", json_quote(detail));
+  if (!moving_) session_.emit_local("/error", text::json_quote(detail));
   if (closed_ || link_) return;  // a listener closed or reconnected
   std::weak_ptr<Engine> weak = shared_from_this();
   auto now = [weak] {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -239,11 +240,11 @@ void Session::subscribe(const std::string& path) {
   callbacks_.emplace(id, [this, path, epoch](int code, std::string_view, std::string_view err) {
     on_subscribe_answer(path, epoch, code, err);
   });
-  write(make_event("/qio/on", id, json_quote(path)));
+  write(make_event("/qio/on", id, text::json_quote(path)));
 }
 
 void Session::unsubscribe(const std::string& path) {
-  write(make_event("/qio/off", 0, json_quote(path)));
+  write(make_event("/qio/off", 0, text::json_quote(path)));
 }
 
 void Session::on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,

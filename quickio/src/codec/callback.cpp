@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "decimal.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {
@@ -142,7 +143,7 @@ std::string make_callback_body(int code, std::string_view data_json, std::string
   out.append(data_json.empty() ? std::string_view("null") : data_json);
   if (!err_msg.empty()) {
     out += ",\"err_msg\":";
-    out += json_quote(err_msg);
+    out += text::json_quote(err_msg);
   }
   out += '}';
   return out;

@@ -371,7 +371,7 @@ void Connection::write_bytes(const char* data, std::size_t size) {
   if (out_.size() > kMaxQueuedBytes) {
     // A client that does not read. Terminated later: the caller may be iterating over peers.
     overflowed_ = true;
-    asio::post(server_.io_, [self = shared_from_this()] { self->terminate(); });
+    asio::post(server_.io_.context(), [self = shared_from_this()] { self->terminate(); });
     return;
   }
   write();

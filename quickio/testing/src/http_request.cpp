@@ -2,21 +2,13 @@
 
 #include <algorithm>
 
+#include "polybus/adapter/text.hpp"
+
 namespace polybus::quickio::testing {
 namespace {
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
+using polybus::text::ascii_lower;
+using polybus::text::trim_http_space;
 
 bool parse_size(std::string_view digits, std::size_t& out) {
   if (digits.empty() || digits.size() > 15) return false;
@@ -39,7 +31,7 @@ const std::string* HttpRequest::header(std::string_view lower_name) const {
 
 bool HttpRequest::keep_alive() const {
   const std::string* connection = header("connection");
-  std::string value = connection ? lower(*connection) : std::string();
+  std::string value = connection ? ascii_lower(*connection) : std::string();
   if (value.find("close") != std::string::npos) return false;
   return http_1_1 || value.find("keep-alive") != std::string::npos;
 }
@@ -124,11 +116,11 @@ HttpRequestParser::Result HttpRequestParser::parse_head(std::size_t consumed) {
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 2);
     std::size_t colon = header.find(':');
     if (colon == std::string_view::npos || colon == 0) return {consumed, Status::error, 400};
-    request_.headers.emplace_back(lower(header.substr(0, colon)),
-                                  std::string(trim(header.substr(colon + 1))));
+    request_.headers.emplace_back(ascii_lower(header.substr(0, colon)),
+                                  std::string(trim_http_space(header.substr(colon + 1))));
   }
   if (const std::string* te = request_.header("transfer-encoding"))
-    request_.chunked = lower(*te).find("chunked") != std::string::npos;
+    request_.chunked = ascii_lower(*te).find("chunked") != std::string::npos;
   if (const std::string* length = request_.header("content-length")) {
     std::size_t size = 0;
     if (!parse_size(*length, size)) return {consumed, Status::error, 400};

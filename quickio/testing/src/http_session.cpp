@@ -12,7 +12,7 @@ void HttpSession::write_event(std::string_view text) {
   queue_.push_back('\n');
   if (queue_.size() > kMaxQueuedBytes) {
     // Ended later: the caller may be iterating over subscribers.
-    asio::post(server.io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+    asio::post(server.io_.context(), [this, alive = std::weak_ptr<bool>(alive_)] {
       if (!alive.expired()) server.end_session(*this);
     });
     return;
@@ -35,7 +35,7 @@ void HttpSession::schedule_flush() {
   // Events produced by one handler go out in one response.
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
-  asio::post(server.io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+  asio::post(server.io_.context(), [this, alive = std::weak_ptr<bool>(alive_)] {
     if (alive.expired()) return;
     flush_scheduled_ = false;
     if (held_ && !queue_.empty() && !server.silent_) complete_held();

@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 
 #include "http_session.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "server_impl.hpp"
 
@@ -80,7 +81,7 @@ void ServerImpl::handle_builtin(Peer& peer, std::string_view path, std::uint64_t
   }
   if (path == "/qio/ping" || path == "/qio/heartbeat")
     return answer(peer, callback_id, 200, "null");
-  if (path == "/qio/hostname") return answer(peer, callback_id, 200, json_quote(public_address()));
+  if (path == "/qio/hostname") return answer(peer, callback_id, 200, text::json_quote(public_address()));
   if (auto id = callback_path_id(path)) return server_callback_answered(peer, *id, json);
   answer(peer, callback_id, 404, "null", "unknown event");
 }
@@ -225,7 +226,7 @@ void ServerImpl::move_all(const std::string& address) {
     auto it = peers_.find(id);
     if (it == peers_.end()) continue;
     Peer& peer = *it->second;
-    send(peer, "/qio/move", 0, json_quote(address));
+    send(peer, "/qio/move", 0, text::json_quote(address));
     if (peer.kind == Peer::Kind::http) {
       static_cast<HttpSession&>(peer).end_after_delivery();  // else the move is lost
     } else {

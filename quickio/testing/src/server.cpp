@@ -22,13 +22,13 @@ std::chrono::milliseconds tick_interval(const ServerOptions& o) {
 
 ServerImpl::ServerImpl(ServerOptions options)
     : options_(std::move(options)),
-      acceptor_(io_),
-      work_(asio::make_work_guard(io_)),
-      tick_timer_(io_),
+      acceptor_(io_.context()),
+      tick_timer_(io_.context()),
       tick_interval_(tick_interval(options_)) {
-  listen(0);
-  schedule_tick();
-  thread_ = std::thread([this] { io_.run(); });
+  io_.run([this] {
+    listen(0);
+    schedule_tick();
+  });
 }
 
 ServerImpl::~ServerImpl() {
@@ -37,9 +37,7 @@ ServerImpl::~ServerImpl() {
     tick_timer_.cancel();
     close_all();
   });
-  work_.reset();
-  io_.stop();
-  thread_.join();
+  io_.stop_and_join();
 }
 
 void ServerImpl::listen(std::uint16_t port) {

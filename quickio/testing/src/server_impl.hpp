@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "polybus/adapter/io_thread.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"
 
@@ -81,10 +82,7 @@ class ServerImpl {
   // Runs fn on the io thread and waits for its result.
   template <typename Fn>
   auto run(Fn fn) -> decltype(fn()) {
-    std::packaged_task<decltype(fn())()> task(fn);
-    auto future = task.get_future();
-    asio::post(io_, [&task] { task(); });
-    return future.get();
+    return io_.run(std::move(fn));
   }
 
   void listen(std::uint16_t port);
@@ -114,11 +112,9 @@ class ServerImpl {
 
   ServerOptions options_;
   WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
-  asio::io_context io_;
+  IoThread io_;  // before everything that uses its io_context: destroyed after them
   asio::ip::tcp::acceptor acceptor_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::steady_timer tick_timer_;
-  std::thread thread_;
   std::uint16_t port_ = 0;
   bool silent_ = false;
   bool stopping_ = false;

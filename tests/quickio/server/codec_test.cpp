@@ -4,9 +4,12 @@
 
 #include <vector>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 
 using namespace polybus::quickio;
+using polybus::text::is_valid_utf8;
+using polybus::text::json_quote;
 
 namespace {
 
@@ -139,18 +142,6 @@ TEST_CASE("json_quote escapes and json_unquote reads strings back", "[quickio][c
   CHECK_FALSE(json_unquote("[\"a\"]", back));
   CHECK_FALSE(json_unquote("\"a\" \"b\"", back));
   CHECK_FALSE(json_unquote("\"unterminated", back));
-}
-
-TEST_CASE("is_valid_utf8 refuses overlongs, surrogates, truncation and stray bytes",
-          "[quickio][codec]") {
-  CHECK(is_valid_utf8("plain"));
-  CHECK(is_valid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));
-  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
-  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
-  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // over U+10FFFF
-  CHECK_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
-  CHECK_FALSE(is_valid_utf8("\x80"));
-  CHECK_FALSE(is_valid_utf8("\xff"));
 }
 
 TEST_CASE("callback_path_id reads /qio/callback/<id> and nothing else", "[quickio][codec]") {

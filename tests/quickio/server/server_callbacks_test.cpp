@@ -2,12 +2,14 @@
 // the requester hears back: the answer, 404, 500 on expiry or disconnect.
 #include <catch2/catch.hpp>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "server_test_client.hpp"
 
 using namespace polybus::quickio;
 using namespace polybus::quickio::test;
 using polybus::quickio::testing::Server;
+using polybus::text::json_quote;
 using polybus::quickio::testing::ServerOptions;
 
 namespace {

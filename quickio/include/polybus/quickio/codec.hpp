@@ -60,8 +60,6 @@ bool is_valid_path(std::string_view path);
 // ---- JSON ----
 // Exactly one well-formed value, whitespace around, nested at most max_depth deep.
 bool is_valid_json(std::string_view json, std::size_t max_depth = kDefaultMaxJsonDepth);
-bool is_valid_utf8(std::string_view text);      // strict: no overlongs, surrogates or > U+10FFFF
-std::string json_quote(std::string_view utf8);  // a JSON string literal
 bool json_unquote(std::string_view json, std::string& out);  // true when json is a string
 
 // ---- callbacks ----

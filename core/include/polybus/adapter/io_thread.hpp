@@ -1,6 +1,6 @@
 // An io_context with a thread of its own, and a way for other threads to run something on it and
-// wait for the result. The test servers keep all their state on this thread, so nothing but the
-// hand-over needs a lock.
+// wait for the result. The in-process brokers keep all their state on this thread, so nothing but
+// the hand-over needs a lock.
 #pragma once
 
 #include <asio.hpp>
@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace polybus::nsq::testing::detail {
+namespace polybus {
 
 class IoThread {
  public:
@@ -44,10 +44,18 @@ class IoThread {
     thread_.join();
   }
 
+  // Stops at once, leaving what is still queued unrun (destroyed with the io_context), and waits.
+  void stop_and_join() {
+    if (!thread_.joinable()) return;
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+
  private:
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
 };
 
-}  // namespace polybus::nsq::testing::detail
+}  // namespace polybus

@@ -1,0 +1,175 @@
+#include "polybus/adapter/text.hpp"
+
+namespace polybus::text {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+}  // namespace
+
+std::size_t utf8_sequence(std::string_view text, std::uint32_t& code_point) {
+  if (text.empty()) return 0;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) {
+    code_point = lead;
+    return 1;
+  }
+  std::size_t length = 0;
+  std::uint32_t min = 0;
+  if ((lead & 0xe0) == 0xc0) {
+    length = 2, code_point = lead & 0x1f, min = 0x80;
+  } else if ((lead & 0xf0) == 0xe0) {
+    length = 3, code_point = lead & 0x0f, min = 0x800;
+  } else if ((lead & 0xf8) == 0xf0) {
+    length = 4, code_point = lead & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (text.size() < length) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xc0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i) & 0x3f);
+  }
+  if (code_point < min || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) {
+    return 0;
+  }
+  return length;
+}
+
+bool is_valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // the common case, without a call
+      ++i;
+      continue;
+    }
+    std::uint32_t code_point = 0;
+    const std::size_t length = utf8_sequence(text.substr(i), code_point);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
+void append_hex_byte(std::string& out, std::string_view prefix, unsigned byte) {
+  out += prefix;
+  out += kHex[(byte >> 4) & 0xf];
+  out += kHex[byte & 0xf];
+}
+
+void append_json_quoted(std::string& out, std::string_view text, JsonEscapes escapes) {
+  const bool go = escapes == JsonEscapes::go;
+  out.reserve(out.size() + text.size() + 2);
+  out += '"';
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        if (!go) {
+          out += "\\b";
+          continue;
+        }
+        break;
+      case '\f':
+        if (!go) {
+          out += "\\f";
+          continue;
+        }
+        break;
+      case '<':
+      case '>':
+      case '&':
+        if (!go) {
+          out += ch;
+          continue;
+        }
+        append_hex_byte(out, "\\u00", c);
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20) {
+      append_hex_byte(out, "\\u00", c);
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+}
+
+std::string json_quote(std::string_view text, JsonEscapes escapes) {
+  std::string out;
+  append_json_quoted(out, text, escapes);
+  return out;
+}
+
+int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+const char* describe(PercentError error) {
+  switch (error) {
+    case PercentError::none: return "no error";
+    case PercentError::truncated_escape: return "truncated %-escape";
+    case PercentError::bad_escape: return "bad %-escape";
+  }
+  return "unknown %-decoding error";
+}
+
+PercentError percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
+  out.clear();
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return PercentError::truncated_escape;
+      const int high = hex_digit_value(in[i + 1]);
+      const int low = hex_digit_value(in[i + 2]);
+      if (high < 0 || low < 0) return PercentError::bad_escape;
+      out += static_cast<char>(high * 16 + low);
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return PercentError::none;
+}
+
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string_view trim_http_space(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+}  // namespace polybus::text

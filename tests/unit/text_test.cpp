@@ -1,0 +1,87 @@
+// The shared text helpers (polybus/adapter/text.hpp) that the codecs, adapters and in-process
+// brokers use: each case is written out by hand, so the fuzzers that lean on is_valid_utf8 as
+// their oracle lean on something pinned down here.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "polybus/adapter/text.hpp"
+
+using namespace polybus::text;
+
+TEST_CASE("utf8_sequence reads one code point and refuses what is not UTF-8", "[text]") {
+  std::uint32_t code_point = 0;
+  CHECK(utf8_sequence("A", code_point) == 1);
+  CHECK(code_point == 'A');
+  CHECK(utf8_sequence("\xc3\xa9x", code_point) == 2);
+  CHECK(code_point == 0xe9);
+  CHECK(utf8_sequence("\xe2\x82\xac", code_point) == 3);
+  CHECK(code_point == 0x20ac);
+  CHECK(utf8_sequence("\xf0\x9f\x98\x80", code_point) == 4);
+  CHECK(code_point == 0x1f600);
+  CHECK(utf8_sequence("\xf4\x8f\xbf\xbf", code_point) == 4);  // U+10FFFF, the last
+  CHECK(utf8_sequence("", code_point) == 0);
+  CHECK(utf8_sequence("\xc0\xaf", code_point) == 0);          // overlong '/'
+  CHECK(utf8_sequence("\xe0\x80\xaf", code_point) == 0);      // overlong, 3 bytes
+  CHECK(utf8_sequence("\xed\xa0\x80", code_point) == 0);      // surrogate U+D800
+  CHECK(utf8_sequence("\xed\xbf\xbf", code_point) == 0);      // surrogate U+DFFF
+  CHECK(utf8_sequence("\xf4\x90\x80\x80", code_point) == 0);  // over U+10FFFF
+  CHECK(utf8_sequence("\xe2\x82", code_point) == 0);          // truncated
+  CHECK(utf8_sequence("\xe2\x28\xa1", code_point) == 0);      // bad continuation
+  CHECK(utf8_sequence("\x80", code_point) == 0);              // stray continuation
+  CHECK(utf8_sequence("\xf8\x88\x80\x80\x80", code_point) == 0);  // 5-byte form
+}
+
+TEST_CASE("is_valid_utf8 checks every sequence of the text", "[text]") {
+  CHECK(is_valid_utf8(""));
+  CHECK(is_valid_utf8("plain"));
+  CHECK(is_valid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));
+  CHECK(is_valid_utf8(std::string("nul\0inside", 10)));
+  CHECK_FALSE(is_valid_utf8("ok\xc0\xaf"));
+  CHECK_FALSE(is_valid_utf8("ok\xed\xa0\x80"));
+  CHECK_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));
+  CHECK_FALSE(is_valid_utf8("ends short \xe2\x82"));
+  CHECK_FALSE(is_valid_utf8("\x80"));
+  CHECK_FALSE(is_valid_utf8("\xff"));
+}
+
+TEST_CASE("json_quote writes standard escapes, or Go's encoding/json ones", "[text]") {
+  const std::string text = "a\"b\\c\nd\re\tf\bg\fh\x01<&>\x7f\xc3\xa9";
+  CHECK(json_quote(text) == "\"a\\\"b\\\\c\\nd\\re\\tf\\bg\\fh\\u0001<&>\x7f\xc3\xa9\"");
+  CHECK(json_quote(text, JsonEscapes::go) ==
+        "\"a\\\"b\\\\c\\nd\\re\\tf\\u0008g\\u000ch\\u0001\\u003c\\u0026\\u003e\x7f\xc3\xa9\"");
+  CHECK(json_quote("") == "\"\"");
+  std::string out = "prefix:";
+  append_json_quoted(out, "x\x1f");
+  CHECK(out == "prefix:\"x\\u001f\"");
+}
+
+TEST_CASE("percent_decode decodes %XX and, for forms, '+', naming what is wrong", "[text]") {
+  std::string out;
+  CHECK(percent_decode("a%20b+c%2B%2f", out, true) == PercentError::none);
+  CHECK(out == "a b c+/");
+  CHECK(percent_decode("a+b", out, false) == PercentError::none);
+  CHECK(out == "a+b");
+  CHECK(percent_decode("%00", out, true) == PercentError::none);
+  CHECK(out == std::string(1, '\0'));
+  CHECK(percent_decode("ab%4", out, true) == PercentError::truncated_escape);
+  CHECK(out == "ab");
+  CHECK(percent_decode("%", out, true) == PercentError::truncated_escape);
+  CHECK(percent_decode("%zz", out, true) == PercentError::bad_escape);
+  CHECK(percent_decode("%4g", out, true) == PercentError::bad_escape);
+  CHECK(std::string(describe(PercentError::truncated_escape)) == "truncated %-escape");
+  CHECK(std::string(describe(PercentError::bad_escape)) == "bad %-escape");
+}
+
+TEST_CASE("hex digits, ASCII lowercase and HTTP trimming", "[text]") {
+  CHECK(hex_digit_value('0') == 0);
+  CHECK(hex_digit_value('a') == 10);
+  CHECK(hex_digit_value('F') == 15);
+  CHECK(hex_digit_value('g') == -1);
+  CHECK(hex_digit_value('/') == -1);
+  std::string out;
+  append_hex_byte(out, "\\x", 0xab);
+  CHECK(out == "\\xab");
+  CHECK(ascii_lower("Content-LENGTH \xc3\x89") == "content-length \xc3\x89");
+  CHECK(trim_http_space(" \tvalue \t\r") == "value");
+  CHECK(trim_http_space("   ").empty());
+}
