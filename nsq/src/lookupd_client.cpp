@@ -2,19 +2,21 @@
 
 #include <asio/steady_timer.hpp>
 
-#include "http_response.hpp"
+#include "polybus/adapter/http.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
 namespace {
 
+// nsqlookupd's answers are small; 60,000 producers fit in 4 MiB.
 constexpr std::size_t kMaxResponse = 4 << 20;
 
 struct Request : std::enable_shared_from_this<Request> {
-  explicit Request(const AdapterContext& context) : timer(context.strand()), parser(kMaxResponse) {}
+  explicit Request(const AdapterContext& context)
+      : timer(context.strand()), reader(kMaxResponse, "lookupd_answer_limit") {}
   std::shared_ptr<Transport> transport;
   asio::steady_timer timer;
-  HttpResponseParser parser;
+  http::ResponseReader reader;
   std::function<void(HttpResult)> done;
   std::string endpoint;
 
@@ -46,14 +48,17 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
   // The callbacks hold the request: it lives until the response, the close or the deadline.
   callbacks.on_connected = [request, text] { request->transport->write(text); };
   callbacks.on_data = [request](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
-    if (auto ec = request->parser.feed(std::string_view(data, n)))
-      return request->finish({ec, 0, {}, request->endpoint + ": malformed HTTP response"});
-    if (request->parser.complete())
-      request->finish({{}, request->parser.status(), request->parser.body(), {}});
+    if (auto ec = request->reader.feed(std::string_view(data, n)))
+      return request->finish({ec, 0, {}, request->endpoint + ": " + request->reader.why()});
+    if (request->reader.complete())
+      request->finish({{}, request->reader.status(), std::move(request->reader.body()), {}});
   };
   callbacks.on_closed = [request](std::error_code ec, const std::string& detail) {
-    if (ec == polybus::errc::disconnected && !request->parser.finish() && request->parser.complete())
-      return request->finish({{}, request->parser.status(), request->parser.body(), {}});
+    if (ec == polybus::errc::disconnected) {
+      if (!request->reader.finish())
+        return request->finish({{}, request->reader.status(), std::move(request->reader.body()), {}});
+      return request->finish({ec, 0, {}, request->endpoint + ": " + request->reader.why()});
+    }
     request->finish({ec, 0, {}, detail});
   };
   TransportSettings plain = settings;

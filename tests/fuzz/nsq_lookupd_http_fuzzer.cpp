@@ -1,10 +1,10 @@
-// nsqlookupd's HTTP answers as the NSQ adapter reads them: HttpResponseParser (nsq/src) fed the
+// nsqlookupd's HTTP answers as the NSQ adapter reads them: core's http::ResponseReader fed the
 // payload whole and split, finish() at the end of the stream, then parse_lookup_response on a
 // complete body. Input: fuzz_util.hpp's [control][splits][payload]; the flags pick max_size.
-// Checks: a body never exceeds max_size; a complete response has a status in 100-599; whole
-// and split agree on status and body when both complete without error.
+// Checks: a body never exceeds max_size; a complete response has a status in 100-599; every
+// error says why; whole and split end alike (the same error, or the same status and body).
 #include "fuzz_util.hpp"
-#include "http_response.hpp"
+#include "polybus/adapter/http.hpp"
 #include "polybus/nsq/codec.hpp"
 
 using namespace polybus::nsq;
@@ -23,10 +23,11 @@ struct Outcome {
 };
 
 Outcome run(std::size_t max_size, const std::vector<std::string_view>& parts) {
-  HttpResponseParser parser(max_size);
+  polybus::http::ResponseReader parser(max_size, "lookupd_answer_limit");
   Outcome o;
   for (auto part : parts) {
     if (auto ec = parser.feed(part)) {
+      FUZZ_CHECK(!parser.why().empty());
       o.error = ec;
       return o;
     }
@@ -34,7 +35,7 @@ Outcome run(std::size_t max_size, const std::vector<std::string_view>& parts) {
   }
   if (!parser.complete()) {
     if (auto ec = parser.finish()) {
-      FUZZ_CHECK(!parser.complete());
+      FUZZ_CHECK(!parser.complete() && !parser.why().empty());
       o.error = ec;
       return o;
     }
@@ -62,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Outcome a = run(max_size, whole.views);
   OwnedChunks split(polybus::fuzz::chunks(input.payload, input.sizes));
   Outcome b = run(max_size, split.views);
-  if (a.complete && b.complete) {
+  FUZZ_CHECK(a.complete == b.complete && a.error == b.error);
+  if (a.complete) {
     FUZZ_CHECK(a.status == b.status);
     FUZZ_CHECK(a.body == b.body);
   }

@@ -6,7 +6,6 @@
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
 #include "session.hpp"
-#include "http_response.hpp"
 
 using namespace polybus::nsq;
 
@@ -249,38 +248,3 @@ TEST_CASE("publishes are gathered without copying the body", "[nsq][session]") {
   CHECK(s.publish("t", std::make_shared<const std::string>()) == errc::empty_body);
 }
 
-TEST_CASE("the HTTP parser handles lengths, chunks, close-delimited bodies and junk", "[nsq][http]") {
-  {
-    HttpResponseParser p(1 << 20);
-    REQUIRE_FALSE(p.feed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel"));
-    CHECK_FALSE(p.complete());
-    REQUIRE_FALSE(p.feed("lo"));
-    CHECK(p.complete());
-    CHECK(p.body() == "hello");
-  }
-  {
-    HttpResponseParser p(1 << 20);
-    REQUIRE_FALSE(p.feed("HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
-    CHECK(p.complete());
-    CHECK(p.status() == 404);
-    CHECK(p.body() == "abcde");
-  }
-  {
-    HttpResponseParser p(1 << 20);
-    REQUIRE_FALSE(p.feed("HTTP/1.0 200 OK\r\n\r\nuntil close"));
-    CHECK_FALSE(p.complete());
-    REQUIRE_FALSE(p.finish());
-    CHECK(p.body() == "until close");
-  }
-  for (std::string junk : {"NOTHTTP 200\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n",
-                           "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
-                           "HTTP/1.1 200 OK\r\nno colon\r\n\r\n"}) {
-    HttpResponseParser p(1 << 20);
-    CHECK(p.feed(junk));
-  }
-  HttpResponseParser small(64);
-  CHECK(small.feed(std::string(100, 'x')) == polybus::errc::frame_too_large);
-  HttpResponseParser cut(1 << 20);
-  REQUIRE_FALSE(cut.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"));
-  CHECK(cut.finish());
-}

@@ -4,6 +4,7 @@
 #include <asio/post.hpp>
 #include <utility>
 
+#include "polybus/adapter/http.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -11,7 +12,8 @@
 namespace polybus::quickio::detail {
 
 struct HttpLink::Request {
-  Request(const Strand& strand, std::size_t max_size) : reader(max_size), timer(strand) {}
+  Request(const Strand& strand, std::size_t max_size)
+      : reader(max_size, "max_frame_size"), timer(strand) {}
   std::uint64_t id = 0;
   bool handshake = false;
   std::string body;   // the events it carries
@@ -27,7 +29,7 @@ struct HttpLink::Request {
       if (fn) fn(make_error_code(polybus::errc::disconnected));
   }
   std::shared_ptr<Transport> transport;
-  HttpResponseReader reader;
+  http::ResponseReader reader;
   asio::steady_timer timer;
 };
 
@@ -164,9 +166,8 @@ void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> wr
     auto r = weak_request.lock();
     if (!self || !r || self->ended_) return;
     self->handler_.on_link_activity(self.get());
-    std::string why;
-    if (auto ec = r->reader.feed(std::string_view(data, n), why))
-      return self->fail(ec, self->endpoint() + ": " + why);
+    if (auto ec = r->reader.feed(std::string_view(data, n)))
+      return self->fail(ec, self->endpoint() + ": " + r->reader.why());
     if (r->reader.complete()) return self->on_response(r);
     // A response begun must complete within frame_timeout, however slowly it drips.
     r->transport->frame_state(true, false);
@@ -179,10 +180,9 @@ void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> wr
     }
     auto self = weak.lock();
     if (!self || !r || self->ended_) return;
-    std::string why;
-    if (!r->reader.finish(why) && r->reader.complete()) return self->on_response(r);
+    if (!r->reader.finish()) return self->on_response(r);
     self->fail(ec ? ec : make_error_code(polybus::errc::disconnected),
-               detail.empty() ? self->endpoint() + ": " + why : detail);
+               detail.empty() ? self->endpoint() + ": " + r->reader.why() : detail);
   };
   request->transport = Transport::create(strand_, transport_settings_, std::move(callbacks),
                                          stats_ ? &*stats_ : nullptr);
