@@ -1,4 +1,4 @@
-#include "polybus/budget.hpp"
+#include "polybus/adapter/budget.hpp"
 
 #include "polybus/options.hpp"
 

@@ -8,7 +8,7 @@
 #include "client_core.hpp"
 #include "mem/mem_adapter.hpp"
 #include "polybus/error.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 
 namespace polybus {
 
@@ -45,6 +45,14 @@ const SchemeInfo* find_scheme(const std::string& scheme) {
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.schemes.find(scheme);
   return it == r.schemes.end() ? nullptr : &it->second;
+}
+
+std::optional<SchemeDescription> describe_scheme(const std::string& scheme) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.schemes.find(scheme);
+  if (it == r.schemes.end()) return std::nullopt;
+  return static_cast<const SchemeDescription&>(it->second);
 }
 
 std::vector<std::string> registered_schemes() {

@@ -15,7 +15,7 @@
 #include "operations.hpp"
 #include "runtime.hpp"
 #include "polybus/client.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 
 namespace polybus::detail {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "connectivity.hpp"
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
 
 namespace polybus::detail {

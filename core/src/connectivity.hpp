@@ -10,7 +10,7 @@
 #include <string>
 #include <system_error>
 
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/status.hpp"
 
 namespace polybus::detail {

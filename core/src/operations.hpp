@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "connectivity.hpp"
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 
 namespace polybus::detail {
 

@@ -1,4 +1,4 @@
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 
 #include <asio/connect.hpp>
 #include <asio/post.hpp>

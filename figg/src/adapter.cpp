@@ -8,8 +8,8 @@
 #include "client_protocol.hpp"
 #include "polybus/error.hpp"
 #include "polybus/figg.hpp"
-#include "polybus/registry.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/registry.hpp"
+#include "polybus/adapter/transport.hpp"
 
 namespace polybus::figg {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/figg/codec.hpp"
 
 namespace polybus::figg {

@@ -4,7 +4,7 @@
 
 #include "polybus/error.hpp"
 #include "polybus/memodb.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 #include "session.hpp"
 
 namespace polybus::memodb {

@@ -14,7 +14,7 @@
 #include <nng/nng.h>
 
 #include <asio/steady_timer.hpp>
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 #include <chrono>
 #include <deque>
 #include <map>
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "nng_util.hpp"
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/memodb/codec.hpp"
 
 namespace polybus::memodb::detail {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "session.hpp"
 
 namespace polybus::nsq {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 
 namespace polybus::nsq {
 

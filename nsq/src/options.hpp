@@ -2,8 +2,8 @@
 // values read from it once per client.
 #pragma once
 
-#include "polybus/registry.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/registry.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "session.hpp"
 
 namespace polybus::nsq {

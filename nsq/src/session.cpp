@@ -1,6 +1,6 @@
 #include "session.hpp"
 
-#include "polybus/budget.hpp"
+#include "polybus/adapter/budget.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {

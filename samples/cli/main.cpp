@@ -3,7 +3,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 #include "polybus/register_all_test_brokers.hpp"
 
 namespace {
@@ -26,7 +26,8 @@ Options go in the URL query: nsq://127.0.0.1:4150?max_in_flight=100&op_timeout=5
 
 int run_schemes() {
   for (const auto& name : polybus::registered_schemes()) {
-    const auto* info = polybus::find_scheme(name);
+    const auto info = polybus::describe_scheme(name);
+    if (!info) continue;  // unregistered since the list was made
     std::cout << "## " << name << "://  " << info->summary << "\n\ncapabilities:";
     for (auto [cap, on] : info->capabilities.list())
       if (on) std::cout << " " << cap;

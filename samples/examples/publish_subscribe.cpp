@@ -5,7 +5,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 
 int main(int argc, char* argv[]) {
   polybus::register_all_schemes();

@@ -1,7 +1,7 @@
 // A responder and a requester on one URL (mem:// by default; any scheme with request_reply).
 #include <iostream>
 
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 
 int main(int argc, char* argv[]) {
   polybus::register_all_schemes();

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 #include "polybus/testing.hpp"
 #include "test_support.hpp"
 

@@ -71,8 +71,8 @@ Env::Env(const std::string& name) : broker(start_broker(name)) {
   if (!broker) return;
   url = broker->url();
   auto scheme = Url::parse(url).scheme;
-  const SchemeInfo* info = find_scheme(scheme);
-  REQUIRE(info != nullptr);
+  const auto info = describe_scheme(scheme);
+  REQUIRE(info.has_value());
   caps = info->capabilities;
 }
 

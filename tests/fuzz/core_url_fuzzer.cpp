@@ -9,9 +9,9 @@
 #include "fuzz_util.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/error.hpp"
-#include "polybus/register_all.hpp"
-#include "polybus/registry.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/all.hpp"
+#include "polybus/adapter/registry.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "polybus/url.hpp"
 // Internal: the settings the NSQ and QuickIO adapters derive from their options.
 #include "nsq/src/options.hpp"

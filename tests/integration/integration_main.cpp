@@ -1,7 +1,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 
 int main(int argc, char* argv[]) {
   polybus::register_all_schemes();

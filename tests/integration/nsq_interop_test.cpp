@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "nsq_harness_broker.hpp"
-#include "polybus/polybus.hpp"
+#include "polybus/all.hpp"
 #include "test_support.hpp"
 
 namespace {

@@ -1,4 +1,6 @@
 // Behaviour of the client front that every adapter shares, exercised over mem://.
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
 

@@ -33,8 +33,8 @@ TEST_CASE("memodb+tcp and memodb+ipc are registered with request/reply only", "[
   memodb::register_scheme();
   memodb::register_scheme();  // idempotent
   for (const char* scheme : {"memodb+tcp", "memodb+ipc"}) {
-    const SchemeInfo* info = find_scheme(scheme);
-    REQUIRE(info != nullptr);
+    const auto info = describe_scheme(scheme);
+    REQUIRE(info.has_value());
     const auto& c = info->capabilities;
     CHECK(c.request_reply);
     CHECK_FALSE(c.publish);

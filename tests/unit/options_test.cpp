@@ -2,7 +2,7 @@
 
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 
 using namespace polybus;
 using namespace std::chrono_literals;

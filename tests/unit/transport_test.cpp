@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "polybus/error.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 

@@ -8,7 +8,6 @@
 // at once, in arrival order when it is 1.
 #pragma once
 
-#include <asio/io_context.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -24,6 +23,10 @@
 #include "polybus/options.hpp"
 #include "polybus/status.hpp"
 #include "polybus/subscription.hpp"
+
+namespace asio {
+class io_context;  // ClientOptions can name one without the application seeing asio
+}  // namespace asio
 
 namespace polybus {
 

@@ -1,10 +1,12 @@
-// The whole public API. Link polybus::polybus and call register_all_schemes() once to have every
-// adapter this build includes (mem:// is always there).
+// The application API: clients, messages, subscriptions, options, errors, events, URLs, the
+// registered schemes and the mem:// broker. No asio, no adapter interface (that is
+// polybus/adapter/...). To have every adapter of this build, include polybus/all.hpp instead
+// and call register_all_schemes() once; or link one adapter and call its register_scheme().
 #pragma once
 
 #include "polybus/client.hpp"
 #include "polybus/error.hpp"
 #include "polybus/mem.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/schemes.hpp"
+#include "polybus/status.hpp"
 #include "polybus/url.hpp"
-#include "polybus/register_all.hpp"

@@ -10,7 +10,7 @@
 
 #include "mem_broker.hpp"
 #include "polybus/error.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 
 namespace polybus::mem {
 namespace {
@@ -150,8 +150,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
         if (auto self = weak.lock()) self->on_delivery(generation, std::move(d));
       });
     };
-    callbacks.reply = [weak, strand, generation](std::uint64_t id, std::error_code ec,
-                                                 std::string payload, std::string detail) {
+    callbacks.reply = [weak, strand](std::uint64_t id, std::error_code ec, std::string payload,
+                                     std::string detail) {
       asio::post(strand, [weak, id, ec, payload = std::move(payload),
                           detail = std::move(detail)]() mutable {
         if (auto self = weak.lock()) self->on_reply(id, ec, std::move(payload), std::move(detail));

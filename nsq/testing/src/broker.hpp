@@ -242,7 +242,6 @@ class Broker {
   asio::steady_timer timer_;
   std::optional<Clock::time_point> armed_;
   bool dispatch_posted_ = false;
-  const NsqdOptions& options_;
   BrokerListener& listener_;
   std::shared_ptr<MemoryAccount> account_;
   std::uint64_t next_id_ = 1;

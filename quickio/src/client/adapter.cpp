@@ -10,7 +10,7 @@
 #include "polybus/error.hpp"
 #include "polybus/quickio.hpp"
 #include "polybus/quickio/codec.hpp"
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 
 namespace polybus::quickio {
 namespace {

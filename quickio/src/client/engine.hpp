@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "link.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "session.hpp"
 
 namespace polybus::quickio::detail {

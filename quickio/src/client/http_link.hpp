@@ -16,7 +16,7 @@
 
 #include "http_exchange.hpp"
 #include "link.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 
 namespace polybus::quickio::detail {
 

@@ -1,6 +1,6 @@
 #include "options.hpp"
 
-#include "polybus/registry.hpp"
+#include "polybus/adapter/registry.hpp"
 
 namespace polybus::quickio::detail {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/quickio/client_errc.hpp"
 
 namespace polybus::quickio::detail {

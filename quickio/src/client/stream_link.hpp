@@ -6,7 +6,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "link.hpp"
-#include "polybus/transport.hpp"
+#include "polybus/adapter/transport.hpp"
 #include "wire.hpp"
 
 namespace polybus::quickio::detail {

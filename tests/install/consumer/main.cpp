@@ -1,5 +1,5 @@
 // Publishes and receives one message over mem:// through an installed polybus.
-#include <polybus/polybus.hpp>
+#include <polybus/all.hpp>
 
 #include <future>
 #include <iostream>

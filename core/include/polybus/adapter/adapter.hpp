@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "polybus/backoff.hpp"
-#include "polybus/budget.hpp"
+#include "polybus/adapter/budget.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
 #include "polybus/message.hpp"

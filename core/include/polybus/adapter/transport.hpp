@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "polybus/adapter.hpp"
+#include "polybus/adapter/adapter.hpp"
 #include "polybus/url.hpp"
 
 namespace polybus {

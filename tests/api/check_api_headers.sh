@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The application API stands apart: polybus/polybus.hpp, and each public header on its own,
+# compiles as C++17 and C++20 and reaches neither asio nor the adapter interface
+# (polybus/adapter/...). polybus/all.hpp adds the adapters' register functions and nothing more.
+#
+#   check_api_headers.sh CXX SOURCE_DIR GENERATED_DIR
+set -euo pipefail
+cxx=$1
+src=$2
+generated=$3
+includes=(-I"$src/core/include")
+for adapter in nsq figg quickio memodb; do includes+=(-I"$src/$adapter/include"); done
+includes+=(-I"$generated")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+check() {  # header, standard
+  local header=$1 std=$2
+  printf '#include "%s"\nint main() { return 0; }\n' "$header" > "$work/use.cpp"
+  if ! "$cxx" -std="$std" -Wall -Wextra -Werror -fsyntax-only -H "${includes[@]}" "$work/use.cpp" \
+      2> "$work/trace"; then
+    echo "FAIL: $header does not compile as $std:"; cat "$work/trace"; status=1; return
+  fi
+  local leaks
+  leaks=$(grep -E '^\.+ .*(/asio/|/asio\.hpp|polybus/adapter/)' "$work/trace" | sed 's/^\.* //' | sort -u || true)
+  if [ -n "$leaks" ]; then
+    echo "FAIL: $header ($std) reaches what applications should not see:"; echo "$leaks" | head -5
+    status=1
+  fi
+}
+headers=(polybus/polybus.hpp polybus/all.hpp)
+for path in "$src"/core/include/polybus/*.hpp; do headers+=("polybus/$(basename "$path")"); done
+for header in "${headers[@]}"; do
+  for std in c++17 c++20; do check "$header" "$std"; done
+done
+[ $status -eq 0 ] && echo "ok: ${#headers[@]} application headers, C++17 and C++20, no asio, no adapter interface"
+exit $status
