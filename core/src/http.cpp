@@ -56,8 +56,29 @@ int status_of(std::string_view line) {
   return status >= 100 && status <= 599 ? status : -1;
 }
 
+HeadLines::Step HeadLines::take(std::string_view& bytes, std::string_view& line) {
+  const std::size_t newline = bytes.find('\n');
+  const std::size_t take = newline == std::string_view::npos ? bytes.size() : newline + 1;
+  if (head_.size() + take > max_head_) return Step::too_large;
+  head_.append(bytes.data(), take);
+  bytes.remove_prefix(take);
+  if (newline == std::string_view::npos) return Step::need_more;
+  line = without_cr(std::string_view(head_).substr(line_start_, head_.size() - line_start_ - 1));
+  line_start_ = head_.size();
+  return line.empty() ? Step::end : Step::line;
+}
+
+bool parse_header_line(std::string_view line, std::string& name, std::string_view& value) {
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0 || line.front() == ' ' || line.front() == '\t')
+    return false;
+  name = text::ascii_lower(line.substr(0, colon));
+  value = text::trim_http_space(line.substr(colon + 1));
+  return true;
+}
+
 ResponseReader::ResponseReader(std::size_t max_body, std::string limit_name, std::size_t max_head)
-    : max_body_(max_body), limit_name_(std::move(limit_name)), max_head_(max_head) {}
+    : max_body_(max_body), limit_name_(std::move(limit_name)), head_(max_head) {}
 
 const std::string* ResponseReader::header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers_)
@@ -84,59 +105,40 @@ std::error_code ResponseReader::feed(std::string_view bytes) {
 }
 
 void ResponseReader::consume_head(std::string_view& bytes) {
-  // Line by line, so that the head holds the head only, a bad status line is refused as soon
-  // as it ends, and a head dripped a byte at a time costs linear time.
   while (!bytes.empty() && state_ == State::head) {
-    const std::size_t newline = bytes.find('\n');
-    const std::size_t take = newline == std::string_view::npos ? bytes.size() : newline + 1;
-    if (head_.size() + take > max_head_) {
-      fail(too_large(), "HTTP response head over " + std::to_string(max_head_) + " bytes");
+    std::string_view line;
+    const HeadLines::Step step = head_.take(bytes, line);
+    if (step == HeadLines::Step::too_large) {
+      fail(too_large(), "HTTP response head over " + std::to_string(head_.max_head()) + " bytes");
       return;
     }
-    head_.append(bytes.data(), take);
-    bytes.remove_prefix(take);
-    if (line_start_ == 0) {
-      const std::size_t known = std::min<std::size_t>(head_.size(), 5);
-      if (head_.compare(0, known, "HTTP/", known) != 0) {
-        fail(protocol_error(), "not an HTTP response: " + excerpt(head_));
+    if (status_ == 0) {  // a stream that is not HTTP is refused at once, not after 64 KiB
+      const std::string& head = head_.head();
+      const std::size_t known = std::min<std::size_t>(head.size(), 5);
+      if (head.compare(0, known, "HTTP/", known) != 0) {
+        fail(protocol_error(), "not an HTTP response: " + excerpt(head));
         return;
       }
     }
-    if (newline == std::string_view::npos) return;
-    const std::string_view line =
-        without_cr(std::string_view(head_).substr(line_start_, head_.size() - line_start_ - 1));
-    if (line_start_ == 0) {
+    if (step == HeadLines::Step::need_more) return;
+    if (status_ == 0) {
       status_ = status_of(line);
       if (status_ < 0) {
         fail(protocol_error(), "HTTP status line without a status from 100 to 599: " + excerpt(line));
         return;
       }
-    } else if (line.empty()) {
-      parse_head();
+      continue;
+    }
+    if (step == HeadLines::Step::end) {
+      end_of_head();
       return;
     }
-    line_start_ = head_.size();
-  }
-}
-
-void ResponseReader::parse_head() {
-  headers_.clear();
-  std::string_view rest(head_);
-  rest.remove_prefix(rest.find('\n') + 1);  // past the status line
-  std::optional<std::size_t> content_length;
-  bool chunked = false;
-  while (true) {
-    const std::size_t newline = rest.find('\n');
-    const std::string_view line = without_cr(rest.substr(0, newline));
-    rest.remove_prefix(newline + 1);
-    if (line.empty()) break;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0 || line.front() == ' ' || line.front() == '\t') {
+    std::string name;
+    std::string_view value;
+    if (!parse_header_line(line, name, value)) {
       fail(protocol_error(), "HTTP header line not 'name: value': " + excerpt(line));
       return;
     }
-    std::string name = text::ascii_lower(line.substr(0, colon));
-    const std::string_view value = text::trim_http_space(line.substr(colon + 1));
     if (name == "content-length") {
       std::size_t length = 0;
       const auto parsed = std::from_chars(value.data(), value.data() + value.size(), length);
@@ -144,7 +146,7 @@ void ResponseReader::parse_head() {
         fail(protocol_error(), "HTTP Content-Length not a number: " + excerpt(value));
         return;
       }
-      if (content_length && *content_length != length) {
+      if (content_length_ && *content_length_ != length) {
         fail(protocol_error(), "HTTP Content-Length given twice, differently");
         return;
       }
@@ -153,11 +155,11 @@ void ResponseReader::parse_head() {
                               limit_name_ + "=" + std::to_string(max_body_));
         return;
       }
-      content_length = length;
+      content_length_ = length;
     } else if (name == "transfer-encoding") {
       const std::string coding = text::ascii_lower(value);
       if (coding == "chunked") {
-        chunked = true;
+        chunked_ = true;
       } else if (coding != "identity") {
         fail(protocol_error(), "HTTP Transfer-Encoding '" + excerpt(value) + "' is not supported");
         return;
@@ -165,6 +167,9 @@ void ResponseReader::parse_head() {
     }
     headers_.emplace_back(std::move(name), std::string(value));
   }
+}
+
+void ResponseReader::end_of_head() {
   if (status_ < 200) {
     if (status_ == 101) {
       fail(protocol_error(), "HTTP 101 Switching Protocols where a response was due");
@@ -177,21 +182,22 @@ void ResponseReader::parse_head() {
       return;
     }
     head_.clear();
-    line_start_ = 0;
     status_ = 0;
     headers_.clear();
+    content_length_.reset();
+    chunked_ = false;
     return;
   }
-  if (chunked && content_length) {
+  if (chunked_ && content_length_) {
     fail(protocol_error(), "HTTP response with both Content-Length and chunked Transfer-Encoding");
     return;
   }
   if (status_ == 204 || status_ == 304) {
     state_ = State::done;  // no body, whatever the headers say
-  } else if (chunked) {
+  } else if (chunked_) {
     state_ = State::chunk_size;
-  } else if (content_length) {
-    remaining_ = *content_length;
+  } else if (content_length_) {
+    remaining_ = *content_length_;
     body_.reserve(remaining_);
     state_ = remaining_ == 0 ? State::done : State::length_body;
   } else {
@@ -268,7 +274,8 @@ void ResponseReader::consume_body(std::string_view& bytes) {
       return;
     }
     case State::trailers: {
-      if (!take_line(bytes, max_head_ - std::min(max_head_, trailer_bytes_))) return;
+      const std::size_t max_head = head_.max_head();
+      if (!take_line(bytes, max_head - std::min(max_head, trailer_bytes_))) return;
       trailer_bytes_ += line_.size();
       const bool last = without_cr(std::string_view(line_).substr(0, line_.size() - 1)).empty();
       line_.clear();
@@ -292,7 +299,8 @@ std::error_code ResponseReader::finish() {
       state_ = State::done;
       return {};
     case State::head:
-      return fail(protocol_error(), head_.empty() ? "the connection closed before an HTTP response"
+      return fail(protocol_error(), head_.head().empty()
+                                        ? "the connection closed before an HTTP response"
                                                   : "the HTTP response was cut short in its head");
     case State::length_body:
       return fail(protocol_error(), "the HTTP response was cut short: " +
@@ -302,6 +310,123 @@ std::error_code ResponseReader::finish() {
       return fail(protocol_error(), "the HTTP response was cut short in its chunked body, after " +
                                         std::to_string(body_.size()) + " bytes");
   }
+}
+
+// ---- requests ----
+
+const std::string* Request::header(std::string_view lower_name) const {
+  for (const auto& [name, value] : headers)
+    if (name == lower_name) return &value;
+  return nullptr;
+}
+
+bool Request::keep_alive() const {
+  const std::string* connection = header("connection");
+  const std::string value = connection ? text::ascii_lower(*connection) : std::string();
+  if (value.find("close") != std::string::npos) return false;
+  return http_1_1 || value.find("keep-alive") != std::string::npos;
+}
+
+std::optional<std::string> Request::query_parameter(std::string_view key) const {
+  std::string_view rest(query);
+  while (!rest.empty()) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const std::size_t equals = pair.find('=');
+    if (pair.substr(0, equals) == key)
+      return std::string(equals == std::string_view::npos ? std::string_view()
+                                                          : pair.substr(equals + 1));
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+RequestReader::RequestReader(std::size_t max_head, std::size_t max_body)
+    : max_body_(max_body), head_(max_head) {}
+
+void RequestReader::next() {
+  state_ = State::head;
+  head_.clear();
+  request_ = Request{};
+}
+
+RequestReader::Result RequestReader::feed(std::string_view input) {
+  const auto refuse = [this](std::size_t consumed, int status) {
+    state_ = State::failed;
+    error_status_ = status;
+    return Result{consumed, Status::error, status};
+  };
+  switch (state_) {
+    case State::failed:
+      return {0, Status::error, error_status_};
+    case State::done:
+      return {0, Status::request_ready, 0};
+    case State::body: {
+      const std::size_t want = *request_.content_length - request_.body.size();
+      const std::size_t take = std::min(want, input.size());
+      request_.body.append(input.data(), take);
+      if (take < want) return {take, Status::need_more, 0};
+      state_ = State::done;
+      return {take, Status::request_ready, 0};
+    }
+    case State::head:
+      break;
+  }
+  std::string_view rest = input;
+  while (!rest.empty()) {
+    std::string_view line;
+    const HeadLines::Step step = head_.take(rest, line);
+    const std::size_t consumed = input.size() - rest.size();
+    if (step == HeadLines::Step::too_large) return refuse(consumed, 431);
+    if (step == HeadLines::Step::need_more) return {consumed, Status::need_more, 0};
+    if (request_.method.empty()) {  // the request line: METHOD SP target SP version, as Go reads it
+      const std::size_t first = line.find(' ');
+      const std::size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
+      if (second == std::string_view::npos || first == 0 || second == first + 1) return refuse(consumed, 400);
+      const std::string_view version = line.substr(second + 1);
+      if (version != "HTTP/1.1" && version != "HTTP/1.0") return refuse(consumed, 400);
+      request_.method = std::string(line.substr(0, first));
+      request_.target = std::string(line.substr(first + 1, second - first - 1));
+      request_.http_1_1 = version == "HTTP/1.1";
+      std::string_view target = request_.target;
+      if (const std::size_t scheme = target.find("://"); scheme != std::string_view::npos) {
+        const std::size_t path = target.find('/', scheme + 3);
+        target = path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+      }
+      const std::size_t question = target.find('?');
+      request_.path = std::string(target.substr(0, question));
+      if (question != std::string_view::npos) request_.query = std::string(target.substr(question + 1));
+      continue;
+    }
+    if (step == HeadLines::Step::end) {
+      if (request_.chunked) {
+        state_ = State::failed;  // not read: the caller answers 411 or 501 on head_ready
+        error_status_ = 501;
+      } else {
+        state_ = request_.content_length.value_or(0) > 0 ? State::body : State::done;
+        if (state_ == State::body) request_.body.reserve(*request_.content_length);
+      }
+      return {consumed, Status::head_ready, 0};
+    }
+    std::string name;
+    std::string_view value;
+    if (!parse_header_line(line, name, value)) return refuse(consumed, 400);
+    if (name == "content-length") {
+      std::size_t length = 0;
+      const auto parsed = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (value.empty() || value.size() > 15 || parsed.ec != std::errc() ||
+          parsed.ptr != value.data() + value.size() ||
+          (request_.content_length && *request_.content_length != length))
+        return refuse(consumed, 400);
+      if (length > max_body_) return refuse(consumed, 413);
+      request_.content_length = length;
+    } else if (name == "transfer-encoding" && text::ascii_lower(value) != "identity") {
+      request_.chunked = true;
+    }
+    request_.headers.emplace_back(std::move(name), std::string(value));
+  }
+  return {input.size(), Status::need_more, 0};
 }
 
 }  // namespace polybus::http

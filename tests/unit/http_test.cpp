@@ -1,7 +1,9 @@
 // core's HTTP/1.1 response reader (polybus/adapter/http.hpp), which the NSQ adapter uses for
 // nsqlookupd and the QuickIO adapter for long polling: framing, splits, limits and refusals.
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "polybus/adapter/http.hpp"
 #include "polybus/error.hpp"
@@ -196,4 +198,112 @@ TEST_CASE("a head dripped a byte at a time is read in linear time and kept to th
   REQUIRE(reader.complete());
   CHECK(reader.body() == "ok");
   REQUIRE(reader.header("x-header-1999") != nullptr);
+}
+
+// ---- requests (the in-process brokers' side) ----
+
+using polybus::http::RequestReader;
+
+namespace {
+
+struct Read {
+  std::vector<std::string> requests;  // "METHOD path ? query body-bytes"
+  int error_status = 0;
+};
+
+// Drives the reader as the brokers do: until it wants more bytes.
+Read read_requests(RequestReader& reader, const std::string& bytes, std::size_t piece) {
+  Read out;
+  for (std::size_t at = 0; at < bytes.size(); at += piece) {
+    std::string_view in = std::string_view(bytes).substr(at, piece);
+    for (;;) {
+      const auto r = reader.feed(in);
+      in.remove_prefix(r.consumed);
+      if (r.status == RequestReader::Status::need_more) break;
+      if (r.status == RequestReader::Status::error) {
+        out.error_status = r.error_status;
+        return out;
+      }
+      if (r.status == RequestReader::Status::head_ready) continue;
+      const auto& q = reader.request();
+      out.requests.push_back(q.method + " " + q.path + " ? " + q.query + " " + q.body);
+      reader.next();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("requests: pipelined, with and without bodies, split anywhere, read alike", "[http]") {
+  const std::string bytes =
+      "GET /lookup?topic=a%20b HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /qio?sid=1 HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+      "GET http://host:4161/nodes HTTP/1.0\nConnection: keep-alive\n\n";
+  for (std::size_t piece = 1; piece <= bytes.size(); ++piece) {
+    RequestReader reader(1024, 1024);
+    const Read read = read_requests(reader, bytes, piece);
+    INFO("pieces of " << piece);
+    CHECK(read.error_status == 0);
+    CHECK(read.requests == std::vector<std::string>{"GET /lookup ? topic=a%20b ",
+                                                    "POST /qio ? sid=1 hello", "GET /nodes ?  "});
+  }
+}
+
+TEST_CASE("requests: head fields, keep-alive and query parameters", "[http]") {
+  RequestReader reader(1024, 1024);
+  auto r = reader.feed("GET /x?sid=ab&connect=true&flag HTTP/1.0\r\nUpgrade: WebSocket\r\n"
+                       "Connection: keep-alive, Upgrade\r\n\r\n");
+  REQUIRE(r.status == RequestReader::Status::head_ready);
+  const auto& q = reader.request();
+  CHECK(q.target == "/x?sid=ab&connect=true&flag");
+  CHECK_FALSE(q.http_1_1);
+  CHECK(q.keep_alive());
+  REQUIRE(q.header("upgrade") != nullptr);
+  CHECK(*q.header("upgrade") == "WebSocket");
+  CHECK(q.query_parameter("sid") == std::optional<std::string>("ab"));
+  CHECK(q.query_parameter("connect") == std::optional<std::string>("true"));
+  CHECK(q.query_parameter("flag") == std::optional<std::string>(""));
+  CHECK_FALSE(q.query_parameter("missing"));
+  CHECK_THAT(reader.raw_head(), Catch::StartsWith("GET /x?") && Catch::EndsWith("Upgrade\r\n\r\n"));
+  CHECK(reader.feed("").status == RequestReader::Status::request_ready);
+
+  RequestReader closing(1024, 1024);
+  REQUIRE(closing.feed("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").status ==
+          RequestReader::Status::head_ready);
+  CHECK_FALSE(closing.request().keep_alive());
+}
+
+TEST_CASE("requests: what the reader refuses, with the status to answer", "[http]") {
+  struct Case {
+    std::string bytes;
+    int status;
+  };
+  for (const Case& c : {
+           Case{"GET /\r\n\r\n", 400},
+           Case{"GET  / HTTP/1.1\r\n\r\n", 400},
+           Case{"GET / b HTTP/1.1\r\n\r\n", 400},
+           Case{"GET / HTTP/2.0\r\n\r\n", 400},
+           Case{"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400},
+           Case{"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400},
+           Case{"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400},
+           Case{"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
+           Case{"POST / HTTP/1.1\r\nContent-Length: 2000\r\n\r\n", 413},
+           Case{"GET / HTTP/1.1\r\nX: " + std::string(2000, 'x'), 431},
+       }) {
+    INFO(c.bytes.substr(0, 60));
+    RequestReader reader(1024, 1024);
+    CHECK(read_requests(reader, c.bytes, c.bytes.size()).error_status == c.status);
+    CHECK(reader.feed("GET / HTTP/1.1\r\n\r\n").status == RequestReader::Status::error);  // final
+  }
+  // A chunked body is not read: head_ready lets the server answer (QuickIO 411, nsqlookupd 501);
+  // feeding on is a 501.
+  RequestReader chunked(1024, 1024);
+  REQUIRE(chunked.feed("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status ==
+          RequestReader::Status::head_ready);
+  CHECK(chunked.request().chunked);
+  CHECK_FALSE(chunked.request().content_length);
+  const auto r = chunked.feed("5\r\nhello\r\n0\r\n\r\n");
+  CHECK(r.status == RequestReader::Status::error);
+  CHECK(r.error_status == 501);
 }

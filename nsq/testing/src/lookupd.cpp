@@ -8,7 +8,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "http_request.hpp"
+#include "go_query.hpp"
+#include "polybus/adapter/http.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "lookup_registry.hpp"
 #include "polybus/nsq_testing.hpp"
@@ -104,7 +105,7 @@ class LookupdServer {
 
   std::uint16_t port() const { return port_; }
 
-  HttpResponse respond(const HttpRequest& request) {
+  HttpResponse respond(const http::Request& request) {
     const bool known =
         request.path == "/ping" || request.path == "/lookup" || request.path == "/info" ||
         request.path == "/nodes";
@@ -165,32 +166,34 @@ class LookupdServer {
       if (closed_) return;
       if (ec) return close();
       std::string_view input(buffer_.data(), size);
-      while (!input.empty() && !closing_) {
-        const HttpRequestReader::Result result = reader_.feed(input);
+      // Until the reader wants more: a request without a body is ready with no further byte.
+      while (!closing_) {
+        const http::RequestReader::Result result = reader_.feed(input);
         input.remove_prefix(result.consumed);
-        switch (result.status) {
-          case HttpRequestReader::Status::need_more:
-            break;
-          case HttpRequestReader::Status::request: {
-            const HttpRequest& request = reader_.request();
-            send(server_.respond(request), request.keep_alive);
-            break;
-          }
-          case HttpRequestReader::Status::bad_request:
-            send(HttpResponse{400, "text/plain; charset=utf-8", false, "400 Bad Request"}, false);
-            break;
-          case HttpRequestReader::Status::too_large:
-            send(HttpResponse{431, "text/plain; charset=utf-8", false,
-                              "431 Request Header Fields Too Large"},
-                 false);
-            break;
-          case HttpRequestReader::Status::unsupported:
-            send(HttpResponse{501, "text/plain; charset=utf-8", false, "501 Not Implemented"},
-                 false);
-            break;
+        if (result.status == http::RequestReader::Status::need_more) break;
+        if (result.status == http::RequestReader::Status::head_ready) {
+          // nsqlookupd's endpoints take no body; this one does not read chunked ones.
+          if (reader_.request().chunked) refuse(501);
+          continue;
         }
+        if (result.status == http::RequestReader::Status::error) {
+          refuse(result.error_status);
+          break;
+        }
+        const http::Request& request = reader_.request();
+        send(server_.respond(request), request.keep_alive());
+        reader_.next();
       }
       read();
+    }
+
+    // Answers what the reader refused, and closes.
+    void refuse(int status) {
+      const char* text = status == 413   ? "413 Request Entity Too Large"
+                         : status == 431 ? "431 Request Header Fields Too Large"
+                         : status == 501 ? "501 Not Implemented"
+                                         : "400 Bad Request";
+      send(HttpResponse{status, "text/plain; charset=utf-8", false, text}, false);
     }
 
     void send(const HttpResponse& response, bool keep_alive) {
@@ -217,7 +220,7 @@ class LookupdServer {
     asio::ip::tcp::socket socket_;
     std::uint64_t id_;
     std::vector<char> buffer_;
-    HttpRequestReader reader_;
+    http::RequestReader reader_{16 * 1024, 1024 * 1024};
     std::deque<std::string> queue_;
     bool reading_ = false;
     bool writing_ = false;

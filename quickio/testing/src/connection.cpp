@@ -158,7 +158,7 @@ void Connection::raw_received(std::string_view bytes) {
 // ---- WebSocket ----
 
 void Connection::handle_get(std::string_view rest) {
-  const HttpRequest& request = http_parser_.request();
+  const http::Request& request = http_parser_.request();
   if (!request.header("upgrade")) {
     bool websocket_headers =
         request.header("sec-websocket-key") || request.header("sec-websocket-version");
@@ -263,18 +263,18 @@ void Connection::http_received(std::string_view bytes) {
     auto result = http_parser_.feed(bytes);
     bytes.remove_prefix(result.consumed);
     switch (result.status) {
-      case HttpRequestParser::Status::need_more:
+      case http::RequestReader::Status::need_more:
         return;
-      case HttpRequestParser::Status::error:
+      case http::RequestReader::Status::error:
         return respond(result.error_status, "", true);
-      case HttpRequestParser::Status::head_ready: {
-        const HttpRequest& request = http_parser_.request();
+      case http::RequestReader::Status::head_ready: {
+        const http::Request& request = http_parser_.request();
         if (request.method == "GET") return handle_get(bytes);
         if (request.method != "POST") return respond(405, "", true);
         if (!request.content_length) return respond(411, "", true);
         break;
       }
-      case HttpRequestParser::Status::request_ready:
+      case http::RequestReader::Status::request_ready:
         http_request();
         http_parser_.next();
         break;
@@ -283,9 +283,9 @@ void Connection::http_received(std::string_view bytes) {
 }
 
 void Connection::http_request() {
-  const HttpRequest& request = http_parser_.request();
-  auto sid = request.query("sid");
-  bool connect = request.query("connect") == std::optional<std::string>("true");
+  const http::Request& request = http_parser_.request();
+  auto sid = request.query_parameter("sid");
+  bool connect = request.query_parameter("connect") == std::optional<std::string>("true");
   if (!request.keep_alive()) http_refused_ = true;  // closes once its responses are written
   if (!sid || !is_sid(*sid)) return respond(connect ? 400 : 403, "", true);
   auto now = Clock::now();

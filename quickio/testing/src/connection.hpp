@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "http_request.hpp"
+#include "polybus/adapter/http.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "server_impl.hpp"
 
@@ -73,7 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   WebSocketServer::connection_ptr websocket_;
   bool websocket_handshaken_ = false;
   bool websocket_dropping_ = false;
-  HttpRequestParser http_parser_;
+  http::RequestReader http_parser_;
   bool http_refused_ = false;  // an error answered: the connection closes
   struct Response {
     std::uint64_t id;
