@@ -6,7 +6,6 @@
 #include <future>
 
 #include "client_core.hpp"
-#include "mem/mem_adapter.hpp"
 #include "polybus/error.hpp"
 #include "polybus/adapter/registry.hpp"
 
@@ -22,12 +21,8 @@ struct Registry {
 };
 
 Registry& registry() {
-  static Registry* instance = [] {
-    auto* r = new Registry;  // never destroyed: adapters may register from static initialisers
-    auto mem = mem::scheme_info();
-    r->schemes.emplace(mem.scheme, std::move(mem));
-    return r;
-  }();
+  static Registry* instance = new Registry;  // never destroyed: adapters may register from
+                                             // static initialisers
   return *instance;
 }
 

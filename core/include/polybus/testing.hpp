@@ -35,7 +35,4 @@ struct TestBrokerFactory {
 void register_test_broker(TestBrokerFactory factory);
 std::vector<TestBrokerFactory> test_brokers();
 
-// The mem:// one: a broker with a fresh unique name.
-std::unique_ptr<TestBroker> start_mem_broker();
-
 }  // namespace polybus::testing

@@ -1,14 +1,15 @@
 // The mem:// adapter: a client session on an in-process broker, with the same connection
 // life cycle as a network adapter (connect, drop on broker restart, reconnect with backoff,
 // resubscribe, resend what was queued while disconnected).
-#include "mem_adapter.hpp"
+#include "polybus/mem.hpp"
 
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <deque>
 #include <random>
 
-#include "mem_broker.hpp"
+#include "broker.hpp"
+#include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 #include "polybus/adapter/transport.hpp"
 
@@ -361,7 +362,7 @@ class MemAdapter : public Adapter {
 
 }  // namespace
 
-SchemeInfo scheme_info() {
+void register_scheme() {
   SchemeInfo info;
   info.scheme = "mem";
   info.summary = "in-process broker (mem://name): groups, acks, replay, request/reply";
@@ -375,7 +376,7 @@ SchemeInfo scheme_info() {
       throw Error(errc::invalid_url, "mem: expected mem://name (one name, no port, no path)");
     return std::make_unique<MemAdapter>(context, Broker::get(url.hosts[0].host)->impl());
   };
-  return info;
+  polybus::register_scheme(std::move(info));
 }
 
 }  // namespace polybus::mem

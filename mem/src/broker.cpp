@@ -1,4 +1,4 @@
-#include "mem_broker.hpp"
+#include "broker.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,8 @@
 // The in-process mem:// broker: topics with an offset log, consumer groups, ack/nack with delayed
 // redelivery, redelivery after an ack timeout, replay from an offset, deferred publish and
 // request/reply. `mem://name` connects to the broker of that name, created on first use, so a
-// unit test needs nothing but the URL. Broker::get(name) gives tests control of it.
+// unit test needs nothing but the URL (and the scheme registered: register_scheme() below, or
+// polybus/all.hpp's register_all_schemes()). Broker::get(name) gives tests control of it.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,9 @@
 #include <string>
 
 namespace polybus::mem {
+
+// Registers the mem scheme (idempotent).
+void register_scheme();
 
 struct BrokerStats {
   std::uint64_t published = 0;
