@@ -8,8 +8,8 @@ set -euo pipefail
 cxx=$1
 src=$2
 generated=$3
-includes=(-I"$src/core/include")
-for adapter in nsq figg quickio memodb; do includes+=(-I"$src/$adapter/include"); done
+includes=()
+for dir in "$src"/*/include; do includes+=(-I"$dir"); done
 includes+=(-I"$generated")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,7 +28,7 @@ check() {  # header, standard
     status=1
   fi
 }
-headers=(polybus/polybus.hpp polybus/all.hpp)
+headers=(polybus/polybus.hpp polybus/all.hpp polybus/mem.hpp)
 for path in "$src"/core/include/polybus/*.hpp; do headers+=("polybus/$(basename "$path")"); done
 for header in "${headers[@]}"; do
   for std in c++17 c++20; do check "$header" "$std"; done
