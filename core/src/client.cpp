@@ -144,6 +144,7 @@ bool AdapterContext::logs(LogLevel level) const { return shared_->logs(level); }
 void AdapterContext::count_bytes_in(std::size_t n) const { shared_->stats.bytes_in += n; }
 void AdapterContext::count_bytes_out(std::size_t n) const { shared_->stats.bytes_out += n; }
 void AdapterContext::count_reconnect() const { ++shared_->stats.reconnects; }
+bool AdapterContext::has_custom_backoff() const { return shared_->custom_backoff.has_value(); }
 Backoff AdapterContext::backoff() const {
   return shared_->custom_backoff ? *shared_->custom_backoff : Backoff::from_options(options_);
 }

@@ -460,13 +460,4 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail);
 }
 
-std::chrono::milliseconds Reconnector::schedule(std::function<void()> attempt) {
-  auto delay = state_.next();
-  timer_.expires_after(delay);
-  timer_.async_wait([attempt = std::move(attempt)](std::error_code ec) {
-    if (!ec) attempt();
-  });
-  return delay;
-}
-
 }  // namespace polybus

@@ -8,6 +8,7 @@
 #include "client_protocol.hpp"
 #include "polybus/error.hpp"
 #include "polybus/figg.hpp"
+#include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/transport.hpp"
 
@@ -33,7 +34,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
         settings_(TransportSettings::from_options(context.options())),
         protocol_(static_cast<std::size_t>(context.options().get_int("window")),
                   static_cast<std::size_t>(context.options().get_int("max_frame_size")), *this),
-        reconnector_(context.strand(), context.backoff()),
+        reconnect_(context, endpoint_.to_string()),
         ping_interval_(context.options().get_duration("ping_interval")),
         ping_timer_(context.strand()) {
     if (context.url().hosts.size() != 1)
@@ -110,7 +111,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
 
   void close(std::function<void()> done) {
     closed_ = true;
-    reconnector_.cancel();
+    reconnect_.cancel();
     ping_timer_.cancel();
     for (auto& [topic, sink] : sinks_) protocol_.detach(topic);
     flush();
@@ -202,10 +203,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
       self->protocol_.receive(chunk, std::string_view(data, n));
       self->release_waiting();
       self->flush();
-      if (!self->proven_ && self->protocol_.is_connected() && self->protocol_.frames() != frames) {
-        self->proven_ = true;
-        self->reconnector_.succeeded();
-      }
+      if (self->protocol_.frames() != frames) self->reconnect_.proven();
       if (self->transport_)
         self->transport_->frame_state(self->protocol_.partial_frame(),
                                       self->protocol_.frames() != frames);
@@ -214,16 +212,13 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
       if (auto self = weak.lock()) self->on_closed(ec, detail);
     };
     transport_ = Transport::create(ctx_.strand(), settings_, std::move(callbacks), &ctx_);
-    ctx_.state(ConnectionState::connecting, endpoint_.to_string());
+    reconnect_.attempting();
     transport_->connect(endpoint_);
     if (holds_ > 0) transport_->pause_reading();
   }
 
   void on_connected() {
-    // The backoff starts over only once the server sent a frame the client accepted: a server
-    // that accepts connections and then breaks the protocol must not get a connection a tick.
-    proven_ = false;
-    ctx_.state(ConnectionState::connected, endpoint_.to_string());
+    reconnect_.connected();
     server_pongs_ = false;
     missed_pongs_ = 0;
     protocol_.connected();
@@ -236,13 +231,9 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
     protocol_.disconnected();
     ping_timer_.cancel();
     if (closed_) return;
-    ctx_.count_reconnect();
-    ctx_.state(ConnectionState::disconnected, endpoint_.to_string(), ec, detail);
-    std::weak_ptr<FiggClient> weak = shared_from_this();
-    auto delay = reconnector_.schedule([weak] {
+    reconnect_.lost(ec, detail, [weak = weak_from_this()] {
       if (auto self = weak.lock()) self->connect();
     });
-    ctx_.state(ConnectionState::reconnecting, endpoint_.to_string(), ec, detail, delay);
   }
 
   // Liveness: PING every ping_interval. Only a server that has answered a PING is held to it
@@ -269,8 +260,7 @@ class FiggClient : public ProtocolHandler, public std::enable_shared_from_this<F
   HostPort endpoint_;
   TransportSettings settings_;
   ClientProtocol protocol_;
-  Reconnector reconnector_;
-  bool proven_ = false;  // this connection delivered a valid frame
+  ReconnectLoop reconnect_;
   std::chrono::milliseconds ping_interval_;
   asio::steady_timer ping_timer_;
   std::shared_ptr<Transport> transport_;

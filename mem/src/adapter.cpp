@@ -11,7 +11,7 @@
 #include "broker.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::mem {
 namespace {
@@ -39,7 +39,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
         broker_(std::move(broker)),
         endpoint_("mem://" + (context.url().hosts.empty() ? std::string() : context.url().hosts[0].host)),
         msg_timeout_(context.options().get_duration("msg_timeout")),
-        reconnector_(context.strand(), context.backoff()),
+        reconnect_(context, endpoint_),
         client_id_(random_id()) {}
 
   void start() {
@@ -72,7 +72,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void close(std::function<void()> done) {
     closed_ = true;
-    reconnector_.cancel();
+    reconnect_.cancel();
     if (session_ != 0) {
       for (auto& [id, sub] : subs_) broker_->unsubscribe(session_, id, sub.anonymous);
       broker_->disconnect(session_);
@@ -141,7 +141,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void connect() {
     if (closed_) return;
-    ctx_.state(ConnectionState::connecting, endpoint_);
+    reconnect_.attempting();
     std::weak_ptr<MemSession> weak = shared_from_this();
     const std::uint64_t generation = ++generation_;
     auto strand = ctx_.strand();
@@ -169,8 +169,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       schedule_reconnect(make_error_code(errc::connect_failed), detail);
       return;
     }
-    reconnector_.succeeded();
-    ctx_.state(ConnectionState::connected, endpoint_);
+    reconnect_.connected();
+    reconnect_.proven();  // an in-process broker that let the session in works
     for (auto& [id, sub] : subs_) establish(id, sub);
     auto publishes = std::move(waiting_publishes_);
     waiting_publishes_.clear();
@@ -184,21 +184,23 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void schedule_reconnect(std::error_code why, const std::string& detail) {
     if (closed_) return;
-    // The same reconnect loop as the network adapters: the core's Reconnector.
-    auto delay = reconnector_.schedule([weak = weak_from_this()] {
+    // The same reconnect loop as the network adapters.
+    reconnect_.lost(why, detail, [weak = weak_from_this()] {
       if (auto self = weak.lock()) self->connect();
     });
-    ctx_.state(ConnectionState::reconnecting, endpoint_, why, detail, delay);
   }
 
   void on_disconnected(std::uint64_t generation) {
     if (generation != generation_ || session_ == 0) return;
     session_ = 0;
-    ctx_.count_reconnect();
     const std::string detail = "the in-process broker " + endpoint_ + " went away";
-    ctx_.state(ConnectionState::disconnected, endpoint_, make_error_code(errc::disconnected), detail);
-    fail_open_requests(make_error_code(errc::disconnected), "disconnected before the reply came");
-    schedule_reconnect(make_error_code(errc::disconnected), detail);
+    const auto why = make_error_code(errc::disconnected);
+    reconnect_.ended(why, detail);
+    fail_open_requests(why, "disconnected before the reply came");
+    if (closed_) return;
+    reconnect_.retry(why, detail, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->connect();
+    });
   }
 
   void establish(std::uint64_t id, SubRecord& sub) {
@@ -288,7 +290,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   std::shared_ptr<BrokerImpl> broker_;
   std::string endpoint_;
   std::chrono::milliseconds msg_timeout_;
-  Reconnector reconnector_;
+  ReconnectLoop reconnect_;
   std::uint64_t client_id_;
   std::uint64_t session_ = 0;
   std::uint64_t generation_ = 0;

@@ -17,12 +17,18 @@ Capabilities memodb_capabilities() {
   c.subscribe = false;
   c.publish_confirmed = false;
   c.reply_errors = false;  // memo01 hands the requester a RESULT payload and nothing else
+  c.reconnect_policy = false;  // NNG's dialer reconnects by itself (kReconnectPolicy)
   return c;
 }
+
+// NNG's dialer waits a uniformly random time below reconnect_initial doubling up to
+// reconnect_max: full jitter. That is the one policy a MemoDB connection can follow.
+constexpr const char* kReconnectPolicy = "full_jitter";
 
 OptionTable memodb_options() {
   constexpr std::int64_t hour = 3'600'000;
   OptionTable table = core_option_table();
+  table.set_default("reconnect_backoff", kReconnectPolicy);
   table.add({
       {"max_requests", OptionType::integer, "64", 1, 65536,
        "requests sent to the broker at once; more wait, in order, up to their deadline"},
@@ -64,6 +70,14 @@ detail::SessionSettings settings_for(const AdapterContext& context) {
     throw Error(
         polybus::errc::not_supported,
         "memodb: memo01 has no TLS (the protocol leaves encryption to a tunnel such as spiped)");
+  const std::string& policy = o.get_string("reconnect_backoff");
+  if (policy != kReconnectPolicy || context.has_custom_backoff())
+    throw Error(polybus::errc::not_supported,
+                "memodb: NNG's dialer paces reconnects itself (full jitter, doubling from "
+                "reconnect_initial to reconnect_max), so " +
+                    (context.has_custom_backoff() ? std::string("ConnectOptions::reconnect_backoff")
+                                                  : "reconnect_backoff=" + policy) +
+                    " cannot be followed; use reconnect_backoff=" + kReconnectPolicy);
   detail::SessionSettings s;
   s.nng_url = nng_url_for(context.url());
   s.heartbeat_interval = o.get_duration("heartbeat_interval");

@@ -59,6 +59,7 @@ Session::Session(const AdapterContext& context, SessionSettings settings)
     : ctx_(context),
       settings_(std::move(settings)),
       gate_(std::make_shared<Gate>()),
+      reconnect_(context, settings_.nng_url),
       dial_watch_timer_(context.strand()),
       close_timer_(context.strand()) {
   gate_->strand.emplace(context.strand());
@@ -88,7 +89,7 @@ void Session::open() {
   asio::post(ctx_.strand(), [weak = weak_from_this()] {
     auto self = weak.lock();
     if (self && !self->dead_ && self->pipes_ == 0) {
-      self->ctx_.state(ConnectionState::connecting, self->settings_.nng_url);
+      self->reconnect_.attempting();
       self->watch_dial();
     }
   });
@@ -121,8 +122,9 @@ void Session::check_dial() {
       what = "the connection attempt failed";
     }
     dial_failures_seen_ = now;
-    ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why,
-               "cannot connect to " + settings_.nng_url + ": " + what, settings_.reconnect_min);
+    const std::string detail = "cannot connect to " + settings_.nng_url + ": " + what;
+    reconnect_.ended(why, detail);
+    reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
   }
   // NNG retries after reconnect_min at the soonest: looking more often finds nothing new.
   dial_watch_timer_.expires_after(std::clamp(settings_.reconnect_min,
@@ -162,16 +164,14 @@ void Session::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
 void Session::pipe_event(nng_pipe_ev event) {
   if (dead_) return;
   if (event == NNG_PIPE_EV_ADD_POST) {
-    if (pipes_++ == 0) ctx_.state(ConnectionState::connected, settings_.nng_url);
+    if (pipes_++ == 0) reconnect_.connected();
   } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
     if (--pipes_ == 0 && !closing_) {
-      ctx_.count_reconnect();
       auto why = make_error_code(errc::disconnected);
       const std::string detail = "the connection to the broker at " + settings_.nng_url + " ended";
-      ctx_.state(ConnectionState::disconnected, settings_.nng_url, why, detail);
+      reconnect_.ended(why, detail);
       // NNG's dialer reconnects by itself, after its own reconnect time.
-      ctx_.state(ConnectionState::reconnecting, settings_.nng_url, why, detail,
-                 settings_.reconnect_min);
+      reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
       watch_dial();
     }
   }

@@ -14,7 +14,7 @@
 #include <nng/nng.h>
 
 #include <asio/steady_timer.hpp>
-#include "polybus/adapter/transport.hpp"
+#include "polybus/adapter/reconnect.hpp"
 #include <chrono>
 #include <deque>
 #include <map>
@@ -172,6 +172,7 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   nng_socket socket_ = NNG_SOCKET_INITIALIZER;
   nng_dialer dialer_ = NNG_DIALER_INITIALIZER;
   DialFailures dial_failures_seen_;
+  ReconnectLoop reconnect_;  // reports only: NNG's dialer makes the attempts
   asio::steady_timer dial_watch_timer_;
   bool dial_watched_ = false;
   bool socket_open_ = false;

@@ -25,6 +25,9 @@ Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings setti
       max_in_flight_(max_in_flight),
       discovery_(std::move(discovery)),
       sink_(std::move(sink)),
+      rdy_backoff_(settings_.backoff_full_jitter
+                       ? Backoff::full_jitter(settings_.backoff_multiplier, settings_.max_backoff_duration)
+                       : Backoff::exponential(settings_.backoff_multiplier, settings_.max_backoff_duration)),
       backoff_timer_(context_->strand()),
       redistribute_timer_(context_->strand()),
       poll_timer_(context_->strand()),
@@ -43,7 +46,7 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   auto conn = std::make_unique<Conn>();
   conn->key = ++next_key_;
   conn->target = target;
-  conn->reconnector = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+  conn->reconnect = std::make_unique<ReconnectLoop>(*context_, target.to_string());
   std::weak_ptr<Consumer> weak = shared_from_this();
   const std::uint64_t key = conn->key;
   auto with = [weak, key](auto fn) {
@@ -60,7 +63,7 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   events.on_response = with([](Consumer& self, Conn& c, std::string_view body) { self.on_response(c, body); });
   // The backoff starts over once the connection has shown it works (a heartbeat, or a message
   // within RDY), not at SUB's OK: a server that accepts and then breaks must wait longer.
-  events.on_heartbeat = with([](Consumer&, Conn& c) { c.reconnector->succeeded(); });
+  events.on_heartbeat = with([](Consumer&, Conn& c) { c.reconnect->proven(); });
   events.on_server_error = with([](Consumer& self, Conn& c, const ServerError& e) {
     const std::string text =
         c.target.to_string() + ": " + std::string(e.code_text) + " " + std::string(e.description);
@@ -110,7 +113,7 @@ Consumer::Conn* Consumer::find_conn(std::uint64_t key) {
 void Consumer::remove_conn(std::uint64_t key) {
   auto it = conns_.find(key);
   if (it == conns_.end()) return;
-  it->second->reconnector->cancel();
+  it->second->reconnect->cancel();
   // FINs and REQs written just before must reach nsqd: flush, then close.
   it->second->connection->close_after_flush();
   // Destroyed after the current callback has unwound: it may be running inside this connection.
@@ -119,7 +122,7 @@ void Consumer::remove_conn(std::uint64_t key) {
 }
 
 void Consumer::connect(Conn& conn) {
-  context_->state(ConnectionState::connecting, conn.target.to_string());
+  conn.reconnect->attempting();
   conn.connection->connect();
 }
 
@@ -143,7 +146,7 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
       --dialing_;
       pump_dials();
     }
-    context_->state(ConnectionState::connected, conn.target.to_string());
+    conn.reconnect->connected();
     if (!ready_reported_) {
       ready_reported_ = true;
       sink_->ready({});
@@ -169,7 +172,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
                               std::to_string(conn.rdy_ceiling));
     return;
   }
-  conn.reconnector->succeeded();
+  conn.reconnect->proven();
   auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
   state->topic = topic_;
   state->buffer = owner;
@@ -228,7 +231,6 @@ void Consumer::reply(detail::MessageState& message, std::string, std::error_code
 
 void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& detail) {
   const std::uint64_t key = conn.key;
-  const bool was_subscribed = conn.subscribed;
   conn.subscribed = conn.closing = false;
   conn.rdy = conn.rdy_ceiling = 0;
   if (conn.dialing) {
@@ -238,26 +240,23 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   conn.in_flight = 0;  // nsqd requeues what this connection held
   if (stopping_ || conn.retiring) {
     // A retiring connection's end is still a disconnect the application hears about.
-    if (!stopping_)
-      context_->state(ConnectionState::disconnected, conn.target.to_string(), ec, detail);
+    if (!stopping_) conn.reconnect->retired(ec, detail);
     remove_conn(key);
     check_stopped();
     return;
   }
-  context_->state(ConnectionState::disconnected, conn.target.to_string(), ec, detail);
-  if (was_subscribed) context_->count_reconnect();
+  conn.reconnect->ended(ec, detail);
   if (!discovery_.lookupds.empty()) {
     // Discovery decides: the next poll reconnects it if nsqlookupd still lists it.
     remove_conn(key);
     pump_dials();
   } else {
     std::weak_ptr<Consumer> weak = shared_from_this();
-    auto delay = conn.reconnector->schedule([weak, key] {
+    conn.reconnect->retry(ec, detail, [weak, key] {
       auto self = weak.lock();
       if (!self || self->stopping_) return;
       if (Conn* c = self->find_conn(key)) self->connect(*c);
     });
-    context_->state(ConnectionState::reconnecting, conn.target.to_string(), ec, detail, delay);
   }
   update_rdy();
 }
@@ -333,16 +332,13 @@ void Consumer::signal(Signal signal) {
     update_rdy();
     return;
   }
-  auto exponential = std::min<std::int64_t>(settings_.backoff_multiplier.count() << (backoff_counter_ - 1),
-                                            settings_.max_backoff_duration.count());
-  std::int64_t wait = exponential;
-  if (settings_.backoff_full_jitter)
-    wait = std::uniform_int_distribution<std::int64_t>(0, exponential)(random_);
+  const auto wait = rdy_backoff_.delay(backoff_counter_);
   backoff_waiting_ = true;
   update_rdy();  // RDY 0 everywhere
-  context_->log(LogLevel::warn, topic_ + "/" + channel_ + ": backing off for " + std::to_string(wait) +
-                                    "ms (level " + std::to_string(backoff_counter_) + ")");
-  backoff_timer_.expires_after(std::chrono::milliseconds(wait));
+  context_->log(LogLevel::warn, topic_ + "/" + channel_ + ": backing off for " +
+                                    std::to_string(wait.count()) + "ms (level " +
+                                    std::to_string(backoff_counter_) + ")");
+  backoff_timer_.expires_after(wait);
   backoff_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;
     if (auto self = weak.lock()) self->backoff_done();
@@ -508,7 +504,7 @@ void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
   update_rdy();  // RDY 0 everywhere
   std::vector<std::uint64_t> idle;
   for (auto& [key, conn] : conns_) {
-    conn->reconnector->cancel();
+    conn->reconnect->cancel();
     if (conn->subscribed) {
       conn->closing = true;
       conn->connection->session().close_wait();

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "connection.hpp"
+#include "polybus/adapter/reconnect.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
 
@@ -48,7 +49,7 @@ class Consumer : public AdapterSubscription,
     std::uint64_t key = 0;  // unique per connection attempt: messages name their connection
     HostPort target;
     std::shared_ptr<Connection> connection;
-    std::unique_ptr<Reconnector> reconnector;
+    std::unique_ptr<ReconnectLoop> reconnect;
     std::uint32_t rdy = 0;        // last RDY sent
     // The largest RDY sent on this connection: nsqd never has more messages in flight on it,
     // so more is a server ignoring RDY (a protocol error, not a buffer to grow).
@@ -100,7 +101,8 @@ class Consumer : public AdapterSubscription,
   bool stopping_ = false;
   bool ready_reported_ = false;
   // Backoff (as go-nsq): failures count up, successes down; while the count is above zero every
-  // connection gets RDY 0 for a while, then one connection RDY 1 to test.
+  // connection gets RDY 0 for the policy's delay at that level, then one connection RDY 1 to test.
+  Backoff rdy_backoff_;
   std::uint32_t backoff_counter_ = 0;
   bool backoff_waiting_ = false;
   std::uint64_t test_conn_ = 0;

@@ -18,7 +18,7 @@ void Producer::set_nodes(std::vector<HostPort> nsqds) {
     if (known) continue;
     auto node = std::make_unique<Node>();
     node->target = std::move(target);
-    node->reconnector = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+    node->reconnect = std::make_unique<ReconnectLoop>(*context_, node->target.to_string());
     nodes_.push_back(std::move(node));
   }
 }
@@ -105,7 +105,7 @@ void Producer::connect_some() {
     if (node->connection && (node->connection->ready() || node->connection->connecting())) return;
     if (node->retry_scheduled) continue;
     if (!node->connection) node->connection = make_connection(*node);
-    context_->state(ConnectionState::connecting, node->target.to_string());
+    node->reconnect->attempting();
     node->connection->connect();
     return;
   }
@@ -121,13 +121,13 @@ std::shared_ptr<Connection> Producer::make_connection(Node& node) {
     // The backoff starts over at the first confirmed publish, not at the handshake: a server
     // that completes it and then breaks (never reads, refuses everything) must not get a
     // connection every reconnect_initial.
-    self->context_->state(ConnectionState::connected, raw->target.to_string());
+    raw->reconnect->connected();
     self->flush_waiting();
   };
   events.on_response = [weak, raw](std::string_view body) {
     if (auto self = weak.lock()) self->on_response(*raw, body);
   };
-  events.on_heartbeat = [raw] { raw->reconnector->succeeded(); };
+  events.on_heartbeat = [raw] { raw->reconnect->proven(); };
   events.on_server_error = [weak, raw](const ServerError& error) {
     if (auto self = weak.lock()) self->on_server_error(*raw, error);
   };
@@ -145,7 +145,7 @@ void Producer::on_response(Node& node, std::string_view body) {
                           node.target.to_string() + ": OK with no publish waiting for it");
     return;
   }
-  node.reconnector->succeeded();
+  node.reconnect->proven();
   auto done = std::move(node.awaiting.front().done);
   node.awaiting.pop_front();
   done({});
@@ -171,8 +171,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
                   std::make_move_iterator(awaiting.end()));
   if (closed_) return;
-  context_->state(ConnectionState::disconnected, node.target.to_string(), ec, detail);
-  context_->count_reconnect();
+  node.reconnect->ended(ec, detail);
   if (Node* other = usable_node()) {
     (void)other;
     flush_waiting();
@@ -181,13 +180,12 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   node.retry_scheduled = true;
   std::weak_ptr<Producer> weak = shared_from_this();
   Node* raw = &node;
-  auto delay = node.reconnector->schedule([weak, raw] {
+  node.reconnect->retry(ec, detail, [weak, raw] {
     auto self = weak.lock();
     if (!self) return;
     raw->retry_scheduled = false;
     if (!self->waiting_.empty()) self->connect_some();
   });
-  context_->state(ConnectionState::reconnecting, node.target.to_string(), ec, detail, delay);
   connect_some();  // the other nsqds, if any
 }
 
@@ -217,7 +215,7 @@ void Producer::close() {
   closed_ = true;
   if (rediscover_) rediscover_->cancel();
   for (auto& node : nodes_) {
-    node->reconnector->cancel();
+    node->reconnect->cancel();
     if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
     for (auto& work : awaiting) work.done(make_error_code(polybus::errc::closed), {}, "client closed");

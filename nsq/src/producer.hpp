@@ -12,6 +12,7 @@
 
 #include "connection.hpp"
 #include "options.hpp"
+#include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
 
@@ -43,7 +44,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   struct Node {
     HostPort target;
     std::shared_ptr<Connection> connection;
-    std::unique_ptr<Reconnector> reconnector;
+    std::unique_ptr<ReconnectLoop> reconnect;
     std::deque<Outgoing> awaiting;  // written, answer pending, in order
     bool retry_scheduled = false;
   };

@@ -368,3 +368,43 @@ CONTRACT_CASE(a_broker_nobody_can_reach_fails_operations_after_connect_timeout_n
   CHECK_THAT(failed.cause(), Catch::Contains(where));
   env.broker->start();
 }
+
+CONTRACT_CASE(reconnects_follow_the_reconnect_policy_or_the_connect_refuses_it) {
+  Latch asked;            // the policy was asked for a delay
+  Latch paced;            // a reconnecting event carried the policy's delay
+  ConnectOptions options;
+  options.reconnect_backoff = Backoff::custom([&](std::uint32_t) {
+    asked.count_down();
+    return std::chrono::milliseconds(20);
+  });
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::reconnecting && e.retry_in == std::chrono::milliseconds(20))
+      paced.count_down();
+  };
+  if (!env.caps.reconnect_policy) {
+    // The transport paces its reconnects itself: a policy it cannot follow is refused, naming it.
+    try {
+      auto client = polybus::connect(env.url, options);
+      FAIL("a reconnect policy the scheme cannot follow was accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::not_supported);
+      CHECK_THAT(e.what(), Catch::Contains("reconnect_backoff"));
+    }
+    return;
+  }
+  CONTRACT_REQUIRES(env.caps.publish || env.caps.request_reply);
+  env.broker->stop();  // refuses connections from here on
+  auto client = polybus::connect(env.url, options);
+  // Something to send, so that a client that connects only on demand tries.
+  if (env.caps.publish)
+    client.publish("policy", "x", [](std::error_code) {}, PublishOptions{20s, {}});
+  else
+    client.request("policy", "x", [](const Reply&) {}, 20s);
+  // Every failed attempt asks the policy, and the next one waits what it said.
+  CHECK(asked.wait_for(3));
+  CHECK(paced.wait_for(3));
+  env.broker->start();
+  if (env.caps.publish)
+    CHECK(client.publish_sync("policy", "y", PublishOptions{test::kWaitBound, {}}) == std::error_code{});
+  client.close_sync(5s);
+}

@@ -406,26 +406,3 @@ TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][
   CHECK(upgrade_result == std::error_code{});
   REQUIRE(client.wait_received("OK\ninside"));
 }
-
-TEST_CASE("the reconnector waits per the policy and resets", "[transport]") {
-  asio::io_context io;
-  auto strand = asio::make_strand(io);
-  std::vector<std::uint32_t> seen;
-  Reconnector reconnector(strand, Backoff::custom([&](std::uint32_t n) {
-                            seen.push_back(n);
-                            return std::chrono::milliseconds(1);
-                          }));
-  int attempts = 0;
-  std::function<void()> attempt = [&] {
-    if (++attempts < 3) reconnector.schedule(attempt);
-  };
-  reconnector.schedule(attempt);
-  io.run();
-  CHECK(attempts == 3);
-  CHECK(seen == std::vector<std::uint32_t>{1, 2, 3});
-  reconnector.succeeded();
-  io.restart();
-  reconnector.schedule([] {});
-  io.run();
-  CHECK(seen.back() == 1);
-}

@@ -26,6 +26,10 @@ struct Capabilities {
   bool subscribe = true;          // plain subscribe
   bool durable = false;           // the broker keeps messages across its own restart
   bool publish_confirmed = true;  // publish completes when the broker has accepted it
+  // Reconnects follow reconnect_backoff or ConnectOptions::reconnect_backoff (false: the
+  // transport paces them itself; only the policy it follows, the scheme's default
+  // reconnect_backoff, is accepted, and any other fails the connect with not_supported).
+  bool reconnect_policy = true;
 
   std::vector<std::pair<const char*, bool>> list() const {
     return {{"publish", publish},
@@ -42,7 +46,8 @@ struct Capabilities {
             {"batch_publish", batch_publish},
             {"deferred_publish", deferred_publish},
             {"durable", durable},
-            {"publish_confirmed", publish_confirmed}};
+            {"publish_confirmed", publish_confirmed},
+            {"reconnect_policy", reconnect_policy}};
   }
 };
 

@@ -65,7 +65,15 @@ Engine::Engine(const Strand& strand, EngineSettings settings, Backoff backoff, E
       settings_(std::move(settings)),
       hooks_(std::move(hooks)),
       session_(SessionLimits{settings_.max_queued_bytes, settings_.max_json_depth}, *this),
-      reconnector_(strand, std::move(backoff)),
+      reconnect_(strand, std::move(backoff), settings_.address.to_string(),
+                 ReconnectLoop::Reports{[this](const StateEvent& e) {
+                                          if (hooks_.state)
+                                            hooks_.state(e.state, e.endpoint, e.reason, e.detail,
+                                                         e.retry_in);
+                                        },
+                                        [this] {
+                                          if (stats_) stats_->count_reconnect();
+                                        }}),
       heartbeat_timer_(strand),
       address_(settings_.address) {
   if (stats) stats_.emplace(*stats);
@@ -122,7 +130,7 @@ void Engine::connect() {
     link_ = std::move(link);
   }
   link_open_ = false;
-  state(ConnectionState::connecting);
+  reconnect_.attempting();
   log(LogLevel::debug,
       "quickio: connecting to " + address_.to_string() + " over " + carrier_name(current_carrier_));
   link_->start();
@@ -142,10 +150,9 @@ void Engine::on_link_open(Link* link) {
   if (link != link_.get() || closed_) return;
   link_open_ = true;
   moving_ = false;
-  stable_ = false;  // the backoff starts over once this link has shown it works
   last_activity_ = Clock::now();
   arm_heartbeat();
-  state(ConnectionState::connected);
+  reconnect_.connected();
   open_connection_.store(session_.connection() + 1);  // as /open's listeners will see it
   session_.opened();
   flush();
@@ -158,10 +165,7 @@ void Engine::on_link_event(Link* link, std::string_view text,
   auto ec = session_.receive(text, owner, &why);
   if (!ec && !moving_ && link == link_.get()) {
     redirects_ = 0;
-    if (!stable_) {
-      stable_ = true;
-      reconnector_.succeeded();
-    }
+    reconnect_.proven();
   }
   flush();
   if (ec && link == link_.get()) {
@@ -183,8 +187,7 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   if (was_open) session_.closed();
   flush();
   if (closed_) return;
-  if (stats_) stats_->count_reconnect();
-  state(ConnectionState::disconnected, ec, detail);
+  reconnect_.ended(ec, detail);
   if (!moving_) session_.emit_local("/error", text::json_quote(detail));
   if (closed_ || link_) return;  // a listener closed or reconnected
   std::weak_ptr<Engine> weak = shared_from_this();
@@ -194,15 +197,14 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   const bool moved = moving_;
   moving_ = false;  // a move that cannot connect backs off like any failed attempt
   if (moved && redirects_ <= 1) {
-    asio::post(strand_, now);  // as transparent as a reconnect, and at once
+    reconnect_.retry_now(ec, detail, now);  // as transparent as a reconnect, and at once
   } else if (refused && settings_.carrier == Carrier::websocket && !use_http_) {
     use_http_ = true;  // the document: fall back to HTTP at once
     log(LogLevel::info, "quickio: WebSocket refused (" + detail + "); falling back to HTTP");
-    asio::post(strand_, now);
+    reconnect_.retry_now(ec, detail, now);
   } else {
     use_http_ = false;  // the next attempt tries WebSocket again
-    auto delay = reconnector_.schedule(now);
-    state(ConnectionState::reconnecting, ec, detail, delay);
+    reconnect_.retry(ec, detail, now);
   }
 }
 
@@ -223,6 +225,7 @@ void Engine::move_to(const std::string& address) {
   }
   address_.host = parsed.host;
   if (parsed.port != 0) address_.port = parsed.port;
+  reconnect_.set_endpoint(address_.to_string());
   moving_ = true;
   log(LogLevel::info, "quickio: moving to " + address_.to_string());
   if (link_) link_->fail(make_error_code(client_errc::moved), "moved to " + address_.to_string());
@@ -234,7 +237,7 @@ void Engine::subscription_refused(const std::string& path, int code, const std::
 
 void Engine::reconnect() {
   if (closed_) return;
-  reconnector_.cancel();
+  reconnect_.cancel();
   bool was_open = link_open_;
   retire_link();
   open_connection_.store(0);
@@ -247,7 +250,7 @@ void Engine::reconnect() {
 void Engine::close() {
   if (closed_) return;
   closed_ = true;
-  reconnector_.cancel();
+  reconnect_.cancel();
   retire_link();
   open_connection_.store(0);
   session_.shut_down();

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "link.hpp"
+#include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/transport.hpp"
 #include "session.hpp"
 
@@ -97,7 +98,7 @@ class Engine : public LinkHandler,
   EngineHooks hooks_;
   std::optional<AdapterContext> stats_;
   Session session_;
-  Reconnector reconnector_;
+  ReconnectLoop reconnect_;
   asio::steady_timer heartbeat_timer_;
   std::shared_ptr<Link> link_;
   HostPort address_;
@@ -108,7 +109,6 @@ class Engine : public LinkHandler,
   // /qio/move in a row: only the first is followed at once, later ones back off, and past
   // max_redirects they are refused. A link that delivers anything but a move ends the row.
   std::uint32_t redirects_ = 0;
-  bool stable_ = false;  // the open link delivered an event: the backoff may start over
   bool closed_ = false;
   Clock::time_point last_activity_;
   std::atomic<std::uint64_t> open_connection_{0};

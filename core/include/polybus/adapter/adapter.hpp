@@ -148,6 +148,8 @@ class AdapterContext {
   void count_reconnect() const;
   // The reconnect policy: ConnectOptions::reconnect_backoff, else the reconnect_* options.
   Backoff backoff() const;
+  // ConnectOptions::reconnect_backoff was given (an adapter that cannot follow it refuses it).
+  bool has_custom_backoff() const;
 
   // Builds a message for delivery; the adapter fills the fields it has.
   std::shared_ptr<detail::MessageState> make_message(std::weak_ptr<MessageBackend> backend) const;

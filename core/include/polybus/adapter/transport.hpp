@@ -177,19 +177,4 @@ class Transport : public std::enable_shared_from_this<Transport> {
   Clock::time_point last_read_;
 };
 
-// Reconnect delays for one connection: wait per the backoff policy, reset after a handshake.
-class Reconnector {
- public:
-  Reconnector(const Strand& strand, Backoff policy) : timer_(strand), state_(std::move(policy)) {}
-  // Runs attempt after the next backoff delay (replacing a scheduled one); returns the delay.
-  std::chrono::milliseconds schedule(std::function<void()> attempt);
-  void succeeded() { state_.reset(); }
-  void cancel() { timer_.cancel(); }
-  std::uint32_t attempts() const { return state_.attempts(); }
-
- private:
-  asio::steady_timer timer_;
-  BackoffState state_;
-};
-
 }  // namespace polybus
