@@ -1,4 +1,4 @@
-#include "client_protocol.hpp"
+#include "machine.hpp"
 
 #include <algorithm>
 
@@ -6,47 +6,45 @@
 
 namespace polybus::figg {
 
-ClientProtocol::ClientProtocol(std::size_t window, std::size_t max_payload, ProtocolHandler& handler)
+Machine::Machine(std::size_t window, std::size_t max_payload, MachineHandler& handler)
     : handler_(handler), parser_(max_payload), ring_(std::max<std::size_t>(1, window)) {}
 
-void ClientProtocol::publish(std::string topic, std::shared_ptr<const std::string> data,
-                             OpCompletion done) {
+void Machine::publish(std::string topic, std::shared_ptr<const std::string> data) {
   Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
-  slot = Slot{next_seq_++, std::move(topic), std::move(data), std::move(done)};
+  slot = Slot{next_seq_++, std::move(topic), std::move(data)};
   ++unacked_;
   if (connected_) send_publish(slot);
 }
 
-void ClientProtocol::send_publish(const Slot& slot) {
-  OutPiece header;
+void Machine::send_publish(const Slot& slot) {
+  std::string header;
   highest_sent_ = std::max(highest_sent_, slot.seq);
-  append_publish_header(header.bytes, slot.topic, slot.seq, slot.data->size());
-  output_.push_back(std::move(header));
-  output_.push_back(OutPiece{{}, slot.data});  // shared: kept in the ring for resending
+  append_publish_header(header, slot.topic, slot.seq, slot.data->size());
+  handler_.send(std::move(header));
+  handler_.send(slot.data);  // shared: kept in the ring for resending
 }
 
-void ClientProtocol::acked(std::uint64_t seq) {
+void Machine::acked(std::uint64_t seq) {
   // An ACK releases that message and every earlier one.
+  std::size_t released = 0;
   while (unacked_ > 0 && ring_[head_].seq <= seq) {
-    Slot slot = std::move(ring_[head_]);
     ring_[head_] = Slot{};
     head_ = (head_ + 1) % ring_.size();
     --unacked_;
-    slot.done({});
+    ++released;
   }
+  if (released > 0) handler_.on_acked(released);
 }
 
-void ClientProtocol::fail_all(std::error_code ec, const std::string& detail) {
+void Machine::abandon() {
   while (unacked_ > 0) {
-    Slot slot = std::move(ring_[head_]);
     ring_[head_] = Slot{};
     head_ = (head_ + 1) % ring_.size();
     --unacked_;
-    slot.done(ec, {}, detail);
   }
 }
 
-std::error_code ClientProtocol::attach(const std::string& topic, std::optional<std::uint64_t> from) {
+std::error_code Machine::attach(const std::string& topic, std::optional<std::uint64_t> from) {
   auto it = attachments_.find(topic);
   if (it != attachments_.end() && it->second.state != State::detaching)
     return make_error_code(polybus::errc::already_subscribed);
@@ -56,36 +54,36 @@ std::error_code ClientProtocol::attach(const std::string& topic, std::optional<s
   return {};
 }
 
-void ClientProtocol::send_attach(const std::string& topic, const Attachment& a) {
-  OutPiece piece;
-  append_attach(piece.bytes, topic, a.offset.has_value(), a.offset.value_or(0));
-  output_.push_back(std::move(piece));
+void Machine::send_attach(const std::string& topic, const Attachment& a) {
+  std::string bytes;
+  append_attach(bytes, topic, a.offset.has_value(), a.offset.value_or(0));
+  handler_.send(std::move(bytes));
 }
 
-void ClientProtocol::detach(const std::string& topic) {
+void Machine::detach(const std::string& topic) {
   auto it = attachments_.find(topic);
   if (it == attachments_.end() || it->second.state == State::detaching) return;
   it->second.state = State::detaching;
   if (connected_) {
-    OutPiece piece;
-    append_detach(piece.bytes, topic);
-    output_.push_back(std::move(piece));
+    std::string bytes;
+    append_detach(bytes, topic);
+    handler_.send(std::move(bytes));
   }
 }
 
-std::optional<std::uint64_t> ClientProtocol::offset(const std::string& topic) const {
+std::optional<std::uint64_t> Machine::offset(const std::string& topic) const {
   auto it = attachments_.find(topic);
   return it == attachments_.end() ? std::nullopt : it->second.offset;
 }
 
-void ClientProtocol::ping(std::uint64_t timestamp) {
+void Machine::ping(std::uint64_t timestamp) {
   if (!connected_) return;
-  OutPiece piece;
-  append_ping(piece.bytes, timestamp);
-  output_.push_back(std::move(piece));
+  std::string bytes;
+  append_ping(bytes, timestamp);
+  handler_.send(std::move(bytes));
 }
 
-void ClientProtocol::connected() {
+void Machine::connected() {
   connected_ = true;
   parser_.reset();
   // The document's order: pending ATTACHes, attached topics from their offsets, pending
@@ -99,9 +97,9 @@ void ClientProtocol::connected() {
     }
   for (auto it = attachments_.begin(); it != attachments_.end();) {
     if (it->second.state == State::detaching) {
-      OutPiece piece;
-      append_detach(piece.bytes, it->first);
-      output_.push_back(std::move(piece));
+      std::string bytes;
+      append_detach(bytes, it->first);
+      handler_.send(std::move(bytes));
       // A fresh connection never had this attachment: nothing more to wait for.
       it = attachments_.erase(it);
     } else {
@@ -111,13 +109,12 @@ void ClientProtocol::connected() {
   for (std::size_t i = 0; i < unacked_; ++i) send_publish(ring_[(head_ + i) % ring_.size()]);
 }
 
-void ClientProtocol::disconnected() {
+void Machine::disconnected() {
   connected_ = false;
-  parser_.reset();
-  output_.clear();  // the next connection gets the resend instead
+  parser_.reset();  // the next connection gets the resend
 }
 
-void ClientProtocol::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   while (!bytes.empty() && connected_) {
     Frame frame;
     auto result = parser_.feed(bytes, frame);
@@ -134,7 +131,7 @@ void ClientProtocol::receive(const std::shared_ptr<const void>& owner, std::stri
   }
 }
 
-void ClientProtocol::handle(const Frame& frame, const std::shared_ptr<const void>& owner) {
+void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owner) {
   std::error_code ec;
   switch (frame.type) {
     case MessageType::ack: {

@@ -1,44 +1,47 @@
-// Figg's client side as a state machine, sans I/O: the publish window (a fixed ring of
-// unacknowledged messages), the attachments and their offsets, and what to send again, in the
-// document's order, after a reconnect. The owner feeds received bytes, moves output() to its
-// socket, and tells it when the connection comes and goes.
+// Figg's client side as a state machine, sans I/O (no socket, no clock, no completions): the
+// publish window (a fixed ring of unacknowledged messages), the attachments and their offsets,
+// and what to send again, in the document's order, after a reconnect. The owner feeds received
+// bytes and says when the connection comes and goes; the machine pushes the bytes to send and
+// what happened to its handler, as AMQP-CPP's ConnectionHandler is told.
 #pragma once
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
-#include "polybus/adapter/adapter.hpp"
 #include "polybus/figg/codec.hpp"
 
 namespace polybus::figg {
 
-struct OutPiece {
-  std::string bytes;
-  std::shared_ptr<const std::string> shared;  // a payload kept for resending
-};
-
-class ProtocolHandler {
+class MachineHandler {
  public:
-  virtual ~ProtocolHandler() = default;
+  virtual ~MachineHandler() = default;
+  // Bytes to send, in order: the machine's own, and payloads it keeps for resending (shared,
+  // not copied). Only while connected.
+  virtual void send(std::string bytes) = 0;
+  virtual void send(std::shared_ptr<const std::string> payload) = 0;
+  // The oldest `count` publishes of the window are acknowledged, in the order published.
+  virtual void on_acked(std::size_t count) = 0;
   virtual void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
                        const std::shared_ptr<const void>& owner) = 0;
   virtual void on_attached(const std::string& topic, std::uint64_t offset) = 0;
   virtual void on_pong(std::uint64_t timestamp) = 0;
+  // The server broke the protocol: the owner ends the connection.
   virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
 };
 
-class ClientProtocol {
+class Machine {
  public:
-  ClientProtocol(std::size_t window, std::size_t max_payload, ProtocolHandler& handler);
+  Machine(std::size_t window, std::size_t max_payload, MachineHandler& handler);
 
-  // Publishing. publish() needs room in the window (window_full() false).
+  // Publishing. publish() needs room in the window (window_full() false); the owner keeps what
+  // completes it, in the same order, until on_acked() or abandon().
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
-  void publish(std::string topic, std::shared_ptr<const std::string> data, OpCompletion done);
+  void publish(std::string topic, std::shared_ptr<const std::string> data);
 
   // Attachments: one per topic. attach() fails with errc::already_subscribed for a topic that is
   // attached or attaching. from: resume from this offset; empty: the latest message.
@@ -58,9 +61,8 @@ class ClientProtocol {
   bool partial_frame() const { return !parser_.idle(); }
   std::uint64_t frames() const { return frames_; }
 
-  std::deque<OutPiece>& output() { return output_; }
-  // Fails every unacknowledged publish (on close).
-  void fail_all(std::error_code ec, const std::string& detail);
+  // Forgets every unacknowledged publish (on close; the owner fails their completions).
+  void abandon();
 
  private:
   enum class State { attaching, attached, detaching };
@@ -73,7 +75,6 @@ class ClientProtocol {
     std::uint64_t seq = 0;
     std::string topic;
     std::shared_ptr<const std::string> data;
-    OpCompletion done;
   };
 
   void send_attach(const std::string& topic, const Attachment& a);
@@ -81,7 +82,7 @@ class ClientProtocol {
   void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
   void acked(std::uint64_t seq);
 
-  ProtocolHandler& handler_;
+  MachineHandler& handler_;
   FrameParser parser_;
   std::vector<Slot> ring_;
   std::size_t head_ = 0;  // oldest unacknowledged
@@ -90,7 +91,6 @@ class ClientProtocol {
   std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH
   std::map<std::string, Attachment> attachments_;
   bool connected_ = false;
-  std::deque<OutPiece> output_;
   std::uint64_t frames_ = 0;
 };
 

@@ -1,0 +1,84 @@
+// Figg's binding: one Machine on core's Transport, reconnecting forever through core's
+// ReconnectLoop. It keeps what the machine does not: the completions of the publishes in the
+// window and of those waiting for room (up to their deadline), the subscription sinks, and the
+// PING liveness rule.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "machine.hpp"
+#include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/reconnect.hpp"
+#include "polybus/adapter/transport.hpp"
+
+namespace polybus::figg {
+
+class Connection : public MachineHandler, public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(const AdapterContext& context, HostPort endpoint);
+  ~Connection() override;
+
+  void start();
+  void publish(PublishWork work);
+  // One subscription per topic: errc::already_subscribed for a second one.
+  std::error_code attach(const std::string& topic, std::optional<std::uint64_t> from,
+                         std::shared_ptr<SubscriptionSink> sink);
+  void detach(const std::string& topic);
+  // No flow control in Figg: pausing detaches and remembers the offset to resume from.
+  void pause(const std::string& topic);
+  void resume(const std::string& topic);
+  // Budget back-pressure: reading stops while any subscription holds.
+  void hold(bool on);
+  void ping(OpCompletion done);
+  void close(std::function<void()> done);
+
+  // MachineHandler
+  void send(std::string bytes) override;
+  void send(std::shared_ptr<const std::string> payload) override;
+  void on_acked(std::size_t count) override;
+  void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
+               const std::shared_ptr<const void>& owner) override;
+  void on_attached(const std::string& topic, std::uint64_t offset) override;
+  void on_pong(std::uint64_t timestamp) override;
+  void on_failure(std::error_code ec, const std::string& detail) override;
+
+ private:
+  struct SinkEntry {
+    std::shared_ptr<SubscriptionSink> sink;
+    bool confirmed = false;
+    bool paused = false;
+    std::optional<std::uint64_t> resume_from;
+  };
+
+  void send_to_window(PublishWork& work);
+  void release_waiting();
+  void connect();
+  void on_connected();
+  void on_closed(std::error_code ec, const std::string& detail);
+  void arm_ping();
+
+  AdapterContext ctx_;
+  HostPort endpoint_;
+  TransportSettings settings_;
+  Machine machine_;
+  ReconnectLoop reconnect_;
+  std::chrono::milliseconds ping_interval_;
+  asio::steady_timer ping_timer_;
+  std::shared_ptr<Transport> transport_;
+  std::deque<OpCompletion> in_window_;  // the window's publishes, oldest first
+  std::deque<PublishWork> waiting_;     // no room in the window yet
+  std::map<std::string, SinkEntry> sinks_;
+  std::deque<std::pair<std::uint64_t, OpCompletion>> pings_;
+  std::uint64_t ping_counter_ = 0;
+  bool server_pongs_ = false;
+  int missed_pongs_ = 0;
+  bool closed_ = false;
+  int holds_ = 0;  // subscriptions holding the inflow (hold())
+};
+
+}  // namespace polybus::figg
