@@ -43,7 +43,6 @@ void Connection::connect() {
     auto self = weak.lock();
     if (!self || self->generation_ != generation) return;
     self->session_->start();
-    self->flush();
   };
   callbacks.on_data = [weak, generation](const std::shared_ptr<ReadChunk>& chunk, const char* data,
                                          std::size_t size) {
@@ -51,8 +50,6 @@ void Connection::connect() {
     if (!self || self->generation_ != generation) return;
     const std::uint64_t frames = self->session_->frames();
     self->session_->receive(chunk, std::string_view(data, size));
-    if (self->generation_ != generation) return;
-    self->flush();
     if (self->generation_ == generation)
       self->transport_->frame_state(self->session_->partial_frame(),
                                     self->session_->frames() != frames);
@@ -67,14 +64,14 @@ void Connection::connect() {
   transport_->connect(target_);
 }
 
-void Connection::flush() {
-  if (!session_ || !transport_) return;
-  auto& out = session_->output();
-  while (!out.empty()) {
-    if (out.front().shared) transport_->write(std::move(out.front().shared));
-    else transport_->write(std::move(out.front().bytes));
-    out.pop_front();
-  }
+// Only while this attempt is live: a session that failed, or a connection being closed, writes
+// nothing more.
+void Connection::send(std::string bytes) {
+  if (transport_ && (connecting_ || ready_)) transport_->write(std::move(bytes));
+}
+
+void Connection::send(std::shared_ptr<const std::string> body) {
+  if (transport_ && (connecting_ || ready_)) transport_->write(std::move(body));
 }
 
 void Connection::on_heartbeat() {
@@ -113,7 +110,6 @@ void Connection::on_start_tls() {
     auto self = weak.lock();
     if (!self || self->generation_ != generation || ec) return;  // a failure closes the transport
     self->session_->tls_established();
-    self->flush();
   });
 }
 

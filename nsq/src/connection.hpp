@@ -35,9 +35,8 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   // Ends the connection with an error, reported through on_closed.
   void fail(std::error_code ec, const std::string& detail);
 
-  // Commands go through the session; flush() moves them to the socket.
+  // Commands go through the session, which writes them to the socket at once.
   Session& session() { return *session_; }
-  void flush();
 
   bool ready() const { return ready_; }
   bool connecting() const { return connecting_; }
@@ -46,6 +45,8 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   std::uint64_t generation() const { return generation_; }
 
   // SessionHandler
+  void send(std::string bytes) override;
+  void send(std::shared_ptr<const std::string> body) override;
   void on_start_tls() override;
   void on_ready(const IdentifyResponse& negotiated) override;
   void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) override;

@@ -134,7 +134,6 @@ void Consumer::on_ready(Conn& conn) {
     sink_->ended(ec, "cannot subscribe to '" + topic_ + "'/'" + channel_ + "': " + ec.message());
     return;
   }
-  conn.connection->flush();
 }
 
 void Consumer::on_response(Conn& conn, std::string_view body) {
@@ -198,7 +197,6 @@ void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
     context_->error(ec, std::string(what) + " of message " + message.id + " refused: " + ec.message());
     return;
   }
-  conn->connection->flush();
 }
 
 void Consumer::ack(detail::MessageState& message) {
@@ -267,7 +265,6 @@ void Consumer::send_rdy(Conn& conn, std::uint32_t count) {
   conn.rdy = count;
   conn.rdy_ceiling = std::max(conn.rdy_ceiling, count);
   conn.connection->session().ready_count(count);
-  conn.connection->flush();
 }
 
 void Consumer::update_rdy() {
@@ -469,7 +466,6 @@ void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answ
       if (conn.subscribed) {
         send_rdy(conn, 0);
         conn.connection->session().close_wait();
-        conn.connection->flush();
       } else {
         remove_conn(key);
       }
@@ -508,7 +504,6 @@ void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
     if (conn->subscribed) {
       conn->closing = true;
       conn->connection->session().close_wait();
-      conn->connection->flush();
     } else {
       idle.push_back(key);
     }

@@ -48,14 +48,21 @@ void Producer::publish(PublishWork work) {
 
 void Producer::send(Node& node, Outgoing& work) {
   if (work.done.done()) return;  // its deadline passed while it waited
-  auto& session = node.connection->session();
-  std::error_code ec = work.bodies.size() > 1
-                           ? session.publish_batch(work.topic, work.bodies)
-                           : session.publish(work.topic, work.bodies.front(),
-                                             static_cast<std::uint32_t>(work.defer.count()));
-  if (ec) return work.done(ec, {}, "cannot publish to '" + work.topic + "': " + ec.message());
+  // Awaiting its answer before it is written: a write over max_write_buffer ends the connection
+  // at once, and on_closed must find it there to send it again.
   node.awaiting.push_back(std::move(work));
-  node.connection->flush();
+  const Outgoing& sent = node.awaiting.back();
+  auto& session = node.connection->session();
+  std::error_code ec = sent.bodies.size() > 1
+                           ? session.publish_batch(sent.topic, sent.bodies)
+                           : session.publish(sent.topic, sent.bodies.front(),
+                                             static_cast<std::uint32_t>(sent.defer.count()));
+  if (ec) {
+    // Refused before anything was written: still the last one awaiting.
+    Outgoing refused = std::move(node.awaiting.back());
+    node.awaiting.pop_back();
+    refused.done(ec, {}, "cannot publish to '" + refused.topic + "': " + ec.message());
+  }
 }
 
 void Producer::flush_waiting() {

@@ -21,9 +21,9 @@ void Session::emit(std::string bytes) {
   if (codec_) {
     std::string encoded;
     if (auto ec = codec_->encode(bytes, encoded)) return fail(ec, "compression failed: " + ec.message());
-    output_.push_back(Piece{std::move(encoded), nullptr});
+    handler_.send(std::move(encoded));
   } else {
-    output_.push_back(Piece{std::move(bytes), nullptr});
+    handler_.send(std::move(bytes));
   }
 }
 
@@ -237,8 +237,8 @@ std::error_code Session::publish(std::string_view topic, const Body& body, std::
     header += *body;
     emit(std::move(header));
   } else {
-    output_.push_back(Piece{std::move(header), nullptr});
-    output_.push_back(Piece{{}, body});  // gather-written: the payload is not copied
+    handler_.send(std::move(header));
+    handler_.send(body);  // gather-written: the payload is not copied
   }
   return {};
 }
@@ -256,12 +256,12 @@ std::error_code Session::publish_batch(std::string_view topic, const std::vector
     emit(std::move(header));
     return {};
   }
-  output_.push_back(Piece{std::move(header), nullptr});
+  handler_.send(std::move(header));
   for (const auto& body : bodies) {
     std::string prefix;
     append_size_prefix(prefix, static_cast<std::uint32_t>(body->size()));
-    output_.push_back(Piece{std::move(prefix), nullptr});
-    output_.push_back(Piece{{}, body});
+    handler_.send(std::move(prefix));
+    handler_.send(body);
   }
   return {};
 }

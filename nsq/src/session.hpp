@@ -1,11 +1,11 @@
 // The NSQ connection's protocol state machine, sans I/O: bytes in, events and bytes out.
 // It runs the handshake nsqd 1.3 expects (magic, IDENTIFY with feature negotiation, the TLS
 // upgrade, the switch to snappy or deflate, AUTH), answers heartbeats, and turns frames into
-// events. The owner moves output() to its socket after each call and performs the TLS upgrade
-// when asked (on_start_tls), then calls tls_established().
+// events. The session pushes the bytes to write to its handler as it makes them (as AMQP-CPP's
+// ConnectionHandler is given them); the owner performs the TLS upgrade when asked
+// (on_start_tls), then calls tls_established().
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,6 +28,10 @@ struct SessionConfig {
 class SessionHandler {
  public:
   virtual ~SessionHandler() = default;
+  // Bytes to write, in order: the session's own, and publish bodies shared with the caller
+  // (gather-written, not copied).
+  virtual void send(std::string bytes) = 0;
+  virtual void send(std::shared_ptr<const std::string> body) = 0;
   virtual void on_start_tls() = 0;
   virtual void on_ready(const IdentifyResponse& negotiated) = 0;
   // owner keeps message.body alive (the read chunk, or a copy when the body was split or
@@ -66,13 +70,6 @@ class Session {
   std::error_code publish(std::string_view topic, const Body& body, std::uint32_t defer_ms = 0);
   std::error_code publish_batch(std::string_view topic, const std::vector<Body>& bodies);
 
-  // Bytes to write, in order: owned bytes, or a shared body. The owner takes them.
-  struct Piece {
-    std::string bytes;
-    Body shared;
-    std::string_view view() const { return shared ? std::string_view(*shared) : std::string_view(bytes); }
-  };
-  std::deque<Piece>& output() { return output_; }
   Phase phase() const { return phase_; }
   const IdentifyResponse& negotiated() const { return negotiated_; }
   bool compressed() const { return static_cast<bool>(codec_); }
@@ -101,7 +98,6 @@ class Session {
   std::string scratch_;
   bool heartbeat_due_ = false;
   std::uint64_t frames_ = 0;
-  std::deque<Piece> output_;
 };
 
 }  // namespace polybus::nsq
