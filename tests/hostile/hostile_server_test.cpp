@@ -930,3 +930,24 @@ TEST_CASE("quickio: max_json_depth bounds event data", "[hostile][quickio]") {
   CHECK(server.wait_connections(2));
   client.close_sync(5s);
 }
+
+TEST_CASE("quickio: a publish the write buffer cannot take fails at once with limit_exceeded",
+          "[hostile][quickio]") {
+  for (const char* scheme : {"quickio", "quickio+ws"}) {
+    INFO(scheme);
+    HostileServer server([&](HostileConnection& c, std::size_t) {
+      if (std::string(scheme) == "quickio+ws") {
+        if (!qio_ws_handshake(c)) return;
+      } else if (!qio_handshake(c)) {
+        return;
+      }
+      c.hold_open();
+    });
+    auto client = connect(std::string(scheme) + "://" + server.address() + "?max_write_buffer=65536");
+    // Before: the write ended the connection inside the send, the event's completion was kept
+    // for a write that never came, and the publish ran to its deadline as a bare timeout.
+    auto status = client.publish_sync("room", std::string(100'000, 'x'), PublishOptions{20s, {}});
+    CHECK(status == errc::limit_exceeded);
+    client.close_sync(5s);
+  }
+}

@@ -62,6 +62,12 @@ void StreamLink::send(std::string event, WrittenFn written) {
   }
   wire_->send(event);
   flush();
+  if (ended_) {
+    // The write itself ended the link (over max_write_buffer): the event is not sent, and
+    // nothing will report it written.
+    if (written) written(end_reason_);
+    return;
+  }
   if (written) unwritten_.emplace_back(transport_->total_queued(), std::move(written));
 }
 
@@ -130,6 +136,7 @@ void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* da
 void StreamLink::on_closed(std::error_code ec, const std::string& detail) {
   if (ended_) return;
   ended_ = true;
+  end_reason_ = ec ? ec : make_error_code(polybus::errc::disconnected);
   handshake_timer_.cancel();
   bool refused = tcp_up_ && !wire_->is_open();
   fail_unwritten(make_error_code(polybus::errc::disconnected));

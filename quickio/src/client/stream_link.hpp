@@ -51,6 +51,7 @@ class StreamLink : public Link,
   asio::steady_timer handshake_timer_;
   bool tcp_up_ = false;
   bool ended_ = false;
+  std::error_code end_reason_;  // why the link ended
   std::uint64_t events_ = 0;  // events received, so a read knows whether it completed one
   // Sends waiting for the socket: the transport's total_queued() after each, in order.
   std::deque<std::pair<std::uint64_t, WrittenFn>> unwritten_;
