@@ -228,7 +228,7 @@ void Session::start_request(RequestWork work) {
   // The broker waits this long for the worker's RESULT: by default what is left of ours.
   const std::int64_t job_ms = settings_.job_timeout.count() > 0 ? settings_.job_timeout.count() : left;
   std::string header;
-  if (auto ec = append_job(header, {}, work.topic, static_cast<std::uint64_t>(job_ms)))
+  if (auto ec = Requester::job(header, work.topic, static_cast<std::uint64_t>(job_ms)))
     return work.done(make_error_code(errc::invalid_argument), {}, ec.message());
   MsgPtr msg = make_msg(header, work.payload);
 
@@ -286,14 +286,8 @@ void Session::request_completed(RequestSlot& slot, int rv, MsgPtr msg) {
                                                 "jobs without a word)"
                                               : std::string("memodb: ") + nng_strerror(rv));
   ctx_.count_bytes_in(nng_msg_len(msg.get()));
-  Header header;
-  std::string_view payload;
-  if (auto ec = decode(body(msg.get()), header, payload))
-    return finish_request(slot, ec, {}, "memodb: malformed reply to a JOB on '" + slot.service + "': " + ec.message());
-  if (header.type != MessageType::result)
-    return finish_request(slot, make_error_code(errc::protocol_error), {},
-                          std::string("memodb: expected RESULT for a JOB, got ") + to_string(header.type));
-  finish_request(slot, {}, std::string(payload), {});
+  auto answer = Requester::answer(body(msg.get()), slot.service);
+  finish_request(slot, answer.ec, std::string(answer.payload), std::move(answer.why));
 }
 
 void Session::finish_request(RequestSlot& slot, std::error_code ec, std::string reply,
@@ -348,6 +342,7 @@ Session::WorkerSlot* Session::add_worker(std::uint64_t serve_id, ServeRecord& se
     return nullptr;
   }
   worker->serve = serve_id;
+  worker->machine = Worker(serve.service);
   WorkerSlot* raw = worker.get();
   serve.workers.push_back(raw->key);
   workers_.emplace(raw->key, std::move(worker));
@@ -373,22 +368,15 @@ void Session::start_worker(WorkerSlot& worker) {
   const auto resend = settings_.heartbeat_interval + settings_.heartbeat_timeout + kResendMargin;
   std::string header;
   MsgPtr msg;
-  if (!append_ready(header, {it->second.service}) && open_ctx(worker, resend)) msg = make_msg(header);
-  if (!msg) {
-    ctx_.error(make_error_code(errc::disconnected), describe(worker) + ": out of NNG resources");
-    return stop_worker(worker);
-  }
-  worker.id.clear();
-  send_worker(worker, std::move(msg), false);
+  if (!worker.machine.ready(header) && open_ctx(worker, resend)) msg = make_msg(header);
+  send_worker(worker, std::move(msg));
 }
 
-void Session::send_worker(WorkerSlot& worker, MsgPtr msg, bool leaving) {
+void Session::send_worker(WorkerSlot& worker, MsgPtr msg) {
   if (!msg) {
     ctx_.error(make_error_code(errc::disconnected), describe(worker) + ": out of NNG resources");
     return stop_worker(worker);
   }
-  worker.state = WorkerSlot::State::sending;
-  worker.leaving = leaving;
   worker.pending = true;
   nng_aio_set_msg(worker.aio, msg.release());
   nng_aio_set_timeout(worker.aio, NNG_DURATION_INFINITE);
@@ -402,8 +390,8 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
       ctx_.error(nng_error(rv), describe(worker) + ": " + nng_strerror(rv) + "; worker stopped");
     return stop_worker(worker);
   }
-  if (worker.state == WorkerSlot::State::sending) {
-    if (closing_ && !worker.leaving) return stop_worker(worker);
+  if (worker.machine.state() == Worker::State::sending) {
+    if (!worker.machine.sent(closing_)) return stop_worker(worker);
     auto it = serves_.find(worker.serve);
     if (it != serves_.end() && !it->second.confirmed && it->second.sink) {
       // The READY reached the broker's connection: the best confirmation memo01 gives (the
@@ -411,44 +399,28 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
       it->second.confirmed = true;
       it->second.sink->ready({});
     }
-    worker.state = WorkerSlot::State::receiving;
     worker.pending = true;
     nng_aio_set_timeout(worker.aio, NNG_DURATION_INFINITE);
     nng_ctx_recv(worker.ctx, worker.aio);
     return;
   }
   ctx_.count_bytes_in(nng_msg_len(msg.get()));
-  Header header;
-  std::string_view payload;
-  if (auto ec = decode(body(msg.get()), header, payload)) {
-    ctx_.error(ec, describe(worker) + ": malformed message from the broker: " + ec.message() +
-                       "; registering again");
-    return restart_or_stop(worker);
-  }
-  switch (header.type) {
-    case MessageType::job:
-      return on_job(worker, header, payload, std::move(msg));
-    case MessageType::heartbeat:
-      worker.id = std::string(header.id);
-      if (worker.reregister) worker.reregister->succeeded();  // registered: the broker knows it
-      if (!should_run(worker)) {
-        // Leaving: the broker waits for this worker's answer and hands it no job meanwhile;
-        // without one it forgets the worker after heartbeat_timeout.
-        return stop_worker(worker);
-      }
-      {
-        std::string out;
-        MsgPtr answer;
-        if (!append_heartbeat(out, worker.id)) answer = make_msg(out);
-        return send_worker(worker, std::move(answer), false);
-      }
-    case MessageType::disconnect: {
-      // The broker does not know this worker (it restarted, or timed the worker out), or it
-      // acknowledges the last RESULT: reset and register again unless leaving, after the
-      // reconnect policy's delay.
-      worker.id.clear();
-      if (!should_run(worker)) return stop_worker(worker);
-      worker.state = WorkerSlot::State::stopped;
+  auto step = worker.machine.received(body(msg.get()), should_run(worker));
+  if (step.ec) ctx_.error(step.ec, describe(worker) + ": " + step.why + "; registering again");
+  switch (step.next) {
+    case Worker::Next::handle:
+      return on_job(worker, step.service, step.payload, std::move(msg));
+    case Worker::Next::send:
+      // Registered: the broker knows the worker, so a later DISCONNECT starts the backoff over.
+      if (worker.reregister) worker.reregister->succeeded();
+      return send_worker(worker, make_msg(step.out));
+    case Worker::Next::register_again:
+      return restart_or_stop(worker);
+    case Worker::Next::stop:
+      return stop_worker(worker);
+    case Worker::Next::register_again_later: {
+      // READY again after the reconnect policy's delay: a broker answering every READY with
+      // DISCONNECT must not get thousands a second.
       if (!worker.reregister)
         worker.reregister = std::make_unique<Reconnector>(ctx_.strand(), ctx_.backoff());
       const std::uint64_t key = worker.key;
@@ -458,21 +430,17 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
         auto found = self->workers_.find(key);
         if (found == self->workers_.end()) return;
         WorkerSlot& w = *found->second;
-        if (w.state == WorkerSlot::State::stopped && !w.pending) self->restart_or_stop(w);
+        if (w.machine.state() == Worker::State::stopped && !w.pending) self->restart_or_stop(w);
       });
       ctx_.log(LogLevel::debug, describe(worker) + ": DISCONNECT from the broker; READY again in " +
                                     std::to_string(delay.count()) + "ms");
       return;
     }
-    default:
-      ctx_.error(make_error_code(errc::protocol_error),
-                 describe(worker) + ": unexpected " + to_string(header.type) + " from the broker; registering again");
-      return restart_or_stop(worker);
   }
 }
 
-void Session::on_job(WorkerSlot& worker, const Header& header, std::string_view payload, MsgPtr msg) {
-  worker.id = std::string(header.id);
+void Session::on_job(WorkerSlot& worker, std::string_view service, std::string_view payload,
+                     MsgPtr msg) {
   if (worker.reregister) worker.reregister->succeeded();
   auto it = serves_.find(worker.serve);
   if (closing_ || it == serves_.end() || it->second.gone || !it->second.sink) {
@@ -481,10 +449,9 @@ void Session::on_job(WorkerSlot& worker, const Header& header, std::string_view 
                                                 "will time out");
     return stop_worker(worker);
   }
-  worker.state = WorkerSlot::State::handling;
   ++worker.job_seq;
   auto state = ctx_.make_message(weak_from_this());
-  state->topic = std::string(header.service);
+  state->topic = std::string(service);
   state->payload = payload;
   state->buffer = std::shared_ptr<nng_msg>(msg.release(), MsgFree{});
   state->expects_reply = true;
@@ -498,7 +465,7 @@ void Session::reply(polybus::detail::MessageState& message, std::string payload,
   auto it = workers_.find(message.adapter_token >> 32);
   if (it == workers_.end()) return;
   WorkerSlot& worker = *it->second;
-  if (worker.state != WorkerSlot::State::handling ||
+  if (worker.machine.state() != Worker::State::handling ||
       worker.job_seq != static_cast<std::uint32_t>(message.adapter_token & 0xffffffffu))
     return;
   if (ec) {
@@ -511,13 +478,11 @@ void Session::reply(polybus::detail::MessageState& message, std::string payload,
   }
   // Leaving (paused, unsubscribed, retired or closing): the last RESULT says so, and the
   // broker answers DISCONNECT instead of another job.
-  const bool leaving = !should_run(worker);
   std::string header;
   MsgPtr msg;
-  if (!append_result(header, worker.id, leaving ? std::optional<bool>(true) : std::nullopt))
-    msg = make_msg(header, payload);
+  if (!worker.machine.result(header, !should_run(worker))) msg = make_msg(header, payload);
   ctx_.count_bytes_out(payload.size());
-  send_worker(worker, std::move(msg), leaving);
+  send_worker(worker, std::move(msg));
 }
 
 void Session::restart_or_stop(WorkerSlot& worker) {
@@ -526,8 +491,7 @@ void Session::restart_or_stop(WorkerSlot& worker) {
 }
 
 void Session::stop_worker(WorkerSlot& worker) {
-  worker.state = WorkerSlot::State::stopped;
-  worker.leaving = false;
+  worker.machine.stop();
   auto it = serves_.find(worker.serve);
   const bool gone = it == serves_.end() || it->second.gone;
   if ((worker.retire || gone) && !worker.pending) {
@@ -552,8 +516,8 @@ void Session::unsubscribe(std::uint64_t serve, OpCompletion done) {
       auto w = workers_.find(key);
       if (w == workers_.end()) continue;
       WorkerSlot& worker = *w->second;
-      if (worker.pending && !worker.leaving) cancel(worker);  // its completion stops it
-      else if (worker.state == WorkerSlot::State::stopped) stop_worker(worker);
+      if (worker.pending && !worker.machine.leaving()) cancel(worker);  // its completion stops it
+      else if (worker.machine.state() == Worker::State::stopped) stop_worker(worker);
       // A worker handling a job sends its RESULT (with disconnecting) and then leaves.
     }
   }
@@ -570,7 +534,7 @@ void Session::set_paused(std::uint64_t serve, bool paused) {
   const auto keys = it->second.workers;
   for (auto key : keys) {
     auto w = workers_.find(key);
-    if (w != workers_.end() && w->second->state == WorkerSlot::State::stopped && should_run(*w->second))
+    if (w != workers_.end() && w->second->machine.state() == Worker::State::stopped && should_run(*w->second))
       start_worker(*w->second);
   }
 }
@@ -593,11 +557,11 @@ void Session::set_workers(std::uint64_t serve, std::uint32_t count) {
   }
   // Retire the surplus, stopped workers first; the others leave as a pause makes them.
   std::stable_partition(active.begin(), active.end(), [](const WorkerSlot* w) {
-    return w->state == WorkerSlot::State::stopped;
+    return w->machine.state() == Worker::State::stopped;
   });
   for (std::size_t n = 0; n < active.size() - count; ++n) {
     active[n]->retire = true;
-    if (active[n]->state == WorkerSlot::State::stopped) stop_worker(*active[n]);
+    if (active[n]->machine.state() == Worker::State::stopped) stop_worker(*active[n]);
   }
 }
 
@@ -619,7 +583,7 @@ void Session::close(Clock::time_point deadline, std::function<void()> done) {
   // the others stop now. An idle worker's registration then lingers at the broker until its
   // heartbeat fails (the real broker's behaviour; a job handed to it meanwhile times out).
   for (auto& [key, worker] : workers_)
-    if (!worker->leaving) cancel(*worker);
+    if (!worker->machine.leaving()) cancel(*worker);
   close_timer_.expires_at(deadline);
   close_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;

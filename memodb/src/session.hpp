@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "machine.hpp"
 #include "nng_util.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/memodb/codec.hpp"
@@ -105,10 +106,8 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
 
   struct WorkerSlot : Slot {
     using Slot::Slot;
-    enum class State { stopped, sending, receiving, handling } state = State::stopped;
+    Worker machine{{}};         // memo01's worker exchange (machine.hpp)
     std::uint64_t serve = 0;
-    std::string id;             // assigned by the broker; empty before the first reply
-    bool leaving = false;       // the request in flight is a RESULT with disconnecting = true
     bool retire = false;        // remove this worker once it is stopped
     std::uint32_t job_seq = 0;  // the job being handled, to match its reply
     // READY again after a DISCONNECT waits per the reconnect policy (a broker answering every
@@ -150,9 +149,9 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   WorkerSlot* add_worker(std::uint64_t serve_id, ServeRecord& serve);
   bool should_run(const WorkerSlot& worker) const;
   void start_worker(WorkerSlot& worker);
-  void send_worker(WorkerSlot& worker, MsgPtr msg, bool leaving);
+  void send_worker(WorkerSlot& worker, MsgPtr msg);
   void worker_completed(WorkerSlot& worker, int rv, MsgPtr msg);
-  void on_job(WorkerSlot& worker, const Header& header, std::string_view payload, MsgPtr msg);
+  void on_job(WorkerSlot& worker, std::string_view service, std::string_view payload, MsgPtr msg);
   void restart_or_stop(WorkerSlot& worker);
   void stop_worker(WorkerSlot& worker);
   void cancel(Slot& slot);

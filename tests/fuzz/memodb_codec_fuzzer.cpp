@@ -2,12 +2,55 @@
 // Checks: the payload is exactly the input's tail; every field is within its documented bound;
 // the decoded header encodes again (append_ready/job/result/heartbeat/disconnect) to a header
 // that decodes to the same fields, and to the same bytes when the input used shortest forms.
+// The requester and worker machines (memodb/src/machine.*) get the input as the broker's answer:
+// what they say next fits their state, and a payload is a view of the input's tail.
 #include "fuzz_util.hpp"
+#include "machine.hpp"
 #include "polybus/memodb/codec.hpp"
 
 using namespace polybus::memodb;
 
 namespace {
+
+bool tail_of(std::string_view part, std::string_view whole) {
+  return part.empty() || (part.data() >= whole.data() &&
+                          part.data() + part.size() == whole.data() + whole.size());
+}
+
+void check_machines(std::string_view message) {
+  auto answer = Requester::answer(message, "svc");
+  if (answer.ec) FUZZ_CHECK(answer.payload.empty() && !answer.why.empty());
+  else FUZZ_CHECK(tail_of(answer.payload, message));
+  for (bool staying : {true, false}) {
+    Worker worker("svc");
+    std::string out;
+    FUZZ_CHECK(!worker.ready(out));
+    FUZZ_CHECK(worker.sent(false));
+    auto step = worker.received(message, staying);
+    switch (step.next) {
+      case Worker::Next::handle:
+        FUZZ_CHECK(worker.state() == Worker::State::handling);
+        FUZZ_CHECK(tail_of(step.payload, message));
+        out.clear();
+        FUZZ_CHECK(!worker.result(out, !staying));
+        FUZZ_CHECK(worker.state() == Worker::State::sending && worker.leaving() == !staying);
+        break;
+      case Worker::Next::send:
+        FUZZ_CHECK(staying && worker.state() == Worker::State::sending && !step.out.empty());
+        break;
+      case Worker::Next::register_again:
+        FUZZ_CHECK(staying && step.ec && !step.why.empty());
+        FUZZ_CHECK(worker.state() == Worker::State::stopped);
+        break;
+      case Worker::Next::register_again_later:
+        FUZZ_CHECK(staying && worker.state() == Worker::State::stopped);
+        break;
+      case Worker::Next::stop:
+        FUZZ_CHECK(worker.state() == Worker::State::stopped);
+        break;
+    }
+  }
+}
 
 bool same(const Header& a, const Header& b) {
   return a.type == b.type && a.id == b.id && a.services == b.services && a.service == b.service &&
@@ -20,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::unique_ptr<char[]> copy(new char[size ? size : 1]);
   if (size) std::memcpy(copy.get(), data, size);
   const std::string_view message(copy.get(), size);
+  check_machines(message);
 
   Header header;
   std::string_view payload;

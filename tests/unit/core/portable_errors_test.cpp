@@ -7,7 +7,7 @@
 #include <asio/ssl/error.hpp>
 #include <sstream>
 
-#include "nng_util.hpp"
+#include "memodb/src/nng_util.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/compression.hpp"

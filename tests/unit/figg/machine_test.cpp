@@ -3,7 +3,7 @@
 // and one at a time.
 #include <catch2/catch.hpp>
 
-#include "machine.hpp"
+#include "figg/src/machine.hpp"
 #include "polybus/error.hpp"
 
 using namespace polybus;

@@ -72,13 +72,17 @@ TEST_CASE("what memodb cannot do fails with not_supported", "[memodb][adapter]")
   CHECK(pinged.get_future().get() == errc::not_supported);
 }
 
-TEST_CASE("a request with no broker expires at its deadline; a bad service name fails at once",
+TEST_CASE("a request with no broker fails by its deadline; a bad service name fails at once",
           "[memodb][adapter]") {
   auto client = connect_memodb("memodb+tcp://[::1]:1");
-  auto start = std::chrono::steady_clock::now();
   auto reply = client.request_sync("echo", "x", 200ms);
-  CHECK(reply.ec == errc::timeout);
-  CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+  // connect_failed naming where it tried once a dial was seen to fail and the next one comes
+  // too late for the request; a timeout when no failure was seen before the deadline.
+  INFO(reply.status().message());
+  if (reply.ec == errc::connect_failed)
+    CHECK_THAT(reply.status().cause(), Catch::Contains("tcp://[::1]:1"));
+  else
+    CHECK(reply.ec == errc::timeout);
   CHECK(client.request_sync("", "x", 5s).ec == errc::invalid_argument);
   CHECK(client.request_sync(std::string(300, 's'), "x", 5s).ec == errc::invalid_argument);
   CHECK(client.request_sync("bad\xff", "x", 5s).ec == errc::invalid_argument);

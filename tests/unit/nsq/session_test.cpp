@@ -5,7 +5,7 @@
 #include "polybus/error.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
-#include "session.hpp"
+#include "nsq/src/session.hpp"
 
 using namespace polybus::nsq;
 
