@@ -1,11 +1,11 @@
-// The MemoDB adapter: request/reply only, over NNG req0 (see session.hpp). memodb+tcp and
+// The MemoDB adapter: request/reply only, over NNG req0 (see connection.hpp). memodb+tcp and
 // memodb+ipc share everything but the address.
 #include <mutex>
 
 #include "polybus/error.hpp"
 #include "polybus/memodb.hpp"
 #include "polybus/adapter/registry.hpp"
-#include "session.hpp"
+#include "connection.hpp"
 
 namespace polybus::memodb {
 namespace {
@@ -64,7 +64,7 @@ std::string nng_url_for(const Url& url) {
   return "tcp://" + url.hosts[0].to_string();
 }
 
-detail::SessionSettings settings_for(const AdapterContext& context) {
+detail::ConnectionSettings settings_for(const AdapterContext& context) {
   const auto& o = context.options();
   if (o.get_bool("tls"))
     throw Error(
@@ -78,7 +78,7 @@ detail::SessionSettings settings_for(const AdapterContext& context) {
                     (context.has_custom_backoff() ? std::string("ConnectOptions::reconnect_backoff")
                                                   : "reconnect_backoff=" + policy) +
                     " cannot be followed; use reconnect_backoff=" + kReconnectPolicy);
-  detail::SessionSettings s;
+  detail::ConnectionSettings s;
   s.nng_url = nng_url_for(context.url());
   s.heartbeat_interval = o.get_duration("heartbeat_interval");
   s.heartbeat_timeout = o.get_duration("heartbeat_timeout");
@@ -94,12 +94,12 @@ detail::SessionSettings settings_for(const AdapterContext& context) {
 class MemoDbAdapter : public Adapter {
  public:
   explicit MemoDbAdapter(AdapterContext& context)
-      : session_(std::make_shared<detail::Session>(context, settings_for(context))),
+      : connection_(std::make_shared<detail::Connection>(context, settings_for(context))),
         workers_option_(static_cast<std::uint32_t>(context.options().get_int("workers"))) {
-    session_->open();
+    connection_->open();
   }
   // Nothing of NNG's runs after this: the socket is closed and every aio waited for.
-  ~MemoDbAdapter() override { session_->shutdown(); }
+  ~MemoDbAdapter() override { connection_->shutdown(); }
 
   Capabilities capabilities() const override { return memodb_capabilities(); }
   void publish(PublishWork work) override {
@@ -110,19 +110,19 @@ class MemoDbAdapter : public Adapter {
                                                  std::shared_ptr<SubscriptionSink>) override {
     throw Error(polybus::errc::not_supported, "memodb: no subscribe (request/reply only)");
   }
-  void request(RequestWork work) override { session_->request(std::move(work)); }
+  void request(RequestWork work) override { connection_->request(std::move(work)); }
   std::shared_ptr<AdapterSubscription> serve(const ServeSpec& spec,
                                              std::shared_ptr<SubscriptionSink> sink) override {
     // The workers option, when set, else one worker per handler the core runs for this serve.
     const std::uint32_t workers = workers_option_ > 0 ? workers_option_ : spec.concurrency;
-    return session_->serve(spec.topic, std::max<std::uint32_t>(1, workers), std::move(sink));
+    return connection_->serve(spec.topic, std::max<std::uint32_t>(1, workers), std::move(sink));
   }
   void close(Clock::time_point deadline, std::function<void()> done) override {
-    session_->close(deadline, std::move(done));
+    connection_->close(deadline, std::move(done));
   }
 
  private:
-  std::shared_ptr<detail::Session> session_;
+  std::shared_ptr<detail::Connection> connection_;
   std::uint32_t workers_option_;  // 0: follow the serve's concurrency
 };
 

@@ -5,14 +5,14 @@
 namespace polybus::nsq {
 
 std::shared_ptr<Connection> Connection::create(std::shared_ptr<const AdapterContext> context, HostPort target,
-                                               SessionConfig config, TransportSettings transport,
+                                               MachineConfig config, TransportSettings transport,
                                                std::chrono::milliseconds read_timeout,
                                                Events events) {
   return std::make_shared<Connection>(std::move(context), std::move(target), std::move(config),
                                       std::move(transport), read_timeout, std::move(events));
 }
 
-Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort target, SessionConfig config,
+Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort target, MachineConfig config,
                        TransportSettings transport, std::chrono::milliseconds read_timeout,
                        Events events)
     : context_(std::move(context)),
@@ -35,24 +35,24 @@ void Connection::connect() {
   ++generation_;
   ready_ = false;
   connecting_ = true;
-  session_ = std::make_unique<Session>(config_, *this);
+  machine_ = std::make_unique<Machine>(config_, *this);
   std::weak_ptr<Connection> weak = shared_from_this();
   const std::uint64_t generation = generation_;
   Transport::Callbacks callbacks;
   callbacks.on_connected = [weak, generation] {
     auto self = weak.lock();
     if (!self || self->generation_ != generation) return;
-    self->session_->start();
+    self->machine_->start();
   };
   callbacks.on_data = [weak, generation](const std::shared_ptr<ReadChunk>& chunk, const char* data,
                                          std::size_t size) {
     auto self = weak.lock();
     if (!self || self->generation_ != generation) return;
-    const std::uint64_t frames = self->session_->frames();
-    self->session_->receive(chunk, std::string_view(data, size));
+    const std::uint64_t frames = self->machine_->frames();
+    self->machine_->receive(chunk, std::string_view(data, size));
     if (self->generation_ == generation)
-      self->transport_->frame_state(self->session_->partial_frame(),
-                                    self->session_->frames() != frames);
+      self->transport_->frame_state(self->machine_->partial_frame(),
+                                    self->machine_->frames() != frames);
   };
   callbacks.on_closed = [weak, generation](std::error_code ec, const std::string& detail) {
     auto self = weak.lock();
@@ -64,7 +64,7 @@ void Connection::connect() {
   transport_->connect(target_);
 }
 
-// Only while this attempt is live: a session that failed, or a connection being closed, writes
+// Only while this attempt is live: a machine that failed, or a connection being closed, writes
 // nothing more.
 void Connection::send(std::string bytes) {
   if (transport_ && (connecting_ || ready_)) transport_->write(std::move(bytes));
@@ -109,7 +109,7 @@ void Connection::on_start_tls() {
   transport_->start_tls([weak, generation](std::error_code ec) {
     auto self = weak.lock();
     if (!self || self->generation_ != generation || ec) return;  // a failure closes the transport
-    self->session_->tls_established();
+    self->machine_->tls_established();
   });
 }
 

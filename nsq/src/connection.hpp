@@ -1,4 +1,4 @@
-// One TCP connection to one nsqd: the sans-IO Session bound to the core's Transport. Producers
+// One TCP connection to one nsqd: the sans-IO Machine bound to the core's Transport. Producers
 // and consumers own these and decide about reconnecting; a connection reports its end once.
 #pragma once
 
@@ -7,11 +7,11 @@
 #include <string>
 
 #include "polybus/adapter/transport.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 namespace polybus::nsq {
 
-class Connection : public SessionHandler, public std::enable_shared_from_this<Connection> {
+class Connection : public MachineHandler, public std::enable_shared_from_this<Connection> {
  public:
   struct Events {
     std::function<void()> on_ready;
@@ -23,9 +23,9 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   };
 
   static std::shared_ptr<Connection> create(std::shared_ptr<const AdapterContext> context, HostPort target,
-                                            SessionConfig config, TransportSettings transport,
+                                            MachineConfig config, TransportSettings transport,
                                             std::chrono::milliseconds read_timeout, Events events);
-  Connection(std::shared_ptr<const AdapterContext> context, HostPort target, SessionConfig config,
+  Connection(std::shared_ptr<const AdapterContext> context, HostPort target, MachineConfig config,
              TransportSettings transport, std::chrono::milliseconds read_timeout, Events events);
   ~Connection() override;
 
@@ -35,8 +35,8 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   // Ends the connection with an error, reported through on_closed.
   void fail(std::error_code ec, const std::string& detail);
 
-  // Commands go through the session, which writes them to the socket at once.
-  Session& session() { return *session_; }
+  // Commands go through the machine, which writes them to the socket at once.
+  Machine& machine() { return *machine_; }
 
   bool ready() const { return ready_; }
   bool connecting() const { return connecting_; }
@@ -44,7 +44,7 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   const std::string& endpoint() const { return endpoint_; }
   std::uint64_t generation() const { return generation_; }
 
-  // SessionHandler
+  // MachineHandler
   void send(std::string bytes) override;
   void send(std::shared_ptr<const std::string> body) override;
   void on_start_tls() override;
@@ -61,12 +61,12 @@ class Connection : public SessionHandler, public std::enable_shared_from_this<Co
   std::shared_ptr<const AdapterContext> context_;
   HostPort target_;
   std::string endpoint_;
-  SessionConfig config_;
+  MachineConfig config_;
   TransportSettings transport_settings_;
   std::chrono::milliseconds read_timeout_;
   Events events_;
   std::shared_ptr<Transport> transport_;
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<Machine> machine_;
   std::uint64_t generation_ = 0;
   bool connecting_ = false;
   bool ready_ = false;

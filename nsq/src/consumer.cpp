@@ -82,7 +82,7 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   events.on_closed = with([](Consumer& self, Conn& c, std::error_code ec, const std::string& detail) {
     self.on_closed(c, ec, detail);
   });
-  conn->connection = Connection::create(context_, target, settings_.session, settings_.transport,
+  conn->connection = Connection::create(context_, target, settings_.machine, settings_.transport,
                                         settings_.read_timeout, std::move(events));
   Conn& ref = *conn;
   conns_.emplace(key, std::move(conn));
@@ -129,8 +129,8 @@ void Consumer::connect(Conn& conn) {
 void Consumer::on_ready(Conn& conn) {
   if (stopping_) return conn.connection->close(), remove_conn(conn.key), check_stopped();
   conn.max_rdy = static_cast<std::uint32_t>(std::clamp<std::int64_t>(
-      conn.connection->session().negotiated().max_rdy_count, 1, UINT32_MAX));
-  if (auto ec = conn.connection->session().subscribe(topic_, channel_)) {
+      conn.connection->machine().negotiated().max_rdy_count, 1, UINT32_MAX));
+  if (auto ec = conn.connection->machine().subscribe(topic_, channel_)) {
     sink_->ended(ec, "cannot subscribe to '" + topic_ + "'/'" + channel_ + "': " + ec.message());
     return;
   }
@@ -193,14 +193,14 @@ void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
                         "' not sent: its connection ended, so nsqd will redeliver the message");
     return;
   }
-  if (auto ec = fn(conn->connection->session())) {
+  if (auto ec = fn(conn->connection->machine())) {
     context_->error(ec, std::string(what) + " of message " + message.id + " refused: " + ec.message());
     return;
   }
 }
 
 void Consumer::ack(detail::MessageState& message) {
-  respond(message, "FIN", [&](Session& s) { return s.finish(message.id); });
+  respond(message, "FIN", [&](Machine& s) { return s.finish(message.id); });
   if (Conn* conn = find_conn(key_of(message.adapter_token))) {
     if (conn->in_flight > 0) --conn->in_flight;
     if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
@@ -210,7 +210,7 @@ void Consumer::ack(detail::MessageState& message) {
 
 void Consumer::nack(detail::MessageState& message, std::chrono::milliseconds delay) {
   auto ms = std::clamp<std::int64_t>(delay.count(), 0, settings_.max_requeue_delay.count());
-  respond(message, "REQ", [&](Session& s) { return s.requeue(message.id, static_cast<std::uint32_t>(ms)); });
+  respond(message, "REQ", [&](Machine& s) { return s.requeue(message.id, static_cast<std::uint32_t>(ms)); });
   if (Conn* conn = find_conn(key_of(message.adapter_token))) {
     if (conn->in_flight > 0) --conn->in_flight;
     if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
@@ -219,7 +219,7 @@ void Consumer::nack(detail::MessageState& message, std::chrono::milliseconds del
 }
 
 void Consumer::touch(detail::MessageState& message) {
-  respond(message, "TOUCH", [&](Session& s) { return s.touch(message.id); });
+  respond(message, "TOUCH", [&](Machine& s) { return s.touch(message.id); });
 }
 
 void Consumer::reply(detail::MessageState& message, std::string, std::error_code, std::string) {
@@ -264,7 +264,7 @@ void Consumer::send_rdy(Conn& conn, std::uint32_t count) {
   if (count == conn.rdy || !conn.subscribed) return;
   conn.rdy = count;
   conn.rdy_ceiling = std::max(conn.rdy_ceiling, count);
-  conn.connection->session().ready_count(count);
+  conn.connection->machine().ready_count(count);
 }
 
 void Consumer::update_rdy() {
@@ -465,7 +465,7 @@ void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answ
       conn.retiring = true;
       if (conn.subscribed) {
         send_rdy(conn, 0);
-        conn.connection->session().close_wait();
+        conn.connection->machine().close_wait();
       } else {
         remove_conn(key);
       }
@@ -503,7 +503,7 @@ void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
     conn->reconnect->cancel();
     if (conn->subscribed) {
       conn->closing = true;
-      conn->connection->session().close_wait();
+      conn->connection->machine().close_wait();
     } else {
       idle.push_back(key);
     }

@@ -62,7 +62,7 @@ OptionTable option_table() {
 
 Settings Settings::from(const ResolvedOptions& options) {
   Settings s;
-  auto& id = s.session.identify;
+  auto& id = s.machine.identify;
   id.client_id = options.get_string("client_id");
   if (id.client_id.empty()) id.client_id = short_hostname();
   id.hostname = options.get_string("hostname");
@@ -81,9 +81,9 @@ Settings Settings::from(const ResolvedOptions& options) {
   id.snappy = options.get_bool("snappy");
   id.deflate = options.get_bool("deflate");
   if (id.deflate) id.deflate_level = static_cast<int>(options.get_int("deflate_level"));
-  s.session.auth_secret = options.get_string("auth_secret");
-  s.session.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
-  s.session.max_decoded_per_read = static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
+  s.machine.auth_secret = options.get_string("auth_secret");
+  s.machine.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
+  s.machine.max_decoded_per_read = static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
   s.transport = TransportSettings::from_options(options);
   s.read_timeout = options.get_duration("read_timeout");
   s.lookupd_poll_interval = options.get_duration("lookupd_poll_interval");

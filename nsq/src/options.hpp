@@ -4,14 +4,14 @@
 
 #include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/transport.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 namespace polybus::nsq {
 
 OptionTable option_table();
 
 struct Settings {
-  SessionConfig session;
+  MachineConfig machine;
   TransportSettings transport;
   std::chrono::milliseconds read_timeout{0};
   std::chrono::milliseconds lookupd_poll_interval{60000};

@@ -52,10 +52,10 @@ void Producer::send(Node& node, Outgoing& work) {
   // at once, and on_closed must find it there to send it again.
   node.awaiting.push_back(std::move(work));
   const Outgoing& sent = node.awaiting.back();
-  auto& session = node.connection->session();
+  auto& machine = node.connection->machine();
   std::error_code ec = sent.bodies.size() > 1
-                           ? session.publish_batch(sent.topic, sent.bodies)
-                           : session.publish(sent.topic, sent.bodies.front(),
+                           ? machine.publish_batch(sent.topic, sent.bodies)
+                           : machine.publish(sent.topic, sent.bodies.front(),
                                              static_cast<std::uint32_t>(sent.defer.count()));
   if (ec) {
     // Refused before anything was written: still the last one awaiting.
@@ -141,12 +141,12 @@ std::shared_ptr<Connection> Producer::make_connection(Node& node) {
   events.on_closed = [weak, raw](std::error_code ec, const std::string& detail) {
     if (auto self = weak.lock()) self->on_closed(*raw, ec, detail);
   };
-  return Connection::create(context_, node.target, settings_.session, settings_.transport,
+  return Connection::create(context_, node.target, settings_.machine, settings_.transport,
                             settings_.read_timeout, std::move(events));
 }
 
 void Producer::on_response(Node& node, std::string_view body) {
-  if (!is_ok(body)) return;  // heartbeats are answered by the session; nothing else is expected
+  if (!is_ok(body)) return;  // heartbeats are answered by the machine; nothing else is expected
   if (node.awaiting.empty()) {
     node.connection->fail(make_error_code(polybus::errc::protocol_error),
                           node.target.to_string() + ": OK with no publish waiting for it");
@@ -213,7 +213,7 @@ void Producer::ping(OpCompletion done) {
   };
   Node* node = usable_node();
   *holder = Connection::create(context_, node ? node->target : nodes_.front()->target,
-                               settings_.session, settings_.transport, settings_.read_timeout,
+                               settings_.machine, settings_.transport, settings_.read_timeout,
                                std::move(events));
   (*holder)->connect();
 }

@@ -37,7 +37,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // A publish, its bodies kept (shared, not copied) until nsqd answers.
   struct Outgoing {
     std::string topic;
-    std::vector<Session::Body> bodies;
+    std::vector<Machine::Body> bodies;
     std::chrono::milliseconds defer{0};
     OpCompletion done;
   };

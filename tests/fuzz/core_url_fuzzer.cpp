@@ -1,7 +1,7 @@
 // The core's URL and option handling: Url::parse on the whole input, then what connect() does
 // with a URL of a registered scheme (ResolvedOptions::resolve against that scheme's option
 // table, the adapters' settings from it: TransportSettings, Backoff, nsq::Settings,
-// quickio::EngineSettings), and parse_duration on the input and on each query value. Checks:
+// quickio::detail::ConnectionSettings), and parse_duration on the input and on each query value. Checks:
 // only polybus::Error escapes; a parsed URL's parts are well-formed; hosts print and parse back;
 // a resolved option reads back with its declared type and range; durations print and parse back.
 #include <limits>
@@ -15,7 +15,7 @@
 #include "polybus/url.hpp"
 // Internal: the settings the NSQ and QuickIO adapters derive from their options.
 #include "nsq/src/options.hpp"
-#include "quickio/src/client/engine.hpp"
+#include "quickio/src/client/connection.hpp"
 
 using namespace polybus;
 
@@ -80,11 +80,11 @@ void resolve(const Url& url) {
   (void)TransportSettings::from_options(options);
   if (url.scheme == "nsq" || url.scheme == "nsq+lookupd") {
     auto s = nsq::Settings::from(options);
-    FUZZ_CHECK(s.session.max_frame_size > 0);
-    FUZZ_CHECK(!s.session.identify.to_json().empty());
+    FUZZ_CHECK(s.machine.max_frame_size > 0);
+    FUZZ_CHECK(!s.machine.identify.to_json().empty());
   }
   if (url.scheme.rfind("quickio", 0) == 0) {
-    auto s = quickio::detail::EngineSettings::from(url, options);
+    auto s = quickio::detail::ConnectionSettings::from(url, options);
     FUZZ_CHECK(s.address.port != 0 && !s.address.host.empty());
   }
   Backoff backoff = Backoff::from_options(options);

@@ -1,4 +1,4 @@
-// The NSQ connection's state machine (nsq/src/session.*), sans I/O: the handshake (IDENTIFY,
+// The NSQ connection's state machine (nsq/src/machine.*), sans I/O: the handshake (IDENTIFY,
 // TLS, snappy/deflate, AUTH) and then frames, driven by an operation stream that mixes raw
 // server bytes with well-formed frames, handshake answers, compressed streams and client
 // commands. Input: byte 0 configures the client (TLS, snappy, deflate, auth secret,
@@ -10,7 +10,7 @@
 #include "fuzz_util.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 using namespace polybus::nsq;
 using polybus::fuzz::ByteReader;
@@ -22,8 +22,8 @@ const char* const kErrorCodes[] = {"E_INVALID",    "E_BAD_BODY",   "E_FIN_FAILED
                                    "E_REQ_FAILED", "E_TOUCH_FAILED", "E_AUTH_FAILED",
                                    "E_UNKNOWN",    ""};
 
-struct Handler : SessionHandler {
-  Session* session = nullptr;
+struct Handler : MachineHandler {
+  Machine* session = nullptr;
   bool failed = false;
   int ready = 0;
   int tls = 0;
@@ -43,16 +43,16 @@ struct Handler : SessionHandler {
   void on_start_tls() override {
     alive();
     ++tls;
-    FUZZ_CHECK(session->phase() == Session::Phase::upgrading_tls);
+    FUZZ_CHECK(session->phase() == Machine::Phase::upgrading_tls);
   }
   void on_ready(const IdentifyResponse&) override {
     alive();
     FUZZ_CHECK(++ready == 1);
-    FUZZ_CHECK(session->phase() == Session::Phase::ready);
+    FUZZ_CHECK(session->phase() == Machine::Phase::ready);
   }
   void on_message(const MessageView& m, const std::shared_ptr<const void>& owner) override {
     alive();
-    FUZZ_CHECK(ready == 1 && session->phase() == Session::Phase::ready);
+    FUZZ_CHECK(ready == 1 && session->phase() == Machine::Phase::ready);
     FUZZ_CHECK(owner != nullptr);
     FUZZ_CHECK(m.id.size() == kMessageIdSize);
     last_id = std::string(m.id);
@@ -143,7 +143,7 @@ std::string identify_json(ByteReader& in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   ByteReader in(data, size);
   const std::uint8_t config_bits = in.u8();
-  SessionConfig config;
+  MachineConfig config;
   config.identify.client_id = "fuzz";
   config.identify.tls_v1 = config_bits & 1;
   config.identify.snappy = config_bits & 2;
@@ -152,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.max_frame_size = kMaxFrameSizes[(config_bits >> 4) & 3];
 
   Handler handler;
-  Session session(config, handler);
+  Machine session(config, handler);
   handler.session = &session;
   session.start();
   Server server;
@@ -259,7 +259,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           FUZZ_CHECK(static_cast<bool>(ec) != (valid_topic_name(topic) && !body->empty()));
         } else {
           std::string topic = name(in);
-          std::vector<Session::Body> bodies;
+          std::vector<Machine::Body> bodies;
           for (std::uint8_t n = in.u8() % 5; n > 0; --n)
             bodies.push_back(std::make_shared<const std::string>(in.short_bytes()));
           bool valid = valid_topic_name(topic) && !bodies.empty();

@@ -1,6 +1,6 @@
 // QuickIO's client session (quickio/src/client/session.*) over the raw TCP wire
-// (raw_wire.*), both sans I/O, driven as the engine drives them: a connection is a RawWire
-// whose handshake opens the session; received frames go to Session::receive; an error drops
+// (raw_wire.*), both sans I/O, driven as the connection drives them: a connection is a RawWire
+// whose handshake opens the session; received frames go to Machine::receive; an error drops
 // the connection. An operation stream mixes raw server bytes, well-formed server events
 // (callback answers, /qio/move, heartbeats, events for listened paths) and every client call;
 // listeners and callbacks call back into the session as they are allowed to. Input: byte 0
@@ -13,7 +13,7 @@
 #include "polybus/quickio/codec.hpp"
 #include "rapidjson_known.hpp"
 #include "raw_wire.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 using namespace polybus::quickio;
 using namespace polybus::quickio::detail;
@@ -35,9 +35,9 @@ struct Tracker {
   std::vector<std::pair<std::string, std::uint64_t>> listeners;
 };
 
-struct Harness : SessionHooks {
+struct Harness : MachineHandler {
   Tracker t;
-  std::unique_ptr<Session> session;
+  std::unique_ptr<Machine> session;
   std::unique_ptr<RawWire> wire;
   struct WireEvents : WireHandler {
     Harness* h = nullptr;
@@ -213,10 +213,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ByteReader in(data, size);
   const std::uint8_t config = in.u8();
   Harness h;
-  SessionLimits limits;
+  MachineLimits limits;
   limits.max_queued_bytes = (config & 1) ? 64 : (config & 2) ? 4096 : 8 << 20;
   h.max_frame = (config & 4) ? 32 : 1 << 20;
-  h.session = std::make_unique<Session>(limits, h);
+  h.session = std::make_unique<Machine>(limits, h);
 
   bool shut = false;
   while (!in.empty() && !shut) {

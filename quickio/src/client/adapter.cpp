@@ -3,7 +3,7 @@
 // Payloads are JSON strings (payload=text) or JSON text (payload=json).
 #include <asio/post.hpp>
 
-#include "engine.hpp"
+#include "connection.hpp"
 #include "options.hpp"
 #include "paused_sink.hpp"
 #include "polybus/adapter/text.hpp"
@@ -46,7 +46,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       : ctx_(context), json_payloads_(context.options().get_string("payload") == "json") {}
 
   void start() {
-    detail::EngineHooks hooks;
+    detail::ConnectionHooks hooks;
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     AdapterContext ctx = ctx_;
     hooks.state = [ctx](ConnectionState s, const std::string& endpoint, std::error_code reason,
@@ -60,15 +60,15 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     hooks.subscription_refused = [weak](const std::string& path, int code, const std::string& err) {
       if (auto self = weak.lock()) self->refused(path, code, err);
     };
-    engine_ = std::make_shared<detail::Engine>(
-        ctx_.strand(), detail::EngineSettings::from(ctx_.url(), ctx_.options()), ctx_.backoff(),
+    connection_ = std::make_shared<detail::Connection>(
+        ctx_.strand(), detail::ConnectionSettings::from(ctx_.url(), ctx_.options()), ctx_.backoff(),
         std::move(hooks), &ctx_);
     // Requests and pings made while no connection is open wait for the next one (up to their
     // deadline): the document's rule 5, "save a reference to the callback until connected".
-    engine_->session().on("/open", [weak](const detail::Incoming&) {
+    connection_->machine().on("/open", [weak](const detail::Incoming&) {
       if (auto self = weak.lock()) self->release_awaiting();
     });
-    engine_->start();
+    connection_->start();
   }
 
   void release_awaiting() {
@@ -80,26 +80,26 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   // Sends now when a connection is open, else when the next one opens (unless done by then).
   void send_with_callback(std::string path, std::string json, OpCompletion done,
                           detail::CallbackFn callback) {
-    if (!engine_->session().is_open()) {
+    if (!connection_->machine().is_open()) {
       awaiting_open_.push_back([this, path = std::move(path), json = std::move(json), done,
                                 callback = std::move(callback)]() mutable {
-        if (!done.done()) engine_->session().send(path, json, std::move(callback));
+        if (!done.done()) connection_->machine().send(path, json, std::move(callback));
       });
       return;
     }
-    engine_->session().send(path, json, std::move(callback));
-    engine_->flush();
+    connection_->machine().send(path, json, std::move(callback));
+    connection_->flush();
   }
 
   ~QuickioBackend() override {
-    if (engine_) asio::post(ctx_.strand(), [engine = engine_] { engine->close(); });
+    if (connection_) asio::post(ctx_.strand(), [connection = connection_] { connection->close(); });
   }
 
   // The event path of a topic: QuickIO users write "/pub/room", portable code "pub/room"; both
   // name the path /pub/room. Anything that is not already a clean path is refused, naming it.
   std::error_code path_of(const std::string& topic, std::string& path, std::string& why) const {
     path = !topic.empty() && topic.front() == '/' ? topic : "/" + topic;
-    if (path.size() < 2 || clean_path(path) != path || detail::Session::is_local_path(path)) {
+    if (path.size() < 2 || clean_path(path) != path || detail::Machine::is_local_path(path)) {
       why = "quickio: topic '" + topic +
             "' is not a plain event path ([A-Za-z0-9_/-] with an optional leading '/'; no "
             "trailing or repeated '/'; not qio/..., open, close or error)";
@@ -166,7 +166,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     auto remaining = std::make_shared<std::size_t>(events.size());
     for (const auto& json : events) {
       OpCompletion done = work.done;
-      auto ec = engine_->session().send(
+      auto ec = connection_->machine().send(
           path, json, {},
           [done, remaining](std::error_code sent) mutable {
             if (sent)
@@ -176,11 +176,11 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
           },
           [done] { return done.done(); });
       if (ec) {
-        engine_->flush();
+        connection_->flush();
         return work.done(ec, {}, "quickio: " + ec.message());
       }
     }
-    engine_->flush();
+    connection_->flush();
   }
 
   std::uint64_t listen(const std::string& path, const std::string& topic,
@@ -212,16 +212,16 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
                       "quickio: /qio/on " + path + " refused: " + std::to_string(code) + " " +
                           std::string(err));
     };
-    std::uint64_t id = engine_->session().on(path, listener, false, result);
+    std::uint64_t id = connection_->machine().on(path, listener, false, result);
     sinks_.emplace(id, Sink{path, sink});
-    engine_->flush();
+    connection_->flush();
     return id;
   }
 
   void unlisten(const std::string& path, std::uint64_t id) {
     sinks_.erase(id);
-    engine_->session().off(path, id);
-    engine_->flush();
+    connection_->machine().off(path, id);
+    connection_->flush();
   }
 
   void refused(const std::string& path, int code, const std::string& err) {
@@ -268,7 +268,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
 
   void close() {
     awaiting_open_.clear();  // the core fails their operations with errc::closed
-    engine_->close();
+    connection_->close();
   }
 
   // MessageBackend: only serve() messages are answered; QuickIO has no acknowledgements.
@@ -281,15 +281,15 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     std::string json, why;
     std::error_code answered;
     if (ec) {
-      answered = engine_->session().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+      answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
                                            "null", std::string(kHandlerFailedPrefix) + detail);
     } else if (encode(payload, json, why)) {
-      answered = engine_->session().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+      answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
                                            "null", std::string(kHandlerFailedPrefix) + why);
     } else {
-      answered = engine_->session().answer(message.adapter_token, callback_id, 200, json);
+      answered = connection_->machine().answer(message.adapter_token, callback_id, 200, json);
     }
-    engine_->flush();
+    connection_->flush();
     if (answered)
       ctx_.log(LogLevel::warn,
                "quickio: reply to " + message.topic + " not sent: " + answered.message());
@@ -302,7 +302,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   };
   AdapterContext ctx_;
   bool json_payloads_;
-  std::shared_ptr<detail::Engine> engine_;
+  std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;
   std::vector<std::function<void()>> awaiting_open_;
 };

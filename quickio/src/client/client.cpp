@@ -1,11 +1,11 @@
-// The native Client: a thread-safe front over the engine; every call is posted to its strand.
+// The native Client: a thread-safe front over the connection; every call is posted to its strand.
 #include "polybus/quickio/client.hpp"
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 #include <thread>
 
-#include "engine.hpp"
+#include "connection.hpp"
 #include "options.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -33,10 +33,10 @@ struct OwnThread {
 }  // namespace
 
 struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Impl> {
-  // Destroyed last: the engine's timers and sockets belong to its io_context.
+  // Destroyed last: the connection's timers and sockets belong to its io_context.
   std::shared_ptr<OwnThread> own;
   std::optional<Strand> strand;
-  std::shared_ptr<detail::Engine> engine;
+  std::shared_ptr<detail::Connection> connection;
   std::atomic<ListenerId> next_listener{1};
   std::atomic<bool> closed{false};
   // Bytes of callback-less sends posted to the strand and not yet taken by the session: counted
@@ -44,26 +44,26 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
   std::atomic<std::size_t> in_transit{0};
   ErrorCallback on_error;
 
-  std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
+  std::error_code answer(std::uint64_t number, std::uint64_t callback_id, int code,
                          std::string data_json, std::string err_msg) override {
     if (closed.load()) return make_error_code(polybus::errc::closed);
-    if (engine->open_connection() != connection)
+    if (connection->open_connection() != number)
       return make_error_code(polybus::errc::disconnected);
     if (!data_json.empty() && !is_valid_json(data_json))
       return make_error_code(polybus::errc::invalid_argument);
-    asio::post(*strand, [engine = engine, connection, callback_id, code,
+    asio::post(*strand, [connection = connection, number, callback_id, code,
                          data = std::move(data_json), err = std::move(err_msg)] {
-      engine->session().answer(connection, callback_id, code, data, err);
-      engine->flush();
+      connection->machine().answer(number, callback_id, code, data, err);
+      connection->flush();
     });
     return {};
   }
 
   template <typename Fn>
   void run(Fn fn) {
-    asio::post(*strand, [engine = engine, fn = std::move(fn)]() mutable {
-      fn(*engine);
-      engine->flush();
+    asio::post(*strand, [connection = connection, fn = std::move(fn)]() mutable {
+      fn(*connection);
+      connection->flush();
     });
   }
 
@@ -86,12 +86,12 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
     ListenerId id = next_listener.fetch_add(1);
     if (closed.load()) return id;
     run([path = std::string(path), fn = wrap(std::move(listener)), result = std::move(result), once,
-         id](detail::Engine& e) mutable {
+         id](detail::Connection& e) mutable {
       if (e.closed()) {
         if (result) result(-1, "closed");
         return;
       }
-      e.session().on(path, std::move(fn), once, std::move(result), id);
+      e.machine().on(path, std::move(fn), once, std::move(result), id);
     });
     return id;
   }
@@ -102,7 +102,7 @@ Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::ma
   Options merged = url.query;
   for (const auto& [key, value] : options.options.values()) merged.set(key, value);
   auto resolved = ResolvedOptions::resolve(detail::option_table(), merged, url.scheme);
-  auto settings = detail::EngineSettings::from(url, resolved);
+  auto settings = detail::ConnectionSettings::from(url, resolved);
 
   asio::io_context* io = options.io_context;
   if (!io) {
@@ -112,7 +112,7 @@ Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::ma
   impl_->strand.emplace(asio::make_strand(*io));
   impl_->on_error = options.on_error;
 
-  detail::EngineHooks hooks;
+  detail::ConnectionHooks hooks;
   hooks.error = options.on_error;
   if (options.log) {
     hooks.log = [sink = options.log, level = options.log_level](LogLevel l, std::string_view text) {
@@ -126,9 +126,9 @@ Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::ma
           make_error_code(polybus::errc::broker_error),
           "quickio: subscription to " + path + " refused: " + std::to_string(code) + " " + err_msg);
   };
-  impl_->engine = std::make_shared<detail::Engine>(*impl_->strand, settings,
+  impl_->connection = std::make_shared<detail::Connection>(*impl_->strand, settings,
                                                    Backoff::from_options(resolved), hooks);
-  impl_->engine->start();
+  impl_->connection->start();
   if (impl_->own) impl_->own->thread = std::thread([own = impl_->own] { own->io.run(); });
 }
 
@@ -153,11 +153,11 @@ ListenerId Client::one(std::string_view path, Listener listener, SubscribeResult
 }
 
 void Client::off(std::string_view path) {
-  impl_->run([path = std::string(path)](detail::Engine& e) { e.session().off(path); });
+  impl_->run([path = std::string(path)](detail::Connection& e) { e.machine().off(path); });
 }
 
 void Client::off(std::string_view path, ListenerId id) {
-  impl_->run([path = std::string(path), id](detail::Engine& e) { e.session().off(path, id); });
+  impl_->run([path = std::string(path), id](detail::Connection& e) { e.machine().off(path, id); });
 }
 
 std::error_code Client::send(std::string_view path, std::string json, SendCallback callback) {
@@ -166,23 +166,23 @@ std::error_code Client::send(std::string_view path, std::string json, SendCallba
     return make_error_code(polybus::errc::closed);
   }
   if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
-  auto& engine = *impl_->engine;
+  auto& connection = *impl_->connection;
   // The event's text: path, ':', id, '=', json (the path only shrinks when cleaned).
   const std::size_t size = callback ? 0 : path.size() + json.size() + 3;
   if (size != 0) {
     std::size_t before = impl_->in_transit.fetch_add(size);
-    if (engine.open_connection() == 0 &&
-        before + size + engine.queued_bytes() > engine.max_queued_bytes()) {
+    if (connection.open_connection() == 0 &&
+        before + size + connection.queued_bytes() > connection.max_queued_bytes()) {
       impl_->in_transit.fetch_sub(size);
       return make_error_code(client_errc::queue_full);
     }
   }
   impl_->run([impl = impl_, size, path = std::string(path), json = std::move(json),
               callback = std::move(callback),
-              on_error = impl_->on_error](detail::Engine& e) mutable {
+              on_error = impl_->on_error](detail::Connection& e) mutable {
     std::error_code ec = make_error_code(polybus::errc::closed);
     if (!e.closed())
-      ec = e.session().send(path, json, std::move(callback));
+      ec = e.machine().send(path, json, std::move(callback));
     else if (callback)
       callback(-1, "null", "closed");
     e.flush();  // the queued bytes counted before the ones in transit are released
@@ -193,16 +193,16 @@ std::error_code Client::send(std::string_view path, std::string json, SendCallba
 }
 
 void Client::reconnect() {
-  impl_->run([](detail::Engine& e) { e.reconnect(); });
+  impl_->run([](detail::Connection& e) { e.reconnect(); });
 }
 
 void Client::close() {
   if (impl_->closed.exchange(true)) return;
-  impl_->run([](detail::Engine& e) { e.close(); });
+  impl_->run([](detail::Connection& e) { e.close(); });
 }
 
 bool Client::connected() const {
-  return impl_->engine->open_connection() != 0;
+  return impl_->connection->open_connection() != 0;
 }
 
 }  // namespace polybus::quickio

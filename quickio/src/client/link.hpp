@@ -1,5 +1,5 @@
 // One connection to a QuickIO server, whatever carries it (a TCP stream with a Wire, or HTTP
-// long polling), as the engine sees it. Runs on the engine's strand.
+// long polling), as the connection sees it. Runs on the connection's strand.
 #pragma once
 
 #include <functional>

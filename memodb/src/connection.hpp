@@ -4,9 +4,9 @@
 //
 // Threads: NNG completes operations on its own threads. The completion callback only takes the
 // result and the message off the aio and posts them to the client's strand; all state below is
-// touched on the strand alone. Slots (an aio, a context) are kept until the session is
+// touched on the strand alone. Slots (an aio, a context) are kept until the connection is
 // destroyed or, for retired workers, until nothing is pending on them, so a posted completion
-// never outlives what it names; it finds its slot by key, and finds nothing once the session
+// never outlives what it names; it finds its slot by key, and finds nothing once the connection
 // has shut down. shutdown() closes the socket and waits for every aio, so nothing of NNG's runs
 // after it.
 #pragma once
@@ -32,7 +32,7 @@
 
 namespace polybus::memodb::detail {
 
-struct SessionSettings {
+struct ConnectionSettings {
   std::string nng_url;  // tcp://host:port, tcp://[v6]:port or ipc:///path
   std::chrono::milliseconds heartbeat_interval{10'000};
   std::chrono::milliseconds heartbeat_timeout{10'000};
@@ -44,12 +44,12 @@ struct SessionSettings {
   std::chrono::milliseconds reconnect_max{30'000};
 };
 
-class Session : public MessageBackend, public std::enable_shared_from_this<Session> {
+class Connection : public MessageBackend, public std::enable_shared_from_this<Connection> {
  public:
-  Session(const AdapterContext& context, SessionSettings settings);
-  ~Session() override;
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  Connection(const AdapterContext& context, ConnectionSettings settings);
+  ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   // Opens the socket and starts dialling. Throws polybus::Error if NNG refuses the address.
   void open();
@@ -75,21 +75,21 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
              std::string detail) override;
 
  private:
-  // Where NNG's callbacks post their completions: shut (the strand dropped) when the session
+  // Where NNG's callbacks post their completions: shut (the strand dropped) when the connection
   // shuts down, so a callback that runs later posts nothing.
   struct Gate {
     std::mutex mutex;
     std::optional<Strand> strand;
   };
 
-  // An aio and the context it runs on. key, session and gate never change after creation:
+  // An aio and the context it runs on. key, connection and gate never change after creation:
   // NNG's threads read them in the completion callback.
   struct Slot {
-    Slot(std::uint64_t k, std::weak_ptr<Session> s, std::shared_ptr<Gate> g)
-        : key(k), session(std::move(s)), gate(std::move(g)) {}
+    Slot(std::uint64_t k, std::weak_ptr<Connection> s, std::shared_ptr<Gate> g)
+        : key(k), connection(std::move(s)), gate(std::move(g)) {}
     virtual ~Slot();
     const std::uint64_t key;
-    const std::weak_ptr<Session> session;
+    const std::weak_ptr<Connection> connection;
     const std::shared_ptr<Gate> gate;
     nng_aio* aio = nullptr;
     nng_ctx ctx = NNG_CTX_INITIALIZER;
@@ -126,7 +126,7 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   };
 
   struct Notifier {  // the pipe-event callback's argument
-    std::weak_ptr<Session> session;
+    std::weak_ptr<Connection> connection;
     std::shared_ptr<Gate> gate;
   };
 
@@ -165,7 +165,7 @@ class Session : public MessageBackend, public std::enable_shared_from_this<Sessi
   void finish_close();
 
   AdapterContext ctx_;
-  SessionSettings settings_;
+  ConnectionSettings settings_;
   std::shared_ptr<Gate> gate_;
   std::unique_ptr<Notifier> notifier_;
   nng_socket socket_ = NNG_SOCKET_INITIALIZER;

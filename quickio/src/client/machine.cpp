@@ -1,4 +1,4 @@
-#include "session.hpp"
+#include "machine.hpp"
 
 #include <algorithm>
 
@@ -19,11 +19,11 @@ bool accepted(int code) {
 
 }  // namespace
 
-bool Session::is_local_path(std::string_view path) {
+bool Machine::is_local_path(std::string_view path) {
   return path == "/open" || path == "/close" || path == "/error" || path.substr(0, 5) == "/qio/";
 }
 
-void Session::opened() {
+void Machine::opened() {
   open_ = true;
   opened_once_since_close_ = true;
   ++connection_;
@@ -49,7 +49,7 @@ void Session::opened() {
   emit_local("/open", "null");
 }
 
-void Session::closed() {
+void Machine::closed() {
   if (!open_) return;
   open_ = false;
   for (auto& [path, entry] : paths_) entry.confirmed = false;
@@ -64,7 +64,7 @@ void Session::closed() {
   }
 }
 
-void Session::shut_down() {
+void Machine::shut_down() {
   bool was_open = open_;
   open_ = false;
   auto unsent = std::move(output_);
@@ -86,7 +86,7 @@ void Session::shut_down() {
   for (auto& [path, entry] : paths) finish_results(entry, -1, "closed");
 }
 
-std::error_code Session::receive(std::string_view text, const std::shared_ptr<const void>& owner,
+std::error_code Machine::receive(std::string_view text, const std::shared_ptr<const void>& owner,
                                  std::string* why) {
   Event event;
   if (auto ec = parse_event(text, event, why, limits_.max_json_depth)) return ec;
@@ -126,7 +126,7 @@ std::error_code Session::receive(std::string_view text, const std::shared_ptr<co
   return {};
 }
 
-std::error_code Session::send(std::string_view path, std::string_view json, CallbackFn callback,
+std::error_code Machine::send(std::string_view path, std::string_view json, CallbackFn callback,
                               SentFn sent, ExpiredFn expired) {
   if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
   // In valid JSON a line break can only be whitespace between tokens (inside strings it must be
@@ -166,7 +166,7 @@ std::error_code Session::send(std::string_view path, std::string_view json, Call
   return {};
 }
 
-std::error_code Session::answer(std::uint64_t connection, std::uint64_t callback_id, int code,
+std::error_code Machine::answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                                 std::string_view data_json, std::string_view err_msg) {
   if (!open_ || connection != connection_) return make_error_code(polybus::errc::disconnected);
   if (callback_id == 0) return make_error_code(polybus::errc::invalid_argument);
@@ -176,7 +176,7 @@ std::error_code Session::answer(std::uint64_t connection, std::uint64_t callback
   return {};
 }
 
-std::uint64_t Session::on(std::string_view path, ListenerFn listener, bool once,
+std::uint64_t Machine::on(std::string_view path, ListenerFn listener, bool once,
                           SubscribeResultFn result, std::uint64_t id) {
   std::string clean = clean_path(path);
   auto& entry = paths_[clean];
@@ -189,7 +189,7 @@ std::uint64_t Session::on(std::string_view path, ListenerFn listener, bool once,
   return id;
 }
 
-void Session::off(std::string_view path) {
+void Machine::off(std::string_view path) {
   std::string clean = clean_path(path);
   auto it = paths_.find(clean);
   if (it == paths_.end()) return;
@@ -199,7 +199,7 @@ void Session::off(std::string_view path) {
   finish_results(entry, -1, "closed");
 }
 
-void Session::off(std::string_view path, std::uint64_t listener_id) {
+void Machine::off(std::string_view path, std::uint64_t listener_id) {
   std::string clean = clean_path(path);
   auto it = paths_.find(clean);
   if (it == paths_.end()) return;
@@ -218,22 +218,22 @@ void Session::off(std::string_view path, std::uint64_t listener_id) {
   if (result) result(-1, "closed");
 }
 
-void Session::emit_local(std::string_view path, std::string_view json) {
+void Machine::emit_local(std::string_view path, std::string_view json) {
   static const std::shared_ptr<const void> none;
   Incoming incoming{path, json, 0, connection_, &none};
   deliver(std::string(path), incoming);
 }
 
-bool Session::has_listeners(std::string_view path) const {
+bool Machine::has_listeners(std::string_view path) const {
   auto it = paths_.find(path);
   return it != paths_.end() && !it->second.listeners.empty();
 }
 
-void Session::write(std::string text, SentFn sent) {
+void Machine::write(std::string text, SentFn sent) {
   output_.push_back({std::move(text), std::move(sent)});
 }
 
-void Session::subscribe(const std::string& path) {
+void Machine::subscribe(const std::string& path) {
   auto& entry = paths_[path];
   std::uint64_t epoch = ++entry.epoch;
   std::uint64_t id = next_callback_id_++;
@@ -243,11 +243,11 @@ void Session::subscribe(const std::string& path) {
   write(make_event("/qio/on", id, text::json_quote(path)));
 }
 
-void Session::unsubscribe(const std::string& path) {
+void Machine::unsubscribe(const std::string& path) {
   write(make_event("/qio/off", 0, text::json_quote(path)));
 }
 
-void Session::on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
+void Machine::on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
                                   std::string_view err_msg) {
   if (code == -1) return;  // the connection went: subscribed again on the next one
   auto it = paths_.find(path);
@@ -264,7 +264,7 @@ void Session::on_subscribe_answer(const std::string& path, std::uint64_t epoch, 
   hooks_.subscription_refused(path, code, message);
 }
 
-void Session::fail_callbacks(std::string_view why) {
+void Machine::fail_callbacks(std::string_view why) {
   // Swapped out first: a callback may send again, and its new callback must not be failed here.
   auto callbacks = std::move(callbacks_);
   callbacks_.clear();
@@ -272,7 +272,7 @@ void Session::fail_callbacks(std::string_view why) {
     if (fn) fn(-1, "null", why);
 }
 
-void Session::deliver(const std::string& path, const Incoming& event) {
+void Machine::deliver(const std::string& path, const Incoming& event) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return;
   // Copied: a listener may call on/off. One-shot listeners are removed before they run.
@@ -294,7 +294,7 @@ void Session::deliver(const std::string& path, const Incoming& event) {
     if (fn) fn(event);
 }
 
-void Session::finish_results(PathEntry& entry, int code, std::string_view err_msg) {
+void Machine::finish_results(PathEntry& entry, int code, std::string_view err_msg) {
   for (auto& listener : entry.listeners) {
     if (!listener.result) continue;
     auto result = std::move(listener.result);

@@ -1,4 +1,4 @@
-#include "session.hpp"
+#include "connection.hpp"
 
 #include <nng/protocol/reqrep0/req.h>
 
@@ -38,24 +38,24 @@ constexpr std::chrono::milliseconds kResendMargin{1000};
 
 class ServeHandle : public AdapterSubscription {
  public:
-  ServeHandle(std::shared_ptr<Session> session, std::uint64_t id)
-      : session_(std::move(session)), id_(id) {}
-  void unsubscribe(OpCompletion done) override { session_->unsubscribe(id_, std::move(done)); }
-  void pause() override { session_->set_paused(id_, true); }
-  void resume() override { session_->set_paused(id_, false); }
-  void set_max_in_flight(std::uint32_t n) override { session_->set_workers(id_, n); }
+  ServeHandle(std::shared_ptr<Connection> connection, std::uint64_t id)
+      : connection_(std::move(connection)), id_(id) {}
+  void unsubscribe(OpCompletion done) override { connection_->unsubscribe(id_, std::move(done)); }
+  void pause() override { connection_->set_paused(id_, true); }
+  void resume() override { connection_->set_paused(id_, false); }
+  void set_max_in_flight(std::uint32_t n) override { connection_->set_workers(id_, n); }
 
  private:
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<Connection> connection_;
   std::uint64_t id_;
 };
 
-Session::Slot::~Slot() {
+Connection::Slot::~Slot() {
   if (ctx_open) nng_ctx_close(ctx);
   if (aio) nng_aio_free(aio);  // waits for a callback that is running
 }
 
-Session::Session(const AdapterContext& context, SessionSettings settings)
+Connection::Connection(const AdapterContext& context, ConnectionSettings settings)
     : ctx_(context),
       settings_(std::move(settings)),
       gate_(std::make_shared<Gate>()),
@@ -65,9 +65,9 @@ Session::Session(const AdapterContext& context, SessionSettings settings)
   gate_->strand.emplace(context.strand());
 }
 
-Session::~Session() { shutdown(); }
+Connection::~Connection() { shutdown(); }
 
-void Session::open() {
+void Connection::open() {
   notifier_ = std::make_unique<Notifier>(Notifier{weak_from_this(), gate_});
   int rv = nng_req0_open(&socket_);
   if (rv != 0)
@@ -78,8 +78,8 @@ void Session::open() {
   nng_socket_set_ms(socket_, NNG_OPT_RECONNMINT,
                     to_duration(std::max<std::int64_t>(1, settings_.reconnect_min.count())));
   nng_socket_set_ms(socket_, NNG_OPT_RECONNMAXT, to_duration(settings_.reconnect_max.count()));
-  nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &Session::on_pipe, notifier_.get());
-  nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &Session::on_pipe, notifier_.get());
+  nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &Connection::on_pipe, notifier_.get());
+  nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &Connection::on_pipe, notifier_.get());
   // Non-blocking: the dialer keeps trying (and re-dials after a drop) by itself.
   rv = nng_dial(socket_, settings_.nng_url.c_str(), &dialer_, NNG_FLAG_NONBLOCK);
   if (rv != 0)
@@ -95,14 +95,14 @@ void Session::open() {
   });
 }
 
-void Session::watch_dial() {
+void Connection::watch_dial() {
   if (dial_watched_ || dead_) return;
   dial_watched_ = true;
   dial_failures_seen_ = dial_failures(dialer_);
   check_dial();
 }
 
-void Session::check_dial() {
+void Connection::check_dial() {
   if (dead_ || closing_ || pipes_ > 0) {
     dial_watched_ = false;
     return;
@@ -137,31 +137,31 @@ void Session::check_dial() {
 
 // ---- NNG callbacks (NNG's threads) ----
 
-void Session::on_aio(void* arg) {
+void Connection::on_aio(void* arg) {
   auto* slot = static_cast<Slot*>(arg);
   const int rv = nng_aio_result(slot->aio);
   MsgPtr msg(nng_aio_get_msg(slot->aio));  // a reply, or a request NNG gave back
   nng_aio_set_msg(slot->aio, nullptr);
   std::lock_guard<std::mutex> lock(slot->gate->mutex);
   if (!slot->gate->strand) return;  // shut down: the message is freed here
-  asio::post(*slot->gate->strand, [weak = slot->session, key = slot->key, rv,
+  asio::post(*slot->gate->strand, [weak = slot->connection, key = slot->key, rv,
                                    msg = std::move(msg)]() mutable {
     if (auto self = weak.lock()) self->completed(key, rv, std::move(msg));
   });
 }
 
-void Session::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
+void Connection::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
   auto* notifier = static_cast<Notifier*>(arg);
   std::lock_guard<std::mutex> lock(notifier->gate->mutex);
   if (!notifier->gate->strand) return;
-  asio::post(*notifier->gate->strand, [weak = notifier->session, event] {
+  asio::post(*notifier->gate->strand, [weak = notifier->connection, event] {
     if (auto self = weak.lock()) self->pipe_event(event);
   });
 }
 
 // ---- strand ----
 
-void Session::pipe_event(nng_pipe_ev event) {
+void Connection::pipe_event(nng_pipe_ev event) {
   if (dead_) return;
   if (event == NNG_PIPE_EV_ADD_POST) {
     if (pipes_++ == 0) reconnect_.connected();
@@ -177,7 +177,7 @@ void Session::pipe_event(nng_pipe_ev event) {
   }
 }
 
-void Session::completed(std::uint64_t key, int rv, MsgPtr msg) {
+void Connection::completed(std::uint64_t key, int rv, MsgPtr msg) {
   if (dead_) return;
   if (auto it = requests_.find(key); it != requests_.end())
     return request_completed(*it->second, rv, std::move(msg));
@@ -186,13 +186,13 @@ void Session::completed(std::uint64_t key, int rv, MsgPtr msg) {
 }
 
 template <typename T>
-std::unique_ptr<T> Session::make_slot() {
+std::unique_ptr<T> Connection::make_slot() {
   auto slot = std::make_unique<T>(++next_key_, weak_from_this(), gate_);
-  if (nng_aio_alloc(&slot->aio, &Session::on_aio, static_cast<Slot*>(slot.get())) != 0) return nullptr;
+  if (nng_aio_alloc(&slot->aio, &Connection::on_aio, static_cast<Slot*>(slot.get())) != 0) return nullptr;
   return slot;
 }
 
-bool Session::open_ctx(Slot& slot, std::chrono::milliseconds resend) {
+bool Connection::open_ctx(Slot& slot, std::chrono::milliseconds resend) {
   if (!slot.ctx_open) {
     if (nng_ctx_open(&slot.ctx, socket_) != 0) return false;
     slot.ctx_open = true;
@@ -201,13 +201,13 @@ bool Session::open_ctx(Slot& slot, std::chrono::milliseconds resend) {
   return true;
 }
 
-void Session::cancel(Slot& slot) {
+void Connection::cancel(Slot& slot) {
   if (slot.pending) nng_aio_cancel(slot.aio);
 }
 
 // ---- requests ----
 
-void Session::request(RequestWork work) {
+void Connection::request(RequestWork work) {
   if (closing_) return work.done(make_error_code(errc::closed), {}, "client closed");
   if (auto ec = validate_service(work.topic))
     return work.done(make_error_code(errc::invalid_argument), {},
@@ -221,7 +221,7 @@ void Session::request(RequestWork work) {
   start_request(std::move(work));
 }
 
-void Session::start_request(RequestWork work) {
+void Connection::start_request(RequestWork work) {
   if (work.done.done()) return;
   const std::int64_t left = remaining_ms(work.done.deadline());
   if (left <= 0) return work.done(make_error_code(errc::timeout), {}, "deadline passed");
@@ -258,7 +258,7 @@ void Session::start_request(RequestWork work) {
   nng_ctx_send(slot->ctx, slot->aio);
 }
 
-void Session::request_completed(RequestSlot& slot, int rv, MsgPtr msg) {
+void Connection::request_completed(RequestSlot& slot, int rv, MsgPtr msg) {
   slot.pending = false;
   if (slot.phase == RequestSlot::Phase::sending) {
     if (rv != 0)
@@ -290,7 +290,7 @@ void Session::request_completed(RequestSlot& slot, int rv, MsgPtr msg) {
   finish_request(slot, answer.ec, std::string(answer.payload), std::move(answer.why));
 }
 
-void Session::finish_request(RequestSlot& slot, std::error_code ec, std::string reply,
+void Connection::finish_request(RequestSlot& slot, std::error_code ec, std::string reply,
                              std::string detail) {
   auto done = std::move(slot.done);
   slot.done = OpCompletion();
@@ -308,7 +308,7 @@ void Session::finish_request(RequestSlot& slot, std::error_code ec, std::string 
   maybe_finish_close();
 }
 
-void Session::pump_requests() {
+void Connection::pump_requests() {
   while (!closing_ && active_requests_ < settings_.max_requests && !waiting_.empty()) {
     RequestWork work = std::move(waiting_.front());
     waiting_.pop_front();
@@ -318,7 +318,7 @@ void Session::pump_requests() {
 
 // ---- workers ----
 
-std::shared_ptr<AdapterSubscription> Session::serve(const std::string& service,
+std::shared_ptr<AdapterSubscription> Connection::serve(const std::string& service,
                                                     std::uint32_t workers,
                                                     std::shared_ptr<SubscriptionSink> sink) {
   if (auto ec = validate_service(service))
@@ -335,7 +335,7 @@ std::shared_ptr<AdapterSubscription> Session::serve(const std::string& service,
   return std::make_shared<ServeHandle>(shared_from_this(), id);
 }
 
-Session::WorkerSlot* Session::add_worker(std::uint64_t serve_id, ServeRecord& serve) {
+Connection::WorkerSlot* Connection::add_worker(std::uint64_t serve_id, ServeRecord& serve) {
   auto worker = make_slot<WorkerSlot>();
   if (!worker) {
     ctx_.error(make_error_code(errc::disconnected), "memodb: out of NNG resources for a worker");
@@ -349,18 +349,18 @@ Session::WorkerSlot* Session::add_worker(std::uint64_t serve_id, ServeRecord& se
   return raw;
 }
 
-bool Session::should_run(const WorkerSlot& worker) const {
+bool Connection::should_run(const WorkerSlot& worker) const {
   if (closing_ || worker.retire) return false;
   auto it = serves_.find(worker.serve);
   return it != serves_.end() && !it->second.gone && !it->second.paused;
 }
 
-std::string Session::describe(const WorkerSlot& worker) const {
+std::string Connection::describe(const WorkerSlot& worker) const {
   auto it = serves_.find(worker.serve);
   return "memodb worker for '" + (it == serves_.end() ? std::string("?") : it->second.service) + "'";
 }
 
-void Session::start_worker(WorkerSlot& worker) {
+void Connection::start_worker(WorkerSlot& worker) {
   auto it = serves_.find(worker.serve);
   if (it == serves_.end()) return stop_worker(worker);
   // A worker's request waits at most heartbeat_interval for its reply; resending sooner
@@ -372,7 +372,7 @@ void Session::start_worker(WorkerSlot& worker) {
   send_worker(worker, std::move(msg));
 }
 
-void Session::send_worker(WorkerSlot& worker, MsgPtr msg) {
+void Connection::send_worker(WorkerSlot& worker, MsgPtr msg) {
   if (!msg) {
     ctx_.error(make_error_code(errc::disconnected), describe(worker) + ": out of NNG resources");
     return stop_worker(worker);
@@ -383,7 +383,7 @@ void Session::send_worker(WorkerSlot& worker, MsgPtr msg) {
   nng_ctx_send(worker.ctx, worker.aio);
 }
 
-void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
+void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
   worker.pending = false;
   if (rv != 0) {
     if (!cancelled(rv))
@@ -439,7 +439,7 @@ void Session::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
   }
 }
 
-void Session::on_job(WorkerSlot& worker, std::string_view service, std::string_view payload,
+void Connection::on_job(WorkerSlot& worker, std::string_view service, std::string_view payload,
                      MsgPtr msg) {
   if (worker.reregister) worker.reregister->succeeded();
   auto it = serves_.find(worker.serve);
@@ -459,7 +459,7 @@ void Session::on_job(WorkerSlot& worker, std::string_view service, std::string_v
   it->second.sink->deliver(Message(std::move(state)));
 }
 
-void Session::reply(polybus::detail::MessageState& message, std::string payload,
+void Connection::reply(polybus::detail::MessageState& message, std::string payload,
                     std::error_code ec, std::string detail) {
   if (dead_) return;
   auto it = workers_.find(message.adapter_token >> 32);
@@ -485,12 +485,12 @@ void Session::reply(polybus::detail::MessageState& message, std::string payload,
   send_worker(worker, std::move(msg));
 }
 
-void Session::restart_or_stop(WorkerSlot& worker) {
+void Connection::restart_or_stop(WorkerSlot& worker) {
   if (should_run(worker)) return start_worker(worker);
   stop_worker(worker);
 }
 
-void Session::stop_worker(WorkerSlot& worker) {
+void Connection::stop_worker(WorkerSlot& worker) {
   worker.machine.stop();
   auto it = serves_.find(worker.serve);
   const bool gone = it == serves_.end() || it->second.gone;
@@ -506,7 +506,7 @@ void Session::stop_worker(WorkerSlot& worker) {
   maybe_finish_close();
 }
 
-void Session::unsubscribe(std::uint64_t serve, OpCompletion done) {
+void Connection::unsubscribe(std::uint64_t serve, OpCompletion done) {
   auto it = serves_.find(serve);
   if (it != serves_.end() && !it->second.gone) {
     it->second.gone = true;
@@ -524,7 +524,7 @@ void Session::unsubscribe(std::uint64_t serve, OpCompletion done) {
   done({});
 }
 
-void Session::set_paused(std::uint64_t serve, bool paused) {
+void Connection::set_paused(std::uint64_t serve, bool paused) {
   auto it = serves_.find(serve);
   if (it == serves_.end() || it->second.gone || it->second.paused == paused) return;
   it->second.paused = paused;
@@ -539,7 +539,7 @@ void Session::set_paused(std::uint64_t serve, bool paused) {
   }
 }
 
-void Session::set_workers(std::uint64_t serve, std::uint32_t count) {
+void Connection::set_workers(std::uint64_t serve, std::uint32_t count) {
   auto it = serves_.find(serve);
   if (it == serves_.end() || it->second.gone) return;
   it->second.target = count;
@@ -567,7 +567,7 @@ void Session::set_workers(std::uint64_t serve, std::uint32_t count) {
 
 // ---- close ----
 
-void Session::close(Clock::time_point deadline, std::function<void()> done) {
+void Connection::close(Clock::time_point deadline, std::function<void()> done) {
   if (dead_) {
     if (done) done();
     return;
@@ -592,7 +592,7 @@ void Session::close(Clock::time_point deadline, std::function<void()> done) {
   maybe_finish_close();
 }
 
-void Session::maybe_finish_close() {
+void Connection::maybe_finish_close() {
   if (!close_pending_ || dead_) return;
   for (auto& [key, slot] : requests_)
     if (slot->pending) return;
@@ -601,7 +601,7 @@ void Session::maybe_finish_close() {
   finish_close();
 }
 
-void Session::finish_close() {
+void Connection::finish_close() {
   if (dead_) return;
   close_timer_.cancel();
   auto done = std::move(close_done_);
@@ -611,7 +611,7 @@ void Session::finish_close() {
   if (done) done();
 }
 
-void Session::shutdown() {
+void Connection::shutdown() {
   if (dead_) return;
   dead_ = true;
   closing_ = true;

@@ -1,7 +1,7 @@
 // The NSQ connection's protocol state machine, sans I/O: bytes in, events and bytes out.
 // It runs the handshake nsqd 1.3 expects (magic, IDENTIFY with feature negotiation, the TLS
 // upgrade, the switch to snappy or deflate, AUTH), answers heartbeats, and turns frames into
-// events. The session pushes the bytes to write to its handler as it makes them (as AMQP-CPP's
+// events. The machine pushes the bytes to write to its handler as it makes them (as AMQP-CPP's
 // ConnectionHandler is given them); the owner performs the TLS upgrade when asked
 // (on_start_tls), then calls tls_established().
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace polybus::nsq {
 
-struct SessionConfig {
+struct MachineConfig {
   IdentifyRequest identify;
   std::string auth_secret;  // sent when nsqd says auth_required
   std::size_t max_frame_size = kDefaultMaxFrameSize;
@@ -25,9 +25,9 @@ struct SessionConfig {
   std::size_t max_decoded_per_read = kDefaultMaxDecodedPerCall;
 };
 
-class SessionHandler {
+class MachineHandler {
  public:
-  virtual ~SessionHandler() = default;
+  virtual ~MachineHandler() = default;
   // Bytes to write, in order: the session's own, and publish bodies shared with the caller
   // (gather-written, not copied).
   virtual void send(std::string bytes) = 0;
@@ -45,12 +45,12 @@ class SessionHandler {
   virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
 };
 
-class Session {
+class Machine {
  public:
   enum class Phase { idle, identifying, upgrading_tls, awaiting_tls_ok, awaiting_compression_ok,
                      authenticating, ready, failed };
 
-  Session(SessionConfig config, SessionHandler& handler);
+  Machine(MachineConfig config, MachineHandler& handler);
 
   void start();  // queues magic and IDENTIFY
   // Heartbeats in one call are answered with one NOP: a flood costs one answer per read.
@@ -87,8 +87,8 @@ class Session {
   void emit(std::string bytes);
   void fail(std::error_code ec, const std::string& detail);
 
-  SessionConfig config_;
-  SessionHandler& handler_;
+  MachineConfig config_;
+  MachineHandler& handler_;
   FrameParser parser_;
   Phase phase_ = Phase::idle;
   IdentifyResponse negotiated_;

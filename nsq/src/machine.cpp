@@ -1,14 +1,14 @@
-#include "session.hpp"
+#include "machine.hpp"
 
 #include "polybus/adapter/budget.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
 
-Session::Session(SessionConfig config, SessionHandler& handler)
+Machine::Machine(MachineConfig config, MachineHandler& handler)
     : config_(std::move(config)), handler_(handler), parser_(config_.max_frame_size) {}
 
-void Session::start() {
+void Machine::start() {
   std::string out;
   append_magic(out);
   if (auto ec = append_identify(out, config_.identify.to_json()))
@@ -17,7 +17,7 @@ void Session::start() {
   emit(std::move(out));
 }
 
-void Session::emit(std::string bytes) {
+void Machine::emit(std::string bytes) {
   if (codec_) {
     std::string encoded;
     if (auto ec = codec_->encode(bytes, encoded)) return fail(ec, "compression failed: " + ec.message());
@@ -27,13 +27,13 @@ void Session::emit(std::string bytes) {
   }
 }
 
-void Session::fail(std::error_code ec, const std::string& detail) {
+void Machine::fail(std::error_code ec, const std::string& detail) {
   if (phase_ == Phase::failed) return;
   phase_ = Phase::failed;
   handler_.on_failure(ec, detail);
 }
 
-void Session::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   if (phase_ == Phase::failed || phase_ == Phase::idle) return;
   decode(owner, bytes);
   if (heartbeat_due_ && phase_ != Phase::failed) {
@@ -45,7 +45,7 @@ void Session::receive(const std::shared_ptr<const void>& owner, std::string_view
   }
 }
 
-void Session::decode(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+void Machine::decode(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   if (!codec_) return feed(owner, bytes);
   decoded_.clear();
   if (auto ec = codec_->decode(bytes, decoded_)) {
@@ -63,7 +63,7 @@ void Session::decode(const std::shared_ptr<const void>& owner, std::string_view 
   if (decoded_.capacity() > 1024 * 1024) std::string().swap(decoded_);
 }
 
-void Session::feed(const std::shared_ptr<const void>& owner, std::string_view bytes) {
+void Machine::feed(const std::shared_ptr<const void>& owner, std::string_view bytes) {
   while (!bytes.empty() && phase_ != Phase::failed) {
     Frame frame;
     auto result = parser_.feed(bytes, frame);
@@ -88,7 +88,7 @@ void Session::feed(const std::shared_ptr<const void>& owner, std::string_view by
   }
 }
 
-void Session::handle(const Frame& frame, const std::shared_ptr<const void>& owner) {
+void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owner) {
   switch (frame.type) {
     case FrameType::error: {
       ServerError error = parse_server_error(frame.body);
@@ -123,7 +123,7 @@ void Session::handle(const Frame& frame, const std::shared_ptr<const void>& owne
   }
 }
 
-void Session::handshake_response(std::string_view body) {
+void Machine::handshake_response(std::string_view body) {
   switch (phase_) {
     case Phase::identifying: {
       if (auto ec = parse_identify_response(body, negotiated_))
@@ -157,11 +157,11 @@ void Session::handshake_response(std::string_view body) {
   }
 }
 
-void Session::tls_established() {
+void Machine::tls_established() {
   if (phase_ == Phase::upgrading_tls) phase_ = Phase::awaiting_tls_ok;
 }
 
-void Session::after_tls() {
+void Machine::after_tls() {
   if (negotiated_.snappy || negotiated_.deflate) {
     codec_ = negotiated_.snappy
                  ? make_snappy_codec(config_.max_decoded_per_read)
@@ -174,7 +174,7 @@ void Session::after_tls() {
   after_compression();
 }
 
-void Session::after_compression() {
+void Machine::after_compression() {
   if (negotiated_.auth_required) {
     if (config_.auth_secret.empty())
       return fail(make_error_code(errc::e_auth_first), "nsqd requires AUTH but no auth_secret is set");
@@ -187,47 +187,47 @@ void Session::after_compression() {
   handler_.on_ready(negotiated_);
 }
 
-std::error_code Session::subscribe(std::string_view topic, std::string_view channel) {
+std::error_code Machine::subscribe(std::string_view topic, std::string_view channel) {
   std::string out;
   if (auto ec = append_sub(out, topic, channel)) return ec;
   emit(std::move(out));
   return {};
 }
 
-void Session::ready_count(std::uint32_t count) {
+void Machine::ready_count(std::uint32_t count) {
   std::string out;
   append_rdy(out, count);
   emit(std::move(out));
 }
 
-std::error_code Session::finish(std::string_view id) {
+std::error_code Machine::finish(std::string_view id) {
   std::string out;
   if (auto ec = append_fin(out, id)) return ec;
   emit(std::move(out));
   return {};
 }
 
-std::error_code Session::requeue(std::string_view id, std::uint32_t delay_ms) {
+std::error_code Machine::requeue(std::string_view id, std::uint32_t delay_ms) {
   std::string out;
   if (auto ec = append_req(out, id, delay_ms)) return ec;
   emit(std::move(out));
   return {};
 }
 
-std::error_code Session::touch(std::string_view id) {
+std::error_code Machine::touch(std::string_view id) {
   std::string out;
   if (auto ec = append_touch(out, id)) return ec;
   emit(std::move(out));
   return {};
 }
 
-void Session::close_wait() {
+void Machine::close_wait() {
   std::string out;
   append_cls(out);
   emit(std::move(out));
 }
 
-std::error_code Session::publish(std::string_view topic, const Body& body, std::uint32_t defer_ms) {
+std::error_code Machine::publish(std::string_view topic, const Body& body, std::uint32_t defer_ms) {
   if (!body || body->empty()) return make_error_code(errc::empty_body);
   std::string header;
   auto ec = defer_ms ? append_dpub_header(header, topic, defer_ms, body->size())
@@ -243,7 +243,7 @@ std::error_code Session::publish(std::string_view topic, const Body& body, std::
   return {};
 }
 
-std::error_code Session::publish_batch(std::string_view topic, const std::vector<Body>& bodies) {
+std::error_code Machine::publish_batch(std::string_view topic, const std::vector<Body>& bodies) {
   std::vector<std::string_view> views;
   for (const auto& body : bodies) views.emplace_back(body ? std::string_view(*body) : std::string_view());
   std::string header;

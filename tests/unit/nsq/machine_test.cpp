@@ -5,7 +5,7 @@
 #include "polybus/error.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
-#include "nsq/src/session.hpp"
+#include "nsq/src/machine.hpp"
 
 using namespace polybus::nsq;
 
@@ -32,7 +32,7 @@ std::string message_body(std::uint16_t attempts, std::string_view id, std::strin
   return out;
 }
 
-struct Recorder : SessionHandler {
+struct Recorder : MachineHandler {
   // What the session sent, piece by piece: owned bytes, or a body it shares.
   std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> sent;
   int tls = 0, ready = 0;
@@ -64,14 +64,14 @@ std::string drain(Recorder& recorder) {
 }
 
 // Feeds the bytes one at a time, the hardest split.
-void feed_bytewise(Session& session, const std::string& bytes) {
+void feed_bytewise(Machine& session, const std::string& bytes) {
   auto owner = std::make_shared<std::string>(bytes);
   for (std::size_t i = 0; i < owner->size(); ++i)
     session.receive(owner, std::string_view(owner->data() + i, 1));
 }
 
-SessionConfig config() {
-  SessionConfig c;
+MachineConfig config() {
+  MachineConfig c;
   c.identify.client_id = "test";
   c.identify.heartbeat_interval = 1000;
   return c;
@@ -83,7 +83,7 @@ const std::string kId = "0123456789abcdef";
 
 TEST_CASE("the session opens with the magic and IDENTIFY and is ready after OK", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   auto out = drain(r);
   CHECK(out.rfind("  V2IDENTIFY\n", 0) == 0);
@@ -91,13 +91,13 @@ TEST_CASE("the session opens with the magic and IDENTIFY and is ready after OK",
   CHECK(out.find("\"feature_negotiation\":true") != std::string::npos);
   feed_bytewise(s, frame(FrameType::response, R"({"max_rdy_count":100,"version":"1.3.0"})"));
   CHECK(r.ready == 1);
-  CHECK(s.phase() == Session::Phase::ready);
+  CHECK(s.phase() == Machine::Phase::ready);
   CHECK(s.negotiated().max_rdy_count == 100);
 }
 
 TEST_CASE("a plain OK to IDENTIFY is accepted with nsqd's defaults", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, "OK"));
   CHECK(r.ready == 1);
@@ -106,7 +106,7 @@ TEST_CASE("a plain OK to IDENTIFY is accepted with nsqd's defaults", "[nsq][sess
 
 TEST_CASE("heartbeats are answered with NOP in every phase after IDENTIFY", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   drain(r);
   s.receive(nullptr, frame(FrameType::response, "OK"));
@@ -117,7 +117,7 @@ TEST_CASE("heartbeats are answered with NOP in every phase after IDENTIFY", "[ns
 
 TEST_CASE("messages split over reads arrive whole, with id and attempts", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, "OK"));
   std::string wire = frame(FrameType::message, message_body(3, kId, "hello")) +
@@ -133,7 +133,7 @@ TEST_CASE("TLS agreed in IDENTIFY asks the owner to upgrade, then waits for OK",
   Recorder r;
   auto c = config();
   c.identify.tls_v1 = true;
-  Session s(c, r);
+  Machine s(c, r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, R"({"tls_v1":true})"));
   CHECK(r.tls == 1);
@@ -147,7 +147,7 @@ TEST_CASE("TLS requested but refused by nsqd fails the handshake", "[nsq][sessio
   Recorder r;
   auto c = config();
   c.identify.tls_v1 = true;
-  Session s(c, r);
+  Machine s(c, r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, R"({"tls_v1":false})"));
   CHECK(r.failure == polybus::errc::tls_error);
@@ -157,7 +157,7 @@ TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "
   Recorder r;
   auto c = config();
   c.identify.snappy = true;
-  Session s(c, r);
+  Machine s(c, r);
   s.start();
   drain(r);
   // nsqd's side: the response in plain text, then everything compressed.
@@ -181,7 +181,7 @@ TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its
   Recorder r;
   auto c = config();
   c.auth_secret = "s3cret";
-  Session s(c, r);
+  Machine s(c, r);
   s.start();
   drain(r);
   s.receive(nullptr, frame(FrameType::response, R"({"auth_required":true})"));
@@ -194,7 +194,7 @@ TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its
 
 TEST_CASE("AUTH required without a secret fails with E_AUTH_FIRST", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, R"({"auth_required":true})"));
   CHECK(r.failure == errc::e_auth_first);
@@ -202,12 +202,12 @@ TEST_CASE("AUTH required without a secret fails with E_AUTH_FIRST", "[nsq][sessi
 
 TEST_CASE("non-fatal errors keep the session, fatal ones end it", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, "OK"));
   s.receive(nullptr, frame(FrameType::error, "E_FIN_FAILED FIN 0123 failed"));
   CHECK_FALSE(r.failure);
-  CHECK(s.phase() == Session::Phase::ready);
+  CHECK(s.phase() == Machine::Phase::ready);
   s.receive(nullptr, frame(FrameType::error, "E_BAD_TOPIC PUB topic name invalid"));
   CHECK(r.failure == errc::e_bad_topic);
   CHECK(r.server_errors == std::vector<std::string>{"E_FIN_FAILED", "E_BAD_TOPIC"});
@@ -226,21 +226,21 @@ TEST_CASE("hostile input ends the session with a clear error, never a crash", "[
   for (const auto& [name, wire] : cases) {
     INFO(name);
     Recorder r;
-    Session s(config(), r);
+    Machine s(config(), r);
     s.start();
     if (name != "message before the handshake" && name != "invalid IDENTIFY JSON")
       s.receive(nullptr, frame(FrameType::response, "OK"));
     feed_bytewise(s, wire);
     CHECK(r.failure);
     CHECK_FALSE(r.failure_detail.empty());
-    CHECK(s.phase() == Session::Phase::failed);
+    CHECK(s.phase() == Machine::Phase::failed);
     s.receive(nullptr, frame(FrameType::response, "OK"));  // ignored after a failure
   }
 }
 
 TEST_CASE("publishes are gathered without copying the body", "[nsq][session]") {
   Recorder r;
-  Session s(config(), r);
+  Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, "OK"));
   drain(r);

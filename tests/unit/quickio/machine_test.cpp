@@ -4,15 +4,15 @@
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 namespace {
 
 using namespace polybus::quickio;
 using polybus::quickio::detail::Incoming;
-using polybus::quickio::detail::Session;
+using polybus::quickio::detail::Machine;
 
-struct Hooks : detail::SessionHooks {
+struct Hooks : detail::MachineHandler {
   std::vector<std::string> moves;
   std::vector<std::string> refused;
   std::size_t unsent = 0;  // what the "connection" has not written yet
@@ -23,7 +23,7 @@ struct Hooks : detail::SessionHooks {
   }
 };
 
-std::vector<std::string> drain(Session& session) {
+std::vector<std::string> drain(Machine& session) {
   std::vector<std::string> texts;
   for (auto& out : session.output()) {
     texts.push_back(out.text);
@@ -33,7 +33,7 @@ std::vector<std::string> drain(Session& session) {
   return texts;
 }
 
-std::error_code feed(Session& session, std::string_view text) {
+std::error_code feed(Machine& session, std::string_view text) {
   static const std::shared_ptr<const void> none;
   return session.receive(text, none);
 }
@@ -48,7 +48,7 @@ struct Answer {
 
 TEST_CASE("callback ids start at 1 on every connection") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   session.send("/a", "null", [](int, std::string_view, std::string_view) {});
   session.send("/b", "1", [](int, std::string_view, std::string_view) {});
@@ -62,7 +62,7 @@ TEST_CASE("callback ids start at 1 on every connection") {
 
 TEST_CASE("a callback gets the server's answer once, with code, data and err_msg") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   std::vector<Answer> answers;
   session.send("/ask", "null", [&](int code, std::string_view data, std::string_view err) {
@@ -80,7 +80,7 @@ TEST_CASE("a callback gets the server's answer once, with code, data and err_msg
 
 TEST_CASE("pending callbacks fail once with -1 disconnected when the connection drops") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   std::vector<Answer> answers;
   for (int i = 0; i < 3; ++i)
@@ -99,7 +99,7 @@ TEST_CASE("pending callbacks fail once with -1 disconnected when the connection 
 
 TEST_CASE("a callback sent while disconnected fails at once with -1 and is never queued") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   std::vector<Answer> answers;
   session.send("/x", "null", [&](int code, std::string_view, std::string_view err) {
     answers.push_back({code, "", std::string(err)});
@@ -113,7 +113,7 @@ TEST_CASE("a callback sent while disconnected fails at once with -1 and is never
 
 TEST_CASE("on reconnect: subscriptions, then the queue, then /open, in that order") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   std::vector<std::string> order;
   session.on("/open", [&](const Incoming&) { order.push_back("/open"); });
   session.on("/news/", [](const Incoming&) {});  // cleaned to /news
@@ -131,7 +131,7 @@ TEST_CASE("on reconnect: subscriptions, then the queue, then /open, in that orde
 
 TEST_CASE("events queued while disconnected are bounded by max_queued_bytes") {
   Hooks hooks;
-  Session session({32}, hooks);
+  Machine session({32}, hooks);
   CHECK_FALSE(session.send("/a", "\"0123456789\""));  // 17 bytes
   CHECK(session.send("/b", "\"0123456789\"") == make_error_code(client_errc::queue_full));
   CHECK(session.queued_bytes() == 17);
@@ -139,7 +139,7 @@ TEST_CASE("events queued while disconnected are bounded by max_queued_bytes") {
 
 TEST_CASE("while connected, events the connection has not written yet are bounded too") {
   Hooks hooks;
-  Session session({32}, hooks);
+  Machine session({32}, hooks);
   session.opened();
   drain(session);
   hooks.unsent = 15;
@@ -154,7 +154,7 @@ TEST_CASE("while connected, events the connection has not written yet are bounde
 
 TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   std::vector<std::error_code> outcomes;
   session.send(
       "/late", "1", {}, [&](std::error_code ec) { outcomes.push_back(ec); }, [] { return true; });
@@ -168,7 +168,7 @@ TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {
 
 TEST_CASE("a heartbeat challenge with a callback id is answered 200 null") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   REQUIRE_FALSE(feed(session, "/qio/heartbeat:0=null"));
   CHECK(drain(session).empty());
@@ -179,7 +179,7 @@ TEST_CASE("a heartbeat challenge with a callback id is answered 200 null") {
 
 TEST_CASE("/qio/move hands the address to the owner") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   REQUIRE_FALSE(feed(session, R"(/qio/move:0="127.0.0.1:9999")"));
   CHECK(hooks.moves == std::vector<std::string>{"127.0.0.1:9999"});
@@ -191,7 +191,7 @@ TEST_CASE("/qio/move hands the address to the owner") {
 
 TEST_CASE("a refused subscription drops its listeners and is reported") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   std::vector<int> results;
   session.on(
@@ -210,7 +210,7 @@ TEST_CASE("a refused subscription drops its listeners and is reported") {
 
 TEST_CASE("off sends /qio/off only when the path's last listener goes") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   auto first = session.on("/p", [](const Incoming&) {});
   auto second = session.on("/p", [](const Incoming&) {});
@@ -223,7 +223,7 @@ TEST_CASE("off sends /qio/off only when the path's last listener goes") {
 
 TEST_CASE("a one-shot listener hears one event, then the path is unsubscribed") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   int heard = 0;
   session.on(
@@ -237,7 +237,7 @@ TEST_CASE("a one-shot listener hears one event, then the path is unsubscribed") 
 
 TEST_CASE("a server callback can be answered only on the connection it came on") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   std::uint64_t connection = 0, callback = 0;
   session.on("/job", [&](const Incoming& e) {
@@ -259,7 +259,7 @@ TEST_CASE("a server callback can be answered only on the connection it came on")
 
 TEST_CASE("malformed events from the server are errors that name the problem") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   session.opened();
   std::string why;
   static const std::shared_ptr<const void> none;
@@ -274,7 +274,7 @@ TEST_CASE("malformed events from the server are errors that name the problem") {
 
 TEST_CASE("shutting down fails callbacks with -1 closed, drops the queue, fires /close once") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   int closes = 0;
   session.on("/close", [&](const Incoming&) { ++closes; });
   session.opened();
@@ -292,7 +292,7 @@ TEST_CASE("shutting down fails callbacks with -1 closed, drops the queue, fires 
 
 TEST_CASE("invalid JSON data is refused before anything is sent or queued") {
   Hooks hooks;
-  Session session({}, hooks);
+  Machine session({}, hooks);
   CHECK(session.send("/x", "{nope") == make_error_code(polybus::errc::invalid_argument));
   CHECK(session.queued_bytes() == 0);
 }

@@ -1,4 +1,4 @@
-#include "engine.hpp"
+#include "connection.hpp"
 
 #include <asio/post.hpp>
 
@@ -30,8 +30,8 @@ const char* carrier_name(Carrier c) {
 
 }  // namespace
 
-EngineSettings EngineSettings::from(const Url& url, const ResolvedOptions& options) {
-  EngineSettings s;
+ConnectionSettings ConnectionSettings::from(const Url& url, const ResolvedOptions& options) {
+  ConnectionSettings s;
   if (url.scheme == "quickio")
     s.carrier = Carrier::raw;
   else if (url.scheme == "quickio+ws")
@@ -59,12 +59,12 @@ EngineSettings EngineSettings::from(const Url& url, const ResolvedOptions& optio
   return s;
 }
 
-Engine::Engine(const Strand& strand, EngineSettings settings, Backoff backoff, EngineHooks hooks,
+Connection::Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff, ConnectionHooks hooks,
                const AdapterContext* stats)
     : strand_(strand),
       settings_(std::move(settings)),
       hooks_(std::move(hooks)),
-      session_(SessionLimits{settings_.max_queued_bytes, settings_.max_json_depth}, *this),
+      machine_(MachineLimits{settings_.max_queued_bytes, settings_.max_json_depth}, *this),
       reconnect_(strand, std::move(backoff), settings_.address.to_string(),
                  ReconnectLoop::Reports{[this](const StateEvent& e) {
                                           if (hooks_.state)
@@ -79,18 +79,18 @@ Engine::Engine(const Strand& strand, EngineSettings settings, Backoff backoff, E
   if (stats) stats_.emplace(*stats);
 }
 
-Engine::~Engine() {
+Connection::~Connection() {
   if (link_) link_->close();
 }
 
-void Engine::start() {
+void Connection::start() {
   asio::post(strand_, [self = shared_from_this()] { self->connect(); });
 }
 
-void Engine::flush() {
-  auto& out = session_.output();
+void Connection::flush() {
+  auto& out = machine_.output();
   while (!out.empty()) {
-    Session::Out item = std::move(out.front());
+    Machine::Out item = std::move(out.front());
     out.pop_front();
     // A send completes when its bytes reach the socket: a publisher waiting on completions is
     // paced by the connection.
@@ -102,12 +102,12 @@ void Engine::flush() {
   update_counters();
 }
 
-void Engine::update_counters() {
-  queued_bytes_.store(session_.queued_bytes());
-  open_connection_.store(session_.is_open() ? session_.connection() : 0);
+void Connection::update_counters() {
+  queued_bytes_.store(machine_.queued_bytes());
+  open_connection_.store(machine_.is_open() ? machine_.connection() : 0);
 }
 
-void Engine::connect() {
+void Connection::connect() {
   if (closed_ || link_) return;
   current_carrier_ =
       settings_.carrier == Carrier::websocket && use_http_ ? Carrier::http : settings_.carrier;
@@ -136,7 +136,7 @@ void Engine::connect() {
   link_->start();
 }
 
-void Engine::retire_link() {
+void Connection::retire_link() {
   if (!link_) return;
   link_->close();
   // Released later: the link may be the caller of the code that retires it.
@@ -146,23 +146,23 @@ void Engine::retire_link() {
   heartbeat_timer_.cancel();
 }
 
-void Engine::on_link_open(Link* link) {
+void Connection::on_link_open(Link* link) {
   if (link != link_.get() || closed_) return;
   link_open_ = true;
   moving_ = false;
   last_activity_ = Clock::now();
   arm_heartbeat();
   reconnect_.connected();
-  open_connection_.store(session_.connection() + 1);  // as /open's listeners will see it
-  session_.opened();
+  open_connection_.store(machine_.connection() + 1);  // as /open's listeners will see it
+  machine_.opened();
   flush();
 }
 
-void Engine::on_link_event(Link* link, std::string_view text,
+void Connection::on_link_event(Link* link, std::string_view text,
                            const std::shared_ptr<const void>& owner) {
   if (link != link_.get() || !link_open_) return;
   std::string why;
-  auto ec = session_.receive(text, owner, &why);
+  auto ec = machine_.receive(text, owner, &why);
   if (!ec && !moving_ && link == link_.get()) {
     redirects_ = 0;
     reconnect_.proven();
@@ -174,23 +174,23 @@ void Engine::on_link_event(Link* link, std::string_view text,
   }
 }
 
-void Engine::on_link_activity(Link* link) {
+void Connection::on_link_activity(Link* link) {
   if (link == link_.get()) last_activity_ = Clock::now();
 }
 
-void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& detail,
+void Connection::on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                             bool refused) {
   if (link != link_.get()) return;
   bool was_open = link_open_;
   retire_link();
   open_connection_.store(0);  // before /close's listeners run
-  if (was_open) session_.closed();
+  if (was_open) machine_.closed();
   flush();
   if (closed_) return;
   reconnect_.ended(ec, detail);
-  if (!moving_) session_.emit_local("/error", text::json_quote(detail));
+  if (!moving_) machine_.emit_local("/error", text::json_quote(detail));
   if (closed_ || link_) return;  // a listener closed or reconnected
-  std::weak_ptr<Engine> weak = shared_from_this();
+  std::weak_ptr<Connection> weak = shared_from_this();
   auto now = [weak] {
     if (auto self = weak.lock()) self->connect();
   };
@@ -208,7 +208,7 @@ void Engine::on_link_closed(Link* link, std::error_code ec, const std::string& d
   }
 }
 
-void Engine::move_to(const std::string& address) {
+void Connection::move_to(const std::string& address) {
   HostAnswer parsed;
   if (!parse_host_answer(address, parsed)) {
     if (hooks_.error)
@@ -231,34 +231,34 @@ void Engine::move_to(const std::string& address) {
   if (link_) link_->fail(make_error_code(client_errc::moved), "moved to " + address_.to_string());
 }
 
-void Engine::subscription_refused(const std::string& path, int code, const std::string& err_msg) {
+void Connection::subscription_refused(const std::string& path, int code, const std::string& err_msg) {
   if (hooks_.subscription_refused) hooks_.subscription_refused(path, code, err_msg);
 }
 
-void Engine::reconnect() {
+void Connection::reconnect() {
   if (closed_) return;
   reconnect_.cancel();
   bool was_open = link_open_;
   retire_link();
   open_connection_.store(0);
-  if (was_open) session_.closed();
+  if (was_open) machine_.closed();
   flush();
   use_http_ = false;
   if (!closed_ && !link_) connect();
 }
 
-void Engine::close() {
+void Connection::close() {
   if (closed_) return;
   closed_ = true;
   reconnect_.cancel();
   retire_link();
   open_connection_.store(0);
-  session_.shut_down();
+  machine_.shut_down();
   flush();
   state(ConnectionState::closed);
 }
 
-void Engine::arm_heartbeat() {
+void Connection::arm_heartbeat() {
   if (settings_.heartbeat_timeout.count() <= 0) return;
   heartbeat_timer_.expires_at(last_activity_ + settings_.heartbeat_timeout);
   heartbeat_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -273,12 +273,12 @@ void Engine::arm_heartbeat() {
   });
 }
 
-void Engine::state(ConnectionState s, std::error_code reason, const std::string& detail,
+void Connection::state(ConnectionState s, std::error_code reason, const std::string& detail,
                    std::chrono::milliseconds retry_in) {
   if (hooks_.state) hooks_.state(s, address_.to_string(), reason, detail, retry_in);
 }
 
-void Engine::log(LogLevel level, const std::string& text) {
+void Connection::log(LogLevel level, const std::string& text) {
   if (hooks_.log) hooks_.log(level, text);
 }
 

@@ -1,7 +1,7 @@
-// The client's I/O side: one session over a succession of links (raw TCP, WebSocket or HTTP
-// long polling), with reconnect and backoff, the WebSocket-to-HTTP fallback, the heartbeat
-// rule and /qio/move. Everything runs on one strand; the native Client and the polybus adapter
-// both sit on top of it.
+// The client's I/O side, the binding of QuickIO's machine (machine.hpp, the session) to the
+// wire: a succession of links (raw TCP, WebSocket or HTTP long polling), with reconnect and
+// backoff, the WebSocket-to-HTTP fallback, the heartbeat rule and /qio/move. Everything runs on
+// one strand; the native Client and the polybus adapter both sit on top of it.
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -12,13 +12,13 @@
 #include "link.hpp"
 #include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/transport.hpp"
-#include "session.hpp"
+#include "machine.hpp"
 
 namespace polybus::quickio::detail {
 
 enum class Carrier { raw, websocket, http };
 
-struct EngineSettings {
+struct ConnectionSettings {
   Carrier carrier = Carrier::raw;
   HostPort address;
   std::string path;  // WebSocket and HTTP request path
@@ -34,10 +34,10 @@ struct EngineSettings {
 
   // From a quickio, quickio+ws or quickio+http URL and the resolved options. Throws
   // polybus::Error(errc::invalid_url) for a URL it cannot use.
-  static EngineSettings from(const Url& url, const ResolvedOptions& options);
+  static ConnectionSettings from(const Url& url, const ResolvedOptions& options);
 };
 
-struct EngineHooks {
+struct ConnectionHooks {
   std::function<void(ConnectionState, const std::string& endpoint, std::error_code,
                      const std::string& detail, std::chrono::milliseconds retry_in)>
       state;
@@ -47,17 +47,17 @@ struct EngineHooks {
       subscription_refused;
 };
 
-class Engine : public LinkHandler,
-               public SessionHooks,
-               public std::enable_shared_from_this<Engine> {
+class Connection : public LinkHandler,
+               public MachineHandler,
+               public std::enable_shared_from_this<Connection> {
  public:
-  Engine(const Strand& strand, EngineSettings settings, Backoff backoff, EngineHooks hooks,
+  Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff, ConnectionHooks hooks,
          const AdapterContext* stats = nullptr);
-  ~Engine() override;
+  ~Connection() override;
 
   void start();
-  // The session; after changing it (send, on, off, answer), call flush().
-  Session& session() { return session_; }
+  // The machine (the session); after changing it (send, on, off, answer), call flush().
+  Machine& machine() { return machine_; }
   void flush();
   void reconnect();
   void close();
@@ -79,7 +79,7 @@ class Engine : public LinkHandler,
   void on_link_activity(Link* link) override;
   void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                       bool refused) override;
-  // SessionHooks
+  // MachineHandler
   void move_to(const std::string& address) override;
   void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;
   std::size_t unsent_bytes() const override { return link_ ? link_->unsent_bytes() : 0; }
@@ -94,10 +94,10 @@ class Engine : public LinkHandler,
   void update_counters();
 
   Strand strand_;
-  EngineSettings settings_;
-  EngineHooks hooks_;
+  ConnectionSettings settings_;
+  ConnectionHooks hooks_;
   std::optional<AdapterContext> stats_;
-  Session session_;
+  Machine machine_;
   ReconnectLoop reconnect_;
   asio::steady_timer heartbeat_timer_;
   std::shared_ptr<Link> link_;

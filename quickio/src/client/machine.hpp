@@ -38,9 +38,9 @@ struct Incoming {
 using ListenerFn = std::function<void(const Incoming&)>;
 using SubscribeResultFn = std::function<void(int code, std::string_view err_msg)>;
 
-class SessionHooks {
+class MachineHandler {
  public:
-  virtual ~SessionHooks() = default;
+  virtual ~MachineHandler() = default;
   // /qio/move: the server wants the client elsewhere (it closes the connection next).
   virtual void move_to(const std::string& address) = 0;
   // The server refused a subscription; its listeners were removed.
@@ -51,14 +51,14 @@ class SessionHooks {
   virtual std::size_t unsent_bytes() const { return 0; }
 };
 
-struct SessionLimits {
+struct MachineLimits {
   std::size_t max_queued_bytes = 8 * 1024 * 1024;
   std::size_t max_json_depth = kDefaultMaxJsonDepth;  // the budget's max_json_depth
 };
 
-class Session {
+class Machine {
  public:
-  Session(SessionLimits limits, SessionHooks& hooks) : limits_(limits), hooks_(hooks) {}
+  Machine(MachineLimits limits, MachineHandler& hooks) : limits_(limits), hooks_(hooks) {}
 
   // ---- the connection ----
   // The handshake completed: callback ids restart at 1; subscriptions, then the queue, go out;
@@ -139,8 +139,8 @@ class Session {
   void deliver(const std::string& path, const Incoming& event);
   void finish_results(PathEntry& entry, int code, std::string_view err_msg);
 
-  SessionLimits limits_;
-  SessionHooks& hooks_;
+  MachineLimits limits_;
+  MachineHandler& hooks_;
   bool open_ = false;
   bool opened_once_since_close_ = false;  // /close only after /open
   std::uint64_t connection_ = 0;
