@@ -27,6 +27,13 @@ ReconnectLoop::ReconnectLoop(const AdapterContext& context, std::string endpoint
                             },
                             [context] { context.count_reconnect(); }}) {}
 
+ReconnectLoop::ReconnectLoop(std::shared_ptr<const AdapterContext> context, std::string endpoint)
+    : ReconnectLoop(context->strand(), context->backoff(), std::move(endpoint),
+                    Reports{[context](const StateEvent& e) {
+                              context->state(e.state, e.endpoint, e.reason, e.detail, e.retry_in);
+                            },
+                            [context] { context->count_reconnect(); }}) {}
+
 void ReconnectLoop::attempting() {
   up_ = proven_ = false;
   report(ConnectionState::connecting);

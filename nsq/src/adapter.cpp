@@ -56,10 +56,16 @@ class NsqAdapter : public Adapter {
         auto left = std::make_shared<std::size_t>(lookupds.size());
         for (const auto& lookupd : lookupds) {
           http_get(context, settings.transport, lookupd, "/nodes", std::chrono::milliseconds(5000),
-                   [result, left, found, lookupd](HttpResult r) {
+                   [context, result, left, found, lookupd](HttpResult r) {
                      std::vector<LookupProducer> all;
                      std::error_code bad;
-                     if (!r.ec && r.status == 200 && !(bad = parse_lookup_response(r.body, all))) {
+                     std::size_t rejected = 0;
+                     if (!r.ec && r.status == 200 &&
+                         !(bad = parse_lookup_response(r.body, all, &rejected))) {
+                       // The good entries are used; the bad ones are said, not fatal.
+                       if (rejected > 0)
+                         context->error(make_error_code(polybus::errc::protocol_error),
+                                        skipped_producers_text(lookupd, rejected, all.size()));
                        for (auto& p : all) result->nsqds.push_back({p.broadcast_address, p.tcp_port});
                      } else {
                        const std::string why =

@@ -35,6 +35,7 @@ void Connection::connect() {
   ++generation_;
   ready_ = false;
   connecting_ = true;
+  heartbeat_answer_mark_ = 0;  // a fresh transport counts from 0
   machine_ = std::make_unique<Machine>(config_, *this);
   std::weak_ptr<Connection> weak = shared_from_this();
   const std::uint64_t generation = generation_;
@@ -76,6 +77,14 @@ void Connection::send(std::shared_ptr<const std::string> body) {
 
 void Connection::on_heartbeat() {
   if (events_.on_heartbeat) events_.on_heartbeat();
+}
+
+bool Connection::heartbeat_answer_unsent() const {
+  return transport_ && transport_->total_written() < heartbeat_answer_mark_;
+}
+
+void Connection::sent_heartbeat_answer() {
+  if (transport_) heartbeat_answer_mark_ = transport_->total_queued();
 }
 
 void Connection::close() {

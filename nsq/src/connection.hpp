@@ -53,6 +53,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   void on_response(std::string_view body) override;
   void on_server_error(const ServerError& error) override;
   void on_heartbeat() override;
+  bool heartbeat_answer_unsent() const override;
+  void sent_heartbeat_answer() override;
   void on_failure(std::error_code ec, const std::string& detail) override;
 
  private:
@@ -68,6 +70,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   std::shared_ptr<Transport> transport_;
   std::unique_ptr<Machine> machine_;
   std::uint64_t generation_ = 0;
+  std::uint64_t heartbeat_answer_mark_ = 0;  // total_queued() after the last NOP: written once reached
   bool connecting_ = false;
   bool ready_ = false;
 };

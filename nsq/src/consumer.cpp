@@ -46,7 +46,7 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   auto conn = std::make_unique<Conn>();
   conn->key = ++next_key_;
   conn->target = target;
-  conn->reconnect = std::make_unique<ReconnectLoop>(*context_, target.to_string());
+  conn->reconnect = std::make_unique<ReconnectLoop>(context_, target.to_string());
   std::weak_ptr<Consumer> weak = shared_from_this();
   const std::uint64_t key = conn->key;
   auto with = [weak, key](auto fn) {
@@ -378,10 +378,7 @@ void Consumer::poll_lookupd() {
                    !parse_lookup_response(result.body, producers, &rejected)) {
                  if (rejected > 0)
                    self->context_->error(make_error_code(polybus::errc::protocol_error),
-                                         "nsqlookupd " + lookupd.to_string() + ": " +
-                                             std::to_string(rejected) +
-                                             " malformed producer entries skipped, " +
-                                             std::to_string(producers.size()) + " used");
+                                         skipped_producers_text(lookupd, rejected, producers.size()));
                  state->any_answer = state->topic_known = true;
                  for (auto& p : producers) state->found.push_back({p.broadcast_address, p.tcp_port});
                } else if (!result.ec && result.status == 404) {

@@ -73,4 +73,9 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
   request->transport->connect(server);
 }
 
+std::string skipped_producers_text(const HostPort& lookupd, std::size_t rejected, std::size_t used) {
+  return "nsqlookupd " + lookupd.to_string() + ": " + std::to_string(rejected) +
+         " malformed producer entries skipped, " + std::to_string(used) + " used";
+}
+
 }  // namespace polybus::nsq

@@ -21,4 +21,8 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
               const HostPort& server, const std::string& target, std::chrono::milliseconds timeout,
               std::function<void(HttpResult)> done);
 
+// An answer with some malformed producer entries is used for its good ones; the bad ones are
+// said in these words.
+std::string skipped_producers_text(const HostPort& lookupd, std::size_t rejected, std::size_t used);
+
 }  // namespace polybus::nsq

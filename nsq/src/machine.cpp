@@ -38,9 +38,12 @@ void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view
   decode(owner, bytes);
   if (heartbeat_due_ && phase_ != Phase::failed) {
     heartbeat_due_ = false;
-    std::string nop;
-    append_nop(nop);
-    emit(std::move(nop));
+    if (!handler_.heartbeat_answer_unsent()) {
+      std::string nop;
+      append_nop(nop);
+      emit(std::move(nop));
+      handler_.sent_heartbeat_answer();
+    }
     handler_.on_heartbeat();
   }
 }

@@ -41,6 +41,11 @@ class MachineHandler {
   virtual void on_server_error(const ServerError& error) = 0;
   // nsqd's heartbeat arrived (once per receive() however many): the server is alive and sane.
   virtual void on_heartbeat() {}
+  // The NOP last sent for a heartbeat is still waiting to be written to the socket: later
+  // heartbeats wait for it, so a flood costs one pending answer, not one per heartbeat or read.
+  virtual bool heartbeat_answer_unsent() const { return false; }
+  // A NOP answering heartbeats was just sent (the last bytes given to send()).
+  virtual void sent_heartbeat_answer() {}
   // The stream cannot go on (bad frame, handshake refused, fatal error frame): close it.
   virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
 };
@@ -53,7 +58,7 @@ class Machine {
   Machine(MachineConfig config, MachineHandler& handler);
 
   void start();  // queues magic and IDENTIFY
-  // Heartbeats in one call are answered with one NOP: a flood costs one answer per read.
+  // Heartbeats are answered with one NOP, and none while the last one is still unsent.
   void receive(const std::shared_ptr<const void>& owner, std::string_view bytes);
   void tls_established();
 

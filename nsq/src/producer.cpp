@@ -1,5 +1,10 @@
 #include "producer.hpp"
 
+#include <algorithm>
+#include <asio/post.hpp>
+#include <unordered_set>
+
+#include "polybus/adapter/budget.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -7,20 +12,60 @@ namespace polybus::nsq {
 Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
                    Discover discover)
     : context_(std::move(context)), settings_(std::move(settings)), discover_(std::move(discover)) {
-  set_nodes(std::move(nsqds));
+  set_nodes(std::move(nsqds), false);
   if (discover_) rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
 }
 
-void Producer::set_nodes(std::vector<HostPort> nsqds) {
+void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
+  // Linear in the answer (it may list tens of thousands).
+  std::unordered_set<std::string> listed;
+  if (discovered) {
+    for (auto& target : nsqds) listed.insert(target.to_string());
+    // Known nsqd that failed and hold nothing give way when the answer offers others.
+    bool offers_new = false;
+    std::unordered_set<std::string> known;
+    for (auto& node : nodes_) known.insert(node->target.to_string());
+    for (auto& key : listed) offers_new = offers_new || !known.count(key);
+    if (offers_new) {
+      std::vector<std::shared_ptr<Node>> failed;
+      for (auto& node : nodes_)
+        if (node->failed && node->awaiting.empty() &&
+            !(node->connection && node->connection->ready()))
+          failed.push_back(node);
+      for (auto& node : failed) retire(node);
+    }
+  }
+  std::unordered_set<std::string> known;
+  for (auto& node : nodes_) known.insert(node->target.to_string());
+  // More than may be kept: a random choice, so that a list led by dead entries cannot keep a
+  // publisher from the live ones for good, and publishers spread over the nsqd.
+  if (discovered && nodes_.size() + nsqds.size() > settings_.max_nsqd_connections)
+    std::shuffle(nsqds.begin(), nsqds.end(), random_);
+  std::size_t skipped = 0;
   for (auto& target : nsqds) {
-    bool known = false;
-    for (auto& node : nodes_) known = known || node->target.to_string() == target.to_string();
-    if (known) continue;
-    auto node = std::make_unique<Node>();
+    if (!known.insert(target.to_string()).second) continue;
+    if (discovered && nodes_.size() >= settings_.max_nsqd_connections) {
+      ++skipped;
+      continue;
+    }
+    auto node = std::make_shared<Node>();
     node->target = std::move(target);
-    node->reconnect = std::make_unique<ReconnectLoop>(*context_, node->target.to_string());
     nodes_.push_back(std::move(node));
   }
+  if (skipped > 0)
+    context_->log(LogLevel::warn,
+                  limit_exceeded_text("nsqlookupd lists more nsqd than a publisher uses (a random "
+                                      "choice of them is kept)",
+                                      "max_nsqd_connections", settings_.max_nsqd_connections,
+                                      nodes_.size() + skipped));
+}
+
+void Producer::retire(const std::shared_ptr<Node>& node) {
+  if (node->reconnect) node->reconnect->cancel();
+  if (node->connection) node->connection->close();
+  nodes_.erase(std::remove(nodes_.begin(), nodes_.end(), node), nodes_.end());
+  // Released later: a callback of its connection may be what retires it.
+  asio::post(context_->strand(), [doomed = node] {});
 }
 
 Producer::Node* Producer::usable_node() {
@@ -76,72 +121,92 @@ void Producer::flush_waiting() {
 }
 
 void Producer::connect_some() {
-  if (closed_) return;
-  if (nodes_.empty() && discover_ && !discovering_ && !rediscover_pending_) {
-    discovering_ = true;
-    std::weak_ptr<Producer> weak = shared_from_this();
-    discover_([weak](Discovered found) {
-      auto self = weak.lock();
-      if (!self || self->closed_) return;
-      self->discovering_ = false;
-      self->set_nodes(std::move(found.nsqds));
-      if (!self->nodes_.empty()) {
-        self->rediscover_->succeeded();
-        return self->connect_some();
-      }
-      // Nothing to publish to: say why, and ask again after the reconnect policy's delay while
-      // publishes wait.
-      if (self->waiting_.empty()) return;
-      self->rediscover_pending_ = true;
-      auto delay = self->rediscover_->schedule([weak] {
-        auto me = weak.lock();
-        if (!me) return;
-        me->rediscover_pending_ = false;
-        if (!me->closed_) me->connect_some();
-      });
-      self->context_->state(
-          ConnectionState::reconnecting, found.where, make_error_code(polybus::errc::connect_failed),
-          found.failure.empty() ? "nsqlookupd " + found.where + " lists no nsqd" : found.failure,
-          delay);
-    });
-    return;
-  }
+  if (closed_ || discovering_ || rediscover_pending_) return;
+  if (nodes_.empty() && discover_) return discover_now();
   // The nsqd are tried in the order given: the first one that is not waiting out its backoff.
   // Later ones are only connected when the earlier ones are down (failover).
   for (auto& node : nodes_) {
     if (node->connection && (node->connection->ready() || node->connection->connecting())) return;
     if (node->retry_scheduled) continue;
-    if (!node->connection) node->connection = make_connection(*node);
+    if (!node->connection) node->connection = make_connection(node);
+    if (!node->reconnect)
+      node->reconnect = std::make_unique<ReconnectLoop>(context_, node->target.to_string());
     node->reconnect->attempting();
     node->connection->connect();
     return;
   }
+  // Every nsqd known waits out its backoff.
+  if (discover_ && !waiting_.empty())
+    discover_later(lookupds_, make_error_code(polybus::errc::connect_failed),
+                   "every nsqd known failed; asking nsqlookupd " + lookupds_ + " again");
 }
 
-std::shared_ptr<Connection> Producer::make_connection(Node& node) {
+void Producer::discover_now() {
+  discovering_ = true;
   std::weak_ptr<Producer> weak = shared_from_this();
-  Node* raw = &node;  // nodes live as long as the producer (never removed)
-  Connection::Events events;
-  events.on_ready = [weak, raw] {
+  discover_([weak](Discovered found) {
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    self->discovering_ = false;
+    self->lookupds_ = found.where;
+    self->set_nodes(std::move(found.nsqds), true);
+    if (self->waiting_.empty()) return;
+    if (!self->nodes_.empty()) return self->connect_some();
+    // Nothing to publish to: say why, and ask again after the reconnect policy's delay while
+    // publishes wait.
+    self->discover_later(found.where, make_error_code(polybus::errc::connect_failed),
+                         found.failure.empty() ? "nsqlookupd " + found.where + " lists no nsqd"
+                                               : found.failure);
+  });
+}
+
+void Producer::discover_later(const std::string& where, std::error_code reason, const std::string& why) {
+  if (rediscover_pending_ || discovering_) return;
+  rediscover_pending_ = true;
+  auto delay = rediscover_->schedule([weak = weak_from_this()] {
     auto self = weak.lock();
     if (!self) return;
+    self->rediscover_pending_ = false;
+    if (!self->closed_) self->discover_now();
+  });
+  context_->state(ConnectionState::reconnecting, where, reason, why, delay);
+}
+
+std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node>& node) {
+  std::weak_ptr<Producer> weak = shared_from_this();
+  std::weak_ptr<Node> weak_node = node;
+  Connection::Events events;
+  events.on_ready = [weak, weak_node] {
+    auto self = weak.lock();
+    auto raw = weak_node.lock();
+    if (!self || !raw) return;
     // The backoff starts over at the first confirmed publish, not at the handshake: a server
     // that completes it and then breaks (never reads, refuses everything) must not get a
     // connection every reconnect_initial.
     raw->reconnect->connected();
+    raw->failed = false;
+    if (self->rediscover_) self->rediscover_->succeeded();  // discovery found a live nsqd
     self->flush_waiting();
   };
-  events.on_response = [weak, raw](std::string_view body) {
-    if (auto self = weak.lock()) self->on_response(*raw, body);
+  events.on_response = [weak, weak_node](std::string_view body) {
+    auto self = weak.lock();
+    auto raw = weak_node.lock();
+    if (self && raw) self->on_response(*raw, body);
   };
-  events.on_heartbeat = [raw] { raw->reconnect->proven(); };
-  events.on_server_error = [weak, raw](const ServerError& error) {
-    if (auto self = weak.lock()) self->on_server_error(*raw, error);
+  events.on_heartbeat = [weak_node] {
+    if (auto raw = weak_node.lock()) raw->reconnect->proven();
   };
-  events.on_closed = [weak, raw](std::error_code ec, const std::string& detail) {
-    if (auto self = weak.lock()) self->on_closed(*raw, ec, detail);
+  events.on_server_error = [weak, weak_node](const ServerError& error) {
+    auto self = weak.lock();
+    auto raw = weak_node.lock();
+    if (self && raw) self->on_server_error(*raw, error);
   };
-  return Connection::create(context_, node.target, settings_.machine, settings_.transport,
+  events.on_closed = [weak, weak_node](std::error_code ec, const std::string& detail) {
+    auto self = weak.lock();
+    auto raw = weak_node.lock();
+    if (self && raw) self->on_closed(*raw, ec, detail);
+  };
+  return Connection::create(context_, node->target, settings_.machine, settings_.transport,
                             settings_.read_timeout, std::move(events));
 }
 
@@ -179,6 +244,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
                   std::make_move_iterator(awaiting.end()));
   if (closed_) return;
   node.reconnect->ended(ec, detail);
+  node.failed = true;
   if (Node* other = usable_node()) {
     (void)other;
     flush_waiting();
@@ -186,13 +252,20 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   if (waiting_.empty()) return;  // lazy: reconnect when there is something to send
   node.retry_scheduled = true;
   std::weak_ptr<Producer> weak = shared_from_this();
-  Node* raw = &node;
-  node.reconnect->retry(ec, detail, [weak, raw] {
+  std::weak_ptr<Node> weak_node;
+  for (auto& known : nodes_)
+    if (known.get() == &node) weak_node = known;
+  node.reconnect->retry(ec, detail, [weak, weak_node] {
     auto self = weak.lock();
-    if (!self) return;
+    auto raw = weak_node.lock();
+    if (!self || !raw) return;
     raw->retry_scheduled = false;
     if (!self->waiting_.empty()) self->connect_some();
   });
+  // With nsqlookupd, once every nsqd known has failed: ask it again (paced), for others.
+  if (discover_ && std::all_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->failed; }))
+    discover_later(lookupds_, make_error_code(polybus::errc::connect_failed),
+                   "every nsqd known failed; asking nsqlookupd " + lookupds_ + " again");
   connect_some();  // the other nsqds, if any
 }
 
@@ -222,7 +295,7 @@ void Producer::close() {
   closed_ = true;
   if (rediscover_) rediscover_->cancel();
   for (auto& node : nodes_) {
-    node->reconnect->cancel();
+    if (node->reconnect) node->reconnect->cancel();
     if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
     for (auto& work : awaiting) work.done(make_error_code(polybus::errc::closed), {}, "client closed");

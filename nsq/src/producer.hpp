@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "connection.hpp"
@@ -44,17 +45,26 @@ class Producer : public std::enable_shared_from_this<Producer> {
   struct Node {
     HostPort target;
     std::shared_ptr<Connection> connection;
-    std::unique_ptr<ReconnectLoop> reconnect;
+    std::unique_ptr<ReconnectLoop> reconnect;  // made at the first dial
     std::deque<Outgoing> awaiting;  // written, answer pending, in order
     bool retry_scheduled = false;
+    bool failed = false;  // its last connection or attempt ended; cleared when it is ready
   };
 
   Node* usable_node();
   void send(Node& node, Outgoing& work);
   void flush_waiting();
   void connect_some();
-  void set_nodes(std::vector<HostPort> nsqds);
-  std::shared_ptr<Connection> make_connection(Node& node);
+  // Adds the nsqd not known yet. discovered: nsqlookupd's answer, whose order means nothing: a
+  // random choice of them within max_nsqd_connections, in place of known ones that failed and
+  // hold nothing.
+  void set_nodes(std::vector<HostPort> nsqds, bool discovered);
+  // Asks nsqlookupd: now (no nsqd known yet), or after the reconnect policy's delay (every nsqd
+  // known waits out its backoff), so a list of dead nsqd is not asked for in a loop.
+  void discover_now();
+  void discover_later(const std::string& where, std::error_code reason, const std::string& why);
+  void retire(const std::shared_ptr<Node>& node);
+  std::shared_ptr<Connection> make_connection(const std::shared_ptr<Node>& node);
   void on_response(Node& node, std::string_view body);
   void on_server_error(Node& node, const ServerError& error);
   void on_closed(Node& node, std::error_code ec, const std::string& detail);
@@ -63,11 +73,15 @@ class Producer : public std::enable_shared_from_this<Producer> {
   Settings settings_;
   Discover discover_;
   bool discovering_ = false;
-  std::unique_ptr<Reconnector> rediscover_;  // paces discovery while nsqlookupd finds no nsqd
+  // Paces discovery while nsqlookupd finds no nsqd, or only dead ones; reset when one connects.
+  std::unique_ptr<Reconnector> rediscover_;
+  std::string lookupds_;  // where discovery asks, for state events
   bool rediscover_pending_ = false;
-  std::vector<std::unique_ptr<Node>> nodes_;
+  // Shared with the callbacks of their connections (weakly): a retired node may still be in one.
+  std::vector<std::shared_ptr<Node>> nodes_;
   std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
   bool closed_ = false;
+  std::mt19937 random_{std::random_device{}()};
 };
 
 }  // namespace polybus::nsq

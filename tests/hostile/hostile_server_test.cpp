@@ -234,7 +234,7 @@ TEST_CASE("nsq: a publish refused by nsqd fails with broker_error and nsqd's wor
   client.close_sync(5s);
 }
 
-TEST_CASE("nsq: a heartbeat flood is answered with one NOP per read, not one per heartbeat",
+TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not one per heartbeat",
           "[hostile][nsq]") {
   std::atomic<std::size_t> nops{0};
   constexpr int kHeartbeats = 50000;
@@ -255,10 +255,12 @@ TEST_CASE("nsq: a heartbeat flood is answered with one NOP per read, not one per
   REQUIRE(got.wait_for_count(1));
   REQUIRE(server.wait_connections(1));
   client.close_sync(5s);
-  // 50,000 heartbeats (750 KB) arrive in reads of up to 64 KiB: a dozen or so answers.
+  // 50,000 heartbeats (750 KB) arrive in reads of up to 64 KiB; a NOP is sent for a read only
+  // once the last one reached the socket. How many reads that takes depends on the machine's
+  // load, so the bound is loose: before, one NOP per heartbeat (50,000).
   INFO("NOPs: " << nops.load());
   CHECK(nops.load() >= 1);
-  CHECK(nops.load() <= 200);
+  CHECK(nops.load() <= kHeartbeats / 50);
 }
 
 TEST_CASE("nsq: a frame that drips in is cut off by frame_timeout with a named error",
@@ -520,6 +522,59 @@ TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad 
   client.close_sync(5s);
   INFO("peak RSS " << peak_rss_mb() << " MB");
   CHECK(peak_rss_mb() < 300 + kSanitizerSlackMb);  // before: every dial at once, a TLS context each: 900 MB
+}
+
+TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connections, bad entries said",
+          "[hostile][nsq]") {
+  HostileServer nsqd([](HostileConnection& c, std::size_t) {
+    if (!nsq_handshake(c, false)) return;
+    if (!c.read_until([](const std::string& r) { return r.find("PUB ") != std::string::npos; }))
+      return;
+    c.send(nsq_response("OK"));
+    c.hold_open();
+  });
+  // 1,000 producers where nothing listens, the real one last, and a malformed entry.
+  std::string producers;
+  for (int port = 21000; port < 22000; ++port)
+    producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(port) + "},";
+  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) +
+               "},{\"broadcast_address\":\"\",\"tcp_port\":\"x\"}";
+  const std::string body = "{\"producers\":[" + producers + "]}";
+  HostileServer lookupd([&](HostileConnection& c, std::size_t) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body);
+  });
+  {
+    // Capped: ten of them, the cap and the bad entry named. Before: every entry kept, each with
+    // its own reconnect state, and de-duplicated pairwise (60,000 entries: 10 s of CPU).
+    Reports reports;
+    auto client = connect("nsq+lookupd://" + lookupd.address() + "?max_nsqd_connections=10",
+                          reports.options());
+    client.publish("t", "x", [](std::error_code) {}, within(2s));
+    CHECK(reports.wait_text("1 malformed producer entries skipped, 1001 used"));
+    CHECK(reports.wait_text("1001 exceeds max_nsqd_connections=10"));
+    client.close_sync(5s);
+  }
+  {
+    // Not capped: tried one at a time until the live one takes the publish.
+    auto client = connect("nsq+lookupd://" + lookupd.address() +
+                          "?max_nsqd_connections=100000&reconnect_initial=1h");
+    CHECK(client.publish_sync("t", "y", within(kWaitBound)) == std::error_code{});
+    client.close_sync(5s);
+  }
+  {
+    // Capped at 20 of 1,001: when the ones chosen all fail, nsqlookupd is asked again (paced by
+    // the reconnect policy) and the failed ones give way to another random choice, until the
+    // live one is among them.
+    Reports reports;
+    auto client = connect("nsq+lookupd://" + lookupd.address() +
+                              "?max_nsqd_connections=20&reconnect_initial=5ms&reconnect_max=20ms",
+                          reports.options());
+    CHECK(client.publish_sync("t", "z", within(kWaitBound)) == std::error_code{});
+    client.close_sync(5s);
+  }
 }
 
 TEST_CASE("nsq+lookupd: a subscription connects to at most max_nsqd_connections",

@@ -38,6 +38,10 @@ struct Recorder : MachineHandler {
   int tls = 0, ready = 0;
   void send(std::string bytes) override { sent.emplace_back(std::move(bytes), nullptr); }
   void send(std::shared_ptr<const std::string> body) override { sent.emplace_back("", body); }
+  bool nop_unsent = false;  // the owner's socket has not taken the last NOP yet
+  int nops = 0;
+  bool heartbeat_answer_unsent() const override { return nop_unsent; }
+  void sent_heartbeat_answer() override { ++nops; }
   std::vector<std::string> messages, responses, server_errors;
   std::error_code failure;
   std::string failure_detail;
@@ -81,7 +85,7 @@ const std::string kId = "0123456789abcdef";
 
 }  // namespace
 
-TEST_CASE("the session opens with the magic and IDENTIFY and is ready after OK", "[nsq][session]") {
+TEST_CASE("the session opens with the magic and IDENTIFY and is ready after OK", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -95,7 +99,7 @@ TEST_CASE("the session opens with the magic and IDENTIFY and is ready after OK",
   CHECK(s.negotiated().max_rdy_count == 100);
 }
 
-TEST_CASE("a plain OK to IDENTIFY is accepted with nsqd's defaults", "[nsq][session]") {
+TEST_CASE("a plain OK to IDENTIFY is accepted with nsqd's defaults", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -104,7 +108,7 @@ TEST_CASE("a plain OK to IDENTIFY is accepted with nsqd's defaults", "[nsq][sess
   CHECK(s.negotiated().max_rdy_count == 2500);
 }
 
-TEST_CASE("heartbeats are answered with NOP in every phase after IDENTIFY", "[nsq][session]") {
+TEST_CASE("heartbeats are answered with NOP in every phase after IDENTIFY", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -115,7 +119,7 @@ TEST_CASE("heartbeats are answered with NOP in every phase after IDENTIFY", "[ns
   CHECK(r.responses.empty());
 }
 
-TEST_CASE("messages split over reads arrive whole, with id and attempts", "[nsq][session]") {
+TEST_CASE("messages split over reads arrive whole, with id and attempts", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -129,7 +133,7 @@ TEST_CASE("messages split over reads arrive whole, with id and attempts", "[nsq]
   CHECK(r.messages.size() == 4);
 }
 
-TEST_CASE("TLS agreed in IDENTIFY asks the owner to upgrade, then waits for OK", "[nsq][session]") {
+TEST_CASE("TLS agreed in IDENTIFY asks the owner to upgrade, then waits for OK", "[nsq][machine]") {
   Recorder r;
   auto c = config();
   c.identify.tls_v1 = true;
@@ -143,7 +147,7 @@ TEST_CASE("TLS agreed in IDENTIFY asks the owner to upgrade, then waits for OK",
   CHECK(r.ready == 1);
 }
 
-TEST_CASE("TLS requested but refused by nsqd fails the handshake", "[nsq][session]") {
+TEST_CASE("TLS requested but refused by nsqd fails the handshake", "[nsq][machine]") {
   Recorder r;
   auto c = config();
   c.identify.tls_v1 = true;
@@ -153,7 +157,7 @@ TEST_CASE("TLS requested but refused by nsqd fails the handshake", "[nsq][sessio
   CHECK(r.failure == polybus::errc::tls_error);
 }
 
-TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "[nsq][session]") {
+TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "[nsq][machine]") {
   Recorder r;
   auto c = config();
   c.identify.snappy = true;
@@ -177,7 +181,7 @@ TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "
   CHECK(decoded == "FIN " + kId + "\n");
 }
 
-TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its answer", "[nsq][session]") {
+TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its answer", "[nsq][machine]") {
   Recorder r;
   auto c = config();
   c.auth_secret = "s3cret";
@@ -192,7 +196,7 @@ TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its
   CHECK(r.ready == 1);
 }
 
-TEST_CASE("AUTH required without a secret fails with E_AUTH_FIRST", "[nsq][session]") {
+TEST_CASE("AUTH required without a secret fails with E_AUTH_FIRST", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -200,7 +204,7 @@ TEST_CASE("AUTH required without a secret fails with E_AUTH_FIRST", "[nsq][sessi
   CHECK(r.failure == errc::e_auth_first);
 }
 
-TEST_CASE("non-fatal errors keep the session, fatal ones end it", "[nsq][session]") {
+TEST_CASE("non-fatal errors keep the session, fatal ones end it", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -213,7 +217,7 @@ TEST_CASE("non-fatal errors keep the session, fatal ones end it", "[nsq][session
   CHECK(r.server_errors == std::vector<std::string>{"E_FIN_FAILED", "E_BAD_TOPIC"});
 }
 
-TEST_CASE("hostile input ends the session with a clear error, never a crash", "[nsq][session]") {
+TEST_CASE("hostile input ends the session with a clear error, never a crash", "[nsq][machine]") {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"negative size", std::string("\xff\xff\xff\xff\0\0\0\0", 8)},
       {"huge size", std::string("\x7f\xff\xff\xff\0\0\0\0", 8)},
@@ -238,7 +242,7 @@ TEST_CASE("hostile input ends the session with a clear error, never a crash", "[
   }
 }
 
-TEST_CASE("publishes are gathered without copying the body", "[nsq][session]") {
+TEST_CASE("publishes are gathered without copying the body", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
@@ -253,3 +257,25 @@ TEST_CASE("publishes are gathered without copying the body", "[nsq][session]") {
   CHECK(s.publish("t", std::make_shared<const std::string>()) == errc::empty_body);
 }
 
+
+TEST_CASE("heartbeats wait while the last NOP is unsent: one pending answer at a time",
+          "[nsq][machine]") {
+  Recorder r;
+  Machine s(config(), r);
+  s.start();
+  s.receive(nullptr, frame(FrameType::response, "OK"));
+  drain(r);
+  const std::string three = frame(FrameType::response, "_heartbeat_") +
+                            frame(FrameType::response, "_heartbeat_") +
+                            frame(FrameType::response, "_heartbeat_");
+  s.receive(nullptr, three);
+  CHECK(drain(r) == "NOP\n");  // three in one read: one answer
+  r.nop_unsent = true;
+  s.receive(nullptr, three);
+  feed_bytewise(s, three);
+  CHECK(drain(r).empty());  // the pending NOP answers them
+  r.nop_unsent = false;
+  s.receive(nullptr, frame(FrameType::response, "_heartbeat_"));
+  CHECK(drain(r) == "NOP\n");
+  CHECK(r.nops == 2);
+}

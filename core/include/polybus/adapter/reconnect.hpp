@@ -49,6 +49,8 @@ class ReconnectLoop {
   ReconnectLoop(const Strand& strand, Backoff policy, std::string endpoint, Reports reports);
   // An adapter's loop: the client's backoff policy, its state events and its statistics.
   ReconnectLoop(const AdapterContext& context, std::string endpoint);
+  // The same, sharing the context (cheap for one loop per connection of many).
+  ReconnectLoop(std::shared_ptr<const AdapterContext> context, std::string endpoint);
 
   // The endpoint the events name (a move changes it).
   void set_endpoint(std::string endpoint) { endpoint_ = std::move(endpoint); }
