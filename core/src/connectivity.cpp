@@ -65,21 +65,23 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
   }
 }
 
+Clock::time_point Connectivity::look_by(Clock::time_point started, Clock::time_point deadline) const {
+  return ever_connected_ ? deadline : std::min(deadline, started + connect_timeout_);
+}
+
+bool Connectivity::exhausted(Clock::time_point started, Clock::time_point deadline) const {
+  return up_.empty() && last_failure_ && next_attempt_ != Clock::time_point::max() &&
+         next_attempt_ >= look_by(started, deadline);
+}
+
 Clock::time_point Connectivity::first_look(Clock::time_point now, Clock::time_point deadline) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ever_connected_) return deadline;
-  const Clock::time_point by = std::min(deadline, now + connect_timeout_);
-  if (last_failure_ && up_.empty() && next_attempt_ != Clock::time_point::max() &&
-      next_attempt_ >= by)
-    return now;
-  return by;
+  return exhausted(now, deadline) ? now : look_by(now, deadline);
 }
 
 bool Connectivity::attempts_exhausted(Clock::time_point started, Clock::time_point deadline) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ever_connected_ || !up_.empty() || !last_failure_ || next_attempt_ == Clock::time_point::max())
-    return false;
-  return next_attempt_ >= std::min(deadline, started + connect_timeout_);
+  return exhausted(started, deadline);
 }
 
 Status Connectivity::verdict(const std::string& what, Clock::time_point started,
@@ -87,11 +89,17 @@ Status Connectivity::verdict(const std::string& what, Clock::time_point started,
   std::lock_guard<std::mutex> lock(mutex_);
   const bool failed_since = last_failure_ && last_failure_at_ >= started;
   if (now < deadline) {
-    // The early look at an operation of a client that never connected.
-    if (ever_connected_ || !up_.empty() || !last_failure_) return {};
-    return Status(failure_code(last_failure_, true),
-                  what + ": no connection within connect_timeout=" + millis(connect_timeout_) +
-                      ": " + last_failure_.cause());
+    // An early look: a client that never connected, after connect_timeout; or no attempt left
+    // that can connect before the deadline.
+    if (!up_.empty() || !last_failure_) return {};
+    if (!ever_connected_)
+      return Status(failure_code(last_failure_, true),
+                    what + ": no connection within connect_timeout=" + millis(connect_timeout_) +
+                        ": " + last_failure_.cause());
+    if (!exhausted(started, deadline)) return {};
+    return Status(failure_code(last_failure_, last_failure_connecting_),
+                  what + ": not connected, and the next attempt, in " + millis(next_attempt_ - now) +
+                      ", comes after its deadline: " + last_failure_.cause());
   }
   const std::string late = not_completed_within(what, deadline - started);
   if (!up_.empty()) return Status(errc::timeout, late);

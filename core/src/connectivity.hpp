@@ -27,12 +27,13 @@ class Connectivity {
                 std::chrono::milliseconds retry_in = std::chrono::milliseconds(0));
 
   // When the tracker first looks at an operation issued now: after connect_timeout while the
-  // client has never connected, else at its deadline. At once when the client never connected,
-  // an attempt failed, and the next one is due only after connect_timeout: no attempt left can
-  // connect in time.
+  // client has never connected, else at its deadline. At once when no connection is up, an
+  // attempt failed, and the next one is due only after that: no attempt left can connect in
+  // time (whether or not the client was connected before).
   Clock::time_point first_look(Clock::time_point now, Clock::time_point deadline) const;
-  // For an operation pending since `started` of a client that never connected: the next attempt
-  // comes too late for it (after started + connect_timeout, or after its deadline).
+  // For an operation pending since `started`: no connection is up and the next attempt comes
+  // too late for it (after its deadline, or after started + connect_timeout for a client that
+  // never connected).
   bool attempts_exhausted(Clock::time_point started, Clock::time_point deadline) const;
 
   // What an operation (named by `what`) due at `now` completes with. An empty Status before
@@ -45,6 +46,10 @@ class Connectivity {
   std::string explain(const std::string& what) const;
 
  private:
+  // Under mutex_: when an operation is looked at, and whether no attempt left is in time for it.
+  Clock::time_point look_by(Clock::time_point started, Clock::time_point deadline) const;
+  bool exhausted(Clock::time_point started, Clock::time_point deadline) const;
+
   mutable std::mutex mutex_;
   std::chrono::milliseconds connect_timeout_{5000};
   std::set<std::string> up_;          // endpoints connected now
