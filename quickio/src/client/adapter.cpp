@@ -88,7 +88,6 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       return;
     }
     connection_->machine().send(path, json, std::move(callback));
-    connection_->flush();
   }
 
   ~QuickioBackend() override {
@@ -176,11 +175,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
           },
           [done] { return done.done(); });
       if (ec) {
-        connection_->flush();
         return work.done(ec, {}, "quickio: " + ec.message());
       }
     }
-    connection_->flush();
   }
 
   std::uint64_t listen(const std::string& path, const std::string& topic,
@@ -214,14 +211,12 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     };
     std::uint64_t id = connection_->machine().on(path, listener, false, result);
     sinks_.emplace(id, Sink{path, sink});
-    connection_->flush();
     return id;
   }
 
   void unlisten(const std::string& path, std::uint64_t id) {
     sinks_.erase(id);
     connection_->machine().off(path, id);
-    connection_->flush();
   }
 
   void refused(const std::string& path, int code, const std::string& err) {
@@ -289,7 +284,6 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     } else {
       answered = connection_->machine().answer(message.adapter_token, callback_id, 200, json);
     }
-    connection_->flush();
     if (answered)
       ctx_.log(LogLevel::warn,
                "quickio: reply to " + message.topic + " not sent: " + answered.message());

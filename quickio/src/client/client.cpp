@@ -54,7 +54,6 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
     asio::post(*strand, [connection = connection, number, callback_id, code,
                          data = std::move(data_json), err = std::move(err_msg)] {
       connection->machine().answer(number, callback_id, code, data, err);
-      connection->flush();
     });
     return {};
   }
@@ -63,7 +62,6 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
   void run(Fn fn) {
     asio::post(*strand, [connection = connection, fn = std::move(fn)]() mutable {
       fn(*connection);
-      connection->flush();
     });
   }
 
@@ -185,7 +183,6 @@ std::error_code Client::send(std::string_view path, std::string json, SendCallba
       ec = e.machine().send(path, json, std::move(callback));
     else if (callback)
       callback(-1, "null", "closed");
-    e.flush();  // the queued bytes counted before the ones in transit are released
     impl->in_transit.fetch_sub(size);
     if (ec && on_error) on_error(ec, "quickio: event to " + path + " dropped: " + ec.message());
   });

@@ -87,19 +87,16 @@ void Connection::start() {
   asio::post(strand_, [self = shared_from_this()] { self->connect(); });
 }
 
-void Connection::flush() {
-  auto& out = machine_.output();
-  while (!out.empty()) {
-    Machine::Out item = std::move(out.front());
-    out.pop_front();
-    // A send completes when its bytes reach the socket: a publisher waiting on completions is
-    // paced by the connection.
-    if (link_ && link_open_)
-      link_->send(std::move(item.text), std::move(item.sent));
-    else if (item.sent)
-      item.sent(make_error_code(polybus::errc::disconnected));
+void Connection::send(std::string text, SentFn sent) {
+  // A send completes when its bytes reach the socket: a publisher waiting on completions is
+  // paced by the connection.
+  if (link_ && link_open_) {
+    in_send_ = true;
+    link_->send(std::move(text), std::move(sent));
+    in_send_ = false;
+  } else if (sent) {
+    sent(make_error_code(polybus::errc::disconnected));
   }
-  update_counters();
 }
 
 void Connection::update_counters() {
@@ -155,7 +152,7 @@ void Connection::on_link_open(Link* link) {
   reconnect_.connected();
   open_connection_.store(machine_.connection() + 1);  // as /open's listeners will see it
   machine_.opened();
-  flush();
+  update_counters();
 }
 
 void Connection::on_link_event(Link* link, std::string_view text,
@@ -167,7 +164,7 @@ void Connection::on_link_event(Link* link, std::string_view text,
     redirects_ = 0;
     reconnect_.proven();
   }
-  flush();
+  update_counters();
   if (ec && link == link_.get()) {
     if (hooks_.error) hooks_.error(ec, "quickio: bad event from " + link->endpoint() + ": " + why);
     link->fail(ec, link->endpoint() + ": " + why);  // the real server, too, closes on one
@@ -179,13 +176,19 @@ void Connection::on_link_activity(Link* link) {
 }
 
 void Connection::on_link_closed(Link* link, std::error_code ec, const std::string& detail,
-                            bool refused) {
+                                bool refused) {
   if (link != link_.get()) return;
+  if (in_send_) {
+    asio::post(strand_, [weak = weak_from_this(), held = link_, ec, detail, refused] {
+      if (auto self = weak.lock()) self->on_link_closed(held.get(), ec, detail, refused);
+    });
+    return;
+  }
   bool was_open = link_open_;
   retire_link();
   open_connection_.store(0);  // before /close's listeners run
   if (was_open) machine_.closed();
-  flush();
+  update_counters();
   if (closed_) return;
   reconnect_.ended(ec, detail);
   if (!moving_) machine_.emit_local("/error", text::json_quote(detail));
@@ -242,7 +245,7 @@ void Connection::reconnect() {
   retire_link();
   open_connection_.store(0);
   if (was_open) machine_.closed();
-  flush();
+  update_counters();
   use_http_ = false;
   if (!closed_ && !link_) connect();
 }
@@ -254,7 +257,7 @@ void Connection::close() {
   retire_link();
   open_connection_.store(0);
   machine_.shut_down();
-  flush();
+  update_counters();
   state(ConnectionState::closed);
 }
 

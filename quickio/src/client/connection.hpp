@@ -48,17 +48,16 @@ struct ConnectionHooks {
 };
 
 class Connection : public LinkHandler,
-               public MachineHandler,
-               public std::enable_shared_from_this<Connection> {
+                   public MachineHandler,
+                   public std::enable_shared_from_this<Connection> {
  public:
-  Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff, ConnectionHooks hooks,
-         const AdapterContext* stats = nullptr);
+  Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff,
+             ConnectionHooks hooks, const AdapterContext* stats = nullptr);
   ~Connection() override;
 
   void start();
-  // The machine (the session); after changing it (send, on, off, answer), call flush().
+  // The machine (the session): what it sends goes to the open link at once.
   Machine& machine() { return machine_; }
-  void flush();
   void reconnect();
   void close();
   bool closed() const { return closed_; }
@@ -80,6 +79,8 @@ class Connection : public LinkHandler,
   void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                       bool refused) override;
   // MachineHandler
+  void send(std::string text, SentFn sent) override;
+  void queue_changed() override { update_counters(); }
   void move_to(const std::string& address) override;
   void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;
   std::size_t unsent_bytes() const override { return link_ ? link_->unsent_bytes() : 0; }
@@ -92,6 +93,9 @@ class Connection : public LinkHandler,
              std::chrono::milliseconds retry_in = std::chrono::milliseconds(0));
   void log(LogLevel level, const std::string& text);
   void update_counters();
+  // A link that ended inside send() (its write over max_write_buffer): dealt with once the
+  // machine's call that sent has returned, not in the middle of it.
+  bool in_send_ = false;
 
   Strand strand_;
   ConnectionSettings settings_;

@@ -39,6 +39,7 @@ void Machine::opened() {
   auto queue = std::move(queue_);
   queue_.clear();
   queued_bytes_ = 0;
+  handler_.queue_changed();
   for (auto& item : queue) {
     if (item.expired && item.expired()) {
       if (item.sent) item.sent(make_error_code(polybus::errc::timeout));
@@ -53,10 +54,6 @@ void Machine::closed() {
   if (!open_) return;
   open_ = false;
   for (auto& [path, entry] : paths_) entry.confirmed = false;
-  auto unsent = std::move(output_);
-  output_.clear();
-  for (auto& out : unsent)
-    if (out.sent) out.sent(make_error_code(polybus::errc::disconnected));
   fail_callbacks("disconnected");
   if (opened_once_since_close_) {
     opened_once_since_close_ = false;
@@ -67,14 +64,11 @@ void Machine::closed() {
 void Machine::shut_down() {
   bool was_open = open_;
   open_ = false;
-  auto unsent = std::move(output_);
-  output_.clear();
-  for (auto& out : unsent)
-    if (out.sent) out.sent(make_error_code(polybus::errc::closed));
   fail_callbacks("closed");
   auto queue = std::move(queue_);
   queue_.clear();
   queued_bytes_ = 0;
+  handler_.queue_changed();
   for (auto& item : queue)
     if (item.sent) item.sent(make_error_code(polybus::errc::closed));
   if (was_open && opened_once_since_close_) {
@@ -111,7 +105,7 @@ std::error_code Machine::receive(std::string_view text, const std::shared_ptr<co
       if (why) *why = "/qio/move data is not a non-empty JSON string: " + std::string(event.json);
       return make_error_code(codec_errc::invalid_json);
     }
-    hooks_.move_to(address);
+    handler_.move_to(address);
     return {};
   }
   if (event.path == kHeartbeat && event.callback_id != 0 && !*heartbeat_answer_unsent_) {
@@ -154,7 +148,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   std::string text = make_event(clean, 0, json);
   if (open_) {
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
-    if (hooks_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
+    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
       return make_error_code(client_errc::queue_full);
     write(std::move(text), std::move(sent));
     return {};
@@ -163,6 +157,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
     return make_error_code(client_errc::queue_full);
   queued_bytes_ += text.size();
   queue_.push_back({std::move(text), std::move(sent), std::move(expired)});
+  handler_.queue_changed();
   return {};
 }
 
@@ -230,7 +225,7 @@ bool Machine::has_listeners(std::string_view path) const {
 }
 
 void Machine::write(std::string text, SentFn sent) {
-  output_.push_back({std::move(text), std::move(sent)});
+  handler_.send(std::move(text), std::move(sent));
 }
 
 void Machine::subscribe(const std::string& path) {
@@ -261,7 +256,7 @@ void Machine::on_subscribe_answer(const std::string& path, std::uint64_t epoch, 
   paths_.erase(it);
   std::string message(err_msg);
   finish_results(entry, code, message);
-  hooks_.subscription_refused(path, code, message);
+  handler_.subscription_refused(path, code, message);
 }
 
 void Machine::fail_callbacks(std::string_view why) {

@@ -1,7 +1,8 @@
 // QuickIO's client session as a state machine, sans I/O: listeners and subscriptions, callback
 // ids and their answers, the queue kept while disconnected, and what happens, in the document's
 // order, when a connection opens (fail old callbacks, /qio/on per path, flush the queue, /open)
-// and closes. The owner moves output() to the wire and feeds received event texts to receive().
+// and closes. The machine pushes each event text to write to its handler (send()); the owner
+// feeds received event texts to receive().
 // One session lives as long as the client; connections come and go underneath it.
 #pragma once
 
@@ -41,6 +42,11 @@ using SubscribeResultFn = std::function<void(int code, std::string_view err_msg)
 class MachineHandler {
  public:
   virtual ~MachineHandler() = default;
+  // An event's text to write, in order, while a connection is open; sent gets its outcome ({}
+  // once written to the socket).
+  virtual void send(std::string text, SentFn sent) = 0;
+  // The bytes queued while disconnected changed (queued_bytes()).
+  virtual void queue_changed() {}
   // /qio/move: the server wants the client elsewhere (it closes the connection next).
   virtual void move_to(const std::string& address) = 0;
   // The server refused a subscription; its listeners were removed.
@@ -58,7 +64,7 @@ struct MachineLimits {
 
 class Machine {
  public:
-  Machine(MachineLimits limits, MachineHandler& hooks) : limits_(limits), hooks_(hooks) {}
+  Machine(MachineLimits limits, MachineHandler& handler) : limits_(limits), handler_(handler) {}
 
   // ---- the connection ----
   // The handshake completed: callback ids restart at 1; subscriptions, then the queue, go out;
@@ -99,13 +105,6 @@ class Machine {
   void emit_local(std::string_view path, std::string_view json);
   bool has_listeners(std::string_view path) const;
 
-  // ---- to the wire ----
-  // Event texts to write, in order. Each carries its SentFn, to call once written.
-  struct Out {
-    std::string text;
-    SentFn sent;
-  };
-  std::deque<Out>& output() { return output_; }
   std::size_t queued_bytes() const { return queued_bytes_; }
   std::size_t pending_callbacks() const { return callbacks_.size(); }
 
@@ -140,7 +139,7 @@ class Machine {
   void finish_results(PathEntry& entry, int code, std::string_view err_msg);
 
   MachineLimits limits_;
-  MachineHandler& hooks_;
+  MachineHandler& handler_;
   bool open_ = false;
   bool opened_once_since_close_ = false;  // /close only after /open
   std::uint64_t connection_ = 0;
@@ -150,7 +149,6 @@ class Machine {
   std::map<std::string, PathEntry, std::less<>> paths_;
   std::deque<Queued> queue_;
   std::size_t queued_bytes_ = 0;
-  std::deque<Out> output_;
   // A heartbeat answer is queued and not yet written (or dropped): later heartbeats wait for it.
   std::shared_ptr<bool> heartbeat_answer_unsent_ = std::make_shared<bool>(false);
 };
