@@ -5,6 +5,7 @@
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "machine.hpp"
+#include "raw_wire.hpp"
 
 namespace {
 
@@ -301,4 +302,48 @@ TEST_CASE("invalid JSON data is refused before anything is sent or queued") {
   Machine session({}, hooks);
   CHECK(session.send("/x", "{nope") == make_error_code(polybus::errc::invalid_argument));
   CHECK(session.queued_bytes() == 0);
+}
+
+TEST_CASE("server bytes through the raw wire, one at a time, give what they give whole") {
+  // The machine under its wire, as the connection drives it, with no socket: the handshake, a
+  // callback's answer, an event for a listener and a heartbeat challenge.
+  struct Pipe : detail::WireHandler {
+    Machine* machine = nullptr;
+    std::error_code error;
+    void on_wire_open() override { machine->opened(); }
+    void on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) override {
+      if (!error) error = machine->receive(text, owner);
+    }
+  };
+  auto run = [](bool byte_by_byte) {
+    Hooks hooks;
+    Machine session({}, hooks);
+    Pipe pipe;
+    pipe.machine = &session;
+    detail::RawWire wire(1 << 20, pipe);
+    std::vector<std::string> heard;
+    std::vector<std::string> answers;
+    session.on("/news", [&](const Incoming& e) { heard.emplace_back(e.json); });
+    wire.start();
+    std::string input(kHandshake);
+    append_raw_frame(input, R"(/qio/callback/1:0={"code":200,"data":"ok"})");  // /qio/on's answer
+    append_raw_frame(input, R"(/news:0={"headline":"split anywhere"})");
+    append_raw_frame(input, "/qio/heartbeat:7=null");
+    auto owner = std::make_shared<std::string>(input);
+    std::string why;
+    if (byte_by_byte) {
+      for (char c : input) REQUIRE_FALSE(wire.receive(owner, std::string_view(&c, 1), why));
+    } else {
+      REQUIRE_FALSE(wire.receive(owner, *owner, why));
+    }
+    REQUIRE_FALSE(pipe.error);
+    CHECK(session.is_open());
+    return std::make_pair(heard, drain(hooks));
+  };
+  auto whole = run(false);
+  CHECK(whole.first == std::vector<std::string>{R"({"headline":"split anywhere"})"});
+  // What the machine sent on opening, and its answer to the heartbeat challenge.
+  CHECK(whole.second == std::vector<std::string>{R"(/qio/on:1="/news")",
+                                                 R"(/qio/callback/7:0={"code":200,"data":null})"});
+  CHECK(run(true) == whole);
 }
