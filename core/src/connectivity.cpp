@@ -65,7 +65,8 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
   }
 }
 
-Clock::time_point Connectivity::look_by(Clock::time_point started, Clock::time_point deadline) const {
+Clock::time_point Connectivity::look_by(Clock::time_point started,
+                                        Clock::time_point deadline) const {
   return ever_connected_ ? deadline : std::min(deadline, started + connect_timeout_);
 }
 
@@ -74,7 +75,8 @@ bool Connectivity::exhausted(Clock::time_point started, Clock::time_point deadli
          next_attempt_ >= look_by(started, deadline);
 }
 
-Clock::time_point Connectivity::first_look(Clock::time_point now, Clock::time_point deadline) const {
+Clock::time_point Connectivity::first_look(Clock::time_point now,
+                                           Clock::time_point deadline) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return exhausted(now, deadline) ? now : look_by(now, deadline);
 }
@@ -98,8 +100,9 @@ Status Connectivity::verdict(const std::string& what, Clock::time_point started,
                         ": " + last_failure_.cause());
     if (!exhausted(started, deadline)) return {};
     return Status(failure_code(last_failure_, last_failure_connecting_),
-                  what + ": not connected, and the next attempt, in " + millis(next_attempt_ - now) +
-                      ", comes after its deadline: " + last_failure_.cause());
+                  what + ": not connected, and the next attempt, in " +
+                      millis(next_attempt_ - now) + ", comes after its deadline: " +
+                      last_failure_.cause());
   }
   const std::string late = not_completed_within(what, deadline - started);
   if (!up_.empty()) return Status(errc::timeout, late);

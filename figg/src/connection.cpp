@@ -100,9 +100,10 @@ void Connection::close(std::function<void()> done) {
   for (auto& [topic, sink] : sinks_) machine_.detach(topic);
   if (transport_) transport_->close_after_flush();  // the DETACHes go out first
   machine_.abandon();
-  for (auto& publish : in_window_) publish(make_error_code(polybus::errc::closed), {}, "client closed");
+  const auto closed = make_error_code(polybus::errc::closed);
+  for (auto& publish : in_window_) publish(closed, {}, "client closed");
   in_window_.clear();
-  for (auto& work : waiting_) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
+  for (auto& work : waiting_) work.done(closed, {}, "client closed");
   waiting_.clear();
   sinks_.clear();
   ctx_.state(ConnectionState::closed, endpoint_.to_string());
@@ -170,7 +171,8 @@ void Connection::connect() {
   callbacks.on_connected = [weak] {
     if (auto self = weak.lock()) self->on_connected();
   };
-  callbacks.on_data = [weak](const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t n) {
+  callbacks.on_data = [weak](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                             std::size_t n) {
     auto self = weak.lock();
     if (!self) return;
     const std::uint64_t frames = self->machine_.frames();

@@ -4,7 +4,8 @@
 
 namespace polybus::memodb {
 
-std::error_code Requester::job(std::string& out, std::string_view service, std::uint64_t timeout_ms) {
+std::error_code Requester::job(std::string& out, std::string_view service,
+                               std::uint64_t timeout_ms) {
   return append_job(out, {}, service, timeout_ms);
 }
 
@@ -13,7 +14,8 @@ Requester::Answer Requester::answer(std::string_view answer, std::string_view se
   Header header;
   if (auto ec = decode(answer, header, result.payload)) {
     result.ec = ec;
-    result.why = "memodb: malformed reply to a JOB on '" + std::string(service) + "': " + ec.message();
+    result.why =
+        "memodb: malformed reply to a JOB on '" + std::string(service) + "': " + ec.message();
     result.payload = {};
   } else if (header.type != MessageType::result) {
     result.ec = make_error_code(polybus::errc::protocol_error);

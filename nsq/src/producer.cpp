@@ -160,7 +160,8 @@ void Producer::discover_now() {
   });
 }
 
-void Producer::discover_later(const std::string& where, std::error_code reason, const std::string& why) {
+void Producer::discover_later(const std::string& where, std::error_code reason,
+                              const std::string& why) {
   if (rediscover_pending_ || discovering_) return;
   rediscover_pending_ = true;
   auto delay = rediscover_->schedule([weak = weak_from_this()] {
@@ -263,7 +264,9 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
     if (!self->waiting_.empty()) self->connect_some();
   });
   // With nsqlookupd, once every nsqd known has failed: ask it again (paced), for others.
-  if (discover_ && std::all_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->failed; }))
+  const bool all_failed =
+      std::all_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->failed; });
+  if (discover_ && all_failed)
     discover_later(lookupds_, make_error_code(polybus::errc::connect_failed),
                    "every nsqd known failed; asking nsqlookupd " + lookupds_ + " again");
   connect_some();  // the other nsqds, if any
