@@ -126,7 +126,8 @@ void Connection::check_dial() {
     reconnect_.ended(why, detail);
     reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
   }
-  // NNG retries after reconnect_min at the soonest: looking more often finds nothing new.
+  // NNG's next attempt comes within reconnect_min (doubling after each failure): looking more
+  // often than every 100 ms finds little new.
   dial_watch_timer_.expires_after(std::clamp(settings_.reconnect_min,
                                              std::chrono::milliseconds(100),
                                              std::chrono::milliseconds(1000)));
