@@ -60,7 +60,7 @@ std::vector<std::string> registered_schemes() {
 
 OptionTable core_option_table() {
   constexpr std::int64_t hour = 3'600'000;
-  return OptionTable({
+  OptionTable table({
       {"op_timeout", OptionType::duration, "10s", 1, 24 * hour,
        "default deadline of publish, request, ping and unsubscribe"},
       {"close_timeout", OptionType::duration, "5s", 0, hour,
@@ -107,6 +107,14 @@ OptionTable core_option_table() {
       {"tls_key_file", OptionType::string, "", 0, 0, "client private key (PEM)"},
       {"tls_server_name", OptionType::string, "", 0, 0, "SNI and verified name; empty: the host"},
   });
+  using Kind = OptionRule::Kind;
+  table.add_rule({Kind::not_above, "reconnect_initial", "reconnect_max",
+                  "the first reconnect delay is capped by reconnect_max"});
+  table.add_rule({Kind::not_above, "requeue_delay", "max_requeue_delay",
+                  "the nack delay is capped by max_requeue_delay"});
+  table.add_rule({Kind::both_or_neither, "tls_cert_file", "tls_key_file",
+                  "a client certificate needs its private key"});
+  return table;
 }
 
 // ---- AdapterContext and Adapter defaults ----

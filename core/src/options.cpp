@@ -45,6 +45,18 @@ std::string range_text(const OptionSpec& spec) {
                                         "': expected " + range_text(spec));
 }
 
+std::string rule_text(const OptionRule& rule) {
+  switch (rule.kind) {
+    case OptionRule::Kind::not_both_true:
+      return "'" + rule.first + "' and '" + rule.second + "' cannot both be true";
+    case OptionRule::Kind::not_above:
+      return "'" + rule.first + "' cannot exceed '" + rule.second + "'";
+    case OptionRule::Kind::both_or_neither:
+      return "'" + rule.first + "' and '" + rule.second + "' go together";
+  }
+  return {};
+}
+
 }  // namespace
 
 bool parse_duration(std::string_view text, std::chrono::milliseconds& out) {
@@ -86,6 +98,14 @@ OptionTable& OptionTable::set_default(std::string_view name, std::string value) 
   throw Error(errc::invalid_option, "set_default: no option named '" + std::string(name) + "'");
 }
 
+OptionTable& OptionTable::add_rule(OptionRule rule) {
+  for (const auto* name : {&rule.first, &rule.second})
+    if (find(*name) == nullptr)
+      throw Error(errc::invalid_option, "add_rule: no option named '" + *name + "'");
+  rules_.push_back(std::move(rule));
+  return *this;
+}
+
 const OptionSpec* OptionTable::find(std::string_view name) const {
   for (const auto& spec : specs_)
     if (spec.name == name) return &spec;
@@ -98,6 +118,8 @@ std::string OptionTable::describe() const {
     out += "| " + spec.name + " | " + (spec.default_value.empty() ? "(none)" : spec.default_value) +
            " | " + range_text(spec) + " | " + spec.doc + " |\n";
   }
+  if (!rules_.empty()) out += "\nRules:\n";
+  for (const auto& rule : rules_) out += "- " + rule_text(rule) + ": " + rule.why + "\n";
   return out;
 }
 
@@ -149,7 +171,32 @@ ResolvedOptions ResolvedOptions::resolve(const OptionTable& table, const Options
     }
     resolved.values_.emplace(spec.name, std::move(value));
   }
+  for (const auto& rule : table.rules()) resolved.check(rule, scheme);
   return resolved;
+}
+
+void ResolvedOptions::check(const OptionRule& rule, std::string_view scheme) const {
+  const Value& first = values_.at(rule.first);
+  const Value& second = values_.at(rule.second);
+  bool holds = true;
+  std::string seen;
+  switch (rule.kind) {
+    case OptionRule::Kind::not_both_true: holds = !(first.number && second.number); break;
+    case OptionRule::Kind::not_above: {
+      const char* unit = first.type == OptionType::duration ? "ms" : "";
+      holds = first.number <= second.number;
+      seen = " (" + rule.first + "=" + std::to_string(first.number) + unit + ", " + rule.second +
+             "=" + std::to_string(second.number) + unit + ")";
+      break;
+    }
+    case OptionRule::Kind::both_or_neither:
+      holds = first.text.empty() == second.text.empty();
+      seen = " (" + (first.text.empty() ? rule.first : rule.second) + " is empty)";
+      break;
+  }
+  if (!holds)
+    throw Error(errc::invalid_option,
+                std::string(scheme) + ": options " + rule_text(rule) + seen + ": " + rule.why);
 }
 
 const ResolvedOptions::Value& ResolvedOptions::lookup(std::string_view name, OptionType type) const {

@@ -57,6 +57,8 @@ OptionTable option_table() {
       {"max_backoff_duration", OptionType::duration, "2m", 0, 24 * hour,
        "cap on one backoff wait (0: no backoff)"},
   });
+  table.add_rule({OptionRule::Kind::not_both_true, "snappy", "deflate",
+                  "nsqd negotiates one compression per connection"});
   return table;
 }
 

@@ -29,6 +29,7 @@ std::vector<std::string> broker_names();
 void skip(const std::string& why);
 // Every case's title, as CONTRACT_CASE registers it.
 bool add_case(const char* title);
+const std::vector<std::string>& case_titles();
 // Called by CONTRACT_CASE around each broker's run.
 void begin_run();
 void end_run();

@@ -35,6 +35,8 @@ bool add_case(const char* title) {
   return true;
 }
 
+const std::vector<std::string>& case_titles() { return cases(); }
+
 void skip(const std::string& why) {
   current_skipped = true;
   WARN("skipped: " << why);

@@ -25,6 +25,19 @@ struct OptionSpec {
   std::vector<std::string> choices;  // for OptionType::choice
 };
 
+// A rule between two options that each value alone cannot say; resolve() checks every rule after
+// every value, so a contradictory pair is refused at connect instead of one silently winning.
+struct OptionRule {
+  enum class Kind {
+    not_both_true,    // two booleans: at most one is true
+    not_above,        // two durations or integers: first <= second
+    both_or_neither,  // two strings: both empty or both set
+  };
+  Kind kind;
+  std::string first, second;
+  std::string why;  // said in the error, e.g. "nsqd negotiates one compression per connection"
+};
+
 class OptionTable {
  public:
   OptionTable() = default;
@@ -33,15 +46,19 @@ class OptionTable {
   // Adds specs; a name already present is replaced (adapters override core defaults this way).
   OptionTable& add(std::vector<OptionSpec> specs);
   OptionTable& set_default(std::string_view name, std::string value);
+  // Throws polybus::Error(errc::invalid_option) when either name is not in the table.
+  OptionTable& add_rule(OptionRule rule);
 
   const OptionSpec* find(std::string_view name) const;
   const std::vector<OptionSpec>& specs() const { return specs_; }
+  const std::vector<OptionRule>& rules() const { return rules_; }
 
-  // Markdown table of every option, for --help and docs.
+  // Markdown table of every option, then the rules between them, for --help and docs.
   std::string describe() const;
 
  private:
   std::vector<OptionSpec> specs_;
+  std::vector<OptionRule> rules_;
 };
 
 // Raw settings as text: from the URL query, then from the caller (which wins).
@@ -86,6 +103,7 @@ class ResolvedOptions {
     bool explicitly_set = false;
   };
   const Value& lookup(std::string_view name, OptionType type) const;
+  void check(const OptionRule& rule, std::string_view scheme) const;
   std::map<std::string, Value, std::less<>> values_;
 };
 

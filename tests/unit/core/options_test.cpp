@@ -2,6 +2,7 @@
 
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
+#include "polybus/schemes.hpp"
 #include "polybus/adapter/registry.hpp"
 
 using namespace polybus;
@@ -95,4 +96,55 @@ TEST_CASE("reading an option with the wrong type is a programming error", "[opti
   auto resolved = ResolvedOptions::resolve(core_option_table(), {}, "t");
   CHECK_THROWS_AS(resolved.get_int("op_timeout"), Error);
   CHECK_THROWS_AS(resolved.get_bool("no_such_option"), Error);
+}
+
+TEST_CASE("a contradictory pair of options is refused, naming both and the values", "[options]") {
+  auto table = core_option_table();
+  auto refusal = [&](Options given) {
+    try {
+      ResolvedOptions::resolve(table, given, "t");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_option);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Each value alone is in range; together they contradict each other.
+  auto what = refusal({{"reconnect_initial", "5s"}, {"reconnect_max", "1s"}});
+  CHECK(what.find("'reconnect_initial' cannot exceed 'reconnect_max'") != std::string::npos);
+  CHECK(what.find("reconnect_initial=5000ms, reconnect_max=1000ms") != std::string::npos);
+  what = refusal({{"requeue_delay", "2m"}});  // above the default max_requeue_delay (60s)
+  CHECK(what.find("'requeue_delay' cannot exceed 'max_requeue_delay'") != std::string::npos);
+  what = refusal({{"tls_cert_file", "client.pem"}});
+  CHECK(what.find("tls_key_file is empty") != std::string::npos);
+  CHECK(refusal({{"tls_cert_file", "c.pem"}, {"tls_key_file", "k.pem"}}) == "accepted");
+  CHECK(refusal({{"reconnect_initial", "1s"}, {"reconnect_max", "1s"}}) == "accepted");
+
+  table.add({{"a", OptionType::boolean, "false", 0, 0, "doc"},
+             {"b", OptionType::boolean, "false", 0, 0, "doc"}});
+  table.add_rule({OptionRule::Kind::not_both_true, "a", "b", "one only"});
+  what = refusal({{"a", "true"}, {"b", "true"}});
+  CHECK(what.find("t: options 'a' and 'b' cannot both be true: one only") != std::string::npos);
+  CHECK(refusal({{"a", "true"}}) == "accepted");
+  CHECK(table.describe().find("- 'a' and 'b' cannot both be true: one only") != std::string::npos);
+  CHECK_THROWS_AS(table.add_rule({OptionRule::Kind::not_above, "a", "nope", "x"}), Error);
+}
+
+TEST_CASE("every scheme's own rules hold for its defaults and refuse contradictions", "[options]") {
+  // A default that broke a rule would make every connect of that scheme fail.
+  const auto schemes = registered_schemes();
+  REQUIRE(schemes.size() >= 7);
+  for (const auto& name : schemes) {
+    INFO(name);
+    auto info = describe_scheme(name);
+    REQUIRE(info.has_value());
+    CHECK_NOTHROW(ResolvedOptions::resolve(info->options, {}, name));
+  }
+  for (const auto& name : {"nsq", "nsq+lookupd"}) {
+    auto info = describe_scheme(name);
+    REQUIRE(info.has_value());
+    CHECK_THROWS_WITH(
+        ResolvedOptions::resolve(info->options, {{"snappy", "true"}, {"deflate", "true"}}, name),
+        Catch::Contains("'snappy' and 'deflate' cannot both be true"));
+  }
 }
