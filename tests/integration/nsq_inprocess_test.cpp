@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "polybus/nsq/error.hpp"
 #include "polybus/nsq_testing.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
@@ -232,4 +233,209 @@ TEST_CASE("nsq: a refused first connection whose retry comes after connect_timeo
   CHECK_THAT(failed.cause(), Catch::Contains("127.0.0.1:" + std::to_string(port)) &&
                                  Catch::Contains("connection refused"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not connect_timeout
+}
+
+TEST_CASE("nsq: an nsqd whose max_rdy_count is below max_in_flight gets RDY within its limit",
+          "[nsq][rdy]") {
+  nsq::testing::NsqdOptions small;
+  small.max_rdy_count = 5;  // RDY above it is a fatal E_INVALID on nsqd
+  auto nsqd = Nsqd::start(small);
+  std::atomic<int> disconnects{0};
+  ConnectOptions options;
+  options.options = Options{{"max_in_flight", "50"}};
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) ++disconnects;
+  };
+  Collector got;
+  auto consumer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
+  SubscribeOptions group;
+  group.group = "limited";
+  auto sub = consumer.subscribe("limited", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  for (int i = 0; i < 30; ++i)
+    REQUIRE(producer.publish_sync("limited", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_distinct(30));
+  // Clamped to what IDENTIFY said, not refused: RDY 5 at most, and the connection never dropped.
+  CHECK(nsqd->max_ready_count("limited", "limited") == 5);
+  CHECK(disconnects == 0);
+}
+
+TEST_CASE("nsq: a handler that keeps failing is requeued with a growing delay up to its cap",
+          "[nsq][requeue]") {
+  auto nsqd = Nsqd::start();
+  Latch fifth;
+  std::atomic<int> deliveries{0};
+  auto client = connect("nsq://" + nsqd->tcp_address() +
+                        "?requeue_delay=20ms&max_requeue_delay=50ms&max_attempts=0&" + kFast);
+  SubscribeOptions group;
+  group.group = "failing";
+  auto sub = client.subscribe("failing", group, [&](Message&) {
+    if (++deliveries == 5) fifth.count_down();
+    if (deliveries <= 5) throw std::runtime_error("fails");
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("failing", "x") == std::error_code{});
+  REQUIRE(fifth.wait_for(1));
+  // requeue_delay per attempt so far (20, 40) and then max_requeue_delay (50, 50): what nsqd
+  // was asked for in each REQ.
+  REQUIRE(nsqd->wait_until([&] { return nsqd->requeue_count("failing", "failing") >= 4; }));
+  auto delays = nsqd->requeue_delays("failing", "failing");
+  REQUIRE(delays.size() >= 4);
+  using std::chrono::milliseconds;
+  CHECK(delays[0] == milliseconds(20));
+  CHECK(delays[1] == milliseconds(40));
+  CHECK(delays[2] == milliseconds(50));
+  CHECK(delays[3] == milliseconds(50));
+}
+
+TEST_CASE("nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reported, the "
+          "connection stays and the redelivery is handled",
+          "[nsq][fin]") {
+  nsq::testing::NsqdOptions short_timeout;
+  short_timeout.msg_timeout = std::chrono::milliseconds(200);  // what a client not asking gets
+  auto nsqd = Nsqd::start(short_timeout);
+  std::atomic<int> disconnects{0};
+  std::mutex mutex;
+  std::vector<std::pair<std::error_code, std::string>> errors;
+  Latch fin_failed, second;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) ++disconnects;
+  };
+  options.on_error = [&](std::error_code ec, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.emplace_back(ec, what);
+    if (ec == nsq::errc::e_fin_failed) fin_failed.count_down();
+  };
+  Message held;
+  Latch first;
+  std::atomic<int> deliveries{0};
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
+  SubscribeOptions group;
+  group.group = "late";
+  auto sub = client.subscribe("late", group, [&](Message& m) {
+    if (++deliveries == 1) {
+      m.take_manual_control();
+      held = m;  // acked only after nsqd gave up on it
+      first.count_down();
+    } else {
+      second.count_down();
+    }
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("late", "slow") == std::error_code{});
+  REQUIRE(first.wait_for(1));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->timeout_count("late", "late") >= 1; }));
+  CHECK(held.ack() == std::error_code{});  // sent; nsqd's answer comes as an error event
+  REQUIRE(fin_failed.wait_for(1));
+  REQUIRE(second.wait_for(1));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = std::find_if(errors.begin(), errors.end(),
+                           [](const auto& e) { return e.first == nsq::errc::e_fin_failed; });
+    REQUIRE(it != errors.end());
+    CHECK_THAT(it->second, Catch::Contains("E_FIN_FAILED"));
+  }
+  CHECK(disconnects == 0);
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("late", "late") == 0; }));
+  CHECK(nsqd->channel_depth("late", "late") == 0);
+}
+
+TEST_CASE("nsq+lookupd: producers of several nsqlookupd are unioned, and one down is reported "
+          "while the others serve",
+          "[nsq][lookupd]") {
+  auto first = Lookupd::start();
+  auto second = Lookupd::start();
+  auto a = Nsqd::start();
+  auto b = Nsqd::start();
+  a->register_with(*first);
+  b->register_with(*second);
+  // A port nobody listens on, as a third nsqlookupd that is down.
+  asio::io_context io;
+  tcp::acceptor closed(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string down = "127.0.0.1:" + std::to_string(closed.local_endpoint().port());
+  closed.close();
+  for (auto* nsqd : {a.get(), b.get()}) {
+    auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+    REQUIRE(producer.publish_sync("union", nsqd->tcp_address()) == std::error_code{});
+  }
+  std::mutex mutex;
+  std::vector<std::string> logged;
+  ConnectOptions options;
+  options.log = [&](LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    logged.emplace_back(line);
+  };
+  Collector got;
+  auto consumer = connect("nsq+lookupd://" + first->http_address() + "," + down + "," +
+                              second->http_address() +
+                              "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast,
+                          options);
+  SubscribeOptions group;
+  group.group = "union";
+  auto sub = consumer.subscribe("union", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(got.wait_for_distinct(2));
+  CHECK(got.count(a->tcp_address()) == 1);
+  CHECK(got.count(b->tcp_address()) == 1);
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(std::any_of(logged.begin(), logged.end(), [&](const std::string& line) {
+    return line.find("nsqlookupd " + down) != std::string::npos &&
+           line.find("refused") != std::string::npos;
+  }));
+}
+
+TEST_CASE("nsq+lookupd: an nsqd nsqlookupd stops listing is retired (RDY 0, its messages "
+          "finished, CLS) while it keeps running",
+          "[nsq][lookupd]") {
+  auto lookupd = Lookupd::start();
+  auto kept = Nsqd::start();
+  auto retired = Nsqd::start();
+  kept->register_with(*lookupd);
+  // Announced by hand, so it can be withdrawn while the nsqd keeps serving.
+  lookupd->add_producer("retire", "127.0.0.1", retired->tcp_port());
+  // Declared before the clients: handlers may still run while the clients close.
+  Collector got;
+  Latch holding;
+  Message held;
+  auto consumer = connect("nsq+lookupd://" + lookupd->http_address() +
+                          "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast);
+  SubscribeOptions group;
+  group.group = "retire";
+  auto sub = consumer.subscribe("retire", group, [&](Message& m) {
+    got.add(std::string(m.payload()));
+    if (m.payload() == "held") {
+      m.take_manual_control();  // still in flight when nsqlookupd withdraws its nsqd
+      held = m;
+      holding.count_down();
+    }
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(retired->wait_until([&] { return retired->subscriber_count("retire", "retire") == 1; }));
+  auto to_retired = connect("nsq://" + retired->tcp_address() + "?" + kFast);
+  REQUIRE(to_retired.publish_sync("retire", "held") == std::error_code{});
+  REQUIRE(holding.wait_for(1));
+
+  lookupd->remove_producer("retire", "127.0.0.1", retired->tcp_port());
+  // RDY 0 first: nothing more is taken from it ...
+  REQUIRE(retired->wait_until([&] { return retired->ready_count("retire", "retire") == 0; }));
+  // ... what it gave is finished there (closing at once would send it back to the channel) ...
+  CHECK(held.ack() == std::error_code{});
+  // ... and then the subscription there ends, though nsqd is up and would go on.
+  REQUIRE(retired->wait_until([&] {
+    return retired->subscriber_count("retire", "retire") == 0 &&
+           retired->in_flight("retire", "retire") == 0;
+  }));
+  CHECK(retired->running());
+  CHECK(retired->channel_depth("retire", "retire") == 0);
+  CHECK(retired->requeue_count("retire", "retire") == 0);
+  CHECK(retired->timeout_count("retire", "retire") == 0);
+  // What reaches the retired nsqd now stays there; the listed one still delivers.
+  REQUIRE(to_retired.publish_sync("retire", "after") == std::error_code{});
+  auto to_kept = connect("nsq://" + kept->tcp_address() + "?" + kFast);
+  REQUIRE(to_kept.publish_sync("retire", "kept") == std::error_code{});
+  REQUIRE(got.wait_until([](const auto& seen) { return seen.count("kept") > 0; }));
+  CHECK(retired->channel_depth("retire", "retire") == 1);
+  CHECK(got.count("after") == 0);
 }

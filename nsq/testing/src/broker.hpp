@@ -144,6 +144,8 @@ class Channel {
   std::size_t deferred() const { return deferred_.size(); }
   std::uint64_t timeout_count() const { return timeout_count_; }
   std::uint64_t requeue_count() const { return requeue_count_; }
+  // The delay each REQ asked for, after nsqd's clamp, in order (the last kKeptRequeueDelays).
+  const std::deque<std::chrono::milliseconds>& requeue_delays() const { return requeue_delays_; }
   // The largest RDY count a subscriber of this channel has set.
   void note_ready_count(std::int64_t count) { max_ready_count_ = std::max(max_ready_count_, count); }
   std::int64_t max_ready_count() const { return max_ready_count_; }
@@ -178,6 +180,8 @@ class Channel {
   std::size_t next_subscriber_ = 0;
   std::uint64_t timeout_count_ = 0;
   std::uint64_t requeue_count_ = 0;
+  static constexpr std::size_t kKeptRequeueDelays = 1024;
+  std::deque<std::chrono::milliseconds> requeue_delays_;
 };
 
 class Topic {

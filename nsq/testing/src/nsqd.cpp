@@ -103,7 +103,7 @@ Value channel_stat(NsqdServer& server, const std::string& topic, const std::stri
                    Read read) {
   return server.run([&]() -> Value {
     const Channel* found = server.broker().find_channel(topic, channel);
-    return found == nullptr ? Value{0} : static_cast<Value>(read(*found));
+    return found == nullptr ? Value{} : static_cast<Value>(read(*found));
   });
 }
 
@@ -147,6 +147,15 @@ std::uint64_t Nsqd::timeout_count(const std::string& topic, const std::string& c
 std::uint64_t Nsqd::requeue_count(const std::string& topic, const std::string& channel) const {
   return channel_stat<std::uint64_t>(*server_, topic, channel,
                                      [](const Channel& c) { return c.requeue_count(); });
+}
+
+std::vector<std::chrono::milliseconds> Nsqd::requeue_delays(const std::string& topic,
+                                                            const std::string& channel) const {
+  return channel_stat<std::vector<std::chrono::milliseconds>>(
+      *server_, topic, channel, [](const Channel& c) {
+        return std::vector<std::chrono::milliseconds>(c.requeue_delays().begin(),
+                                                      c.requeue_delays().end());
+      });
 }
 
 bool Nsqd::wait_until(const std::function<bool()>& condition,

@@ -137,6 +137,9 @@ class Nsqd {
   // Timeouts that sent an in-flight message back to its channel, and REQs, per channel.
   std::uint64_t timeout_count(const std::string& topic, const std::string& channel) const;
   std::uint64_t requeue_count(const std::string& topic, const std::string& channel) const;
+  // The delay of each REQ the channel took, as nsqd clamped it, oldest first (the last 1024).
+  std::vector<std::chrono::milliseconds> requeue_delays(const std::string& topic,
+                                                        const std::string& channel) const;
 
   // Waits until `condition` holds, re-checking whenever the broker's state changes (a command, a
   // connection opening or closing, a timeout), never by sleeping. False if `bound` passes first.
