@@ -54,6 +54,9 @@ void NsqHarness::launch(bool first) {
   address("-nsqd-http", nsqd_http_);
   address("-lookupd-tcp", lookupd_tcp_);
   address("-lookupd-http", lookupd_http_);
+  // nsqd scans a new channel for deferred and timed-out messages only after its next refresh
+  // (5 s by default): tests would wait that out on every new topic.
+  args.insert(args.end(), {"-queue-scan-refresh-interval", "100ms"});
   args.insert(args.end(), extra_.begin(), extra_.end());
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe failed");
@@ -109,7 +112,8 @@ class RealNsqBroker : public testing::TestBroker {
  public:
   explicit RealNsqBroker(bool via_lookupd) : via_lookupd_(via_lookupd) {}
   std::string url() const override {
-    const std::string fast = "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s";
+    const std::string fast =
+        "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s&backoff_multiplier=10ms";
     if (via_lookupd_)
       return "nsq+lookupd://127.0.0.1:" + port_of(harness_.lookupd_http()) +
              "?lookupd_poll_interval=100ms&" + fast;

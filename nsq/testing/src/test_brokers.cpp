@@ -1,7 +1,7 @@
 // The NSQ test brokers for the contract suite and `polybus demo`: "nsq" (one nsqd) and
 // "nsq+lookupd" (an nsqlookupd with one nsqd registered). Their URLs carry only options the NSQ
-// adapter declares, set to keep tests fast: msg_timeout 1 s (nsqd's minimum for a client) and
-// quick reconnects.
+// adapter declares, set to keep tests fast: msg_timeout 1 s (nsqd's minimum for a client), quick
+// reconnects and a short RDY backoff after failures.
 #include <mutex>
 
 #include "polybus/nsq_testing.hpp"
@@ -10,7 +10,8 @@
 namespace polybus::nsq::testing {
 namespace {
 
-constexpr const char* kFastOptions = "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s";
+constexpr const char* kFastOptions =
+    "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s&backoff_multiplier=10ms";
 
 class NsqdTestBroker : public polybus::testing::TestBroker {
  public:
