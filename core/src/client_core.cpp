@@ -229,6 +229,7 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
                if (self->state_.load() == State::closing) return;
                self->state_.store(State::closing);
                self->close_deadline_ = Clock::now() + timeout;
+               self->close_timeout_ = timeout;
                // Stop intake: no new messages reach handlers that will have to be drained.
                for (auto& sub : self->subscriptions_)
                  if (sub->adapter()) sub->adapter()->pause();
@@ -236,7 +237,7 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
                self->close_timer_->expires_at(self->close_deadline_);
                self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
                  if (ec) return;
-                 if (auto me = weak.lock()) me->finish_close();
+                 if (auto me = weak.lock()) me->finish_close(true);
                });
                self->check_drain();
              });
@@ -247,16 +248,40 @@ void ClientCore::check_drain() {
   if (ops_ && ops_->live() > 0) return;
   for (auto& sub : subscriptions_)
     if (!sub->idle()) return;
-  finish_close();
+  finish_close(false);
 }
 
-void ClientCore::finish_close() {
+Status ClientCore::what_the_close_deadline_cut_off() const {
+  const std::size_t operations = ops_ ? ops_->live() : 0;
+  std::size_t messages = 0;
+  for (const auto& sub : subscriptions_) messages += sub->pending();
+  if (operations == 0 && messages == 0) return {};
+  std::string cause = "close: its deadline (" + std::to_string(close_timeout_.count()) +
+                      "ms) passed with ";
+  if (operations > 0)
+    cause += std::to_string(operations) + " operation(s) unfinished (they fail with closed)";
+  if (operations > 0 && messages > 0) cause += " and ";
+  if (messages > 0)
+    cause += std::to_string(messages) +
+             " message(s) still being handled or waiting for a handler (not acknowledged: " +
+             (shared_->caps.ack ? "the broker redelivers them)" : "the protocol cannot redeliver "
+                                                                  "them)");
+  return Status(errc::timeout, std::move(cause));
+}
+
+void ClientCore::finish_close(bool deadline_passed) {
   if (adapter_closing_ || state_.load() != State::closing) return;
   adapter_closing_ = true;
+  // What the deadline cut off is said in close's result, not dropped silently.
+  const Status result = deadline_passed ? what_the_close_deadline_cut_off() : Status();
+  // Cut off by the close, not by the connections the adapter is about to drop: each fails with
+  // closed before the adapter's close can fail it as disconnected.
+  if (ops_ && result)
+    ops_->fail_all(make_error_code(errc::closed), "client closed: " + result.cause());
   // Give the adapter until the deadline (at least a moment) to close its connections.
   auto adapter_deadline = std::max(close_deadline_, Clock::now() + std::chrono::milliseconds(50));
   auto finished = std::make_shared<bool>(false);
-  auto complete = [weak = weak_from_this(), finished] {
+  auto complete = [weak = weak_from_this(), finished, result] {
     if (*finished) return;
     *finished = true;
     auto self = weak.lock();
@@ -275,7 +300,7 @@ void ClientCore::finish_close() {
     if (self->shared_->on_state)
       self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
     auto waiters = std::move(self->close_waiters_);
-    for (auto& waiter : waiters) waiter({});
+    for (auto& waiter : waiters) waiter(result);
     self->adapter_.reset();
   };
   close_timer_->expires_at(adapter_deadline);

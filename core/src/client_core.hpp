@@ -119,7 +119,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   enum class State { open, closing, closed };
   Clock::time_point deadline_from(std::chrono::milliseconds timeout) const;
-  void finish_close();
+  // deadline_passed: the close timer fired before everything drained.
+  void finish_close(bool deadline_passed);
+  Status what_the_close_deadline_cut_off() const;
   void fail_now(Completion done, Status status);
 
   std::shared_ptr<ClientShared> shared_;
@@ -138,6 +140,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::vector<std::shared_ptr<SubscriptionCore>> subscriptions_;
   std::vector<Completion> close_waiters_;
   Clock::time_point close_deadline_;
+  std::chrono::milliseconds close_timeout_{0};
   std::unique_ptr<asio::steady_timer> close_timer_;
   bool adapter_closing_ = false;
 };

@@ -109,6 +109,51 @@ CONTRACT_CASE(an_unacked_handler_finishes_before_close_completes) {
   CHECK(finished_when_closed.load());  // close completed only after the handler returned
 }
 
+CONTRACT_CASE(a_close_whose_deadline_passes_while_a_handler_runs_says_what_it_cut_off) {
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
+  // Declared before the clients: handlers may still run while the clients close.
+  Latch started, closed;
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open_gate = false;
+  std::atomic<bool> handler_finished{false};
+  auto release_handler = [&] {
+    {
+      std::lock_guard<std::mutex> lock(gate_mutex);
+      open_gate = true;
+    }
+    gate_cv.notify_all();
+  };
+  auto client = env.connect();
+  auto topic = unique_name("cutoff");
+  auto sub = client.subscribe(topic, {}, [&](Message&) {
+    started.count_down();
+    std::unique_lock<std::mutex> lock(gate_mutex);
+    gate_cv.wait(lock, [&] { return open_gate; });
+    handler_finished = true;
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "stuck") == std::error_code{});
+  REQUIRE(started.wait_for(1));
+  Status result;
+  std::atomic<bool> finished_when_closed{true};
+  client.close(200ms, [&](const Status& s) {
+    result = s;
+    finished_when_closed = handler_finished.load();
+    closed.count_down();
+  });
+  // Close keeps its deadline though the handler does not return ...
+  const bool closed_in_time = closed.wait_for(1, test::kWaitBound);
+  release_handler();
+  REQUIRE(closed_in_time);
+  CHECK_FALSE(finished_when_closed.load());
+  // ... and says what it cut off rather than reporting a clean close.
+  INFO(result.message());
+  CHECK(result == errc::timeout);
+  CHECK_THAT(result.cause(), Catch::Contains("200ms") &&
+                                 Catch::Contains("1 message(s) still being handled"));
+}
+
 CONTRACT_CASE(request_gets_the_reply_from_serve) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();

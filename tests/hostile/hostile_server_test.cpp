@@ -560,7 +560,7 @@ TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connec
   {
     // Not capped: tried one at a time until the live one takes the publish.
     auto client = connect("nsq+lookupd://" + lookupd.address() +
-                          "?max_nsqd_connections=100000&reconnect_initial=1h");
+                          "?max_nsqd_connections=100000&reconnect_initial=1h&reconnect_max=1h");
     CHECK(client.publish_sync("t", "y", within(kWaitBound)) == std::error_code{});
     client.close_sync(5s);
   }

@@ -109,8 +109,10 @@ TEST_CASE("closing completes every waiting and pending request with closed", "[m
       results.push_back(r.ec);
       cv.notify_all();
     }, 30s);
-  // Close waits for pending requests up to its deadline, then cuts them off.
-  CHECK(client.close_sync(200ms) == std::error_code{});
+  // Close waits for pending requests up to its deadline, then cuts them off and says so.
+  const Status closed = client.close_sync(200ms);
+  CHECK(closed == errc::timeout);
+  CHECK_THAT(closed.cause(), Catch::Contains("6 operation(s) unfinished"));
   std::unique_lock<std::mutex> lock(mutex);
   REQUIRE(cv.wait_for(lock, 20s, [&] { return results.size() == 6; }));
   for (auto ec : results) CHECK(ec == errc::closed);
