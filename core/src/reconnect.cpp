@@ -58,6 +58,12 @@ void ReconnectLoop::retired(std::error_code reason, const std::string& detail) {
   report(ConnectionState::disconnected, reason, detail);
 }
 
+void ReconnectLoop::closed() {
+  up_ = proven_ = false;
+  retries_.cancel();
+  report(ConnectionState::closed, {}, {});
+}
+
 std::chrono::milliseconds ReconnectLoop::retry(std::error_code reason, const std::string& detail,
                                                std::function<void()> attempt) {
   auto delay = retries_.schedule(std::move(attempt));

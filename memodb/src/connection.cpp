@@ -78,6 +78,7 @@ void Connection::open() {
   nng_socket_set_ms(socket_, NNG_OPT_RECONNMINT,
                     to_duration(std::max<std::int64_t>(1, settings_.reconnect_min.count())));
   nng_socket_set_ms(socket_, NNG_OPT_RECONNMAXT, to_duration(settings_.reconnect_max.count()));
+  nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_PRE, &Connection::on_pipe, notifier_.get());
   nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &Connection::on_pipe, notifier_.get());
   nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &Connection::on_pipe, notifier_.get());
   // Non-blocking: the dialer keeps trying (and re-dials after a drop) by itself.
@@ -89,7 +90,7 @@ void Connection::open() {
   asio::post(ctx_.strand(), [weak = weak_from_this()] {
     auto self = weak.lock();
     if (self && !self->dead_ && self->pipes_ == 0) {
-      self->reconnect_.attempting();
+      self->announce_attempt();
       self->watch_dial();
     }
   });
@@ -162,15 +163,25 @@ void Connection::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
 
 // ---- strand ----
 
+void Connection::announce_attempt() {
+  if (attempt_announced_) return;
+  attempt_announced_ = true;
+  reconnect_.attempting();
+}
+
 void Connection::pipe_event(nng_pipe_ev event) {
   if (dead_) return;
-  if (event == NNG_PIPE_EV_ADD_POST) {
+  if (event == NNG_PIPE_EV_ADD_PRE) {
+    // NNG's dialer attempts on its own; a new pipe is the first the client sees of an attempt.
+    if (pipes_ == 0) announce_attempt();
+  } else if (event == NNG_PIPE_EV_ADD_POST) {
     if (pipes_++ == 0) reconnect_.connected();
   } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
     if (--pipes_ == 0 && !closing_) {
       auto why = make_error_code(errc::disconnected);
       const std::string detail = "the connection to the broker at " + settings_.nng_url + " ended";
       reconnect_.ended(why, detail);
+      attempt_announced_ = false;
       // NNG's dialer reconnects by itself, after its own reconnect time.
       reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
       watch_dial();

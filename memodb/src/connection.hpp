@@ -134,6 +134,8 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   static void on_pipe(nng_pipe pipe, nng_pipe_ev event, void* arg);
   void completed(std::uint64_t key, int rv, MsgPtr msg);
   void pipe_event(nng_pipe_ev event);
+  // connecting, once per attempt: the first dial, or a pipe NNG adds after a drop.
+  void announce_attempt();
 
   template <typename T>
   std::unique_ptr<T> make_slot();
@@ -178,6 +180,7 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   std::uint64_t next_key_ = 0;
   std::uint64_t next_serve_ = 0;
   int pipes_ = 0;
+  bool attempt_announced_ = false;  // connecting was said for the attempt under way
   bool closing_ = false;        // no new work; workers leave
   bool close_pending_ = false;  // close() waits for the last exchanges, then shuts down
   bool dead_ = false;           // shut down: the socket is closed

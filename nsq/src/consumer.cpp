@@ -113,7 +113,8 @@ Consumer::Conn* Consumer::find_conn(std::uint64_t key) {
 void Consumer::remove_conn(std::uint64_t key) {
   auto it = conns_.find(key);
   if (it == conns_.end()) return;
-  it->second->reconnect->cancel();
+  if (stopping_) it->second->reconnect->closed();
+  else it->second->reconnect->cancel();
   // FINs and REQs written just before must reach nsqd: flush, then close.
   it->second->connection->close_after_flush();
   // Destroyed after the current callback has unwound: it may be running inside this connection.

@@ -298,7 +298,7 @@ void Producer::close() {
   closed_ = true;
   if (rediscover_) rediscover_->cancel();
   for (auto& node : nodes_) {
-    if (node->reconnect) node->reconnect->cancel();
+    if (node->reconnect) node->reconnect->closed();
     if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
     for (auto& work : awaiting) work.done(make_error_code(polybus::errc::closed), {}, "client closed");

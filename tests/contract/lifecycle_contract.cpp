@@ -1,4 +1,6 @@
 // Close, deadlines, broker restarts, request/reply and capability gating.
+#include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -452,4 +454,73 @@ CONTRACT_CASE(reconnects_follow_the_reconnect_policy_or_the_connect_refuses_it) 
   if (env.caps.publish)
     CHECK(client.publish_sync("policy", "y", PublishOptions{test::kWaitBound, {}}) == std::error_code{});
   client.close_sync(5s);
+}
+
+CONTRACT_CASE(state_events_follow_the_connection_through_a_broker_restart) {
+  CONTRACT_REQUIRES(env.caps.publish || env.caps.request_reply);
+  std::mutex mutex;
+  std::vector<StateEvent> events;
+  Latch connected_twice;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    events.push_back(e);
+    if (e.state == ConnectionState::connected) connected_twice.count_down();
+  };
+  auto client = polybus::connect(env.url, options);
+  auto use = [&] {
+    if (env.caps.publish)
+      return client.publish_sync("states", "x", PublishOptions{test::kWaitBound, {}});
+    return Status(client.request_sync("states", "x", 100ms).ec);  // nobody serves: it connects
+  };
+  (void)use();
+  REQUIRE(connected_twice.wait_for(1));
+  env.broker->restart();
+  // The client comes back by itself; using it makes a client that connects on demand try.
+  const auto give_up = std::chrono::steady_clock::now() + test::kWaitBound;
+  while (!connected_twice.wait_for(2, 50ms) && std::chrono::steady_clock::now() < give_up)
+    (void)use();
+  REQUIRE(connected_twice.wait_for(2));
+  client.close_sync(test::kWaitBound);
+
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string seen;
+  for (const auto& e : events) seen += e.endpoint + ":" + to_string(e.state) + std::string(" ");
+  INFO("events: " << seen);
+  REQUIRE(!events.empty());
+  CHECK(events.front().state == ConnectionState::connecting);
+  // The client's own closed (no endpoint) comes once, last.
+  CHECK(events.back().state == ConnectionState::closed);
+  CHECK(events.back().endpoint.empty());
+  CHECK(std::count_if(events.begin(), events.end(), [](const StateEvent& e) {
+          return e.state == ConnectionState::closed && e.endpoint.empty();
+        }) == 1);
+  // Per endpoint: connected only after connecting; after a disconnect (with its reason), either
+  // the next attempt is announced with its delay (reconnecting) or, for a connection made on
+  // demand, connecting comes when it is used; never connected straight away.
+  std::map<std::string, ConnectionState> last;
+  bool dropped = false;
+  for (const auto& e : events) {
+    if (e.endpoint.empty()) continue;
+    auto before = last.find(e.endpoint);
+    if (e.state == ConnectionState::connected) {
+      REQUIRE(before != last.end());
+      CHECK(before->second == ConnectionState::connecting);
+    }
+    if (e.state == ConnectionState::disconnected) {
+      dropped = true;
+      CHECK(e.reason);
+    }
+    if (e.state == ConnectionState::reconnecting) {
+      CHECK(e.retry_in.count() >= 0);
+      CHECK(e.reason);
+    }
+    last[e.endpoint] = e.state;
+  }
+  CHECK(dropped);
+  // Each connection that was up says closed when the client closes it.
+  for (const auto& [endpoint, state] : last) {
+    INFO(endpoint);
+    CHECK(state != ConnectionState::connected);
+  }
 }

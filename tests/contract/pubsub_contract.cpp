@@ -1,4 +1,6 @@
 // Publish/subscribe behaviour every adapter must show.
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "contract.hpp"
@@ -354,4 +356,49 @@ CONTRACT_CASE(a_message_over_max_attempts_is_discarded_through_the_callback) {
   CHECK(discarded_attempts == 4);
   CHECK(handled == 3);
   CHECK(client.stats().discarded == 1);
+}
+
+CONTRACT_CASE(handlers_run_in_parallel_up_to_the_subscription_s_concurrency_and_no_further) {
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
+  constexpr int kConcurrency = 3, kMessages = 12;
+  // Declared before the clients: handlers may still run while the clients close.
+  Latch three_running, fourth_running, all_done;
+  std::atomic<int> running{0}, most{0};
+  std::mutex gate_mutex;
+  std::condition_variable gate_cv;
+  bool open_gate = false;
+  auto client = env.connect();
+  auto topic = unique_name("concurrency");
+  SubscribeOptions options;
+  options.concurrency = kConcurrency;
+  options.max_in_flight = kMessages;
+  auto sub = client.subscribe(topic, options, [&](Message&) {
+    const int now = ++running;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    if (now <= kConcurrency) three_running.count_down();
+    else fourth_running.count_down();
+    {
+      std::unique_lock<std::mutex> lock(gate_mutex);
+      gate_cv.wait(lock, [&] { return open_gate; });
+    }
+    --running;
+    all_done.count_down();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < kMessages; ++i)
+    REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  // kConcurrency handlers run at once (not one after another) ...
+  const bool parallel = three_running.wait_for(kConcurrency);
+  // ... and while they are held, no further one starts (a bound, not a synchronisation).
+  const bool exceeded = fourth_running.wait_for(1, 300ms);
+  {
+    std::lock_guard<std::mutex> lock(gate_mutex);
+    open_gate = true;
+  }
+  gate_cv.notify_all();
+  CHECK(parallel);
+  CHECK_FALSE(exceeded);
+  REQUIRE(all_done.wait_for(kMessages));
+  CHECK(most.load() == kConcurrency);
 }

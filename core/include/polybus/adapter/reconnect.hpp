@@ -73,6 +73,8 @@ class ReconnectLoop {
   // The client let this connection go for good (discovery no longer lists it): disconnected,
   // not counted as a reconnect, nothing scheduled.
   void retired(std::error_code reason, const std::string& detail);
+  // The client closed this connection: closed, nothing scheduled.
+  void closed();
   // The next attempt runs after the policy's delay: reconnecting, with that delay. Replaces an
   // attempt already scheduled. Returns the delay.
   std::chrono::milliseconds retry(std::error_code reason, const std::string& detail,
