@@ -158,6 +158,17 @@ void Connection::on_pong(std::uint64_t timestamp) {
   }
 }
 
+void Connection::on_log_reset(const std::string& topic, std::uint64_t resume_from,
+                              std::uint64_t log_end) {
+  // Not a failure of this connection: said, so that what the restart lost is not lost silently.
+  ctx_.error(make_error_code(polybus::errc::broker_error),
+             endpoint_.to_string() + ": topic '" + topic + "' now ends at offset " +
+                 std::to_string(log_end) + ", before this subscription's offset " +
+                 std::to_string(resume_from) +
+                 ": the Figg server restarted and kept nothing; resuming from its start (messages "
+                 "published before the restart and not yet delivered are lost)");
+}
+
 void Connection::on_failure(std::error_code ec, const std::string& detail) {
   if (transport_) transport_->fail(ec, endpoint_.to_string() + ": " + detail);
 }

@@ -44,6 +44,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
                const std::shared_ptr<const void>& owner) override;
   void on_attached(const std::string& topic, std::uint64_t offset) override;
+  void on_log_reset(const std::string& topic, std::uint64_t resume_from,
+                    std::uint64_t log_end) override;
   void on_pong(std::uint64_t timestamp) override;
   void on_failure(std::error_code ec, const std::string& detail) override;
 

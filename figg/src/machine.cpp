@@ -76,6 +76,14 @@ std::optional<std::uint64_t> Machine::offset(const std::string& topic) const {
   return it == attachments_.end() ? std::nullopt : it->second.offset;
 }
 
+bool Machine::deliverable(const Attachment& a, std::uint64_t offset) {
+  if (!a.catch_up_to) return true;
+  const std::uint64_t delivered_to = a.offset.value_or(0);
+  if (offset <= delivered_to) return false;  // the other attachment's copy, already delivered
+  // The live attachment runs ahead of the replay: its messages come again, in order, by replay.
+  return !(delivered_to < *a.catch_up_to && offset > *a.catch_up_to);
+}
+
 void Machine::ping(std::uint64_t timestamp) {
   if (!connected_) return;
   std::string bytes;
@@ -90,10 +98,21 @@ void Machine::connected() {
   // DETACHes, then every unacknowledged PUBLISH in sequence order with its original number.
   for (auto& [topic, a] : attachments_)
     if (a.state == State::attaching) send_attach(topic, a);
+  // An attached topic first learns where the log ends now: a server that restarted starts every
+  // log again at 0 and would deliver nothing from an offset beyond its end.
   for (auto& [topic, a] : attachments_)
-    if (a.state == State::attached) {
-      a.state = State::attaching;
-      send_attach(topic, a);
+    if (a.state == State::attached || a.state == State::probing ||
+        a.state == State::catching_up) {
+      a.catch_up_to.reset();
+      if (!a.offset) {
+        a.state = State::attaching;
+        send_attach(topic, a);
+        continue;
+      }
+      a.state = State::probing;
+      std::string bytes;
+      append_attach(bytes, topic, false, 0);
+      handler_.send(std::move(bytes));
     }
   for (auto it = attachments_.begin(); it != attachments_.end();) {
     if (it->second.state == State::detaching) {
@@ -152,6 +171,7 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       auto it = attachments_.find(std::string(data.topic));
       // DATA for a topic no longer wanted (the real server ignores DETACH) is dropped.
       if (it == attachments_.end() || it->second.state == State::detaching) return;
+      if (!deliverable(it->second, data.offset)) return;
       it->second.offset = data.offset;
       it->second.received = true;
       std::shared_ptr<const void> keep = owner;
@@ -168,7 +188,31 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       TopicOffset attached;
       if ((ec = parse_attached(frame.payload, attached))) break;
       auto it = attachments_.find(std::string(attached.topic));
-      if (it == attachments_.end() || it->second.state != State::attaching) return;
+      if (it == attachments_.end()) return;
+      Attachment& a = it->second;
+      if (a.state == State::probing) {
+        const std::uint64_t end = attached.offset, resume_from = a.offset.value_or(0);
+        if (end == resume_from) {
+          a.state = State::attached;  // nothing was published meanwhile
+          return;
+        }
+        // Missed messages: replay them on a second attachment, from where this client was, or
+        // from the start of a log that a restart emptied.
+        const std::uint64_t from = end > resume_from ? resume_from : 0;
+        if (end < resume_from) handler_.on_log_reset(it->first, resume_from, end);
+        a.state = State::catching_up;
+        a.catch_up_to = end;
+        a.offset = from;
+        std::string bytes;
+        append_attach(bytes, it->first, true, from);
+        handler_.send(std::move(bytes));
+        return;
+      }
+      if (a.state == State::catching_up) {
+        a.state = State::attached;
+        return;
+      }
+      if (a.state != State::attaching) return;
       it->second.state = State::attached;
       // With no message received yet, resume from where the server started the attachment
       // (it moves an expired offset to the oldest message it still has).

@@ -28,6 +28,10 @@ class MachineHandler {
   virtual void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
                        const std::shared_ptr<const void>& owner) = 0;
   virtual void on_attached(const std::string& topic, std::uint64_t offset) = 0;
+  // After a reconnect the topic's log ends before where this client was (log_end < resume_from):
+  // the server restarted and kept nothing. Delivery resumes from the log's start.
+  virtual void on_log_reset(const std::string& topic, std::uint64_t resume_from,
+                            std::uint64_t log_end) = 0;
   virtual void on_pong(std::uint64_t timestamp) = 0;
   // The server broke the protocol: the owner ends the connection.
   virtual void on_failure(std::error_code ec, const std::string& detail) = 0;
@@ -65,12 +69,21 @@ class Machine {
   void abandon();
 
  private:
-  enum class State { attaching, attached, detaching };
+  // probing: after a reconnect, an ATTACH at the latest message asks where the log ends before
+  // delivery resumes; catching_up: a second ATTACH replays what was missed up to that end.
+  enum class State { attaching, attached, detaching, probing, catching_up };
   struct Attachment {
     State state;
     std::optional<std::uint64_t> offset;
     bool received = false;  // DATA arrived since the subscription began
+    // Set once a reconnect found messages missed: the log's end when the connection came back.
+    // This connection then carries two attachments of the topic (the real server cannot detach
+    // one), so each offset is delivered once, in order, and the live copy of a message waits
+    // for the replay to reach it.
+    std::optional<std::uint64_t> catch_up_to;
   };
+  // False for DATA already delivered, or that the replay will deliver in its turn.
+  static bool deliverable(const Attachment& a, std::uint64_t offset);
   struct Slot {
     std::uint64_t seq = 0;
     std::string topic;

@@ -265,6 +265,14 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   };
   for (int i = 0; i < kCount / 2; ++i) publish_one(i);
   REQUIRE(done.wait_for(kCount / 2));
+  std::size_t acked_before_restart = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    acked_before_restart = acked.size();
+    // A broker that keeps nothing across its restart (not durable) may lose what it had
+    // accepted and not yet delivered; what it accepts afterwards it must deliver.
+    if (!env.caps.durable) acked.clear();
+  }
   env.broker->restart();
   for (int i = kCount / 2; i < kCount; ++i) publish_one(i);
   REQUIRE(done.wait_for(kCount));
@@ -273,7 +281,8 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
     expected = acked;
   }
   if (env.caps.publish_confirmed) {
-    CHECK(expected.size() > kCount / 2);  // the publisher recovered and went on
+    // The publisher recovered and went on.
+    CHECK(expected.size() > (env.caps.durable ? acked_before_restart : 0));
     REQUIRE(got.wait_until([&](const std::map<std::string, int>& seen) {
       for (auto& p : expected)
         if (!seen.count(p)) return false;

@@ -50,6 +50,10 @@ struct Handler : MachineHandler {
     if (kept.size() > 16) kept.pop_front();
   }
   void on_attached(const std::string& topic, std::uint64_t) override { FUZZ_CHECK(!topic.empty()); }
+  void on_log_reset(const std::string& topic, std::uint64_t resume_from,
+                    std::uint64_t log_end) override {
+    FUZZ_CHECK(!topic.empty() && log_end < resume_from);
+  }
   void on_pong(std::uint64_t) override {}
   void on_failure(std::error_code ec, const std::string&) override {
     FUZZ_CHECK(static_cast<bool>(ec));

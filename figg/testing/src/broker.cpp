@@ -157,8 +157,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<Piece> queue_;
   std::size_t queued_ = 0;
   bool writing_ = false;
-  std::map<std::string, Attachment> attachments_;
+  // The real server keeps every ATTACH of a topic on a connection (each delivers), so with
+  // its quirks there can be several per topic; otherwise a new one replaces the old.
+  std::multimap<std::string, Attachment> attachments_;
 };
+
+// With the real server's quirks, an ATTACH from beyond the log's end delivers nothing, ever.
+constexpr std::uint64_t kNeverDelivers = UINT64_MAX;
 
 bool Session::handle(const Frame& frame) {
   switch (frame.type) {
@@ -176,7 +181,9 @@ bool Session::handle(const Frame& frame) {
           offset = std::max(attach.offset, topic.first_offset());
           if (attach.offset < topic.first_offset()) offset = topic.first_offset();
         } else if (attach.offset >= topic.end) {
-          number = topic.end_number();
+          const bool beyond = attach.offset > topic.end;
+          number = beyond && broker_.options_.real_server_quirks ? kNeverDelivers
+                                                                 : topic.end_number();
           offset = attach.offset;
         } else {
           auto it = std::lower_bound(topic.log.begin(), topic.log.end(), attach.offset,
@@ -185,7 +192,8 @@ bool Session::handle(const Frame& frame) {
           offset = attach.offset;
         }
       }
-      attachments_[name] = Attachment{number};
+      if (!broker_.options_.real_server_quirks) attachments_.erase(name);
+      attachments_.emplace(name, Attachment{number});
       std::string out;
       append_attached(out, name, offset);
       send(std::move(out));
@@ -275,6 +283,8 @@ void BrokerImpl::close_all() {
   for (auto& session : owned_) session->close();
   sessions_.clear();
   owned_.clear();
+  // The real server reloads nothing: restarted, every log starts again at offset 0.
+  if (options_.real_server_quirks) topics_.clear();
 }
 
 std::unique_ptr<Broker> Broker::launch(BrokerOptions options) {

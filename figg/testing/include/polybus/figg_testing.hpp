@@ -15,7 +15,10 @@
 namespace polybus::figg::testing {
 
 struct BrokerOptions {
-  // As the real server: DETACH ignored (no DETACHED, DATA keeps coming), PING never answered.
+  // As the real server: DETACH ignored (no DETACHED, DATA keeps coming), PING never answered,
+  // a second ATTACH of a topic on a connection delivers alongside the first, an ATTACH from
+  // beyond the log's end delivers nothing, and stop() forgets every log (a restarted server
+  // starts each at offset 0).
   bool real_server_quirks = false;
   // Bytes kept per topic (0: everything); the oldest messages go first.
   std::size_t retention_bytes = 0;
@@ -32,7 +35,8 @@ class Broker {
 
   std::uint16_t port() const;
   std::string address() const;  // "127.0.0.1:port"
-  // stop() closes the listener and every connection; the logs stay (a restart keeps them).
+  // stop() closes the listener and every connection; the logs stay (a restart keeps them),
+  // except with real_server_quirks.
   // start() listens again on the same port.
   void stop();
   void start();
