@@ -283,11 +283,18 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   if (env.caps.publish_confirmed) {
     // The publisher recovered and went on.
     CHECK(expected.size() > (env.caps.durable ? acked_before_restart : 0));
-    REQUIRE(got.wait_until([&](const std::map<std::string, int>& seen) {
+    std::string missing;
+    std::size_t missing_count = 0;
+    const bool all_arrived = got.wait_until([&](const std::map<std::string, int>& seen) {
+      missing.clear();
+      missing_count = 0;
       for (auto& p : expected)
-        if (!seen.count(p)) return false;
-      return true;
-    }));
+        if (!seen.count(p) && ++missing_count <= 10) missing += p + " ";
+      return missing_count == 0;
+    });
+    INFO(missing_count << " of " << expected.size() << " acknowledged never arrived, e.g. "
+                       << missing << "; " << got.distinct() << " distinct arrived");
+    REQUIRE(all_arrived);
   } else {
     // A publish the broker never confirms may go down with it, and one written into the
     // connection the restart is dropping fails as disconnected; what must hold is that both
