@@ -96,6 +96,16 @@ void Connection::open() {
   });
 }
 
+std::chrono::milliseconds Connection::next_dial_within() {
+  // NNG waits a random time below a bound that starts at reconnect_min and doubles with each
+  // failed attempt up to reconnect_max: what is reported is that bound, the longest it may be.
+  if (dial_bound_.count() == 0) dial_bound_ = settings_.reconnect_min;
+  const auto within = dial_bound_;
+  dial_bound_ =
+      std::min(dial_bound_ * 2, std::max(settings_.reconnect_max, settings_.reconnect_min));
+  return within;
+}
+
 void Connection::watch_dial() {
   if (dial_watched_ || dead_) return;
   dial_watched_ = true;
@@ -125,7 +135,7 @@ void Connection::check_dial() {
     dial_failures_seen_ = now;
     const std::string detail = "cannot connect to " + settings_.nng_url + ": " + what;
     reconnect_.ended(why, detail);
-    reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
+    reconnect_.retried_by_transport(why, detail, next_dial_within());
   }
   // NNG's next attempt comes within reconnect_min (doubling after each failure): looking more
   // often than every 100 ms finds little new.
@@ -175,7 +185,7 @@ void Connection::pipe_event(nng_pipe_ev event) {
     // NNG's dialer attempts on its own; a new pipe is the first the client sees of an attempt.
     if (pipes_ == 0) announce_attempt();
   } else if (event == NNG_PIPE_EV_ADD_POST) {
-    if (pipes_++ == 0) reconnect_.connected();
+    if (pipes_++ == 0) reconnect_.connected(), dial_bound_ = settings_.reconnect_min;
   } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
     if (--pipes_ == 0 && !closing_) {
       auto why = make_error_code(errc::disconnected);
@@ -183,7 +193,7 @@ void Connection::pipe_event(nng_pipe_ev event) {
       reconnect_.ended(why, detail);
       attempt_announced_ = false;
       // NNG's dialer reconnects by itself, after its own reconnect time.
-      reconnect_.retried_by_transport(why, detail, settings_.reconnect_min);
+      reconnect_.retried_by_transport(why, detail, next_dial_within());
       watch_dial();
     }
   }

@@ -136,6 +136,8 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   void pipe_event(nng_pipe_ev event);
   // connecting, once per attempt: the first dial, or a pipe NNG adds after a drop.
   void announce_attempt();
+  // The longest NNG's dialer may now wait before its next attempt (StateEvent::retry_in).
+  std::chrono::milliseconds next_dial_within();
 
   template <typename T>
   std::unique_ptr<T> make_slot();
@@ -181,6 +183,7 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   std::uint64_t next_serve_ = 0;
   int pipes_ = 0;
   bool attempt_announced_ = false;  // connecting was said for the attempt under way
+  std::chrono::milliseconds dial_bound_{0};  // NNG's current reconnect bound (see next_dial_within)
   bool closing_ = false;        // no new work; workers leave
   bool close_pending_ = false;  // close() waits for the last exchanges, then shuts down
   bool dead_ = false;           // shut down: the socket is closed

@@ -13,6 +13,7 @@ namespace {
 const char* kPubUsage = R"(usage: polybus pub URL TOPIC [MSG...] [--count N --size B] [--timeout MS]
 Publishes each MSG; with no MSG, each line of standard input; with --count, N generated payloads
 of B bytes (default 100), each beginning with its sequence number. Exits 1 if any publish failed.
+--timeout bounds each publish; by default the URL's op_timeout (10 s unless set there).
 )";
 
 const char* kSubUsage = R"(usage: polybus sub URL TOPIC [--group G] [--count N] [--from OFFSET]
@@ -26,7 +27,8 @@ int run_pub(const Argv& argv) {
   if (args.help()) return std::cout << kPubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
-  auto timeout = std::chrono::milliseconds(args.number("timeout", 10000, 1, 3'600'000));
+  // 0: the client's op_timeout, which the URL may set.
+  auto timeout = std::chrono::milliseconds(args.number("timeout", 0, 1, 3'600'000));
   if (args.has("count") && args.positional().size() > 2)
     throw UsageError("give either MSG arguments or --count, not both");
   if (args.has("size") && !args.has("count")) throw UsageError("--size goes with --count");
@@ -44,7 +46,7 @@ int run_pub(const Argv& argv) {
   auto failed = publisher.finish();
   if (failed)
     std::cerr << "polybus pub: " << failed << " publish(es) failed: " << publisher.first_error() << "\n";
-  client.close_sync(timeout);
+  client.close_sync(timeout.count() > 0 ? timeout : std::chrono::milliseconds(10'000));
   return failed ? 1 : 0;
 }
 

@@ -11,14 +11,16 @@ int run_request(const Argv& argv) {
   Args args(argv, {"timeout"});
   if (args.help()) {
     std::cout << "usage: polybus request URL TOPIC PAYLOAD [--timeout MS]\n"
-                 "Prints the reply payload alone on standard output; exits 1 on error.\n";
+                 "Prints the reply payload alone on standard output; exits 1 on error.\n"
+                 "--timeout defaults to the URL's op_timeout (10 s unless set there).\n";
     return 0;
   }
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
   const std::string& payload = args.positional(2, "PAYLOAD");
   if (args.positional().size() > 3) throw UsageError("unexpected argument '" + args.positional()[3] + "'");
-  auto timeout = std::chrono::milliseconds(args.number("timeout", 10000, 1, 3'600'000));
+  // 0: the client's op_timeout, which the URL may set.
+  auto timeout = std::chrono::milliseconds(args.number("timeout", 0, 1, 3'600'000));
   auto client = connect_reporting(url);
   auto reply = client.request_sync(topic, payload, timeout);
   client.close_sync(std::chrono::seconds(5));
