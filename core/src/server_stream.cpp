@@ -29,7 +29,9 @@ void ServerStream::async_handshake(std::chrono::milliseconds bound,
                                    std::function<void(std::error_code)> done) {
   if (!tls_stream_) return asio::post(socket_.get_executor(), [done] { done({}); });
   handshake_timer_.expires_after(bound);
-  handshake_timer_.async_wait([this](std::error_code ec) {
+  // The copy of done keeps its owner, and so this stream, alive until the wait has ended: it may
+  // have expired just as the handshake completed.
+  handshake_timer_.async_wait([this, keep_owner = done](std::error_code ec) {
     if (!ec) close();  // the handshake then fails with operation_aborted
   });
   tls_stream_->async_handshake(asio::ssl::stream_base::server,
