@@ -6,6 +6,7 @@
 #include "polybus/error.hpp"
 #include "polybus/quickio.hpp"
 #include "polybus/quickio_testing.hpp"
+#include "ping_result.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 
@@ -30,19 +31,6 @@ std::string tls_url(const std::string& scheme, const Server& server, const std::
   return scheme + "://" + server.address() + kFast + "&tls=true&tls_ca_file=" + ca_file;
 }
 
-// A ping's result, or timeout when it has not completed within the bound.
-std::error_code ping_result(Client& client, std::chrono::milliseconds deadline) {
-  Latch pinged;
-  auto result = std::make_shared<std::error_code>(make_error_code(errc::timeout));
-  client.ping(
-      [&pinged, result](const Status& status) {
-        *result = status.code();
-        pinged.count_down();
-      },
-      deadline);
-  if (!pinged.wait_for(1)) return make_error_code(errc::timeout);
-  return *result;
-}
 
 }  // namespace
 
