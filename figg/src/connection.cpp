@@ -232,7 +232,9 @@ void Connection::arm_ping() {
     if (self->holds_ > 0) self->missed_pongs_ = 0;  // not reading: no PONG can arrive
     if (self->server_pongs_ && ++self->missed_pongs_ > 2) {
       self->on_failure(make_error_code(polybus::errc::timeout),
-                       "two PINGs unanswered: connection presumed dead");
+                       "two PINGs unanswered (ping_interval " +
+                           std::to_string(self->ping_interval_.count()) +
+                           "ms): connection presumed dead");
       return;
     }
     self->machine_.ping(++self->ping_counter_);

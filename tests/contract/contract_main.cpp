@@ -8,6 +8,7 @@
 #include "figg_server_broker.hpp"
 #include "nsq_harness_broker.hpp"
 #include "polybus/register_all_test_brokers.hpp"
+#include "tls_brokers.hpp"
 
 namespace polybus::contract {
 
@@ -89,6 +90,7 @@ Client Env::connect(Options extra) const {
 int main(int argc, char* argv[]) {
   polybus::register_all_schemes();
   polybus::register_all_test_brokers();
+  polybus::contract::register_tls_test_brokers();
   polybus::test::register_real_nsq_brokers();
   polybus::test::register_real_figg_broker();
   // --list-contract: "<broker> <case>" per line, for the ctest registration

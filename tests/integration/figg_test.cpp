@@ -6,7 +6,9 @@
 
 #include "polybus/figg_testing.hpp"
 #include "polybus/polybus.hpp"
+#include "ping_result.hpp"
 #include "test_support.hpp"
+#include "tls_certs.hpp"
 
 using namespace polybus;
 using namespace polybus::test;
@@ -15,7 +17,19 @@ using figg::testing::BrokerOptions;
 
 namespace {
 const std::string kFast = "reconnect_initial=5ms&reconnect_max=50ms&ping_interval=100ms";
+
+std::unique_ptr<Broker> launch_tls_broker(const TestCertificates& certs) {
+  BrokerOptions options;
+  options.tls_cert_file = certs.server_cert_file;
+  options.tls_key_file = certs.server_key_file;
+  return Broker::launch(options);
 }
+
+std::string tls_url(const Broker& broker, const std::string& ca_file) {
+  return "figg://" + broker.address() + "?" + kFast + "&tls=true&tls_ca_file=" + ca_file;
+}
+
+}  // namespace
 
 TEST_CASE("figg: 10,000 messages across repeated broker restarts: every acknowledged one arrives, with no gap",
           "[figg]") {
@@ -142,4 +156,109 @@ TEST_CASE("figg: against the real server's shortcomings unsubscribe still stops 
   CHECK(got.count("after") == 0);
   // The connection stays up although the server never answers PING.
   CHECK(client.stats().reconnects == 0);
+}
+
+TEST_CASE("figg: publish and subscribe over TLS", "[figg][tls]") {
+  TestCertificates certs;
+  auto broker = launch_tls_broker(certs);
+  auto subscriber = connect(tls_url(*broker, certs.ca_file));
+  auto publisher = connect(tls_url(*broker, certs.ca_file));
+  Collector got;
+  auto sub = subscriber.subscribe("secure", {}, [&](Message& m) {
+    got.add(std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(publisher.publish_sync("secure", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_count(100));
+  CHECK(got.order().front() == "m0");
+  CHECK(got.order().back() == "m99");
+  CHECK(broker->messages("secure") == 100);
+  CHECK(publisher.stats().reconnects == 0);
+}
+
+TEST_CASE("figg: a client verifying against another CA fails with tls_error naming the address "
+          "and the verification, and backs off", "[figg][tls]") {
+  TestCertificates certs;
+  auto broker = launch_tls_broker(certs);
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  auto client = connect(tls_url(*broker, certs.other_ca_file), options);
+  auto failed = states.wait_for([](const StateEvent& e) {
+    return e.state == ConnectionState::disconnected && e.reason == errc::tls_error;
+  });
+  REQUIRE(failed);
+  const StateEvent failure = states.at(*failed);
+  CHECK_THAT(failure.detail, Catch::Contains(broker->address()));
+  CHECK_THAT(failure.detail, Catch::Contains("certificate verify failed"));
+  auto retry = states.wait_for(
+      [](const StateEvent& e) { return e.state == ConnectionState::reconnecting; }, *failed);
+  REQUIRE(retry);
+  CHECK(states.at(*retry).retry_in > std::chrono::milliseconds(0));
+  PublishOptions short_deadline;
+  short_deadline.timeout = std::chrono::milliseconds(300);
+  CHECK(client.publish_sync("secure", "never", short_deadline).code() != std::error_code{});
+  CHECK(broker->messages("secure") == 0);
+}
+
+TEST_CASE("figg: a plain client against the TLS broker fails within its deadline",
+          "[figg][tls]") {
+  TestCertificates certs;
+  auto broker = launch_tls_broker(certs);
+  auto client = connect("figg://" + broker->address() + "?" + kFast);
+  PublishOptions deadline;
+  deadline.timeout = std::chrono::milliseconds(500);
+  const auto start = std::chrono::steady_clock::now();
+  // Its PUBLISH is read as a TLS hello: the broker closes the connection and stores nothing.
+  CHECK(client.publish_sync("plain", "x", deadline).code() != std::error_code{});
+  CHECK(std::chrono::steady_clock::now() - start < deadline.timeout + std::chrono::seconds(5));
+  CHECK(broker->messages("plain") == 0);
+}
+
+TEST_CASE("figg: a server that stops answering PING is dropped after two unanswered, naming the "
+          "interval, and the client reconnects", "[figg][ping]") {
+  auto broker = Broker::launch();
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  const auto interval = std::chrono::milliseconds(50);
+  auto client = connect("figg://" + broker->address() +
+                            "?reconnect_initial=5ms&reconnect_max=50ms&ping_interval=50ms",
+                        options);
+  // One PONG on the connection: from now on the server is held to answering.
+  REQUIRE(ping_result(client, kWaitBound) == std::error_code{});
+  broker->set_answer_pings(false);
+  const auto silenced = std::chrono::steady_clock::now();
+  auto dropped = states.wait_for([](const StateEvent& e) {
+    return e.state == ConnectionState::disconnected;
+  });
+  REQUIRE(dropped);
+  // At least one interval goes by before the second unanswered PING's own interval ends.
+  CHECK(std::chrono::steady_clock::now() - silenced >= interval);
+  const StateEvent drop = states.at(*dropped);
+  CHECK(drop.reason == errc::timeout);
+  CHECK_THAT(drop.detail, Catch::Contains(broker->address()));
+  CHECK_THAT(drop.detail, Catch::Contains("two PINGs unanswered (ping_interval 50ms)"));
+  REQUIRE(states.wait_for(
+      [](const StateEvent& e) { return e.state == ConnectionState::connected; }, *dropped));
+  CHECK(client.stats().reconnects == 1);
+}
+
+TEST_CASE("figg: a server that answers PING keeps the connection up across many intervals",
+          "[figg][ping]") {
+  auto broker = Broker::launch();
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  auto client = connect("figg://" + broker->address() +
+                            "?reconnect_initial=5ms&reconnect_max=50ms&ping_interval=20ms",
+                        options);
+  REQUIRE(client.publish_sync("up", "x") == std::error_code{});
+  // Ten PONGs are ten intervals, more than three times the two-unanswered bound.
+  REQUIRE(broker->wait_for_pongs(10, kWaitBound));
+  CHECK(client.stats().reconnects == 0);
+  CHECK_FALSE(states.wait_for(
+      [](const StateEvent& e) { return e.state == ConnectionState::disconnected; }, 0,
+      std::chrono::milliseconds(0)));
 }

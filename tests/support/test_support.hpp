@@ -8,8 +8,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "polybus/events.hpp"
 
 namespace polybus::test {
 
@@ -87,6 +90,45 @@ class Latch {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::size_t done_ = 0;
+};
+
+// The connection-state events a client reports (ConnectOptions::on_state = recorder.callback()),
+// with a wait for one that matches. It must outlive the client.
+class StateRecorder {
+ public:
+  StateCallback callback() {
+    return [this](const StateEvent& event) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(event);
+      cv_.notify_all();
+    };
+  }
+  // The index of the first event at or after `from` that matches, once there is one.
+  std::optional<std::size_t> wait_for(std::function<bool(const StateEvent&)> match,
+                                      std::size_t from = 0,
+                                      std::chrono::milliseconds bound = kWaitBound) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::optional<std::size_t> found;
+    cv_.wait_for(lock, bound, [&] {
+      for (std::size_t i = from; i < events_.size(); ++i) {
+        if (match(events_[i])) {
+          found = i;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  StateEvent at(std::size_t index) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_.at(index);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<StateEvent> events_;
 };
 
 // Topic names unique within the process, valid for every protocol ([.a-zA-Z0-9_-], < 64).

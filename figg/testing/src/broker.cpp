@@ -1,10 +1,13 @@
 #include <asio.hpp>
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/adapter/server_stream.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/figg_testing.hpp"
 #include "polybus/testing.hpp"
@@ -14,6 +17,8 @@ namespace polybus::figg::testing {
 using asio::ip::tcp;
 
 namespace {
+
+constexpr auto kTlsHandshakeBound = std::chrono::seconds(5);  // as nsqd
 
 struct Entry {
   std::uint64_t start;  // byte position of the message in the log
@@ -36,7 +41,12 @@ class Session;
 
 class BrokerImpl {
  public:
-  explicit BrokerImpl(BrokerOptions options) : options_(options), acceptor_(io_.context()) {
+  explicit BrokerImpl(BrokerOptions options)
+      : options_(std::move(options)),
+        tls_context_(options_.tls_cert_file.empty() || options_.tls_key_file.empty()
+                         ? nullptr
+                         : make_server_tls_context(options_.tls_cert_file, options_.tls_key_file)),
+        acceptor_(io_.context()) {
     io_.run([this] { listen(0); });
   }
   ~BrokerImpl() {
@@ -67,6 +77,12 @@ class BrokerImpl {
   void forget(Session* session) { sessions_.erase(session); }
 
   BrokerOptions options_;
+  std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
+  bool answer_pings_ = true;
+  // Counted on the io thread, waited for on others.
+  mutable std::mutex pongs_mutex_;
+  mutable std::condition_variable pongs_changed_;
+  std::uint64_t pongs_ = 0;
   IoThread io_;  // before everything that uses its io_context: destroyed after them
   tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
@@ -80,14 +96,18 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(BrokerImpl& broker, tcp::socket socket)
-      : broker_(broker), socket_(std::move(socket)), parser_(broker.options_.max_payload) {}
+      : broker_(broker),
+        stream_(std::move(socket), broker.tls_context_),
+        parser_(broker.options_.max_payload) {}
 
-  void start() { read(); }
-  void close() {
-    std::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+  // The TLS handshake, if any, then reading; a client that fails the handshake is closed.
+  void start() {
+    stream_.async_handshake(kTlsHandshakeBound, [self = shared_from_this()](std::error_code ec) {
+      if (ec) return self->finish();
+      self->read();
+    });
   }
+  void close() { stream_.close(); }
   // New messages in a topic: send what this session is attached to.
   void pump();
 
@@ -97,11 +117,12 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   void read() {
-    socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
-      if (ec) return self->finish();
-      self->received(std::string_view(self->buffer_, n));
-      if (self->socket_.is_open()) self->read();
-    });
+    stream_.async_read_some(asio::buffer(buffer_),
+                            [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                              if (ec) return self->finish();
+                              self->received(std::string_view(self->buffer_, n));
+                              if (self->stream_.is_open()) self->read();
+                            });
   }
   void finish() {
     close();
@@ -124,7 +145,7 @@ class Session : public std::enable_shared_from_this<Session> {
     write();
   }
   void write() {
-    if (writing_ || queue_.empty() || !socket_.is_open()) return;
+    if (writing_ || queue_.empty() || !stream_.is_open()) return;
     writing_ = true;
     auto batch = std::make_shared<std::vector<Piece>>();
     std::vector<asio::const_buffer> buffers;
@@ -136,7 +157,8 @@ class Session : public std::enable_shared_from_this<Session> {
       buffers.push_back(asio::buffer(p.bytes));
       if (p.payload) buffers.push_back(asio::buffer(*p.payload));
     }
-    asio::async_write(socket_, buffers, [self = shared_from_this(), batch](std::error_code ec, std::size_t n) {
+    stream_.async_write(buffers, [self = shared_from_this(), batch](std::error_code ec,
+                                                                    std::size_t n) {
       self->writing_ = false;
       self->queued_ -= std::min(self->queued_, n);
       if (ec) return self->finish();
@@ -151,7 +173,7 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   BrokerImpl& broker_;
-  tcp::socket socket_;
+  ServerStream stream_;
   FrameParser parser_;
   char buffer_[64 * 1024];
   std::deque<Piece> queue_;
@@ -235,6 +257,12 @@ bool Session::handle(const Frame& frame) {
       std::uint64_t timestamp = 0;
       if (parse_u64(frame.payload, timestamp)) return false;
       if (broker_.options_.real_server_quirks) return true;  // the older server has no PONG
+      if (!broker_.answer_pings_) return true;
+      {
+        std::lock_guard<std::mutex> lock(broker_.pongs_mutex_);
+        ++broker_.pongs_;
+        broker_.pongs_changed_.notify_all();
+      }
       std::string out;
       append_pong(out, timestamp);
       send(std::move(out));
@@ -310,6 +338,17 @@ std::uint64_t Broker::end_offset(const std::string& topic) const {
 }
 std::uint64_t Broker::messages(const std::string& topic) const {
   return impl_->run([this, &topic] { return impl_->topic(topic).end_number(); });
+}
+std::uint64_t Broker::pongs() const {
+  std::lock_guard<std::mutex> lock(impl_->pongs_mutex_);
+  return impl_->pongs_;
+}
+bool Broker::wait_for_pongs(std::uint64_t n, std::chrono::milliseconds bound) const {
+  std::unique_lock<std::mutex> lock(impl_->pongs_mutex_);
+  return impl_->pongs_changed_.wait_for(lock, bound, [&] { return impl_->pongs_ >= n; });
+}
+void Broker::set_answer_pings(bool answer) {
+  impl_->run([this, answer] { impl_->answer_pings_ = answer; });
 }
 
 namespace {

@@ -10,6 +10,7 @@ namespace {
 
 constexpr std::size_t kMaxHttpHead = 16 * 1024;
 constexpr auto kLingerBound = std::chrono::seconds(2);
+constexpr auto kTlsHandshakeBound = std::chrono::seconds(5);  // as nsqd
 
 std::size_t max_http_body(const ServerOptions& options) {
   // A body gathers many events; one event alone may be as large as max_event_size.
@@ -96,14 +97,22 @@ class Connection::StreamPeer final : public Peer {
 
 Connection::Connection(ServerImpl& server, asio::ip::tcp::socket socket)
     : server_(server),
-      socket_(std::move(socket)),
+      stream_(std::move(socket), server.tls_context_),
       raw_decoder_(server.options_.max_event_size),
       http_parser_(kMaxHttpHead, max_http_body(server.options_)) {}
 
 Connection::~Connection() = default;
 
+void Connection::start() {
+  stream_.async_handshake(kTlsHandshakeBound, [self = shared_from_this()](std::error_code ec) {
+    if (self->terminated_) return;
+    if (ec) return self->terminate();
+    self->read();
+  });
+}
+
 void Connection::read() {
-  socket_.async_read_some(asio::buffer(buffer_),
+  stream_.async_read_some(asio::buffer(buffer_),
                           [self = shared_from_this()](std::error_code ec, std::size_t n) {
                             if (self->terminated_) return;
                             if (ec) return self->terminate();
@@ -382,22 +391,27 @@ void Connection::write() {
   if (out_.empty()) {
     if (close_when_flushed_) {
       close_when_flushed_ = false;
-      std::error_code ignored;
-      socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      write_in_flight_ = true;  // TLS's close_notify is a write
+      stream_.async_shutdown_send([self = shared_from_this()](std::error_code ec) {
+        self->write_in_flight_ = false;
+        if (self->terminated_) return;
+        if (ec) return self->terminate();
+        self->write();
+      });
     }
     return;
   }
   writing_.swap(out_);
   out_.clear();
   write_in_flight_ = true;
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](std::error_code ec, std::size_t) {
-                      self->write_in_flight_ = false;
-                      self->writing_.clear();
-                      if (self->terminated_) return;
-                      if (ec) return self->terminate();
-                      self->write();
-                    });
+  stream_.async_write(asio::buffer(writing_),
+                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                        self->write_in_flight_ = false;
+                        self->writing_.clear();
+                        if (self->terminated_) return;
+                        if (ec) return self->terminate();
+                        self->write();
+                      });
 }
 
 void Connection::end_peer() {
@@ -424,9 +438,7 @@ void Connection::terminate() {
   terminated_ = true;
   auto self = shared_from_this();  // forget() may drop the last owner
   end_peer();
-  std::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.close();
   server_.forget(this);
 }
 

@@ -1,7 +1,8 @@
 // One accepted TCP connection. Its first bytes decide what it carries, as on the real server:
 // "/qio/ohai" raw QuickIO, an HTTP request otherwise (a GET with Upgrade becomes WebSocket, POSTs
 // are long polling). Writes are gathered: what is queued while a write is in flight goes out
-// in the next one.
+// in the next one. With a certificate configured, all of it runs over TLS: the handshake comes
+// first, and a client that fails it is closed.
 #pragma once
 
 #include <asio.hpp>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "polybus/adapter/http.hpp"
+#include "polybus/adapter/server_stream.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "server_impl.hpp"
 
@@ -20,11 +22,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(ServerImpl& server, asio::ip::tcp::socket socket);
   ~Connection();
 
-  void start() { read(); }
+  void start();  // the TLS handshake, if any, then reading
   // Sends what is queued, shuts down the sending side and drains the peer's bytes until it
   // closes (or kLingerBound passes): the client reads everything written before the close.
   void close_gracefully();
-  void terminate();  // closes the socket now
+  void terminate();  // closes the connection now
   bool lingering_too_long(Clock::time_point now) const;
 
   // Raw and WebSocket: one event to the client.
@@ -56,7 +58,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write();
 
   ServerImpl& server_;
-  asio::ip::tcp::socket socket_;
+  ServerStream stream_;
   Mode mode_ = Mode::sniffing;
   bool terminated_ = false;
   bool close_when_flushed_ = false;

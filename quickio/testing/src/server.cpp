@@ -4,6 +4,7 @@
 
 #include "connection.hpp"
 #include "http_session.hpp"
+#include "polybus/adapter/server_stream.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "polybus/testing.hpp"
 #include "server_impl.hpp"
@@ -22,6 +23,9 @@ std::chrono::milliseconds tick_interval(const ServerOptions& o) {
 
 ServerImpl::ServerImpl(ServerOptions options)
     : options_(std::move(options)),
+      tls_context_(options_.tls_cert_file.empty() || options_.tls_key_file.empty()
+                       ? nullptr
+                       : make_server_tls_context(options_.tls_cert_file, options_.tls_key_file)),
       acceptor_(io_.context()),
       tick_timer_(io_.context()),
       tick_interval_(tick_interval(options_)) {

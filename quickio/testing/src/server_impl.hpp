@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -111,6 +112,7 @@ class ServerImpl {
   void forget(Connection* connection) { connections_.erase(connection); }
 
   ServerOptions options_;
+  std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
   WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
   IoThread io_;  // before everything that uses its io_context: destroyed after them
   asio::ip::tcp::acceptor acceptor_;

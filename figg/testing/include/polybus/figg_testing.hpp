@@ -6,8 +6,11 @@
 //
 //   auto broker = polybus::figg::testing::Broker::launch();
 //   auto client = polybus::connect("figg://" + broker->address());
+//
+// With BrokerOptions::tls_cert_file and tls_key_file, clients connect with "?tls=true".
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +27,10 @@ struct BrokerOptions {
   std::size_t retention_bytes = 0;
   // Largest payload accepted; a bigger frame closes the connection.
   std::size_t max_payload = 64 << 20;
+  // PEM files: with both, every connection is TLS from its first byte, and one whose TLS
+  // handshake fails is closed.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class BrokerImpl;
@@ -43,6 +50,13 @@ class Broker {
   std::size_t connections() const;
   std::uint64_t end_offset(const std::string& topic) const;
   std::uint64_t messages(const std::string& topic) const;
+  // PINGs answered with a PONG, on every connection so far; the wait returns false when there
+  // are still fewer than n after `bound`.
+  std::uint64_t pongs() const;
+  bool wait_for_pongs(std::uint64_t n, std::chrono::milliseconds bound) const;
+  // False: PINGs go unanswered from now on, as a server that stopped responding (unlike
+  // real_server_quirks, the client may have seen PONGs before).
+  void set_answer_pings(bool answer);
 
   explicit Broker(std::unique_ptr<BrokerImpl> impl);
 

@@ -7,6 +7,8 @@
 //
 //   auto server = polybus::quickio::testing::Server::launch();
 //   auto client = polybus::connect("quickio://" + server->address());
+//
+// With ServerOptions::tls_cert_file and tls_key_file, clients connect with "?tls=true".
 #pragma once
 
 #include <chrono>
@@ -33,6 +35,10 @@ struct ServerOptions {
   std::size_t max_subscriptions = 1024;  // per client; over it /qio/on answers 420
   bool refuse_websocket = false;         // upgrades answered 400 (the client's HTTP fallback)
   std::string public_hostname;           // /qio/hostname answer; empty: "127.0.0.1:<port>"
+  // PEM files: with both, every connection is TLS from its first byte (raw, WebSocket and HTTP
+  // alike), and one whose TLS handshake fails is closed.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class ServerImpl;
