@@ -439,3 +439,43 @@ TEST_CASE("nsq+lookupd: an nsqd nsqlookupd stops listing is retired (RDY 0, its 
   CHECK(retired->channel_depth("retire", "retire") == 1);
   CHECK(got.count("after") == 0);
 }
+
+TEST_CASE("nsq: a failed message backs off: RDY 0 for the wait, RDY 1 to test, then the full "
+          "count again",
+          "[nsq][backoff]") {
+  auto nsqd = Nsqd::start();
+  Collector handled;
+  std::atomic<int> deliveries{0};
+  auto client = connect("nsq://" + nsqd->tcp_address() +
+                        "?backoff_multiplier=50ms&max_backoff_duration=200ms&requeue_delay=0&"
+                        "max_in_flight=8&" + kFast);
+  SubscribeOptions group;
+  group.group = "backoff";
+  auto sub = client.subscribe("backoff", group, [&](Message& m) {
+    if (++deliveries == 1) throw std::runtime_error("fails once");
+    handled.add(std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  auto told_in_order = [&](const std::vector<std::int64_t>& expected) {
+    return [&nsqd, expected] {
+      std::size_t matched = 0;
+      for (auto count : nsqd->ready_counts_set("backoff", "backoff"))
+        if (matched < expected.size() && count == expected[matched]) ++matched;
+      return matched == expected.size();
+    };
+  };
+  REQUIRE(client.publish_sync("backoff", "x") == std::error_code{});
+  REQUIRE(handled.wait_for_distinct(1));
+  // The full count, 0 while backing off, then 1 to test the water (as go-nsq, a message handled
+  // during the wait does not count: the next one decides) ...
+  REQUIRE(nsqd->wait_until(told_in_order({8, 0, 1})));
+  // ... and a success on that test brings the full count back.
+  REQUIRE(client.publish_sync("backoff", "y") == std::error_code{});
+  REQUIRE(handled.wait_for_distinct(2));
+  const bool in_order = nsqd->wait_until(told_in_order({8, 0, 1, 8}));
+  auto told = nsqd->ready_counts_set("backoff", "backoff");
+  std::string text;
+  for (auto count : told) text += std::to_string(count) + " ";
+  INFO("RDY counts set: " << text);
+  CHECK(in_order);
+}

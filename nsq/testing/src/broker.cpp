@@ -136,7 +136,7 @@ std::string Channel::requeue(std::uint64_t client_id, const MessageId& id,
   in_flight_.erase(it);
   ++requeue_count_;
   requeue_delays_.push_back(delay);
-  if (requeue_delays_.size() > kKeptRequeueDelays) requeue_delays_.pop_front();
+  if (requeue_delays_.size() > kKeptHistory) requeue_delays_.pop_front();
   if (delay.count() == 0) {
     ready_.push_back(std::move(message));
   } else {

@@ -144,11 +144,17 @@ class Channel {
   std::size_t deferred() const { return deferred_.size(); }
   std::uint64_t timeout_count() const { return timeout_count_; }
   std::uint64_t requeue_count() const { return requeue_count_; }
-  // The delay each REQ asked for, after nsqd's clamp, in order (the last kKeptRequeueDelays).
+  // The delay each REQ asked for, after nsqd's clamp, in order (the last kKeptHistory).
   const std::deque<std::chrono::milliseconds>& requeue_delays() const { return requeue_delays_; }
   // The largest RDY count a subscriber of this channel has set.
-  void note_ready_count(std::int64_t count) { max_ready_count_ = std::max(max_ready_count_, count); }
+  void note_ready_count(std::int64_t count) {
+    max_ready_count_ = std::max(max_ready_count_, count);
+    ready_counts_set_.push_back(count);
+    if (ready_counts_set_.size() > kKeptHistory) ready_counts_set_.pop_front();
+  }
   std::int64_t max_ready_count() const { return max_ready_count_; }
+  // Every RDY count its subscribers set, in order (the last kKeptHistory).
+  const std::deque<std::int64_t>& ready_counts_set() const { return ready_counts_set_; }
   // The RDY counts its subscribers have set now, summed.
   std::int64_t ready_count() const {
     std::int64_t sum = 0;
@@ -180,8 +186,9 @@ class Channel {
   std::size_t next_subscriber_ = 0;
   std::uint64_t timeout_count_ = 0;
   std::uint64_t requeue_count_ = 0;
-  static constexpr std::size_t kKeptRequeueDelays = 1024;
+  static constexpr std::size_t kKeptHistory = 1024;
   std::deque<std::chrono::milliseconds> requeue_delays_;
+  std::deque<std::int64_t> ready_counts_set_;
 };
 
 class Topic {

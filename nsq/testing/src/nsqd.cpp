@@ -149,6 +149,13 @@ std::uint64_t Nsqd::requeue_count(const std::string& topic, const std::string& c
                                      [](const Channel& c) { return c.requeue_count(); });
 }
 
+std::vector<std::int64_t> Nsqd::ready_counts_set(const std::string& topic,
+                                                 const std::string& channel) const {
+  return channel_stat<std::vector<std::int64_t>>(*server_, topic, channel, [](const Channel& c) {
+    return std::vector<std::int64_t>(c.ready_counts_set().begin(), c.ready_counts_set().end());
+  });
+}
+
 std::vector<std::chrono::milliseconds> Nsqd::requeue_delays(const std::string& topic,
                                                             const std::string& channel) const {
   return channel_stat<std::vector<std::chrono::milliseconds>>(

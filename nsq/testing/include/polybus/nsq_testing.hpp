@@ -137,6 +137,9 @@ class Nsqd {
   // Timeouts that sent an in-flight message back to its channel, and REQs, per channel.
   std::uint64_t timeout_count(const std::string& topic, const std::string& channel) const;
   std::uint64_t requeue_count(const std::string& topic, const std::string& channel) const;
+  // Every RDY count the channel's subscribers set, oldest first (the last 1024).
+  std::vector<std::int64_t> ready_counts_set(const std::string& topic,
+                                             const std::string& channel) const;
   // The delay of each REQ the channel took, as nsqd clamped it, oldest first (the last 1024).
   std::vector<std::chrono::milliseconds> requeue_delays(const std::string& topic,
                                                         const std::string& channel) const;
