@@ -250,7 +250,8 @@ TEST_CASE("nsq: an nsqd whose max_rdy_count is below max_in_flight gets RDY with
   auto consumer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
   SubscribeOptions group;
   group.group = "limited";
-  auto sub = consumer.subscribe("limited", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe("limited", group,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   for (int i = 0; i < 30; ++i)
@@ -374,7 +375,8 @@ TEST_CASE("nsq+lookupd: producers of several nsqlookupd are unioned, and one dow
                           options);
   SubscribeOptions group;
   group.group = "union";
-  auto sub = consumer.subscribe("union", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe("union", group,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_for_distinct(2));
   CHECK(got.count(a->tcp_address()) == 1);

@@ -121,7 +121,7 @@ func run() int {
 		msgTimeout  = flag.Duration("msg-timeout", 60*time.Second, "nsqd default message timeout")
 		maxMsgTO    = flag.Duration("max-msg-timeout", 15*time.Minute, "nsqd maximum message timeout")
 		maxRdyCount = flag.Int64("max-rdy-count", 2500, "nsqd maximum RDY count per client")
-		scanRefresh = flag.Duration("queue-scan-refresh-interval", 5*time.Second, "how often nsqd adds new channels to its scan of deferred and timed-out messages (tests: short, or a new channel's first deferred message waits up to this long)")
+		scanRefresh = flag.Duration("queue-scan-refresh-interval", 5*time.Second, "how often nsqd adds new channels to its deferred and timeout scan (tests: short)")
 		logLevel    = flag.String("log-level", "warn", "log level for both servers: debug, info, warn, error, fatal (logs go to stderr)")
 		watchStdin  = flag.Bool("watch-stdin", true, "shut down when stdin reaches EOF (set false when stdin is /dev/null)")
 	)
