@@ -20,12 +20,9 @@ ReconnectLoop::ReconnectLoop(const Strand& strand, Backoff policy, std::string e
       endpoint_(std::move(endpoint)),
       reports_(std::move(reports)) {}
 
+// One copy of the context, shared by both reports (capturing it by value copied it twice).
 ReconnectLoop::ReconnectLoop(const AdapterContext& context, std::string endpoint)
-    : ReconnectLoop(context.strand(), context.backoff(), std::move(endpoint),
-                    Reports{[context](const StateEvent& e) {
-                              context.state(e.state, e.endpoint, e.reason, e.detail, e.retry_in);
-                            },
-                            [context] { context.count_reconnect(); }}) {}
+    : ReconnectLoop(std::make_shared<const AdapterContext>(context), std::move(endpoint)) {}
 
 ReconnectLoop::ReconnectLoop(std::shared_ptr<const AdapterContext> context, std::string endpoint)
     : ReconnectLoop(context->strand(), context->backoff(), std::move(endpoint),

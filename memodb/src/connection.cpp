@@ -428,7 +428,12 @@ void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
   }
   ctx_.count_bytes_in(nng_msg_len(msg.get()));
   auto step = worker.machine.received(body(msg.get()), should_run(worker));
-  if (step.ec) ctx_.error(step.ec, describe(worker) + ": " + step.why + "; registering again");
+  if (step.ec) {
+    // What follows is the machine's decision: a worker that is leaving does not register again.
+    const bool stops = step.next == Worker::Next::stop;
+    ctx_.error(step.ec, describe(worker) + ": " + step.why +
+                            (stops ? "; the worker stops" : "; registering again"));
+  }
   switch (step.next) {
     case Worker::Next::handle:
       return on_job(worker, step.service, step.payload, std::move(msg));

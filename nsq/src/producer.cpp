@@ -17,26 +17,26 @@ Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings setti
 }
 
 void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
-  // Linear in the answer (it may list tens of thousands).
-  std::unordered_set<std::string> listed;
+  // Linear in the answer (it may list tens of thousands): one set of the nsqd known.
+  std::unordered_set<std::string> known;
+  for (auto& node : nodes_) known.insert(node->target.to_string());
   if (discovered) {
-    for (auto& target : nsqds) listed.insert(target.to_string());
     // Known nsqd that failed and hold nothing give way when the answer offers others.
-    bool offers_new = false;
-    std::unordered_set<std::string> known;
-    for (auto& node : nodes_) known.insert(node->target.to_string());
-    for (auto& key : listed) offers_new = offers_new || !known.count(key);
+    const bool offers_new = std::any_of(nsqds.begin(), nsqds.end(), [&](const HostPort& target) {
+      return known.count(target.to_string()) == 0;
+    });
     if (offers_new) {
       std::vector<std::shared_ptr<Node>> failed;
       for (auto& node : nodes_)
         if (node->failed && node->awaiting.empty() &&
             !(node->connection && node->connection->ready()))
           failed.push_back(node);
-      for (auto& node : failed) retire(node);
+      for (auto& node : failed) {
+        known.erase(node->target.to_string());
+        retire(node);
+      }
     }
   }
-  std::unordered_set<std::string> known;
-  for (auto& node : nodes_) known.insert(node->target.to_string());
   // More than may be kept: a random choice, so that a list led by dead entries cannot keep a
   // publisher from the live ones for good, and publishers spread over the nsqd.
   if (discovered && nodes_.size() + nsqds.size() > settings_.max_nsqd_connections)
