@@ -127,6 +127,7 @@ AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
 void AdapterContext::state(ConnectionState state, const std::string& endpoint,
                            std::error_code reason, const std::string& detail,
                            std::chrono::milliseconds retry_in) const {
+  if (shared_->closed.load()) return;  // the application heard closed: nothing after it
   shared_->connectivity.on_state(state, endpoint, reason, detail, retry_in);
   if (state == ConnectionState::reconnecting && shared_->on_retry_scheduled)
     shared_->on_retry_scheduled();

@@ -299,6 +299,7 @@ void ClientCore::finish_close(bool deadline_passed) {
     self->ops_->set_on_idle(nullptr);
     if (self->shared_->on_state)
       self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
+    self->shared_->closed.store(true);
     auto waiters = std::move(self->close_waiters_);
     for (auto& waiter : waiters) waiter(result);
     self->adapter_.reset();

@@ -41,6 +41,8 @@ class ClientShared {
   Connectivity connectivity;
   // A reconnect was scheduled: operations that no attempt left can serve in time may fail now.
   std::function<void()> on_retry_scheduled;
+  // Set once close has completed: no state event or error reaches the application after it.
+  std::atomic<bool> closed{false};
 
   void emit_error(std::error_code ec, const std::string& message) const;
   void log(LogLevel level, std::string_view text) const;

@@ -45,6 +45,7 @@ Stats AtomicStats::snapshot() const {
 }
 
 void ClientShared::emit_error(std::error_code ec, const std::string& message) const {
+  if (closed.load()) return;
   if (on_error) {
     try {
       on_error(ec, message);

@@ -27,8 +27,8 @@ std::string range_text(const OptionSpec& spec) {
     case OptionType::integer:
       return "an integer in [" + std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]";
     case OptionType::duration:
-      return "a duration in [" + std::to_string(spec.min) + "ms, " + std::to_string(spec.max) +
-             "ms] (e.g. 250ms, 2s, 1m)";
+      return "a duration with a unit (ms, s, m or h; e.g. 250ms, 2s, 1m) in [" +
+             std::to_string(spec.min) + "ms, " + std::to_string(spec.max) + "ms]";
     case OptionType::string: return "a string";
     case OptionType::choice: {
       std::string text = "one of";
@@ -66,6 +66,9 @@ bool parse_duration(std::string_view text, std::chrono::milliseconds& out) {
   if (!parse_int(text.substr(0, digits), number)) return false;
   std::string_view unit = text.substr(digits);
   std::int64_t scale = 0;
+  // A unit is required: "5" could mean 5 ms or 5 s. Only 0 and -1 (the "off" and "none" of some
+  // options) are the same in every unit.
+  if (unit.empty() && number != 0 && number != -1) return false;
   if (unit.empty() || unit == "ms") scale = 1;
   else if (unit == "s") scale = 1000;
   else if (unit == "m") scale = 60'000;

@@ -168,7 +168,9 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
     ready_result_ = Status(ec, detail);
   }
   ready_cv_.notify_all();
-  if (ec) shared_->emit_error(ec, topic_ + ": subscription refused: " + detail);
+  // Closing the client is the application's own doing, not an error to report.
+  if (ec && ec != make_error_code(errc::closed))
+    shared_->emit_error(ec, topic_ + ": subscription refused: " + detail);
 }
 
 void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {

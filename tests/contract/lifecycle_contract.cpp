@@ -540,3 +540,44 @@ CONTRACT_CASE(state_events_follow_the_connection_through_a_broker_restart) {
     CHECK(state != ConnectionState::connected);
   }
 }
+
+CONTRACT_CASE(nothing_reaches_the_application_after_close_completes) {
+  std::atomic<bool> close_returned{false};
+  std::atomic<int> after_close{0};
+  std::mutex mutex;
+  std::string first_late;
+  auto late = [&](const std::string& what) {
+    if (!close_returned.load()) return;
+    ++after_close;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (first_late.empty()) first_late = what;
+  };
+  std::vector<std::string> errors;
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) { late(std::string("state ") + to_string(e.state)); };
+  options.on_error = [&](std::error_code, const std::string& what) {
+    late("error " + what);
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back(what);
+  };
+  auto client = polybus::connect(env.url, options);
+  Subscription sub;
+  if (env.caps.subscribe) sub = client.subscribe(unique_name("late"), {}, [](Message&) {});
+  if (env.caps.request_reply)
+    client.request("late", "x", [](const Reply&) {}, 5s);  // left pending: close cuts it off
+  (void)client.close_sync(100ms);
+  close_returned = true;
+  // What would make a live client speak: its broker going away (a bound, not a synchronisation).
+  env.broker->stop();
+  Latch never;
+  (void)never.wait_for(1, 300ms);
+  env.broker->start();
+  INFO("first after close: " << first_late);
+  CHECK(after_close.load() == 0);
+  // Closing is the application's own doing: the subscription it cut off is no error.
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& what : errors) {
+    INFO(what);
+    CHECK(what.find("client closed") == std::string::npos);
+  }
+}

@@ -107,7 +107,7 @@ class ResolvedOptions {
   std::map<std::string, Value, std::less<>> values_;
 };
 
-// "250ms", "2s", "1m", "1h", or a plain number of milliseconds.
+// "250ms", "2s", "1m", "1h"; a number without a unit only for 0 and -1.
 bool parse_duration(std::string_view text, std::chrono::milliseconds& out);
 
 }  // namespace polybus

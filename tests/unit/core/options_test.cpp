@@ -18,8 +18,11 @@ TEST_CASE("durations parse with units and reject garbage", "[options]") {
   CHECK(ms == 60000ms);
   CHECK(parse_duration("1h", ms));
   CHECK(ms == 3600000ms);
-  CHECK(parse_duration("42", ms));
-  CHECK(ms == 42ms);
+  // Without a unit, 42 could be ms or s: refused. 0 and -1 mean the same in every unit.
+  CHECK_FALSE(parse_duration("42", ms));
+  CHECK_FALSE(parse_duration("5", ms));
+  CHECK(parse_duration("0", ms));
+  CHECK(ms == 0ms);
   CHECK(parse_duration("-1", ms));
   CHECK(ms == -1ms);
   CHECK_FALSE(parse_duration("", ms));
@@ -146,5 +149,27 @@ TEST_CASE("every scheme's own rules hold for its defaults and refuse contradicti
     CHECK_THROWS_WITH(
         ResolvedOptions::resolve(info->options, {{"snappy", "true"}, {"deflate", "true"}}, name),
         Catch::Contains("'snappy' and 'deflate' cannot both be true"));
+  }
+}
+
+TEST_CASE("a duration without a unit is refused, naming the key and the units", "[options]") {
+  try {
+    ResolvedOptions::resolve(core_option_table(), {{"op_timeout", "5"}}, "t");
+    FAIL("op_timeout=5 was taken (as 5 ms)");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::invalid_option);
+    CHECK_THAT(e.what(), Catch::Contains("'op_timeout'") && Catch::Contains("'5'") &&
+                             Catch::Contains("with a unit (ms, s, m or h"));
+  }
+  // Every duration option of every scheme: a bare number is refused, the same with a unit is not.
+  for (const auto& name : registered_schemes()) {
+    auto info = describe_scheme(name);
+    REQUIRE(info.has_value());
+    for (const auto& spec : info->options.specs()) {
+      if (spec.type != OptionType::duration) continue;
+      INFO(name << " " << spec.name);
+      const auto value = std::to_string(std::max<std::int64_t>(spec.min, 2));
+      CHECK_THROWS_AS(ResolvedOptions::resolve(info->options, {{spec.name, value}}, name), Error);
+    }
   }
 }
