@@ -1,5 +1,5 @@
-// Sans-IO codec for the MemoDB broker protocol memo01 (memodb-broker-protocol.md, and the real
-// broker's details in shared/notes/memodb.md). One NNG message is a CBOR header array
+// Sans-IO codec for the MemoDB broker protocol memo01 (github.com/yotann/bcdb's broker, and the
+// real broker's details, docs/memodb.md). One NNG message is a CBOR header array
 // immediately followed by the raw payload, with no length prefix in between:
 //
 //   READY      ["memo01", 1, ID, [service names]]            no payload

@@ -1,6 +1,6 @@
 // An in-process MemoDB broker (memo01) for tests: an NNG rep0 socket with one context per
 // request it holds, routing jobs by service name to registered workers, queueing jobs no worker
-// takes, and the real broker's rules (shared/notes/memodb.md): worker IDs of 4 bytes from a new
+// takes, and the real broker's rules (docs/memodb.md): worker IDs of 4 bytes from a new
 // range after each start, HEARTBEAT to a worker idle for heartbeat_interval, a worker that does
 // not answer within heartbeat_timeout or return its RESULT within the job's timeout is
 // forgotten, a job no worker takes within queue_timeout is dropped, DISCONNECT to IDs it does

@@ -1,5 +1,5 @@
-// Sans-IO codec for QuickIO 0.2.1 (quickio-client-architecture.rst, and the real server's
-// behaviour in ../shared/notes/quickio.md): the event text `<path>:<callback id>=<json>`, the
+// Sans-IO codec for QuickIO 0.2.1 (its client architecture document, and the real server's
+// behaviour, docs/quickio.md): the event text `<path>:<callback id>=<json>`, the
 // callback bodies, the raw TCP framing (8-byte big-endian length + event text) and the
 // newline-separated bodies of HTTP long polling. Shared by the client and the in-process server.
 #pragma once
