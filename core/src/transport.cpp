@@ -7,12 +7,16 @@
 #include <mutex>
 #include <tuple>
 
+#include "polybus/adapter/protocol_guess.hpp"
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
 
 namespace polybus {
 
 namespace {
+
+// Enough to tell one protocol from another (protocol_guess.hpp).
+constexpr std::size_t kFirstBytesKept = 16;
 constexpr std::size_t kMaxGather = 64;  // buffers per write
 
 // One TLS context per set of TLS settings, shared by every transport that uses it (loading a CA
@@ -278,6 +282,8 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   }
   last_read_ = Clock::now();
   if (stats_) stats_->count_bytes_in(n);
+  if (first_bytes_.size() < kFirstBytesKept)
+    first_bytes_.append(chunk_->data.data(), std::min(n, kFirstBytesKept - first_bytes_.size()));
   auto chunk = chunk_;
   const std::uint64_t gen = generation_;
   if (callbacks_.on_data) callbacks_.on_data(chunk, chunk->data.data(), n);
@@ -438,6 +444,12 @@ void Transport::fail(std::error_code ec, const std::string& detail) {
 
 void Transport::end(std::error_code ec, const std::string& detail, bool report) {
   const bool was_active = connecting_ || connected_;
+  // A connection whose server spoke another protocol from its first bytes says so.
+  const std::string hint =
+      report && was_active && !settings_.protocol.empty() && !first_bytes_.empty()
+          ? protocol_mismatch_hint(first_bytes_, settings_.protocol)
+          : std::string();
+  first_bytes_.clear();
   ++generation_;
   connecting_ = connected_ = reading_ = writing_ = upgrading_ = close_when_flushed_ = false;
   read_paused_ = frame_timer_armed_ = false;
@@ -457,7 +469,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   in_flight_.clear();
   queued_bytes_ = 0;
   total_queued_ = total_written_;  // what was dropped is never written: marks before this are void
-  if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail);
+  if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail + hint);
 }
 
 }  // namespace polybus

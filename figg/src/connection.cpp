@@ -14,7 +14,9 @@ Connection::Connection(const AdapterContext& context, HostPort endpoint)
                static_cast<std::size_t>(context.options().get_int("max_frame_size")), *this),
       reconnect_(context, endpoint_.to_string()),
       ping_interval_(context.options().get_duration("ping_interval")),
-      ping_timer_(context.strand()) {}
+      ping_timer_(context.strand()) {
+  settings_.protocol = "Figg";
+}
 
 Connection::~Connection() {
   if (transport_) transport_->close();  // pending reads hold the transport until it closes

@@ -24,6 +24,7 @@ Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort t
       events_(std::move(events)) {
   // NSQ negotiates TLS inside the protocol (IDENTIFY tls_v1), so the socket starts plain.
   transport_settings_.tls.enabled = false;
+  transport_settings_.protocol = "NSQ";
 }
 
 Connection::~Connection() {
@@ -101,7 +102,9 @@ void Connection::close_after_flush() {
 
 void Connection::fail(std::error_code ec, const std::string& detail) {
   if (!connecting_ && !ready_) return;
-  if (transport_) transport_->close();
+  // Through the transport, which reports it (adding what the server's first bytes looked like
+  // when they were another protocol's); directly if the transport had already ended.
+  if (transport_) transport_->fail(ec, detail);
   closed(ec, detail);
 }
 

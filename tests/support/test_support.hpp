@@ -124,6 +124,10 @@ class StateRecorder {
     std::lock_guard<std::mutex> lock(mutex_);
     return events_.at(index);
   }
+  std::vector<StateEvent> events() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_;
+  }
 
  private:
   mutable std::mutex mutex_;

@@ -115,9 +115,14 @@ void Connection::connect() {
     http.poll_delay_max = settings_.http_poll_delay_max;
     http.request_timeout = settings_.http_request_timeout;
     http.max_response_size = settings_.max_frame_size;
-    link_ = std::make_shared<HttpLink>(strand_, settings_.transport, address_, http, *this, stats);
+    TransportSettings transport = settings_.transport;
+    transport.protocol = "HTTP";
+    link_ = std::make_shared<HttpLink>(strand_, transport, address_, http, *this, stats);
   } else {
-    auto link = std::make_shared<StreamLink>(strand_, settings_.transport, address_,
+    // Raw QuickIO opens with /qio/ohai; WebSocket with an HTTP upgrade answer.
+    TransportSettings transport = settings_.transport;
+    transport.protocol = current_carrier_ == Carrier::raw ? "QuickIO" : "HTTP";
+    auto link = std::make_shared<StreamLink>(strand_, transport, address_,
                                              settings_.handshake_timeout, *this, stats);
     if (current_carrier_ == Carrier::raw)
       link->set_wire(std::make_unique<RawWire>(settings_.max_frame_size, *link));

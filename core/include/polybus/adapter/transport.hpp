@@ -41,6 +41,9 @@ struct TransportSettings {
   std::size_t max_write_buffer = 64 * 1024 * 1024;
   std::chrono::milliseconds frame_timeout{30000};
   TlsSettings tls;
+  // What the peer should speak, as guess_protocol() names it (protocol_guess.hpp): an error on a
+  // connection whose first bytes look like another protocol says so. Empty: no such hint.
+  std::string protocol;
   // From the core options connect_timeout, write_timeout, tls* and the budget.
   static TransportSettings from_options(const ResolvedOptions& options);
 };
@@ -152,6 +155,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::string endpoint_;
   std::string host_;
   std::uint64_t generation_ = 0;  // bumps on every connect/close: stale completions are dropped
+  std::string first_bytes_;       // the first bytes of this connection, for the mismatch hint
   bool connecting_ = false;
   bool connected_ = false;
   bool tls_active_ = false;
