@@ -10,10 +10,12 @@
 namespace polybus::cli {
 
 int run_broker(const Argv& argv) {
-  Args args(argv, {});
+  Args args(argv, {}, {"tuned-for-tests"});
   if (args.help()) {
-    std::cout << "usage: polybus broker NAME\nRuns the in-process broker NAME until interrupted; "
-                 "prints its URL on the first line. NAME is one of:";
+    std::cout << "usage: polybus broker NAME [--tuned-for-tests]\nRuns the in-process broker NAME "
+                 "until interrupted; prints its URL on the first line, plain (the client's "
+                 "defaults), or with --tuned-for-tests the options the test suite uses (short "
+                 "timeouts and backoff, e.g. a 1 s NSQ message timeout). NAME is one of:";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;
@@ -25,7 +27,11 @@ int run_broker(const Argv& argv) {
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name != name) continue;
     auto broker = factory.start();
-    std::cout << broker->url() << std::endl;
+    std::string url = broker->url();
+    // The test tuning (1 s redelivery, 10 ms reconnects...) only when asked for: a URL copied
+    // into an application must not carry it unknowingly.
+    if (!args.has("tuned-for-tests")) url = url.substr(0, url.find('?'));
+    std::cout << url << std::endl;
     wait_for_termination_signal();
     return 0;
   }
