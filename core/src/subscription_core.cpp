@@ -182,10 +182,13 @@ void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
 
 Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
-    return Status(errc::timeout, topic_ + ": the subscription was not confirmed within " +
-                                     std::to_string(timeout.count()) + "ms");
-  return *ready_result_;
+  if (ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
+    return *ready_result_;
+  lock.unlock();
+  // With no connection up, why: the last connection's end ("connection refused", ...).
+  const std::string what = topic_ + ": the subscription was not confirmed within " +
+                           std::to_string(timeout.count()) + "ms";
+  return Status(errc::timeout, shared_->connectivity.explain(what));
 }
 
 void SubscriptionCore::deactivate() {

@@ -429,6 +429,15 @@ CONTRACT_CASE(a_broker_nobody_can_reach_fails_operations_after_connect_timeout_n
   const auto authority = env.url.substr(env.url.find("://") + 3);
   const auto where = authority.substr(0, authority.find_first_of("?/"));
   CHECK_THAT(failed.cause(), Catch::Contains(where));
+  // (Through nsqlookupd, which is still up, a subscription is confirmed with no nsqd yet.)
+  if (env.caps.subscribe && env.url.rfind("nsq+lookupd", 0) != 0) {
+    // A subscription that cannot be confirmed says why, not only that time ran out.
+    auto sub = client.subscribe("nobody", {}, [](Message&) {});
+    const Status unconfirmed = sub.wait_ready(500ms);
+    INFO(unconfirmed.message());
+    CHECK(unconfirmed == errc::timeout);
+    CHECK_THAT(unconfirmed.cause(), Catch::Contains("not connected") && Catch::Contains(where));
+  }
   env.broker->start();
 }
 
