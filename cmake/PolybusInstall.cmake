@@ -2,7 +2,7 @@
 # pkg-config file.
 include(CMakePackageConfigHelpers)
 
-set(POLYBUS_INSTALL_TARGETS polybus_text polybus_core polybus_all)
+set(POLYBUS_INSTALL_TARGETS polybus_text polybus_core polybus_all polybus_testing_all)
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter})
   # An adapter's sans-IO codec library, when it has one, is part of its link interface.
@@ -11,6 +11,13 @@ foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${adapter}/include/polybus
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # Its in-process broker, for users' own integration tests (polybus::<adapter>_testing, and
+  # polybus::testing for all of them with register_all_test_brokers()).
+  if(TARGET polybus_${adapter}_testing)
+    list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter}_testing)
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${adapter}/testing/include/polybus
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
 endforeach()
 
 install(TARGETS ${POLYBUS_INSTALL_TARGETS}
