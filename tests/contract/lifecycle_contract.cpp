@@ -316,34 +316,6 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   CHECK(publisher.stats().reconnects >= 1);
 }
 
-CONTRACT_CASE(what_an_adapter_cannot_do_fails_with_not_supported) {
-  auto client = env.connect();
-  if (!env.caps.batch_publish) {
-    Latch done;
-    std::error_code result;
-    client.publish_batch("t", {"a", "b"}, [&](std::error_code ec) {
-      result = ec;
-      done.count_down();
-    });
-    REQUIRE(done.wait_for(1));
-    CHECK(result == errc::not_supported);
-  }
-  if (!env.caps.deferred_publish) {
-    PublishOptions options;
-    options.defer = 100ms;
-    CHECK(client.publish_sync("t", "a", options) == errc::not_supported);
-  }
-  if (!env.caps.request_reply) {
-    CHECK(client.request_sync("t", "a", 1s).ec == errc::not_supported);
-    CHECK_THROWS_AS(client.serve("t", [](Message&) { return std::string(); }), Error);
-  }
-  if (!env.caps.replay_from_offset && env.caps.subscribe) {
-    SubscribeOptions options;
-    options.from_offset = 0;
-    CHECK_THROWS_AS(client.subscribe("t", options, [](Message&) {}), Error);
-  }
-}
-
 CONTRACT_CASE(batch_and_deferred_publish_deliver_where_supported) {
   CONTRACT_REQUIRES(env.caps.subscribe);
   // Declared before the clients: handlers may still run while the clients close.
