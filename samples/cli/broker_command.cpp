@@ -2,6 +2,7 @@
 // `polybus bench`, other processes or other clients can use it (an integration-test harness
 // outside the test suite).
 #include <iostream>
+#include <stdexcept>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -10,12 +11,14 @@
 namespace polybus::cli {
 
 int run_broker(const Argv& argv) {
-  Args args(argv, {}, {"tuned-for-tests"});
+  Args args(argv, {"port"}, {"tuned-for-tests"});
   if (args.help()) {
-    std::cout << "usage: polybus broker NAME [--tuned-for-tests]\nRuns the in-process broker NAME "
-                 "until interrupted; prints its URL on the first line, plain (the client's "
-                 "defaults), or with --tuned-for-tests the options the test suite uses (short "
-                 "timeouts and backoff, e.g. a 1 s NSQ message timeout). NAME is one of:";
+    std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests]\nRuns the in-process "
+                 "broker NAME until interrupted; prints its URL on the first line, plain (the "
+                 "client's defaults), or with --tuned-for-tests the options the test suite uses "
+                 "(short timeouts and backoff, e.g. a 1 s NSQ message timeout). It listens on "
+                 "127.0.0.1, on port P (the URL's port; for nsq+lookupd the nsqlookupd's) or a "
+                 "free one. NAME is one of:";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;
@@ -23,10 +26,20 @@ int run_broker(const Argv& argv) {
   const std::string name = args.positional(0, "NAME");
   if (args.positional().size() > 1)
     throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  const auto port = static_cast<std::uint16_t>(args.number("port", 0, 1, 65535));
   block_termination_signals();
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name != name) continue;
-    auto broker = factory.start();
+    if (args.has("port") && !factory.start_on_port)
+      throw UsageError("broker '" + name + "' listens on no TCP port; --port does not apply");
+    std::unique_ptr<testing::TestBroker> broker;
+    try {
+      broker = args.has("port") ? factory.start_on_port(port) : factory.start();
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot start " + name + " on 127.0.0.1:" +
+                               (args.has("port") ? std::to_string(port) : "a free port") + ": " +
+                               e.what());
+    }
     std::string url = broker->url();
     // The test tuning (1 s redelivery, 10 ms reconnects...) only when asked for: a URL copied
     // into an application must not carry it unknowingly.

@@ -2,6 +2,7 @@
 // factory; the contract suite and `polybus demo` run against every registered one.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,7 +30,10 @@ class TestBroker {
 struct TestBrokerFactory {
   std::string name;    // e.g. "mem", "nsq", "nsq+lookupd"
   std::string scheme;  // the URL scheme its url() uses
-  std::function<std::unique_ptr<TestBroker>()> start;
+  std::function<std::unique_ptr<TestBroker>()> start;  // 127.0.0.1, a free port
+  // The same on 127.0.0.1:port (the port of the URL); empty for a broker with no TCP port (mem,
+  // memodb+ipc). Throws std::system_error when the port cannot be bound.
+  std::function<std::unique_ptr<TestBroker>(std::uint16_t port)> start_on_port = {};
 };
 
 void register_test_broker(TestBrokerFactory factory);

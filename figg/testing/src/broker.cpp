@@ -47,7 +47,7 @@ class BrokerImpl {
                          ? nullptr
                          : make_server_tls_context(options_.tls_cert_file, options_.tls_key_file)),
         acceptor_(io_.context()) {
-    io_.run([this] { listen(0); });
+    io_.run([this] { listen(options_.port); });
   }
   ~BrokerImpl() {
     io_.run([this] { close_all(); });
@@ -370,13 +370,16 @@ class FiggTestBroker : public polybus::testing::TestBroker {
 }  // namespace
 
 void register_test_brokers() {
-  polybus::testing::register_test_broker(
-      {"figg", "figg", [] { return std::make_unique<FiggTestBroker>(BrokerOptions{}); }});
-  polybus::testing::register_test_broker({"figg-quirks", "figg", [] {
-                                            BrokerOptions options;
-                                            options.real_server_quirks = true;
-                                            return std::make_unique<FiggTestBroker>(options);
-                                          }});
+  for (const bool quirks : {false, true}) {
+    auto on_port = [quirks](std::uint16_t port) {
+      BrokerOptions options;
+      options.real_server_quirks = quirks;
+      options.port = port;
+      return std::make_unique<FiggTestBroker>(options);
+    };
+    polybus::testing::register_test_broker({quirks ? "figg-quirks" : "figg", "figg",
+                                            [on_port] { return on_port(0); }, on_port});
+  }
 }
 
 }  // namespace polybus::figg::testing

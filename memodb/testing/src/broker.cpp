@@ -583,9 +583,12 @@ std::string temp_ipc_url() {
 }  // namespace
 
 void register_test_brokers() {
-  polybus::testing::register_test_broker({"memodb+tcp", "memodb+tcp", [] {
-                                            return std::make_unique<MemoDbTestBroker>(std::string());
-                                          }});
+  polybus::testing::register_test_broker(
+      {"memodb+tcp", "memodb+tcp",
+       [] { return std::make_unique<MemoDbTestBroker>(std::string()); },
+       [](std::uint16_t port) {
+         return std::make_unique<MemoDbTestBroker>("tcp://127.0.0.1:" + std::to_string(port));
+       }});
   polybus::testing::register_test_broker({"memodb+ipc", "memodb+ipc", [] {
                                             return std::make_unique<MemoDbTestBroker>(temp_ipc_url());
                                           }});

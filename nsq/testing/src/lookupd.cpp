@@ -79,10 +79,10 @@ std::string serialize(const HttpResponse& response, bool keep_alive) {
 
 class LookupdServer {
  public:
-  explicit LookupdServer(std::shared_ptr<LookupRegistry> registry)
+  LookupdServer(std::shared_ptr<LookupRegistry> registry, std::uint16_t port)
       : registry_(std::move(registry)), acceptor_(io_.context()) {
-    io_.run([this] {
-      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"), 0);
+    io_.run([this, port] {
+      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"), port);
       acceptor_.open(endpoint.protocol());
       acceptor_.set_option(asio::socket_base::reuse_address(true));
       acceptor_.bind(endpoint);
@@ -255,13 +255,13 @@ class LookupdServer {
 // ---------------------------------------------------------------------------------------------
 // Lookupd
 
-std::unique_ptr<Lookupd> Lookupd::start() {
-  return std::unique_ptr<Lookupd>(new Lookupd());
+std::unique_ptr<Lookupd> Lookupd::start(std::uint16_t http_port) {
+  return std::unique_ptr<Lookupd>(new Lookupd(http_port));
 }
 
-Lookupd::Lookupd()
+Lookupd::Lookupd(std::uint16_t http_port)
     : registry_(std::make_shared<detail::LookupRegistry>()),
-      server_(std::make_unique<detail::LookupdServer>(registry_)) {}
+      server_(std::make_unique<detail::LookupdServer>(registry_, http_port)) {}
 
 Lookupd::~Lookupd() = default;
 

@@ -13,9 +13,15 @@ namespace {
 constexpr const char* kFastOptions =
     "reconnect_initial=10ms&reconnect_max=200ms&msg_timeout=1s&backoff_multiplier=10ms";
 
+NsqdOptions options_on(std::uint16_t port) {
+  NsqdOptions options;
+  options.tcp_port = port;
+  return options;
+}
+
 class NsqdTestBroker : public polybus::testing::TestBroker {
  public:
-  NsqdTestBroker() : nsqd_(Nsqd::start()) {}
+  explicit NsqdTestBroker(std::uint16_t port) : nsqd_(Nsqd::start(options_on(port))) {}
   std::string url() const override { return "nsq://" + nsqd_->tcp_address() + "?" + kFastOptions; }
   void stop() override { nsqd_->stop(); }
   void start() override { nsqd_->resume(); }
@@ -26,7 +32,9 @@ class NsqdTestBroker : public polybus::testing::TestBroker {
 
 class LookupdTestBroker : public polybus::testing::TestBroker {
  public:
-  LookupdTestBroker() : lookupd_(Lookupd::start()), nsqd_(Nsqd::start()) {
+  // The port is the lookupd's (the URL's); the nsqd takes a free one.
+  explicit LookupdTestBroker(std::uint16_t port)
+      : lookupd_(Lookupd::start(port)), nsqd_(Nsqd::start()) {
     nsqd_->register_with(*lookupd_);
   }
   std::string url() const override {
@@ -48,9 +56,11 @@ void register_test_brokers() {
   static std::once_flag once;
   std::call_once(once, [] {
     polybus::testing::register_test_broker(
-        {"nsq", "nsq", [] { return std::make_unique<NsqdTestBroker>(); }});
+        {"nsq", "nsq", [] { return std::make_unique<NsqdTestBroker>(0); },
+         [](std::uint16_t port) { return std::make_unique<NsqdTestBroker>(port); }});
     polybus::testing::register_test_broker(
-        {"nsq+lookupd", "nsq+lookupd", [] { return std::make_unique<LookupdTestBroker>(); }});
+        {"nsq+lookupd", "nsq+lookupd", [] { return std::make_unique<LookupdTestBroker>(0); },
+         [](std::uint16_t port) { return std::make_unique<LookupdTestBroker>(port); }});
   });
 }
 

@@ -30,7 +30,7 @@ ServerImpl::ServerImpl(ServerOptions options)
       tick_timer_(io_.context()),
       tick_interval_(tick_interval(options_)) {
   io_.run([this] {
-    listen(0);
+    listen(options_.port);
     schedule_tick();
   });
 }
@@ -163,10 +163,16 @@ void Server::broadcast(const std::string& path, const std::string& json) {
 
 namespace {
 
+ServerOptions options_on(std::uint16_t port) {
+  ServerOptions options;
+  options.port = port;
+  return options;
+}
+
 class QuickioTestBroker : public polybus::testing::TestBroker {
  public:
-  explicit QuickioTestBroker(std::string scheme)
-      : scheme_(std::move(scheme)), server_(Server::launch()) {}
+  QuickioTestBroker(std::string scheme, std::uint16_t port)
+      : scheme_(std::move(scheme)), server_(Server::launch(options_on(port))) {}
   std::string url() const override {
     std::string url =
         scheme_ + "://" + server_->address() + "?reconnect_initial=10ms&reconnect_max=200ms";
@@ -187,7 +193,8 @@ void register_test_brokers() {
   for (const char* scheme : {"quickio", "quickio+ws", "quickio+http"}) {
     std::string name = scheme;
     polybus::testing::register_test_broker(
-        {name, name, [name] { return std::make_unique<QuickioTestBroker>(name); }});
+        {name, name, [name] { return std::make_unique<QuickioTestBroker>(name, 0); },
+         [name](std::uint16_t port) { return std::make_unique<QuickioTestBroker>(name, port); }});
   }
 }
 

@@ -158,7 +158,9 @@ class Nsqd {
 // An nsqlookupd HTTP interface: GET /lookup?topic=T and GET /ping, over HTTP/1.1 with keep-alive.
 class Lookupd {
  public:
-  static std::unique_ptr<Lookupd> start();
+  // Listens on 127.0.0.1:http_port; 0 picks a free port. Throws std::system_error if the port
+  // cannot be bound.
+  static std::unique_ptr<Lookupd> start(std::uint16_t http_port = 0);
   ~Lookupd();
   Lookupd(const Lookupd&) = delete;
   Lookupd& operator=(const Lookupd&) = delete;
@@ -183,7 +185,7 @@ class Lookupd {
   std::uint64_t lookup_count() const;
 
  private:
-  Lookupd();
+  explicit Lookupd(std::uint16_t http_port);
   friend class Nsqd;
   std::shared_ptr<detail::LookupRegistry> registry_;
   std::unique_ptr<detail::LookupdServer> server_;

@@ -20,6 +20,8 @@
 namespace polybus::quickio::testing {
 
 struct ServerOptions {
+  // Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
+  std::uint16_t port = 0;
   // /qio/heartbeat:0=null after this long without outgoing traffic (raw, WebSocket).
   std::chrono::milliseconds heartbeat_interval{55000};
   // A raw or WebSocket client silent this long gets /qio/heartbeat:<server cb>=null ...

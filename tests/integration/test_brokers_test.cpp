@@ -1,0 +1,86 @@
+// The in-process brokers listen where they are told (`polybus broker NAME --port P`, a user's
+// fixed test port), serve there, and refuse a port that is taken with an error.
+#include <asio.hpp>
+#include <catch2/catch.hpp>
+#include <future>
+
+#include "polybus/polybus.hpp"
+#include "polybus/testing.hpp"
+
+using namespace polybus;
+
+namespace {
+
+// A port the system just handed out and took back: free unless another process races for it.
+std::uint16_t free_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+// One message (or one request) through the broker at `url`.
+void round_trip(const std::string& url) {
+  auto client = connect(url);
+  const auto caps = client.capabilities();
+  std::promise<std::string> got;
+  Subscription sub;
+  if (caps.publish && caps.subscribe) {
+    sub = client.subscribe("fixed-port", {}, [&](Message& m) {
+      try {
+        got.set_value(std::string(m.payload()));
+      } catch (const std::future_error&) {  // a redelivery
+      }
+    });
+    REQUIRE(sub.wait_ready(std::chrono::seconds(10)) == std::error_code{});
+    REQUIRE(client.publish_sync("fixed-port", "hello") == std::error_code{});
+    auto future = got.get_future();
+    REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    CHECK(future.get() == "hello");
+  } else {
+    REQUIRE(caps.request_reply);
+    sub = client.serve("fixed-port", [](Message& m) { return std::string(m.payload()); });
+    REQUIRE(sub.wait_ready(std::chrono::seconds(10)) == std::error_code{});
+    CHECK(client.request_sync("fixed-port", "hello", std::chrono::seconds(10)).payload == "hello");
+  }
+  CHECK(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}
+
+}  // namespace
+
+TEST_CASE("test brokers: each with a TCP port listens on the port it is given",
+          "[test_brokers]") {
+  std::size_t with_port = 0;
+  for (const auto& factory : testing::test_brokers()) {
+    if (!factory.start_on_port) continue;
+    ++with_port;
+    DYNAMIC_SECTION(factory.name) {
+      const auto port = free_port();
+      auto broker = factory.start_on_port(port);
+      const std::string url = broker->url();
+      CHECK_THAT(url, Catch::StartsWith(factory.scheme + "://127.0.0.1:" + std::to_string(port)));
+      round_trip(url);
+    }
+  }
+  // nsq, nsq+lookupd, figg, figg-quirks, quickio (three carriers), memodb+tcp at least.
+  CHECK(with_port >= 8);
+}
+
+TEST_CASE("test brokers: a port that is taken is refused with the system's error",
+          "[test_brokers]") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor taken(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = taken.local_endpoint().port();
+  for (const auto& factory : testing::test_brokers()) {
+    if (!factory.start_on_port) continue;
+    DYNAMIC_SECTION(factory.name) {
+      CHECK_THROWS(factory.start_on_port(port));
+    }
+  }
+}
+
+TEST_CASE("test brokers: those with no TCP port say so by having no start_on_port",
+          "[test_brokers]") {
+  for (const auto& factory : testing::test_brokers()) {
+    if (factory.name == "mem" || factory.name == "memodb+ipc") CHECK(!factory.start_on_port);
+  }
+}
