@@ -96,7 +96,7 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
                                             std::error_code ec, std::string, std::string cause) {
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
       if (done) done(Status(ec, std::move(cause)));
-    }, "publish to " + topic, issued);
+    }, "publish to ", topic, issued);
     self->adapter_->publish(
         PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
   });
@@ -191,7 +191,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
                                       std::error_code ec, std::string reply, std::string detail) {
           if (!ec) ++shared->stats.replies;
           if (done) done(Reply{ec, std::move(reply), std::move(detail)});
-        }, "request to " + topic, issued);
+        }, "request to ", topic, issued);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
   });
 }

@@ -110,6 +110,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void ping(Completion done, std::chrono::milliseconds timeout);
   void close(std::chrono::milliseconds timeout, Completion done);
   bool closed() const { return state_.load() == State::closed; }
+  // Closing or closed: only then does a subscription falling idle matter to check_drain().
+  bool closing() const { return state_.load() != State::open; }
 
   // Strand: a subscription or an operation finished; see whether close can go on.
   void check_drain();

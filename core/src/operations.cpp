@@ -20,15 +20,17 @@ void OpCompletion::operator()(std::error_code ec, std::string reply, std::string
   if (!op_ || op_->done) return;
   op_->done = true;
   auto tracker = op_->tracker.lock();
-  if (ec && detail.empty()) {
-    detail = tracker && tracker->connectivity() ? tracker->connectivity()->explain(op_->what)
-                                                : op_->what;
-  } else if (ec && detail.compare(0, op_->what.size(), op_->what) != 0) {
-    // The adapter's words say what went wrong; these say which operation, the same way for
-    // every scheme whether the adapter's deadline or the core's came first.
-    const bool timed = ec == errc::timeout && op_->deadline != Clock::time_point::max();
-    detail = (timed ? detail::not_completed_within(op_->what, op_->deadline - op_->started) : op_->what) +
-             ": " + detail;
+  if (ec) {
+    const std::string what = op_->what();
+    if (detail.empty()) {
+      detail = tracker && tracker->connectivity() ? tracker->connectivity()->explain(what) : what;
+    } else if (detail.compare(0, what.size(), what) != 0) {
+      // The adapter's words say what went wrong; these say which operation, the same way for
+      // every scheme whether the adapter's deadline or the core's came first.
+      const bool timed = ec == errc::timeout && op_->deadline != Clock::time_point::max();
+      detail = (timed ? detail::not_completed_within(what, op_->deadline - op_->started) : what) +
+               ": " + detail;
+    }
   }
   auto fn = std::move(op_->fn);
   op_->fn = nullptr;
@@ -44,14 +46,15 @@ Clock::time_point OpCompletion::deadline() const {
 
 namespace detail {
 
-OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, std::string what,
-                                   Clock::time_point issued) {
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+                                   std::string subject, Clock::time_point issued) {
   auto op = std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
   op->started = issued == Clock::time_point::min() ? Clock::now() : issued;
   op->due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
-  op->what = std::move(what);
+  op->verb = verb;
+  op->subject = std::move(subject);
   op->tracker = weak_from_this();
   heap_.push_back(op);
   std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
@@ -104,8 +107,8 @@ void OperationTracker::on_timer() {
     heap_.pop_back();
     if (op->done) continue;
     Status verdict = connectivity_
-                         ? connectivity_->verdict(op->what, op->started, op->deadline, now)
-                         : Status(errc::timeout, op->what + ": deadline passed");
+                         ? connectivity_->verdict(op->what(), op->started, op->deadline, now)
+                         : Status(errc::timeout, op->what() + ": deadline passed");
     if (verdict) {
       OpCompletion{op}(verdict.code(), {}, verdict.cause());
     } else {

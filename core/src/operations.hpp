@@ -22,7 +22,12 @@ struct Operation {
   Clock::time_point deadline;
   Clock::time_point due;      // when the tracker looks at it next (deadline, or earlier)
   Clock::time_point started;
-  std::string what;           // "publish to t": names it in a timeout's cause
+  // "publish to t" (verb + subject): names it in a failure's cause. Kept in two parts and joined
+  // only when a failure needs it: a short topic fits the string's own storage, so a publish that
+  // succeeds allocates no name.
+  const char* verb = "";
+  std::string subject;
+  std::string what() const { return verb + subject; }
   bool done = false;
   std::weak_ptr<OperationTracker> tracker;
 };
@@ -36,7 +41,12 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   // Strand only.
   // issued: when the caller asked (the deadline was computed from it); default: now.
   OpCompletion add(Clock::time_point deadline, Operation::Fn fn, std::string what = "operation",
-                   Clock::time_point issued = Clock::time_point::min());
+                   Clock::time_point issued = Clock::time_point::min()) {
+    return add(deadline, std::move(fn), "", std::move(what), issued);
+  }
+  // Named verb + subject, e.g. ("publish to ", topic); verb must be a string literal.
+  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+                   std::string subject, Clock::time_point issued);
   void fail_all(std::error_code ec, const std::string& detail);
   std::size_t live() const { return live_; }
   const Connectivity* connectivity() const { return connectivity_.get(); }

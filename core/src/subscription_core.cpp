@@ -105,8 +105,13 @@ void SubscriptionCore::run_queue() {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.empty()) {
         --running_;
+        // Only a close waits for handlers to fall idle: posting this on every idle moment
+        // woke the io thread once per burst of messages. The state is read after running_ was
+        // lowered, and close() sets it before its own check_drain(), so one of the two sees
+        // the subscription idle.
         if (running_ == 0) {
-          if (auto client = client_.lock())
+          auto client = client_.lock();
+          if (client && client->closing())
             asio::post(shared_->strand, [client] { client->check_drain(); });
         }
         return;

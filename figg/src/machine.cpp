@@ -18,6 +18,7 @@ void Machine::publish(std::string topic, std::shared_ptr<const std::string> data
 
 void Machine::send_publish(const Slot& slot) {
   std::string header;
+  header.reserve(kPublishHeaderBase + slot.topic.size());  // one allocation, not one per growth
   highest_sent_ = std::max(highest_sent_, slot.seq);
   append_publish_header(header, slot.topic, slot.seq, slot.data->size());
   handler_.send(std::move(header));

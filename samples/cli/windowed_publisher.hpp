@@ -1,8 +1,12 @@
 // Publishes with a bounded number in flight, so that stdin, a large --count or a benchmark
-// streams without holding every payload in memory.
+// streams without holding every payload in memory. A full window is waited on until half of it
+// has completed, not one completion: woken once per half window rather than once per message,
+// the publishing thread and the io thread stop trading places on every completion.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -16,42 +20,50 @@ class WindowedPublisher {
                     std::size_t window = 1000)
       : client_(client), topic_(std::move(topic)), timeout_(timeout), window_(window) {}
 
+  // Called on the io thread as each publish (or batch) completes, with when it was issued and
+  // how many messages it carried; set before the first publish.
+  using OnComplete = std::function<void(std::chrono::steady_clock::time_point issued,
+                                        std::size_t messages, bool ok)>;
+  void on_complete(OnComplete hook) { on_complete_ = std::move(hook); }
+
   void publish(std::string payload) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return in_flight_ < window_; });
-    ++in_flight_;
-    lock.unlock();
+    enter_window();
     PublishOptions options;
     options.timeout = timeout_;
-    client_.publish(topic_, std::move(payload), [this](const polybus::Status& ec) {
+    const auto issued = on_complete_ ? std::chrono::steady_clock::now()
+                                     : std::chrono::steady_clock::time_point{};
+    client_.publish(topic_, std::move(payload), [this, issued](const polybus::Status& ec) {
+      if (on_complete_) on_complete_(issued, 1, !ec);
       std::lock_guard<std::mutex> guard(mutex_);
-      --in_flight_;
       if (ec && failed_++ == 0) first_error_ = ec.message();
-      cv_.notify_all();
+      leave_window();
     }, options);
   }
 
   // One batch (MPUB where the protocol has it) counted as one in the window.
   void publish_batch(std::vector<std::string> payloads) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return in_flight_ < window_; });
-    ++in_flight_;
-    lock.unlock();
+    enter_window();
     PublishOptions options;
     options.timeout = timeout_;
     const std::size_t count = payloads.size();
-    client_.publish_batch(topic_, std::move(payloads), [this, count](const polybus::Status& ec) {
+    const auto issued = on_complete_ ? std::chrono::steady_clock::now()
+                                     : std::chrono::steady_clock::time_point{};
+    client_.publish_batch(topic_, std::move(payloads), [this, count, issued](
+                                                           const polybus::Status& ec) {
+      if (on_complete_) on_complete_(issued, count, !ec);
       std::lock_guard<std::mutex> guard(mutex_);
-      --in_flight_;
       if (ec && (failed_ += count) == count) first_error_ = ec.message();
-      cv_.notify_all();
+      leave_window();
     }, options);
   }
 
   // Waits for every publish to complete; returns how many failed.
   std::size_t finish() {
     std::unique_lock<std::mutex> lock(mutex_);
+    wake_at_ = 0;
+    waiting_ = true;
     cv_.wait(lock, [&] { return in_flight_ == 0; });
+    waiting_ = false;
     return failed_;
   }
   std::string first_error() const {
@@ -60,6 +72,22 @@ class WindowedPublisher {
   }
 
  private:
+  void enter_window() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (in_flight_ >= window_) {
+      wake_at_ = window_ / 2;
+      waiting_ = true;
+      cv_.wait(lock, [&] { return in_flight_ <= wake_at_; });
+      waiting_ = false;
+    }
+    ++in_flight_;
+  }
+  // Called with mutex_ held.
+  void leave_window() {
+    --in_flight_;
+    if (waiting_ && in_flight_ <= wake_at_) cv_.notify_all();
+  }
+
   Client& client_;
   std::string topic_;
   std::chrono::milliseconds timeout_;
@@ -67,8 +95,11 @@ class WindowedPublisher {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::size_t in_flight_ = 0;
+  std::size_t wake_at_ = 0;  // the waiting thread's threshold
+  bool waiting_ = false;
   std::size_t failed_ = 0;
   std::string first_error_;
+  OnComplete on_complete_;
 };
 
 }  // namespace polybus::cli

@@ -44,6 +44,9 @@ inline constexpr std::size_t kMaxTopicLength = 1024;
 void append_attach(std::string& out, std::string_view topic, bool from_offset, std::uint64_t offset);
 void append_detach(std::string& out, std::string_view topic);
 // Everything of PUBLISH but the data bytes, for a gather write of (header, data).
+// A PUBLISH header's size before its topic: frame header (8), topic length (4), sequence
+// number (8), payload length (4).
+inline constexpr std::size_t kPublishHeaderBase = 8 + 4 + 8 + 4;
 void append_publish_header(std::string& out, std::string_view topic, std::uint64_t seq,
                            std::size_t data_size);
 void append_ping(std::string& out, std::uint64_t timestamp);

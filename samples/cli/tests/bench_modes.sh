@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `polybus bench` in each mode against in-process brokers, checking what its JSON line reports
+# (counts and fields, never speed): publish and subscribe; publish only (--subscribers 0); consume
+# only (--publishers 0) of what the publish-only run left, and of payloads polybus did not write,
+# which give no latency.
+#
+#   samples/cli/tests/bench_modes.sh POLYBUS_BINARY
+set -euo pipefail
+polybus=$1
+source "$(dirname "$0")/broker_process.sh"
+
+# The JSON line's value of KEY (numbers and strings).
+field() {
+  python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"
+}
+bench() {
+  "$polybus" bench "$url" --timeout 60 "$@" 2> "$work/bench.err" | tail -n 1 ||
+    fail "bench $*: $(cat "$work/bench.err")"
+}
+expect() {  # JSON KEY VALUE
+  local got
+  got=$(field "$1" "$2")
+  [ "$got" = "$3" ] || fail "$2 is $got, not $3, in $1"
+}
+
+for name in nsq figg; do
+  start_broker "$name"
+  replay=(--group readers)
+  [ "$name" = figg ] && replay=(--from 0)
+
+  line=$(bench --topic both --messages 2000)
+  expect "$line" mode pubsub
+  expect "$line" published 2000
+  expect "$line" delivered 2000
+  expect "$line" latency_samples 2000
+  python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert j["allocs_per_msg"] > 0' "$line" ||
+    fail "no allocations counted: $line"
+
+  line=$(bench --topic stored --messages 3000 --subscribers 0)
+  expect "$line" mode publish
+  expect "$line" published 3000
+  expect "$line" delivered 0
+  expect "$line" latency "publish to completion"
+  expect "$line" latency_samples 3000
+
+  line=$(bench --topic stored --messages 3000 --publishers 0 "${replay[@]}")
+  expect "$line" mode consume
+  expect "$line" published 0
+  expect "$line" delivered 3000
+  expect "$line" latency_samples 3000
+
+  "$polybus" pub "$url" foreign one two three > /dev/null || fail "pub on $url"
+  line=$(bench --topic foreign --messages 3 --publishers 0 "${replay[@]}")
+  expect "$line" delivered 3
+  expect "$line" latency_samples 0
+
+  status=0
+  "$polybus" bench "$url" --publishers 0 --subscribers 0 > /dev/null 2>&1 || status=$?
+  [ "$status" = 2 ] || fail "--publishers 0 --subscribers 0 exited $status, not 2 (usage)"
+  stop_broker
+  echo "$name: pubsub, publish-only and consume-only: ok"
+done
