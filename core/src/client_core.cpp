@@ -83,23 +83,40 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
     return fail_now(std::move(done), refused);
   }
   const auto issued = Clock::now();
-  auto deadline = deadline_from(options.timeout);
-  asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
-                               payloads = std::move(payloads), done = std::move(done),
-                               defer = options.defer, deadline, issued, count]() mutable {
-    if (self->state_.load() != State::open || !self->adapter_) {
-      self->shared_->stats.publish_failed += count;
-      if (done) done(Status(errc::closed, "publish to " + topic + ": the client is closed"));
-      return;
+  const auto deadline = deadline_from(options.timeout);
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(intake_mutex_);
+    first = intake_.empty();
+    intake_.push_back(IntakePublish{std::string(topic), std::move(payloads), std::move(done),
+                                    options.defer, deadline, issued});
+  }
+  if (first)
+    asio::post(shared_->strand, [self = shared_from_this()] { self->drain_publish_intake(); });
+}
+
+void ClientCore::drain_publish_intake() {
+  {
+    std::lock_guard<std::mutex> lock(intake_mutex_);
+    intake_taken_.swap(intake_);
+  }
+  for (auto& work : intake_taken_) {
+    const std::size_t count = work.payloads.size();
+    if (state_.load() != State::open || !adapter_) {
+      shared_->stats.publish_failed += count;
+      if (work.done)
+        work.done(Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
+      continue;
     }
-    auto op = self->ops_->add(deadline, [shared = self->shared_, done = std::move(done), count](
-                                            std::error_code ec, std::string, std::string cause) {
+    auto op = ops_->add(work.deadline, [shared = shared_, done = std::move(work.done), count](
+                                           std::error_code ec, std::string, std::string cause) {
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
       if (done) done(Status(ec, std::move(cause)));
-    }, "publish to ", topic, issued);
-    self->adapter_->publish(
-        PublishWork{std::move(topic), std::move(payloads), defer, std::move(op)});
-  });
+    }, "publish to ", work.topic, work.issued);
+    adapter_->publish(
+        PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
+  }
+  intake_taken_.clear();
 }
 
 Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,

@@ -125,6 +125,24 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void finish_close(bool deadline_passed);
   Status what_the_close_deadline_cut_off() const;
   void fail_now(Completion done, Status status);
+  // Strand: hands every publish taken in since the last call to the adapter, in order.
+  void drain_publish_intake();
+
+  // Publishes from any thread wait here for the strand. Only the first into an empty intake
+  // posts to the strand: a burst of publishes costs one post (and at most one wake of the io
+  // thread), not one each. Order is kept: a later post from the same thread (a close, say)
+  // runs after the drain that the earlier publish relies on.
+  struct IntakePublish {
+    std::string topic;
+    std::vector<std::string> payloads;
+    Completion done;
+    std::chrono::milliseconds defer;
+    Clock::time_point deadline;
+    Clock::time_point issued;
+  };
+  std::mutex intake_mutex_;
+  std::vector<IntakePublish> intake_;        // guarded by intake_mutex_
+  std::vector<IntakePublish> intake_taken_;  // strand only: swapped with intake_, reused
 
   std::shared_ptr<ClientShared> shared_;
   Url url_;
