@@ -12,6 +12,8 @@ cmake -S "$source_dir/tests/install/consumer" -B "$work/consumer" -G Ninja \
 cmake --build "$work/consumer" > "$work/build.log"
 "$work/consumer/consumer" | grep -q "from an installed polybus"
 echo "find_package(polybus): ok"
+"$work/consumer/coroutine_consumer" | grep -qx "coroutine: ok"
+echo "C++20 coroutine with asio::use_awaitable: ok"
 # Every in-process broker, from the installed testing libraries (polybus::testing).
 "$work/consumer/in_process_brokers" > "$work/brokers.log" || { cat "$work/brokers.log"; exit 1; }
 for broker in mem nsq nsq+lookupd figg figg-quirks quickio quickio+ws quickio+http memodb+tcp; do
