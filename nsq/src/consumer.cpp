@@ -131,6 +131,8 @@ void Consumer::on_ready(Conn& conn) {
   if (stopping_) return conn.connection->close(), remove_conn(conn.key), check_stopped();
   conn.max_rdy = static_cast<std::uint32_t>(std::clamp<std::int64_t>(
       conn.connection->machine().negotiated().max_rdy_count, 1, UINT32_MAX));
+  conn.recent_in_flight.reset(std::chrono::milliseconds(
+      std::max<std::int64_t>(1, conn.connection->machine().negotiated().msg_timeout)));
   if (auto ec = conn.connection->machine().subscribe(topic_, channel_)) {
     sink_->ended(ec, "cannot subscribe to '" + topic_ + "'/'" + channel_ + "': " + ec.message());
     return;
@@ -141,6 +143,7 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
   if (is_ok(body) && !conn.subscribed && !conn.closing) {
     conn.subscribed = true;
     conn.rdy = conn.rdy_ceiling = 0;
+    conn.in_flight = 0;  // a new connection holds nothing yet
     if (conn.dialing) {
       conn.dialing = false;
       --dialing_;
@@ -164,11 +167,19 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
 }
 
 void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared_ptr<const void>& owner) {
-  if (++conn.in_flight > conn.rdy_ceiling) {
+  // Frames left in a read after this connection was failed: nsqd requeues them.
+  if (!conn.connection->ready()) return;
+  const auto now = Clock::now();
+  ++conn.in_flight;
+  conn.recent_in_flight.arrived(now);
+  // The unanswered count overstates nsqd's once it timed some out (see InFlightWindow), so
+  // only the recent ones are held against RDY.
+  if (conn.in_flight > conn.rdy_ceiling && conn.recent_in_flight.recent(now) > conn.rdy_ceiling) {
     conn.connection->fail(make_error_code(polybus::errc::protocol_error),
                           conn.target.to_string() + " ignored RDY: " +
-                              std::to_string(conn.in_flight) +
-                              " messages in flight, but the largest RDY sent is " +
+                              std::to_string(conn.recent_in_flight.recent(now)) +
+                              " messages in flight that arrived within its msg_timeout, but "
+                              "the largest RDY sent is " +
                               std::to_string(conn.rdy_ceiling));
     return;
   }
@@ -181,6 +192,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   state->attempts = view.attempts;
   state->timestamp_ns = view.timestamp_ns;
   state->adapter_token = token_of(conn.key, conn.connection->generation());
+  state->received_at = now;
   sink_->deliver(Message(std::move(state)));
 }
 
@@ -202,21 +214,26 @@ void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
 
 void Consumer::ack(detail::MessageState& message) {
   respond(message, "FIN", [&](Machine& s) { return s.finish(message.id); });
-  if (Conn* conn = find_conn(key_of(message.adapter_token))) {
-    if (conn->in_flight > 0) --conn->in_flight;
-    if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
-  }
+  answered(message);
   signal(Signal::success);
 }
 
 void Consumer::nack(detail::MessageState& message, std::chrono::milliseconds delay) {
   auto ms = std::clamp<std::int64_t>(delay.count(), 0, settings_.max_requeue_delay.count());
   respond(message, "REQ", [&](Machine& s) { return s.requeue(message.id, static_cast<std::uint32_t>(ms)); });
-  if (Conn* conn = find_conn(key_of(message.adapter_token))) {
-    if (conn->in_flight > 0) --conn->in_flight;
-    if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
-  }
+  answered(message);
   signal(Signal::failure);
+}
+
+void Consumer::answered(const detail::MessageState& message) {
+  Conn* conn = find_conn(key_of(message.adapter_token));
+  // A message of an earlier connection under the same key: that connection's count was reset
+  // when it ended, and nsqd requeued the message then.
+  if (!conn || (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
+    return;
+  if (conn->in_flight > 0) --conn->in_flight;
+  conn->recent_in_flight.answered(message.received_at);
+  if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
 }
 
 void Consumer::touch(detail::MessageState& message) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "connection.hpp"
+#include "in_flight_window.hpp"
 #include "polybus/adapter/reconnect.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
@@ -56,7 +57,8 @@ class Consumer : public AdapterSubscription,
     std::uint32_t rdy_ceiling = 0;
     bool dialing = false;  // a discovery dial not yet subscribed (counts against the dial cap)
     std::uint32_t max_rdy = 2500;  // negotiated
-    std::size_t in_flight = 0;
+    std::size_t in_flight = 0;  // delivered, not yet finished or requeued
+    InFlightWindow recent_in_flight;  // of those, the ones nsqd may still count (the RDY check)
     bool subscribed = false;
     bool closing = false;  // CLS sent
     bool retiring = false;  // lookupd no longer lists it: close once drained
@@ -75,6 +77,8 @@ class Consumer : public AdapterSubscription,
   Conn* find_conn(std::uint64_t key);
   template <typename Fn>
   void respond(detail::MessageState& message, const char* what, Fn fn);
+  // A FIN or REQ went out (or could not): the message no longer counts as in flight.
+  void answered(const detail::MessageState& message);
 
   void update_rdy();
   void send_rdy(Conn& conn, std::uint32_t count);

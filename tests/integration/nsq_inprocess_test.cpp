@@ -290,6 +290,49 @@ TEST_CASE("nsq: a handler that keeps failing is requeued with a growing delay up
   CHECK(delays[3] == milliseconds(50));
 }
 
+TEST_CASE("nsq: a message held past msg_timeout does not count against RDY once nsqd timed it "
+          "out: its redelivery is taken, the connection stays",
+          "[nsq][rdy]") {
+  nsq::testing::NsqdOptions short_timeout;
+  short_timeout.msg_timeout = std::chrono::milliseconds(200);
+  auto nsqd = Nsqd::start(short_timeout);
+  std::atomic<int> disconnects{0};
+  std::atomic<int> protocol_errors{0};
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) ++disconnects;
+  };
+  options.on_error = [&](std::error_code ec, const std::string&) {
+    if (ec == errc::protocol_error) ++protocol_errors;
+  };
+  Message held;
+  Latch first, redelivered;
+  std::atomic<int> deliveries{0};
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
+  SubscribeOptions one;
+  one.group = "held";
+  one.max_in_flight = 1;  // RDY 1: the redelivery is a second message "in flight" to the client
+  auto sub = client.subscribe("held", one, [&](Message& m) {
+    if (++deliveries == 1) {
+      m.take_manual_control();
+      held = m;  // never answered before nsqd times it out
+      first.count_down();
+    } else {
+      redelivered.count_down();
+    }
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("held", "slow") == std::error_code{});
+  REQUIRE(first.wait_for(1));
+  REQUIRE(redelivered.wait_for(1));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->timeout_count("held", "held") >= 1; }));
+  CHECK(disconnects == 0);
+  CHECK(protocol_errors == 0);
+  CHECK(held.ack() == std::error_code{});  // too late (E_FIN_FAILED), still no disconnect
+  REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+  CHECK(disconnects == 0);
+}
+
 TEST_CASE("nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reported, the "
           "connection stays and the redelivery is handled",
           "[nsq][fin]") {
