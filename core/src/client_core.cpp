@@ -84,23 +84,26 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
   }
   const auto issued = Clock::now();
   const auto deadline = deadline_from(options.timeout);
-  bool first;
-  {
-    std::lock_guard<std::mutex> lock(intake_mutex_);
-    first = intake_.empty();
-    intake_.push_back(IntakePublish{std::string(topic), std::move(payloads), std::move(done),
-                                    options.defer, deadline, issued});
-  }
+  std::lock_guard<std::mutex> lock(intake_mutex_);
+  const bool first = intake_.empty();
+  intake_.push_back(IntakePublish{std::string(topic), std::move(payloads), std::move(done),
+                                  options.defer, deadline, issued});
+  // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
+  // queued on the strand, ahead of whatever that thread posts next (a close, a subscribe).
   if (first)
     asio::post(shared_->strand, [self = shared_from_this()] { self->drain_publish_intake(); });
 }
 
 void ClientCore::drain_publish_intake() {
+  // Taken into a local vector: should a completion throw, what is left goes with the exception
+  // instead of staying behind to block the next drain (the intake would never be empty again).
+  std::vector<IntakePublish> taken;
   {
     std::lock_guard<std::mutex> lock(intake_mutex_);
-    intake_taken_.swap(intake_);
+    taken.swap(intake_);
+    intake_.swap(intake_spare_);  // an empty vector with the capacity of an earlier burst
   }
-  for (auto& work : intake_taken_) {
+  for (auto& work : taken) {
     const std::size_t count = work.payloads.size();
     if (state_.load() != State::open || !adapter_) {
       shared_->stats.publish_failed += count;
@@ -116,7 +119,9 @@ void ClientCore::drain_publish_intake() {
     adapter_->publish(
         PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
   }
-  intake_taken_.clear();
+  taken.clear();
+  std::lock_guard<std::mutex> lock(intake_mutex_);
+  intake_spare_.swap(taken);  // kept for the next drain: no allocation per burst
 }
 
 Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,

@@ -129,9 +129,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void drain_publish_intake();
 
   // Publishes from any thread wait here for the strand. Only the first into an empty intake
-  // posts to the strand: a burst of publishes costs one post (and at most one wake of the io
-  // thread), not one each. Order is kept: a later post from the same thread (a close, say)
-  // runs after the drain that the earlier publish relies on.
+  // posts to the strand (under the lock): a burst of publishes costs one post (and at most one
+  // wake of the io thread), not one each. Order is kept: a later post from any thread that saw
+  // its publish go in (a close, say) runs after the drain that publish relies on.
   struct IntakePublish {
     std::string topic;
     std::vector<std::string> payloads;
@@ -142,7 +142,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   };
   std::mutex intake_mutex_;
   std::vector<IntakePublish> intake_;        // guarded by intake_mutex_
-  std::vector<IntakePublish> intake_taken_;  // strand only: swapped with intake_, reused
+  std::vector<IntakePublish> intake_spare_;  // guarded by intake_mutex_: an empty one, reused
 
   std::shared_ptr<ClientShared> shared_;
   Url url_;

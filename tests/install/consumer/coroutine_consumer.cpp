@@ -29,6 +29,7 @@ asio::awaitable<std::string> exercise(polybus::Client client) {
 
 int main() {
   polybus::register_all_schemes();
+  asio::io_context io;  // first: it must outlive the client, whose io thread posts to it
   auto client = polybus::connect("mem://coroutine");
   std::promise<std::string> received;
   auto sub = client.subscribe("greetings", {}, [&](polybus::Message& m) {
@@ -40,7 +41,6 @@ int main() {
     std::cerr << "subscriptions not ready\n";
     return 1;
   }
-  asio::io_context io;
   std::future<std::string> failure = asio::co_spawn(io, exercise(client), asio::use_future);
   io.run();
   const std::string what = failure.get();

@@ -77,8 +77,8 @@ TEST_CASE("asio tokens: deferred publishes nothing until the operation is launch
 
 TEST_CASE("asio tokens: a handler bound to the application's executor runs there, and keeps "
           "its io_context running until it has", "[asio_async]") {
+  asio::io_context application;  // first: it must outlive the client, whose thread posts to it
   auto client = connect("mem://asio-executor");
-  asio::io_context application;
   std::thread::id ran_on;
   Status result(make_error_code(errc::timeout), "not run");
   async_publish(client, "t", "x", asio::bind_executor(application, [&](Status status) {

@@ -12,6 +12,10 @@
 // coroutine's, the one bound with bind_executor), whose work is kept alive until then; a handler
 // with none runs on the client's io thread, as a plain callback does.
 //
+// Lifetime: the client's io thread posts completions into the application's io_context, so that
+// io_context must outlive the client (declare it first; destroying the last Client handle joins
+// the client's io thread).
+//
 // This header includes Asio; polybus/polybus.hpp does not.
 #pragma once
 
@@ -47,9 +51,12 @@ auto completion_for(Handler&& handler) {
     auto executor = held->guard.get_executor();
     asio::dispatch(executor, [held, value = std::decay_t<Result>(result)]() mutable {
       auto run = std::move(held->handler);
-      held->guard.reset();
       std::move(run)(std::move(value));
     });
+    // The work is let go once dispatch() has returned, not by the handler, so the
+    // application's run() does not return while this thread is still inside the post that
+    // woke it. (Its io_context must still outlive the client: see the top of this file.)
+    held->guard.reset();
   };
 }
 
