@@ -45,6 +45,21 @@ NsqHarness::~NsqHarness() {
 }
 
 void NsqHarness::launch(bool first) {
+  // A restart listens on the same ports again; meanwhile any socket of another test may have
+  // been given one of them (a client's local port comes from the same range), and the harness
+  // then exits with "address already in use". Such a socket is short-lived: try again, bounded.
+  const int attempts = first ? 1 : 100;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      launch_once(first);
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt >= attempts) throw;
+    }
+  }
+}
+
+void NsqHarness::launch_once(bool first) {
   std::vector<std::string> args{nsq_harness_binary(), "-data-dir", data_dir_};
   auto address = [&](const char* flag, const std::string& known) {
     args.push_back(flag);

@@ -32,6 +32,7 @@ class NsqHarness {
 
  private:
   void launch(bool first);
+  void launch_once(bool first);
 
   std::vector<std::string> extra_;
   std::string data_dir_;
