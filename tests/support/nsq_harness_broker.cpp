@@ -1,5 +1,7 @@
 #include "nsq_harness_broker.hpp"
 
+#include <chrono>
+#include <thread>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,8 +49,10 @@ NsqHarness::~NsqHarness() {
 void NsqHarness::launch(bool first) {
   // A restart listens on the same ports again; meanwhile any socket of another test may have
   // been given one of them (a client's local port comes from the same range), and the harness
-  // then exits with "address already in use". Such a socket is short-lived: try again, bounded.
-  const int attempts = first ? 1 : 100;
+  // then exits with "address already in use". Such a socket is short-lived: try again, backing
+  // off 10, 20, 40 ... 320 ms between attempts, about 5 s in all.
+  const int attempts = first ? 1 : 20;
+  auto pause = std::chrono::milliseconds(10);
   for (int attempt = 1;; ++attempt) {
     try {
       launch_once(first);
@@ -56,6 +60,8 @@ void NsqHarness::launch(bool first) {
     } catch (const std::runtime_error&) {
       if (attempt >= attempts) throw;
     }
+    std::this_thread::sleep_for(pause);  // a backoff after a failed bind, not a synchronisation
+    pause = std::min(pause * 2, std::chrono::milliseconds(320));
   }
 }
 
