@@ -171,7 +171,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   if (!conn.connection->ready()) return;
   const auto now = Clock::now();
   ++conn.in_flight;
-  conn.recent_in_flight.arrived(now);
+  conn.recent_in_flight.arrived(view.id, now);
   // The unanswered count overstates nsqd's once it timed some out (see InFlightWindow), so
   // only the recent ones are held against RDY.
   if (conn.in_flight > conn.rdy_ceiling && conn.recent_in_flight.recent(now) > conn.rdy_ceiling) {
@@ -192,7 +192,6 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   state->attempts = view.attempts;
   state->timestamp_ns = view.timestamp_ns;
   state->adapter_token = token_of(conn.key, conn.connection->generation());
-  state->received_at = now;
   sink_->deliver(Message(std::move(state)));
 }
 
@@ -232,7 +231,7 @@ void Consumer::answered(const detail::MessageState& message) {
   if (!conn || (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
     return;
   if (conn->in_flight > 0) --conn->in_flight;
-  conn->recent_in_flight.answered(message.received_at);
+  conn->recent_in_flight.answered(message.id);
   if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
 }
 

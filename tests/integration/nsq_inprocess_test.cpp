@@ -333,6 +333,57 @@ TEST_CASE("nsq: a message held past msg_timeout does not count against RDY once 
   CHECK(disconnects == 0);
 }
 
+TEST_CASE("nsq: an answer to a timed-out copy finishes its redelivery at nsqd, which then "
+          "sends the next message: that is not taken for a server ignoring RDY",
+          "[nsq][rdy]") {
+  nsq::testing::NsqdOptions short_timeout;
+  // Long enough that the next message arrives well within 13/16 of it after the redelivery, so
+  // a client still counting the redelivered copy would take it for a second one over RDY 1.
+  short_timeout.msg_timeout = std::chrono::milliseconds(1000);
+  auto nsqd = Nsqd::start(short_timeout);
+  std::atomic<int> disconnects{0};
+  std::atomic<int> protocol_errors{0};
+  ConnectOptions options;
+  options.on_state = [&](const StateEvent& e) {
+    if (e.state == ConnectionState::disconnected) ++disconnects;
+  };
+  options.on_error = [&](std::error_code ec, const std::string&) {
+    if (ec == errc::protocol_error) ++protocol_errors;
+  };
+  Message first_copy, second_copy;
+  Latch first, redelivered, next;
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
+  SubscribeOptions one;
+  one.group = "copies";
+  one.max_in_flight = 1;
+  auto sub = client.subscribe("copies", one, [&](Message& m) {
+    if (m.payload() == "next") return next.count_down();
+    m.take_manual_control();
+    if (m.attempts() == 1) {
+      first_copy = m;  // held until nsqd times it out and sends it again
+      first.count_down();
+    } else {
+      second_copy = m;
+      redelivered.count_down();
+    }
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("copies", "slow") == std::error_code{});
+  REQUIRE(first.wait_for(1));
+  REQUIRE(redelivered.wait_for(1));
+  // nsqd applies FIN by id: this finishes the copy it has in flight, the second one.
+  CHECK(first_copy.ack() == std::error_code{});
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("copies", "copies") == 0; }));
+  REQUIRE(client.publish_sync("copies", "next") == std::error_code{});
+  REQUIRE(next.wait_for(1));
+  CHECK(protocol_errors == 0);
+  CHECK(disconnects == 0);
+  CHECK(second_copy.ack() == std::error_code{});  // E_FIN_FAILED at nsqd, an error event only
+  REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+  CHECK(protocol_errors == 0);
+  CHECK(disconnects == 0);
+}
+
 TEST_CASE("nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reported, the "
           "connection stays and the redelivery is handled",
           "[nsq][fin]") {

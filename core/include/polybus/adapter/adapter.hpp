@@ -177,7 +177,6 @@ struct MessageState {
   std::optional<std::uint64_t> offset;
   bool expects_reply = false;
   std::uint64_t adapter_token = 0;  // the adapter's own (connection generation, etc.)
-  Clock::time_point received_at{};  // set by adapters that need it (NSQ's RDY check)
   std::weak_ptr<MessageBackend> backend;
   std::shared_ptr<ClientShared> client;
   std::atomic<bool> responded{false};
