@@ -295,6 +295,7 @@ Status Client::close_sync(std::chrono::milliseconds timeout) {
 }
 
 Stats Client::stats() const { return core_of(handle_).shared()->stats.snapshot(); }
+metrics::ClientMetrics Client::metrics() const { return core_of(handle_).metrics(); }
 
 // ---- Subscription ----
 

@@ -20,6 +20,8 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
       default_max_in_flight_(static_cast<std::uint32_t>(options_.get_int("max_in_flight"))),
       default_concurrency_(static_cast<std::uint32_t>(options_.get_int("handler_concurrency"))),
       default_max_attempts_(static_cast<std::uint32_t>(options_.get_int("max_attempts"))) {
+  static std::atomic<std::uint64_t> clients_made{0};
+  shared_->name = connect.name.empty() ? std::to_string(++clients_made) : std::move(connect.name);
   shared_->on_state = std::move(connect.on_state);
   shared_->on_error = std::move(connect.on_error);
   shared_->log_sink = std::move(connect.log);
@@ -80,6 +82,7 @@ void ClientCore::publish(std::string_view topic, std::vector<std::string> payloa
   shared_->stats.published += count;
   if (refused) {
     shared_->stats.publish_failed += count;
+    bump(shared_->publish_refused, count);
     return fail_now(std::move(done), refused);
   }
   const auto issued = Clock::now();
@@ -107,13 +110,24 @@ void ClientCore::drain_publish_intake() {
     const std::size_t count = work.payloads.size();
     if (state_.load() != State::open || !adapter_) {
       shared_->stats.publish_failed += count;
+      bump(shared_->publish_refused, count);
       if (work.done)
         work.done(Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
       continue;
     }
-    auto op = ops_->add(work.deadline, [shared = shared_, done = std::move(work.done), count](
-                                           std::error_code ec, std::string, std::string cause) {
+    // Kept by shared_, which the completion holds.
+    TopicCells* cells = &shared_->publish_topics.cells_for(work.topic);
+    bump(cells->published, count);
+    auto op = ops_->add(work.deadline, [shared = shared_, done = std::move(work.done), count, cells,
+                                        issued = work.issued](std::error_code ec, std::string,
+                                                              std::string cause) {
       (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
+      if (ec) {
+        bump(cells->failed, count);
+      } else {
+        bump(cells->confirmed, count);
+        cells->confirm_latency.observe(Clock::now() - issued);
+      }
       if (done) done(Status(ec, std::move(cause)));
     }, "publish to ", work.topic, work.issued);
     adapter_->publish(
@@ -139,9 +153,17 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
   const std::uint32_t concurrency =
       options.concurrency ? options.concurrency : default_concurrency_;
   auto sub = std::make_shared<SubscriptionCore>(
-      shared_from_this(), std::string(topic), std::move(handler), std::move(serve), concurrency,
+      shared_from_this(), std::string(topic), options.group, std::move(handler), std::move(serve),
+      concurrency,
       options.max_attempts ? options.max_attempts : default_max_attempts_,
       std::move(options.on_discard), Budget::from_options(options_));
+  {
+    std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
+    auto& subs = metric_subscriptions_;
+    subs.erase(std::remove_if(subs.begin(), subs.end(), [](const auto& s) { return s.expired(); }),
+               subs.end());
+    subs.push_back(sub);
+  }
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
                      options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
   ServeSpec serve_spec{std::string(topic), concurrency};
@@ -209,9 +231,12 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
       return;
     }
     auto op =
-        self->ops_->add(deadline, [shared = self->shared_, done = std::move(done)](
+        self->ops_->add(deadline, [shared = self->shared_, done = std::move(done), issued](
                                       std::error_code ec, std::string reply, std::string detail) {
-          if (!ec) ++shared->stats.replies;
+          if (!ec) {
+            ++shared->stats.replies;
+            shared->request_latency.observe(Clock::now() - issued);
+          }
           if (done) done(Reply{ec, std::move(reply), std::move(detail)});
         }, "request to ", topic, issued);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
@@ -356,6 +381,30 @@ ClientHandle::~ClientHandle() {
   }
   core.reset();
   if (runtime) runtime->finish(std::chrono::seconds(5));
+}
+
+}  // namespace polybus::detail
+
+namespace polybus::detail {
+
+metrics::ClientMetrics ClientCore::metrics() const {
+  metrics::ClientMetrics m;
+  m.client = shared_->name;
+  m.scheme = shared_->scheme;
+  m.totals = shared_->stats.snapshot();
+  m.publish_refused = shared_->publish_refused.load(std::memory_order_relaxed);
+  m.connected_endpoints = shared_->connectivity.connected_count();
+  m.request_reply = shared_->caps.request_reply;
+  m.request_round_trip = shared_->request_latency.snapshot();
+  m.topics = shared_->publish_topics.snapshot();
+  std::vector<std::shared_ptr<SubscriptionCore>> subs;
+  {
+    std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
+    for (const auto& weak : metric_subscriptions_)
+      if (auto sub = weak.lock(); sub && sub->active()) subs.push_back(std::move(sub));
+  }
+  for (const auto& sub : subs) m.subscriptions.push_back(sub->metrics());
+  return m;
 }
 
 }  // namespace polybus::detail

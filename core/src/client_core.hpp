@@ -26,8 +26,8 @@ class ClientCore;
 class SubscriptionCore : public SubscriptionSink,
                          public std::enable_shared_from_this<SubscriptionCore> {
  public:
-  SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, MessageHandler handler,
-                   ServeHandler serve_handler, std::uint32_t concurrency,
+  SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, std::string group,
+                   MessageHandler handler, ServeHandler serve_handler, std::uint32_t concurrency,
                    std::uint32_t max_attempts, DiscardCallback on_discard, const Budget& budget);
 
   // SubscriptionSink (strand)
@@ -44,6 +44,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t pending() const;
   bool idle() const;  // no message queued or being handled
   const std::string& topic() const { return topic_; }
+  metrics::SubscriptionMetrics metrics() const;
 
   // Strand: the adapter's side of this subscription.
   void attach(std::shared_ptr<AdapterSubscription> adapter) { adapter_ = std::move(adapter); }
@@ -63,6 +64,10 @@ class SubscriptionCore : public SubscriptionSink,
   std::shared_ptr<ClientShared> shared_;
   std::shared_ptr<HandlerPool> pool_;
   std::string topic_;
+  std::string group_;
+  bool serving_;
+  // Counted by messages too (MessageState::subscription_cells), which may outlive this.
+  std::shared_ptr<SubscriptionCells> cells_;
   MessageHandler handler_;
   ServeHandler serve_handler_;
   std::uint32_t concurrency_;
@@ -118,6 +123,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                    std::function<void(const Status&)> done);
 
+  metrics::ClientMetrics metrics() const;
+
  private:
   enum class State { open, closing, closed };
   Clock::time_point deadline_from(std::chrono::milliseconds timeout) const;
@@ -154,6 +161,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint32_t default_max_attempts_;
 
   std::atomic<State> state_{State::open};
+  // The subscriptions a metrics snapshot reports (any thread; pruned as they go).
+  mutable std::mutex metric_subscriptions_mutex_;
+  mutable std::vector<std::weak_ptr<SubscriptionCore>> metric_subscriptions_;
   // Strand only:
   std::unique_ptr<Adapter> adapter_;
   std::shared_ptr<OperationTracker> ops_;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "connectivity.hpp"
+#include "metric_cells.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
 
@@ -29,7 +30,11 @@ class ClientShared {
   std::shared_ptr<Runtime> runtime;
   Strand strand;
   std::string scheme;
+  std::string name;  // the metrics' client label
   AtomicStats stats;
+  std::atomic<std::uint64_t> publish_refused{0};
+  TopicCellsMap publish_topics;  // per-topic publish metrics
+  LatencyCells request_latency;
   StateCallback on_state;
   ErrorCallback on_error;
   LogSink log_sink;

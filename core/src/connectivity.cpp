@@ -2,6 +2,11 @@
 
 namespace polybus::detail {
 
+std::size_t Connectivity::connected_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return up_.size();
+}
+
 namespace {
 // The portable code of a failure for want of a connection: what the server or the bytes said
 // when that is what ended it (a refused AUTH, a bad frame, a TLS failure), else whether the

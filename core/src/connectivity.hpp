@@ -45,6 +45,8 @@ class Connectivity {
   // connection is up, the last connection's end.
   std::string explain(const std::string& what) const;
 
+  std::size_t connected_count() const;  // endpoints connected now
+
  private:
   // Under mutex_: when an operation is looked at, and whether no attempt left is in time for it.
   Clock::time_point look_by(Clock::time_point started, Clock::time_point deadline) const;

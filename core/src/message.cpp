@@ -51,7 +51,10 @@ std::error_code Message::ack() {
   if (!state_) return make_error_code(errc::invalid_argument);
   if (state_->expects_reply || !state_->client->caps.ack) return make_error_code(errc::not_supported);
   auto ec = respond(state_, true, [](MessageBackend& b, detail::MessageState& s) { b.ack(s); });
-  if (!ec) ++state_->client->stats.acked;
+  if (!ec) {
+    ++state_->client->stats.acked;
+    if (state_->subscription_cells) detail::bump(state_->subscription_cells->acked);
+  }
   return ec;
 }
 
@@ -69,7 +72,10 @@ std::error_code Message::nack(std::chrono::milliseconds delay) {
   }
   auto ec = respond(state_, true,
                     [delay](MessageBackend& b, detail::MessageState& s) { b.nack(s, delay); });
-  if (!ec) ++state_->client->stats.nacked;
+  if (!ec) {
+    ++state_->client->stats.nacked;
+    if (state_->subscription_cells) detail::bump(state_->subscription_cells->nacked);
+  }
   return ec;
 }
 
@@ -82,17 +88,21 @@ std::error_code Message::touch() {
 std::error_code Message::reply(std::string payload) {
   if (!state_) return make_error_code(errc::invalid_argument);
   if (!state_->expects_reply) return make_error_code(errc::not_supported);
-  return respond(state_, true, [payload = std::move(payload)](MessageBackend& b,
-                                                              detail::MessageState& s) mutable {
+  auto ec = respond(state_, true, [payload = std::move(payload)](MessageBackend& b,
+                                                                 detail::MessageState& s) mutable {
     b.reply(s, std::move(payload), {}, {});
   });
+  if (!ec && state_->subscription_cells) detail::bump(state_->subscription_cells->replied);
+  return ec;
 }
 
 namespace detail {
 void detail_reply_error(Message& message, const std::string& what) {
-  respond(message.state(), true, [what](MessageBackend& b, MessageState& s) {
+  const auto& state = message.state();
+  auto ec = respond(state, true, [what](MessageBackend& b, MessageState& s) {
     b.reply(s, {}, make_error_code(errc::handler_failed), what);
   });
+  if (!ec && state->subscription_cells) bump(state->subscription_cells->replied);
 }
 }  // namespace detail
 

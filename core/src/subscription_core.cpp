@@ -7,13 +7,17 @@
 namespace polybus::detail {
 
 SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic,
-                                   MessageHandler handler, ServeHandler serve_handler,
+                                   std::string group, MessageHandler handler,
+                                   ServeHandler serve_handler,
                                    std::uint32_t concurrency, std::uint32_t max_attempts,
                                    DiscardCallback on_discard, const Budget& budget)
     : client_(client),
       shared_(client->shared()),
       pool_(client->pool()),
       topic_(std::move(topic)),
+      group_(std::move(group)),
+      serving_(static_cast<bool>(serve_handler)),
+      cells_(std::make_shared<SubscriptionCells>()),
       handler_(std::move(handler)),
       serve_handler_(std::move(serve_handler)),
       concurrency_(std::max<std::uint32_t>(1, concurrency)),
@@ -26,9 +30,12 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
 
 void SubscriptionCore::deliver(Message message) {
   ++shared_->stats.received;
+  bump(cells_->received);
+  if (message.state()) message.state()->subscription_cells = cells_;
   if (!active_.load()) return release(message);
   if (max_attempts_ > 0 && message.attempts() > max_attempts_ && !message.expects_reply()) {
     ++shared_->stats.discarded;
+    bump(cells_->discarded);
     shared_->log(LogLevel::warn, topic_ + ": message " + message.id() + " discarded after " +
                                      std::to_string(message.attempts() - 1) + " attempts");
     if (on_discard_) {
@@ -142,15 +149,19 @@ void SubscriptionCore::handle(Message& message) {
     }
     return;
   }
+  const auto started = Clock::now();
   try {
     handler_(message);
+    cells_->handler_time.observe(Clock::now() - started);
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
   } catch (const std::exception& e) {
+    cells_->handler_time.observe(Clock::now() - started);
     if (caps.ack && !message.state()->manual.load() && !message.responded())
       message.nack();
     shared_->emit_error(make_error_code(errc::handler_failed),
                         topic_ + ": handler threw: " + e.what());
   } catch (...) {
+    cells_->handler_time.observe(Clock::now() - started);
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.nack();
     shared_->emit_error(make_error_code(errc::handler_failed),
                         topic_ + ": handler threw a non-standard exception");
@@ -248,6 +259,27 @@ void SubscriptionCore::set_max_in_flight(std::uint32_t n) {
   asio::post(shared_->strand, [self = shared_from_this(), n] {
     if (self->adapter_) self->adapter_->set_max_in_flight(n);
   });
+}
+
+metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
+  metrics::SubscriptionMetrics m;
+  m.topic = topic_;
+  m.group = group_;
+  m.serving = serving_;
+  m.received = cells_->received.load(std::memory_order_relaxed);
+  m.acked = cells_->acked.load(std::memory_order_relaxed);
+  m.nacked = cells_->nacked.load(std::memory_order_relaxed);
+  m.replied = cells_->replied.load(std::memory_order_relaxed);
+  m.discarded = cells_->discarded.load(std::memory_order_relaxed);
+  const std::uint64_t answered = m.acked + m.nacked + m.replied;
+  m.in_flight = m.received > answered ? m.received - answered : 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    m.held_messages = queue_.size();
+    m.held_bytes = held_bytes_;
+  }
+  m.handler_time = cells_->handler_time.snapshot();
+  return m;
 }
 
 std::size_t SubscriptionCore::pending() const {

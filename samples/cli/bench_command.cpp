@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "allocation_counter.hpp"
 #include "args.hpp"
 #include "commands.hpp"
+#include "metrics_endpoint.hpp"
 #include "polybus/polybus.hpp"
 #include "windowed_publisher.hpp"
 
@@ -25,6 +27,7 @@ namespace {
 const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N] [--size B]
                            [--publishers P] [--subscribers S] [--window W] [--batch K]
                            [--concurrency C] [--group G] [--from OFFSET] [--timeout S]
+                           [--metrics HOST:PORT]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
 msgs/s, MB/s, publish-to-receive latency p50/p99/p99.9, this process's CPU time and its heap
@@ -39,7 +42,8 @@ S responders instead.
 --window W keeps at most W publishes in flight per publisher (default 1000). --batch K
 publishes K messages per publish_batch (NSQ's MPUB). --concurrency C runs C handlers at once per
 subscriber or responder (MemoDB: C workers on its socket; default: the URL's
-handler_concurrency option, 1 unless set). Ends with one JSON line.
+handler_concurrency option, 1 unless set). --metrics HOST:PORT serves the metrics of every
+client of the run at http://HOST:PORT/metrics while it runs. Ends with one JSON line.
 )";
 
 using SteadyClock = std::chrono::steady_clock;
@@ -146,7 +150,7 @@ const char* mode_name(Mode mode) {
 
 int run_bench(const Argv& argv) {
   Args args(argv, {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
-                   "concurrency", "timeout", "group", "from"});
+                   "concurrency", "timeout", "group", "from", "metrics"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   Settings s;
   s.url = args.positional(0, "URL");
@@ -166,11 +170,20 @@ int run_bench(const Argv& argv) {
   if (s.publishers == 0 && s.subscribers == 0)
     throw UsageError("--publishers 0 and --subscribers 0: nothing to measure");
 
+  std::mutex clients_mutex;  // the metrics endpoint reads the list while clients are added
   std::vector<Client> clients;
   auto make_client = [&] {
-    clients.push_back(polybus::connect(s.url));
-    return clients.back();
+    Client client = polybus::connect(s.url);
+    std::lock_guard<std::mutex> lock(clients_mutex);
+    clients.push_back(client);
+    return client;
   };
+  auto endpoint = metrics_endpoint_if_asked(args, [&] {
+    std::lock_guard<std::mutex> lock(clients_mutex);
+    std::vector<metrics::ClientMetrics> all;
+    for (const auto& client : clients) all.push_back(client.metrics());
+    return all;
+  });
   Client probe = make_client();
   const Capabilities caps = probe.capabilities();
   const bool pubsub = caps.publish && caps.subscribe;

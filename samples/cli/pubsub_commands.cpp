@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "args.hpp"
+#include "metrics_endpoint.hpp"
 #include "commands.hpp"
 #include "windowed_publisher.hpp"
 #include "polybus/polybus.hpp"
@@ -17,7 +18,11 @@ of B bytes (default 100), each beginning with its sequence number. Exits 1 if an
 )";
 
 const char* kSubUsage = R"(usage: polybus sub URL TOPIC [--group G] [--count N] [--from OFFSET]
-Prints each payload on its own line; exits after N messages when --count is given.
+                        [--metrics HOST:PORT]
+Prints each payload on its own line; exits after N messages when --count is given, else at
+SIGINT or SIGTERM. Says on standard error when the subscription is confirmed.
+--metrics serves the client's metrics at http://HOST:PORT/metrics (Prometheus text format;
+port 0 takes a free port, printed on standard error).
 )";
 
 }  // namespace
@@ -51,7 +56,7 @@ int run_pub(const Argv& argv) {
 }
 
 int run_sub(const Argv& argv) {
-  Args args(argv, {"group", "count", "from"});
+  Args args(argv, {"group", "count", "from", "metrics"});
   if (args.help()) return std::cout << kSubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
@@ -75,10 +80,14 @@ int run_sub(const Argv& argv) {
     std::cout << m.payload() << '\n' << std::flush;
     if (++printed == limit) cv.notify_all();
   });
+  // Declared after the client: destroyed first, so no scrape reads a client that is gone.
+  auto endpoint = metrics_endpoint_if_asked(
+      args, [&client] { return std::vector<metrics::ClientMetrics>{client.metrics()}; });
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus sub: subscription failed: " << ec.message() << "\n";
     return 1;
   }
+  std::cerr << "polybus sub: subscribed to '" << topic << "' on " << url << std::endl;
   if (limit) {
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return printed >= limit; });

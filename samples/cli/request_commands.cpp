@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "args.hpp"
+#include "metrics_endpoint.hpp"
 #include "commands.hpp"
 #include "polybus/polybus.hpp"
 
@@ -34,10 +35,11 @@ int run_request(const Argv& argv) {
 }
 
 int run_serve(const Argv& argv) {
-  Args args(argv, {"concurrency"});
+  Args args(argv, {"concurrency", "metrics"});
   if (args.help()) {
-    std::cout << "usage: polybus serve URL TOPIC [--concurrency N]\n"
-                 "Answers each request with its own payload until SIGINT or SIGTERM.\n";
+    std::cout << "usage: polybus serve URL TOPIC [--concurrency N] [--metrics HOST:PORT]\n"
+                 "Answers each request with its own payload until SIGINT or SIGTERM.\n"
+                 "--metrics serves the client's metrics at http://HOST:PORT/metrics.\n";
     return 0;
   }
   const std::string& url = args.positional(0, "URL");
@@ -49,6 +51,8 @@ int run_serve(const Argv& argv) {
   block_termination_signals();
   auto client = connect_reporting(url);
   auto sub = client.serve(topic, [](Message& m) { return std::string(m.payload()); }, options);
+  auto endpoint = metrics_endpoint_if_asked(
+      args, [&client] { return std::vector<metrics::ClientMetrics>{client.metrics()}; });
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus serve: registration failed: " << ec.message() << "\n";
     return 1;

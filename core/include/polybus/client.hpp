@@ -19,6 +19,7 @@
 #include "polybus/backoff.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
+#include "polybus/metrics.hpp"
 #include "polybus/message.hpp"
 #include "polybus/options.hpp"
 #include "polybus/status.hpp"
@@ -58,6 +59,7 @@ struct ConnectOptions {
   LogSink log;
   LogLevel log_level = LogLevel::info;
   std::optional<Backoff> reconnect_backoff;  // replaces the reconnect_* options
+  std::string name;  // the "client" label of its metrics; empty: a number unique in the process
 };
 
 class Client {
@@ -93,6 +95,9 @@ class Client {
   Status close_sync(std::chrono::milliseconds timeout);
 
   Stats stats() const;
+  // Counters, gauges and histograms of this client, its publishes per topic and its live
+  // subscriptions; render with metrics::write_prometheus.
+  metrics::ClientMetrics metrics() const;
   explicit operator bool() const { return static_cast<bool>(handle_); }
 
  private:

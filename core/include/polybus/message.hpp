@@ -18,6 +18,7 @@ namespace polybus {
 namespace detail {
 struct MessageState;
 class ClientShared;
+struct SubscriptionCells;
 }  // namespace detail
 
 class Message {

@@ -179,6 +179,7 @@ struct MessageState {
   std::uint64_t adapter_token = 0;  // the adapter's own (connection generation, etc.)
   std::weak_ptr<MessageBackend> backend;
   std::shared_ptr<ClientShared> client;
+  std::shared_ptr<SubscriptionCells> subscription_cells;  // set by the subscription it reached
   std::atomic<bool> responded{false};
   std::atomic<bool> manual{false};
 };

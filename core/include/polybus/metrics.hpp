@@ -1,0 +1,85 @@
+// Metrics of a client, its publishes per topic and its subscriptions, for a monitoring system:
+// Client::metrics() takes a snapshot (counters kept with relaxed atomics, no lock or allocation
+// per message); write_prometheus() renders snapshots in the Prometheus text exposition format
+// (version 0.0.4), and for_each_sample() hands the same samples to a callback, for users who push
+// to another system.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "polybus/events.hpp"
+
+namespace polybus::metrics {
+
+// A latency histogram: counts per upper bound (seconds, cumulative as Prometheus has them; the
+// last bound is +Inf), their sum in seconds and the number of observations.
+struct Histogram {
+  std::vector<double> upper_bounds;
+  std::vector<std::uint64_t> cumulative_counts;
+  double sum_seconds = 0;
+  std::uint64_t count = 0;
+};
+
+// Publishes to one topic (topics past max_metric_topics are summed under "_other").
+struct TopicMetrics {
+  std::string topic;
+  std::uint64_t published = 0;  // messages handed to the adapter
+  std::uint64_t confirmed = 0;  // completed without error (what that means: the scheme's
+                                // publish_confirm capability)
+  std::uint64_t failed = 0;     // completed with an error, timeouts included
+  Histogram confirm_latency;    // publish call to completion, confirmed ones
+};
+
+struct SubscriptionMetrics {
+  std::string topic;
+  std::string group;      // empty: none
+  bool serving = false;   // a serve() registration
+  std::uint64_t received = 0;   // handed to the subscription by the adapter
+  std::uint64_t acked = 0;
+  std::uint64_t nacked = 0;
+  std::uint64_t replied = 0;    // serve: answers sent
+  std::uint64_t discarded = 0;  // over max_attempts
+  std::uint64_t in_flight = 0;  // received, not yet answered (acked, nacked, replied, discarded)
+  std::uint64_t held_messages = 0;  // waiting for a handler now
+  std::uint64_t held_bytes = 0;
+  Histogram handler_time;  // handler start to return
+};
+
+struct ClientMetrics {
+  std::string client;  // ConnectOptions::name, or a number unique in the process
+  std::string scheme;
+  Stats totals;        // the client's counters (Client::stats())
+  std::uint64_t publish_refused = 0;      // refused before reaching the adapter (closed, ...)
+  std::uint64_t connected_endpoints = 0;  // connections up now
+  bool request_reply = false;             // the scheme has requests: the request series exist
+  Histogram request_round_trip;           // request call to its reply, replied ones
+  std::vector<TopicMetrics> topics;
+  std::vector<SubscriptionMetrics> subscriptions;
+};
+
+// One sample line: family "polybus_publish_confirm_seconds", suffix "_bucket", labels with "le".
+struct Sample {
+  std::string_view family;
+  std::string_view type;  // "counter", "gauge" or "histogram"
+  std::string_view help;
+  std::string_view suffix;  // "", or for histograms "_bucket", "_sum", "_count"
+  std::vector<std::pair<std::string_view, std::string>> labels;
+  double value = 0;
+};
+
+// Every sample of `clients`, one family after another (all of a family's series together, as
+// the exposition format requires).
+void for_each_sample(const std::vector<ClientMetrics>& clients,
+                     const std::function<void(const Sample&)>& visit);
+
+// Appends the Prometheus text exposition of `clients` to `out`.
+void write_prometheus(std::string& out, const std::vector<ClientMetrics>& clients);
+// The content type a /metrics endpoint answers with.
+inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace polybus::metrics

@@ -1,0 +1,287 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "metric_cells.hpp"
+#include "polybus/metrics.hpp"
+
+namespace polybus::detail {
+
+void LatencyCells::observe(Clock::duration elapsed) noexcept {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
+  const std::uint64_t positive = ns > 0 ? static_cast<std::uint64_t>(ns) : 0;
+  const double seconds = static_cast<double>(positive) / 1e9;
+  std::size_t i = 0;
+  while (i < kUpperBounds.size() && seconds > kUpperBounds[i]) ++i;
+  bump(buckets_[i]);
+  bump(sum_ns_, positive);
+}
+
+metrics::Histogram LatencyCells::snapshot() const {
+  metrics::Histogram h;
+  h.upper_bounds.assign(kUpperBounds.begin(), kUpperBounds.end());
+  h.upper_bounds.push_back(INFINITY);
+  std::uint64_t running = 0;
+  for (const auto& bucket : buckets_) {
+    running += bucket.load(std::memory_order_relaxed);
+    h.cumulative_counts.push_back(running);
+  }
+  h.count = running;
+  h.sum_seconds = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return h;
+}
+
+TopicCells& TopicCellsMap::cells_for(const std::string& topic) {
+  // Read without the lock: only the strand adds, and this is the strand.
+  auto it = by_topic_.find(topic);
+  if (it != by_topic_.end()) return *it->second;
+  if (by_topic_.size() >= kMaxTopics && other_) return *other_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool full = by_topic_.size() + 1 >= kMaxTopics;  // the last room is "_other"'s
+  auto cells = std::make_unique<TopicCells>(full ? kOtherTopic : topic);
+  TopicCells& added = *cells;
+  by_topic_.emplace(added.topic, std::move(cells));
+  if (full) other_ = &added;
+  return added;
+}
+
+std::vector<metrics::TopicMetrics> TopicCellsMap::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<metrics::TopicMetrics> out;
+  out.reserve(by_topic_.size());
+  for (const auto& [name, cells] : by_topic_) {
+    metrics::TopicMetrics t;
+    t.topic = cells->topic;
+    t.published = cells->published.load(std::memory_order_relaxed);
+    t.confirmed = cells->confirmed.load(std::memory_order_relaxed);
+    t.failed = cells->failed.load(std::memory_order_relaxed);
+    t.confirm_latency = cells->confirm_latency.snapshot();
+    out.push_back(std::move(t));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.topic < b.topic; });
+  return out;
+}
+
+}  // namespace polybus::detail
+
+namespace polybus::metrics {
+
+namespace {
+
+using Labels = std::vector<std::pair<std::string_view, std::string>>;
+
+Labels client_labels(const ClientMetrics& c) {
+  return {{"client", c.client}, {"scheme", c.scheme}};
+}
+Labels topic_labels(const ClientMetrics& c, const TopicMetrics& t) {
+  auto labels = client_labels(c);
+  labels.emplace_back("topic", t.topic);
+  return labels;
+}
+Labels subscription_labels(const ClientMetrics& c, const SubscriptionMetrics& s) {
+  auto labels = client_labels(c);
+  labels.emplace_back("topic", s.topic);
+  labels.emplace_back("group", s.group);
+  labels.emplace_back("kind", s.serving ? "serve" : "subscribe");
+  return labels;
+}
+
+std::string bound_text(double bound) {
+  if (std::isinf(bound)) return "+Inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", bound);
+  return text;
+}
+
+class Emitter {
+ public:
+  explicit Emitter(const std::function<void(const Sample&)>& visit) : visit_(visit) {}
+
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    sample_.family = name;
+    sample_.type = type;
+    sample_.help = help;
+  }
+  void value(Labels labels, double value, std::string_view suffix = {}) {
+    sample_.suffix = suffix;
+    sample_.labels = std::move(labels);
+    sample_.value = value;
+    visit_(sample_);
+  }
+  void histogram(const Labels& labels, const Histogram& h) {
+    for (std::size_t i = 0; i < h.upper_bounds.size() && i < h.cumulative_counts.size(); ++i) {
+      auto with_le = labels;
+      with_le.emplace_back("le", bound_text(h.upper_bounds[i]));
+      value(std::move(with_le), static_cast<double>(h.cumulative_counts[i]), "_bucket");
+    }
+    value(labels, h.sum_seconds, "_sum");
+    value(labels, static_cast<double>(h.count), "_count");
+  }
+
+ private:
+  const std::function<void(const Sample&)>& visit_;
+  Sample sample_;
+};
+
+template <typename Get>
+void client_family(Emitter& e, const std::vector<ClientMetrics>& clients, std::string_view name,
+                   std::string_view type, std::string_view help, Get get) {
+  e.family(name, type, help);
+  for (const auto& c : clients) e.value(client_labels(c), static_cast<double>(get(c)));
+}
+
+template <typename Get>
+void topic_family(Emitter& e, const std::vector<ClientMetrics>& clients, std::string_view name,
+                  std::string_view help, Get get) {
+  e.family(name, "counter", help);
+  for (const auto& c : clients)
+    for (const auto& t : c.topics) e.value(topic_labels(c, t), static_cast<double>(get(t)));
+}
+
+template <typename Get>
+void subscription_family(Emitter& e, const std::vector<ClientMetrics>& clients,
+                         std::string_view name, std::string_view type, std::string_view help,
+                         Get get) {
+  e.family(name, type, help);
+  for (const auto& c : clients)
+    for (const auto& s : c.subscriptions)
+      e.value(subscription_labels(c, s), static_cast<double>(get(s)));
+}
+
+void escape_label(std::string& out, std::string_view value) {
+  for (char ch : value) {
+    if (ch == '\\') out += "\\\\";
+    else if (ch == '"') out += "\\\"";
+    else if (ch == '\n') out += "\\n";
+    else out += ch;
+  }
+}
+
+void append_number(std::string& out, double value) {
+  if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+    return;
+  }
+  if (std::isnan(value)) {
+    out += "NaN";
+    return;
+  }
+  char text[40];
+  // Counts are whole numbers up to 2^53 exactly; sums of nanoseconds in seconds, 12 digits.
+  if (value == std::floor(value) && std::fabs(value) < 9.007199254740992e15)
+    std::snprintf(text, sizeof text, "%.0f", value);
+  else
+    std::snprintf(text, sizeof text, "%.12g", value);
+  out += text;
+}
+
+}  // namespace
+
+void for_each_sample(const std::vector<ClientMetrics>& clients,
+                     const std::function<void(const Sample&)>& visit) {
+  Emitter e(visit);
+  client_family(e, clients, "polybus_publish_refused_total", "counter",
+                "Publishes refused before reaching the broker adapter (client closed, not "
+                "supported, invalid).",
+                [](const ClientMetrics& c) { return c.publish_refused; });
+  topic_family(e, clients, "polybus_publish_messages_total",
+               "Messages handed to the broker adapter for publishing.",
+               [](const TopicMetrics& t) { return t.published; });
+  topic_family(e, clients, "polybus_publish_confirmed_total",
+               "Publishes completed without error (broker-confirmed where the scheme confirms).",
+               [](const TopicMetrics& t) { return t.confirmed; });
+  topic_family(e, clients, "polybus_publish_failed_total",
+               "Publishes completed with an error, timeouts included.",
+               [](const TopicMetrics& t) { return t.failed; });
+  e.family("polybus_publish_confirm_seconds", "histogram",
+           "Time from a publish call to its successful completion.");
+  for (const auto& c : clients)
+    for (const auto& t : c.topics) e.histogram(topic_labels(c, t), t.confirm_latency);
+
+  subscription_family(e, clients, "polybus_received_messages_total", "counter",
+                      "Messages the broker delivered to the subscription.",
+                      [](const SubscriptionMetrics& s) { return s.received; });
+  subscription_family(e, clients, "polybus_acked_messages_total", "counter",
+                      "Messages acknowledged (including discarded ones, which are acked).",
+                      [](const SubscriptionMetrics& s) { return s.acked; });
+  subscription_family(e, clients, "polybus_nacked_messages_total", "counter",
+                      "Messages given back for redelivery.",
+                      [](const SubscriptionMetrics& s) { return s.nacked; });
+  subscription_family(e, clients, "polybus_replied_messages_total", "counter",
+                      "Requests answered by a serve() handler.",
+                      [](const SubscriptionMetrics& s) { return s.replied; });
+  subscription_family(e, clients, "polybus_discarded_messages_total", "counter",
+                      "Messages over max_attempts, given to on_discard and acked.",
+                      [](const SubscriptionMetrics& s) { return s.discarded; });
+  subscription_family(e, clients, "polybus_in_flight_messages", "gauge",
+                      "Messages received and not yet answered.",
+                      [](const SubscriptionMetrics& s) { return s.in_flight; });
+  subscription_family(e, clients, "polybus_held_messages", "gauge",
+                      "Messages waiting for a handler.",
+                      [](const SubscriptionMetrics& s) { return s.held_messages; });
+  subscription_family(e, clients, "polybus_held_bytes", "gauge",
+                      "Payload bytes of the messages waiting for a handler.",
+                      [](const SubscriptionMetrics& s) { return s.held_bytes; });
+  e.family("polybus_handler_seconds", "histogram", "Time a handler ran per message.");
+  for (const auto& c : clients)
+    for (const auto& s : c.subscriptions) e.histogram(subscription_labels(c, s), s.handler_time);
+
+  std::vector<ClientMetrics> requesters;  // the clients whose scheme has requests
+  for (const auto& c : clients)
+    if (c.request_reply) requesters.push_back(c);
+  client_family(e, requesters, "polybus_requests_total", "counter", "Requests sent.",
+                [](const ClientMetrics& c) { return c.totals.requests; });
+  client_family(e, requesters, "polybus_request_replies_total", "counter",
+                "Requests answered with a reply.",
+                [](const ClientMetrics& c) { return c.totals.replies; });
+  e.family("polybus_request_seconds", "histogram", "Time from a request to its reply.");
+  for (const auto& c : requesters) e.histogram(client_labels(c), c.request_round_trip);
+  client_family(e, clients, "polybus_reconnects_total", "counter",
+                "Connections made again after one was lost.",
+                [](const ClientMetrics& c) { return c.totals.reconnects; });
+  client_family(e, clients, "polybus_received_bytes_total", "counter",
+                "Bytes read from the broker.",
+                [](const ClientMetrics& c) { return c.totals.bytes_in; });
+  client_family(e, clients, "polybus_sent_bytes_total", "counter", "Bytes written to the broker.",
+                [](const ClientMetrics& c) { return c.totals.bytes_out; });
+  client_family(e, clients, "polybus_connected_endpoints", "gauge",
+                "Broker connections up now.",
+                [](const ClientMetrics& c) { return c.connected_endpoints; });
+}
+
+void write_prometheus(std::string& out, const std::vector<ClientMetrics>& clients) {
+  std::string_view last_family;
+  for_each_sample(clients, [&](const Sample& s) {
+    if (s.family != last_family) {
+      last_family = s.family;
+      out += "# HELP ";
+      out += s.family;
+      out += ' ';
+      out += s.help;  // no backslash or line break in ours
+      out += "\n# TYPE ";
+      out += s.family;
+      out += ' ';
+      out += s.type;
+      out += '\n';
+    }
+    out += s.family;
+    out += s.suffix;
+    if (!s.labels.empty()) {
+      out += '{';
+      for (std::size_t i = 0; i < s.labels.size(); ++i) {
+        if (i) out += ',';
+        out += s.labels[i].first;
+        out += "=\"";
+        escape_label(out, s.labels[i].second);
+        out += '"';
+      }
+      out += '}';
+    }
+    out += ' ';
+    append_number(out, s.value);
+    out += '\n';
+  });
+}
+
+}  // namespace polybus::metrics

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# `--metrics HOST:PORT` on `polybus sub`, `serve` and `bench`: the endpoint answers GET /metrics
+# in the text format that Prometheus's own `promtool check metrics` accepts, with values that
+# match the traffic sent to the command; other paths and methods are refused.
+#
+#   samples/cli/tests/metrics_endpoint.sh POLYBUS_BINARY
+set -euo pipefail
+polybus=$1
+source "$(dirname "$0")/broker_process.sh"
+command -v promtool > /dev/null ||
+  fail "promtool is missing: Debian's prometheus package has it (.ci/install-deps installs it)"
+
+# GET (or another METHOD) http://ADDRESS/PATH: the status on the first line, then the body.
+http() {
+  python3 - "$@" << 'PY'
+import sys, http.client
+address, path = sys.argv[1], sys.argv[2]
+method = sys.argv[3] if len(sys.argv) > 3 else "GET"
+host, port = address.rsplit(":", 1)
+c = http.client.HTTPConnection(host, int(port), timeout=10)
+c.request(method, path)
+r = c.getresponse()
+print(r.status)
+if path == "/metrics" and r.status == 200:
+    assert r.getheader("Content-Type").startswith("text/plain; version=0.0.4"), r.getheader("Content-Type")
+sys.stdout.write(r.read().decode())
+PY
+}
+# The value of the one sample whose name and labels start with PREFIX, in a scrape FILE.
+value() {
+  local found
+  found=$(grep -F -- "$2" "$1" | grep -v '^#' || true)
+  [ "$(printf '%s\n' "$found" | grep -c .)" = 1 ] || fail "not one sample '$2' in: $(cat "$1")"
+  printf '%s\n' "${found##* }"
+}
+# Scrapes ADDRESS into FILE until the sample PREFIX has VALUE (bounded: 30 s).
+scrape_until() {
+  local address=$1 file=$2 prefix=$3 want=$4
+  for _ in $(seq 600); do
+    http "$address" /metrics | tail -n +2 > "$file"
+    [ "$(grep -F -- "$prefix" "$file" | grep -v '^#' | awk '{print $NF}')" = "$want" ] && return 0
+    sleep 0.05
+  done
+  fail "$prefix never reached $want: $(grep -F -- "$prefix" "$file")"
+}
+# Starts `polybus COMMAND ARGS...` in the background with --metrics 127.0.0.1:0; sets
+# command_pid, and address from the line it prints; the command's later stderr lines stay on fd 4.
+start_with_metrics() {
+  mkfifo "$work/err4"
+  "$polybus" "$@" --metrics 127.0.0.1:0 > "$work/stdout" 2> "$work/err4" &
+  command_pid=$!
+  exec 4< "$work/err4"
+  rm "$work/err4"
+  local line
+  read -r -t 30 line <&4 || fail "$1 printed no metrics address"
+  [[ "$line" =~ ^metrics:\ http://(127\.0\.0\.1:[0-9]+)/metrics$ ]] || fail "$1 printed '$line'"
+  address=${BASH_REMATCH[1]}
+}
+stop_command() {
+  kill -TERM "$command_pid"
+  wait "$command_pid" || fail "the command did not exit cleanly on SIGTERM"
+  exec 4<&-
+}
+
+# sub: 25 messages of 64 bytes through an in-process nsqd.
+start_broker nsq
+start_with_metrics sub "$url" orders --group billing
+read -r -t 30 line <&4 || fail "sub never subscribed"
+[[ "$line" == *"subscribed to 'orders'"* ]] || fail "sub said '$line'"
+"$polybus" pub "$url" orders --count 25 --size 64 > /dev/null
+labels='{client="1",scheme="nsq",topic="orders",group="billing",kind="subscribe"}'
+scrape_until "$address" "$work/sub.prom" "polybus_acked_messages_total$labels" 25
+promtool check metrics < "$work/sub.prom" || fail "promtool refused the scrape: $(cat "$work/sub.prom")"
+[ "$(value "$work/sub.prom" "polybus_received_messages_total$labels")" = 25 ] || fail "received"
+[ "$(value "$work/sub.prom" "polybus_nacked_messages_total$labels")" = 0 ] || fail "nacked"
+[ "$(value "$work/sub.prom" "polybus_in_flight_messages$labels")" = 0 ] || fail "in flight"
+[ "$(value "$work/sub.prom" "polybus_handler_seconds_count$labels")" = 25 ] || fail "handler count"
+[ "$(value "$work/sub.prom" "polybus_handler_seconds_bucket${labels%\}},le=\"+Inf\"}")" = 25 ] ||
+  fail "handler +Inf bucket"
+[ "$(value "$work/sub.prom" 'polybus_connected_endpoints{client="1",scheme="nsq"}')" = 1 ] ||
+  fail "connected endpoints"
+bytes_in=$(value "$work/sub.prom" 'polybus_received_bytes_total{client="1",scheme="nsq"}')
+[ "$bytes_in" -gt $((25 * 64)) ] || fail "bytes in: $bytes_in"
+[ "$(wc -l < "$work/stdout")" = 25 ] || fail "sub printed $(wc -l < "$work/stdout") lines"
+[ "$(http "$address" /other | head -1)" = 404 ] || fail "/other was not 404"
+[ "$(http "$address" /metrics POST | head -1)" = 405 ] || fail "POST was not 405"
+stop_command
+stop_broker
+echo "sub --metrics: ok (promtool: valid; 25 received, acked and timed; $bytes_in bytes in)"
+
+# serve: 3 requests through an in-process MemoDB broker.
+start_broker memodb+tcp
+start_with_metrics serve "$url" jobs
+read -r -t 30 line <&4 || fail "serve never registered"
+for i in 1 2 3; do
+  [ "$("$polybus" request "$url" jobs "job $i")" = "job $i" ] || fail "request $i"
+done
+labels='{client="1",scheme="memodb+tcp",topic="jobs",group="",kind="serve"}'
+scrape_until "$address" "$work/serve.prom" "polybus_replied_messages_total$labels" 3
+promtool check metrics < "$work/serve.prom" || fail "promtool refused: $(cat "$work/serve.prom")"
+[ "$(value "$work/serve.prom" "polybus_received_messages_total$labels")" = 3 ] || fail "received"
+[ "$(value "$work/serve.prom" "polybus_in_flight_messages$labels")" = 0 ] || fail "in flight"
+stop_command
+stop_broker
+echo "serve --metrics: ok (3 requests received and replied)"
+
+# bench: the endpoint is up for the run, and the run is unchanged by it.
+start_broker nsq
+"$polybus" bench "$url" --messages 2000 --metrics 127.0.0.1:0 > "$work/bench.out" 2> "$work/bench.err" ||
+  fail "bench --metrics: $(cat "$work/bench.err")"
+grep -q '^metrics: http://127.0.0.1:[0-9]*/metrics$' "$work/bench.err" || fail "bench: $(cat "$work/bench.err")"
+grep -q '"delivered":2000' "$work/bench.out" || fail "bench: $(tail -1 "$work/bench.out")"
+stop_broker
+status=0
+"$polybus" sub mem://x t --metrics nowhere > /dev/null 2> "$work/err" || status=$?
+[ "$status" = 2 ] && grep -q "HOST:PORT" "$work/err" || fail "--metrics nowhere: $status $(cat "$work/err")"
+echo "bench --metrics and a bad address: ok"
