@@ -134,34 +134,46 @@ void SubscriptionCore::run_queue() {
 
 void SubscriptionCore::handle(Message& message) {
   const auto& caps = shared_->caps;
+  const auto started = Clock::now();
+  auto handler_returned = [&] { cells_->handler_time.observe(Clock::now() - started); };
   if (serve_handler_) {
     try {
       std::string reply = serve_handler_(message);
+      handler_returned();
       if (!message.state()->manual.load() && !message.responded()) message.reply(std::move(reply));
     } catch (const std::exception& e) {
+      handler_returned();
       if (!message.responded()) detail_reply_error(message, e.what());
       shared_->emit_error(make_error_code(errc::handler_failed),
                           topic_ + ": serve handler threw: " + e.what());
     } catch (...) {
+      handler_returned();
       if (!message.responded()) detail_reply_error(message, "unknown exception");
       shared_->emit_error(make_error_code(errc::handler_failed),
                           topic_ + ": serve handler threw a non-standard exception");
     }
     return;
   }
-  const auto started = Clock::now();
+  // Without acks, a message is done when its handler returns, however it returns.
+  struct Settle {
+    SubscriptionCells& cells;
+    bool settles;
+    ~Settle() {
+      if (settles) bump(cells.settled);
+    }
+  } settle{*cells_, !caps.ack};
   try {
     handler_(message);
-    cells_->handler_time.observe(Clock::now() - started);
+    handler_returned();
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
   } catch (const std::exception& e) {
-    cells_->handler_time.observe(Clock::now() - started);
+    handler_returned();
     if (caps.ack && !message.state()->manual.load() && !message.responded())
       message.nack();
     shared_->emit_error(make_error_code(errc::handler_failed),
                         topic_ + ": handler threw: " + e.what());
   } catch (...) {
-    cells_->handler_time.observe(Clock::now() - started);
+    handler_returned();
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.nack();
     shared_->emit_error(make_error_code(errc::handler_failed),
                         topic_ + ": handler threw a non-standard exception");
@@ -174,6 +186,8 @@ void SubscriptionCore::release(Message& message) {
     detail_reply_error(message, "responder unsubscribed");
   } else if (shared_->caps.ack && !message.responded()) {
     message.nack(std::chrono::milliseconds(0));
+  } else if (!shared_->caps.ack) {
+    bump(cells_->settled);
   }
 }
 
@@ -271,7 +285,8 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
   m.nacked = cells_->nacked.load(std::memory_order_relaxed);
   m.replied = cells_->replied.load(std::memory_order_relaxed);
   m.discarded = cells_->discarded.load(std::memory_order_relaxed);
-  const std::uint64_t answered = m.acked + m.nacked + m.replied;
+  const std::uint64_t answered =
+      m.acked + m.nacked + m.replied + cells_->settled.load(std::memory_order_relaxed);
   m.in_flight = m.received > answered ? m.received - answered : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -17,8 +17,8 @@ for name in nsq figg; do
   "$polybus" pub "$url" greetings hello > /dev/null || fail "pub on $url"
   from=()
   [ "$name" = figg ] && from=(--from 0)
-  timeout 60 "$polybus" sub "$url" greetings --count 1 "${from[@]}" > "$work/sub.log" 2>&1 ||
-    fail "sub on $url: $(cat "$work/sub.log")"
+  timeout 60 "$polybus" sub "$url" greetings --count 1 "${from[@]}" > "$work/sub.log" \
+    2> "$work/sub.err" || fail "sub on $url: $(cat "$work/sub.log" "$work/sub.err")"
   [ "$(cat "$work/sub.log")" = hello ] || fail "sub on $url received: $(cat "$work/sub.log")"
   stop_broker
   echo "$name on port $port: ok"

@@ -1,0 +1,123 @@
+// Metrics every adapter keeps the same way: what a publisher, a subscriber and a responder
+// report matches the traffic they carried, whatever the broker.
+#include <thread>
+
+#include "contract.hpp"
+
+using namespace polybus;
+using namespace polybus::contract;
+
+namespace {
+
+// Counters move right after a handler or a completion returns: polled, within a bound.
+bool eventually(const Client& client, const std::function<bool(const metrics::ClientMetrics&)>& holds) {
+  const auto until = std::chrono::steady_clock::now() + test::kWaitBound;
+  while (std::chrono::steady_clock::now() < until) {
+    if (holds(client.metrics())) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+const metrics::SubscriptionMetrics* subscription_of(const metrics::ClientMetrics& m,
+                                                    const std::string& topic) {
+  for (const auto& s : m.subscriptions)
+    if (s.topic == topic) return &s;
+  return nullptr;
+}
+
+const metrics::TopicMetrics* topic_of(const metrics::ClientMetrics& m, const std::string& topic) {
+  for (const auto& t : m.topics)
+    if (t.topic == topic) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
+  CONTRACT_REQUIRES(env.caps.subscribe && env.caps.publish);
+  constexpr int kMessages = 20;
+  const std::string payload(100, 'p');
+  Collector got;
+  auto subscriber = env.connect();
+  auto publisher = env.connect();
+  const auto topic = unique_name("metered");
+  auto sub = subscriber.subscribe(topic, {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < kMessages; ++i)
+    REQUIRE(publisher.publish_sync(topic, payload + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_distinct(kMessages));
+  REQUIRE(eventually(subscriber, [&](const metrics::ClientMetrics& m) {
+    auto* s = subscription_of(m, topic);
+    return s && s->received >= kMessages && s->in_flight == 0;
+  }));
+
+  const auto pub = publisher.metrics();
+  const auto* sent = topic_of(pub, topic);
+  REQUIRE(sent);
+  CHECK(sent->published == kMessages);
+  CHECK(sent->confirmed == kMessages);
+  CHECK(sent->failed == 0);
+  CHECK(sent->confirm_latency.count == kMessages);
+  CHECK(pub.publish_refused == 0);
+  CHECK(pub.connected_endpoints >= 1);
+  if (env.url.rfind("mem://", 0) != 0) CHECK(pub.totals.bytes_out > kMessages * payload.size());
+
+  const auto sub_metrics = subscriber.metrics();
+  const auto* received = subscription_of(sub_metrics, topic);
+  REQUIRE(received);
+  CHECK_FALSE(received->serving);
+  CHECK(received->received == got.total());
+  CHECK(received->handler_time.count == got.total());
+  CHECK(received->in_flight == 0);
+  CHECK(received->held_messages == 0);
+  CHECK(received->held_bytes == 0);
+  CHECK(received->nacked == 0);
+  if (env.caps.ack) CHECK(received->acked == got.total());
+  else CHECK(received->acked == 0);
+  CHECK(sub_metrics.connected_endpoints >= 1);
+  if (env.url.rfind("mem://", 0) != 0) CHECK(sub_metrics.totals.bytes_in > kMessages * payload.size());
+
+  // The same numbers in the text a scrape gets.
+  std::string text;
+  metrics::write_prometheus(text, {pub, sub_metrics});
+  const std::string published_line = "polybus_publish_messages_total{client=\"" + pub.client +
+                                     "\",scheme=\"" + pub.scheme + "\",topic=\"" + topic + "\"} " +
+                                     std::to_string(kMessages) + "\n";
+  CHECK(text.find(published_line) != std::string::npos);
+
+  sub.unsubscribe_sync(5s);
+  CHECK(subscription_of(subscriber.metrics(), topic) == nullptr);  // gone with its subscription
+  CHECK(subscriber.close_sync(5s) == std::error_code{});
+  CHECK(publisher.close_sync(5s) == std::error_code{});
+}
+
+CONTRACT_CASE(metrics_count_requests_and_the_replies_served) {
+  CONTRACT_REQUIRES(env.caps.request_reply);
+  auto responder = env.connect();
+  auto requester = env.connect();
+  const auto topic = unique_name("metered-rpc");
+  auto serving = responder.serve(topic, [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(serving.wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < 3; ++i) {
+    auto reply = requester.request_sync(topic, "q" + std::to_string(i), 10s);
+    REQUIRE(reply.ec == std::error_code{});
+  }
+  const auto asked = requester.metrics();
+  CHECK(asked.request_reply);
+  CHECK(asked.totals.requests == 3);
+  CHECK(asked.totals.replies == 3);
+  CHECK(asked.request_round_trip.count == 3);
+  CHECK(asked.request_round_trip.cumulative_counts.back() == 3);
+  REQUIRE(eventually(responder, [&](const metrics::ClientMetrics& m) {
+    auto* s = subscription_of(m, topic);
+    return s && s->replied == 3 && s->in_flight == 0;
+  }));
+  const auto* served = subscription_of(responder.metrics(), topic);
+  REQUIRE(served);
+  CHECK(served->serving);
+  CHECK(served->received == 3);
+  CHECK(served->handler_time.count == 3);
+  CHECK(responder.close_sync(5s) == std::error_code{});
+  CHECK(requester.close_sync(5s) == std::error_code{});
+}
