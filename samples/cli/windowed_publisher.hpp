@@ -26,12 +26,15 @@ class WindowedPublisher {
                                         std::size_t messages, bool ok)>;
   void on_complete(OnComplete hook) { on_complete_ = std::move(hook); }
 
-  void publish(std::string payload) {
+  // `scheduled`: when the publish was due (a paced run), so that time spent waiting for the
+  // window counts in its latency; by default, now.
+  void publish(std::string payload, std::chrono::steady_clock::time_point scheduled = {}) {
     enter_window();
     PublishOptions options;
     options.timeout = timeout_;
-    const auto issued = on_complete_ ? std::chrono::steady_clock::now()
-                                     : std::chrono::steady_clock::time_point{};
+    const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
+                        : scheduled.time_since_epoch().count() ? scheduled
+                                                               : std::chrono::steady_clock::now();
     client_.publish(topic_, std::move(payload), [this, issued](const polybus::Status& ec) {
       if (on_complete_) on_complete_(issued, 1, !ec);
       std::lock_guard<std::mutex> guard(mutex_);
@@ -41,13 +44,15 @@ class WindowedPublisher {
   }
 
   // One batch (MPUB where the protocol has it) counted as one in the window.
-  void publish_batch(std::vector<std::string> payloads) {
+  void publish_batch(std::vector<std::string> payloads,
+                     std::chrono::steady_clock::time_point scheduled = {}) {
     enter_window();
     PublishOptions options;
     options.timeout = timeout_;
     const std::size_t count = payloads.size();
-    const auto issued = on_complete_ ? std::chrono::steady_clock::now()
-                                     : std::chrono::steady_clock::time_point{};
+    const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
+                        : scheduled.time_since_epoch().count() ? scheduled
+                                                               : std::chrono::steady_clock::now();
     client_.publish_batch(topic_, std::move(payloads), [this, count, issued](
                                                            const polybus::Status& ec) {
       if (on_complete_) on_complete_(issued, count, !ec);
