@@ -232,14 +232,12 @@ Capabilities Client::capabilities() const { return core_of(handle_).capabilities
 
 void Client::publish(std::string_view topic, std::string payload, Completion done,
                      PublishOptions options) {
-  std::vector<std::string> payloads;
-  payloads.push_back(std::move(payload));
-  core_of(handle_).publish(topic, std::move(payloads), std::move(done), options, false);
+  core_of(handle_).publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
 }
 
 void Client::publish_batch(std::string_view topic, std::vector<std::string> payloads,
                            Completion done, PublishOptions options) {
-  core_of(handle_).publish(topic, std::move(payloads), std::move(done), options, true);
+  core_of(handle_).publish(topic, Payloads(std::move(payloads)), std::move(done), options, true);
 }
 
 Status Client::publish_sync(std::string_view topic, std::string payload, PublishOptions options) {

@@ -61,7 +61,7 @@ void ClientCore::fail_now(Completion done, Status status) {
   asio::post(shared_->strand, [done = std::move(done), status = std::move(status)] { done(status); });
 }
 
-void ClientCore::publish(std::string_view topic, std::vector<std::string> payloads, Completion done,
+void ClientCore::publish(std::string_view topic, Payloads payloads, Completion done,
                          PublishOptions options, bool batch) {
   const auto& caps = shared_->caps;
   Status refused;

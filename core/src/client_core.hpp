@@ -106,7 +106,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const std::shared_ptr<HandlerPool>& pool() const { return pool_; }
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
 
-  void publish(std::string_view topic, std::vector<std::string> payloads, Completion done,
+  void publish(std::string_view topic, Payloads payloads, Completion done,
                PublishOptions options, bool batch);
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
                          ServeHandler serve);
@@ -141,7 +141,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // its publish go in (a close, say) runs after the drain that publish relies on.
   struct IntakePublish {
     std::string topic;
-    std::vector<std::string> payloads;
+    Payloads payloads;
     Completion done;
     std::chrono::milliseconds defer;
     Clock::time_point deadline;

@@ -7,6 +7,7 @@
 
 #include "connectivity.hpp"
 #include "metric_cells.hpp"
+#include "response_intake.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
 
@@ -35,6 +36,7 @@ class ClientShared {
   std::atomic<std::uint64_t> publish_refused{0};
   TopicCellsMap publish_topics;  // per-topic publish metrics
   LatencyCells request_latency;
+  ResponseIntake responses;  // acks, nacks, touches and replies on their way to the strand
   StateCallback on_state;
   ErrorCallback on_error;
   LogSink log_sink;

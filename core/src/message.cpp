@@ -38,10 +38,9 @@ std::error_code respond(const std::shared_ptr<detail::MessageState>& state, bool
     return make_error_code(errc::already_responded);
   auto backend = state->backend.lock();
   if (!backend) return make_error_code(errc::closed);
-  asio::post(state->client->strand,
-             [state, backend = std::move(backend), fn = std::move(fn)]() mutable {
-               fn(*backend, *state);
-             });
+  state->client->responses.push(
+      [state, backend = std::move(backend), fn = std::move(fn)]() mutable { fn(*backend, *state); },
+      state->client);
   return {};
 }
 
@@ -99,7 +98,7 @@ std::error_code Message::reply(std::string payload) {
 namespace detail {
 void detail_reply_error(Message& message, const std::string& what) {
   const auto& state = message.state();
-  auto ec = respond(state, true, [what](MessageBackend& b, MessageState& s) {
+  auto ec = respond(state, true, [what = std::string(what)](MessageBackend& b, MessageState& s) {
     b.reply(s, {}, make_error_code(errc::handler_failed), what);
   });
   if (!ec && state->subscription_cells) bump(state->subscription_cells->replied);

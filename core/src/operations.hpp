@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "connectivity.hpp"
+#include "inplace_function.hpp"
 #include "polybus/adapter/adapter.hpp"
 
 namespace polybus::detail {
@@ -17,7 +18,8 @@ namespace polybus::detail {
 class OperationTracker;
 
 struct Operation {
-  using Fn = std::function<void(std::error_code, std::string reply, std::string detail)>;
+  // Kept inside the operation: an operation costs one allocation, not two.
+  using Fn = InplaceFunction<void(std::error_code, std::string reply, std::string detail), 96>;
   Fn fn;
   Clock::time_point deadline;
   Clock::time_point due;      // when the tracker looks at it next (deadline, or earlier)

@@ -18,6 +18,20 @@ namespace {
 // Enough to tell one protocol from another (protocol_guess.hpp).
 constexpr std::size_t kFirstBytesKept = 16;
 constexpr std::size_t kMaxGather = 64;  // buffers per write
+// Written pieces of owned bytes kept for write_copy(): enough for the headers of the publishes
+// queued while one write is under way, and only small ones, so what a connection keeps stays
+// within 256 * 256 bytes.
+constexpr std::size_t kSpareStrings = 256;
+constexpr std::size_t kSpareStringCapacity = 256;
+constexpr std::size_t kCoalesceLimit = 4096;  // write_copy() appends to a piece up to this size
+
+// The buffers of a write, viewed in place (a vector would be copied, and allocated, per write).
+struct BufferSpan {
+  const asio::const_buffer* first;
+  const asio::const_buffer* last;
+  const asio::const_buffer* begin() const { return first; }
+  const asio::const_buffer* end() const { return last; }
+};
 
 // One TLS context per set of TLS settings, shared by every transport that uses it (loading a CA
 // bundle costs about a megabyte and milliseconds; a client with many connections pays it once).
@@ -307,6 +321,22 @@ void Transport::write(std::string bytes) {
   flush();
 }
 
+void Transport::write_copy(std::string_view bytes) {
+  if (bytes.empty() || !admit(bytes.size())) return;
+  queued_bytes_ += bytes.size();
+  total_queued_ += bytes.size();
+  if (queue_empty() || queue_.back().shared || queue_.back().owned.size() >= kCoalesceLimit) {
+    Piece piece;
+    if (!spare_strings_.empty()) {
+      piece.owned = std::move(spare_strings_.back());
+      spare_strings_.pop_back();
+    }
+    queue_.push_back(std::move(piece));
+  }
+  queue_.back().owned.append(bytes.data(), bytes.size());
+  flush();
+}
+
 void Transport::write(std::shared_ptr<const std::string> bytes) {
   if (!bytes || bytes->empty() || !admit(bytes->size())) return;
   queued_bytes_ += bytes->size();
@@ -316,15 +346,20 @@ void Transport::write(std::shared_ptr<const std::string> bytes) {
 }
 
 void Transport::flush() {
-  if (!connected_ || writing_ || queue_.empty()) return;
+  if (!connected_ || writing_ || queue_empty()) return;
   in_flight_.clear();
-  std::vector<asio::const_buffer> buffers;
-  while (!queue_.empty() && in_flight_.size() < kMaxGather) {
-    in_flight_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+  buffers_.clear();
+  while (!queue_empty() && in_flight_.size() < kMaxGather)
+    in_flight_.push_back(std::move(queue_[queue_head_++]));
+  if (queue_empty()) {
+    queue_.clear();
+    queue_head_ = 0;
+  } else if (queue_head_ > queue_.size() / 2) {
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
+    queue_head_ = 0;
   }
-  buffers.reserve(in_flight_.size());
-  for (auto& piece : in_flight_) buffers.push_back(asio::buffer(piece.bytes()));
+  for (auto& piece : in_flight_) buffers_.push_back(asio::buffer(piece.bytes()));
+  const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
   writing_ = true;
   if (settings_.write_timeout.count() > 0) {
     write_timer_.expires_after(settings_.write_timeout);
@@ -359,13 +394,20 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   queued_bytes_ -= std::min(queued_bytes_, n);
   total_written_ += n;
   if (stats_) stats_->count_bytes_out(n);
+  for (auto& piece : in_flight_) {
+    if (piece.shared || spare_strings_.size() >= kSpareStrings ||
+        piece.owned.capacity() > kSpareStringCapacity)
+      continue;
+    piece.owned.clear();
+    spare_strings_.push_back(std::move(piece.owned));
+  }
   in_flight_.clear();
   if (callbacks_.on_written) {
     const std::uint64_t gen = generation_;
     callbacks_.on_written(total_written_);
     if (gen != generation_) return;  // the callback ended this connection
   }
-  if (close_when_flushed_ && queue_.empty()) return close();
+  if (close_when_flushed_ && queue_empty()) return close();
   flush();
 }
 
@@ -434,7 +476,7 @@ void Transport::close() {
 }
 
 void Transport::close_after_flush() {
-  if (!connected_ || (!writing_ && queue_.empty())) return close();
+  if (!connected_ || (!writing_ && queue_empty())) return close();
   close_when_flushed_ = true;
 }
 
@@ -466,6 +508,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
     stream_->socket.close(ignored);
   }
   queue_.clear();
+  queue_head_ = 0;
   in_flight_.clear();
   queued_bytes_ = 0;
   total_queued_ = total_written_;  // what was dropped is never written: marks before this are void

@@ -122,6 +122,10 @@ void Connection::send(std::shared_ptr<const std::string> payload) {
   if (transport_) transport_->write(std::move(payload));
 }
 
+void Connection::send_copy(std::string_view bytes) {
+  if (transport_) transport_->write_copy(bytes);
+}
+
 void Connection::on_acked(std::size_t count) {
   for (; count > 0 && !in_window_.empty(); --count) {
     OpCompletion done = std::move(in_window_.front());

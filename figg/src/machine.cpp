@@ -17,11 +17,12 @@ void Machine::publish(std::string topic, std::shared_ptr<const std::string> data
 }
 
 void Machine::send_publish(const Slot& slot) {
-  std::string header;
-  header.reserve(kPublishHeaderBase + slot.topic.size());  // one allocation, not one per growth
+  // Built in a buffer the machine keeps and copied by the handler into its write queue: no
+  // allocation per publish once both have grown to a header's size.
+  header_scratch_.clear();
   highest_sent_ = std::max(highest_sent_, slot.seq);
-  append_publish_header(header, slot.topic, slot.seq, slot.data->size());
-  handler_.send(std::move(header));
+  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.data->size());
+  handler_.send_copy(header_scratch_);
   handler_.send(slot.data);  // shared: kept in the ring for resending
 }
 

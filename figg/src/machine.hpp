@@ -23,6 +23,8 @@ class MachineHandler {
   // not copied). Only while connected.
   virtual void send(std::string bytes) = 0;
   virtual void send(std::shared_ptr<const std::string> payload) = 0;
+  // Small bytes the machine reuses its buffer for (a header): the handler copies them.
+  virtual void send_copy(std::string_view bytes) { send(std::string(bytes)); }
   // The oldest `count` publishes of the window are acknowledged, in the order published.
   virtual void on_acked(std::size_t count) = 0;
   virtual void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
@@ -98,6 +100,7 @@ class Machine {
   MachineHandler& handler_;
   FrameParser parser_;
   std::vector<Slot> ring_;
+  std::string header_scratch_;  // a PUBLISH header, rebuilt for each publish
   std::size_t head_ = 0;  // oldest unacknowledged
   std::size_t unacked_ = 0;
   std::uint64_t next_seq_ = 1;

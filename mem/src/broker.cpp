@@ -63,7 +63,7 @@ void BrokerImpl::append_locked(Topic& topic, std::shared_ptr<const std::string> 
 }
 
 std::error_code BrokerImpl::publish(std::uint64_t session, const std::string& topic_name,
-                                    std::vector<std::string>& payloads,
+                                    Payloads& payloads,
                                     std::chrono::milliseconds defer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);

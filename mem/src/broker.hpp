@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/mem.hpp"
 
 namespace polybus::mem {
@@ -52,7 +53,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   void disconnect(std::uint64_t session);
 
   std::error_code publish(std::uint64_t session, const std::string& topic,
-                          std::vector<std::string>& payloads, std::chrono::milliseconds defer);
+                          Payloads& payloads, std::chrono::milliseconds defer);
   std::error_code subscribe(std::uint64_t session, std::uint64_t sub, const std::string& topic,
                             const std::string& group, std::optional<std::uint64_t> from,
                             std::uint32_t max_in_flight);

@@ -76,6 +76,10 @@ void Connection::send(std::shared_ptr<const std::string> body) {
   if (transport_ && (connecting_ || ready_)) transport_->write(std::move(body));
 }
 
+void Connection::send_copy(std::string_view bytes) {
+  if (transport_ && (connecting_ || ready_)) transport_->write_copy(bytes);
+}
+
 void Connection::on_heartbeat() {
   if (events_.on_heartbeat) events_.on_heartbeat();
 }

@@ -47,6 +47,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   // MachineHandler
   void send(std::string bytes) override;
   void send(std::shared_ptr<const std::string> body) override;
+  void send_copy(std::string_view bytes) override;
   void on_start_tls() override;
   void on_ready(const IdentifyResponse& negotiated) override;
   void on_message(const MessageView& message, const std::shared_ptr<const void>& owner) override;

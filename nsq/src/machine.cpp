@@ -27,6 +27,19 @@ void Machine::emit(std::string bytes) {
   }
 }
 
+void Machine::emit_scratch() {
+  if (codec_) {
+    std::string encoded;
+    if (auto ec = codec_->encode(scratch_, encoded))
+      return fail(ec, "compression failed: " + ec.message());
+    handler_.send(std::move(encoded));
+  } else {
+    handler_.send_copy(scratch_);
+  }
+  // A compressed PUB built its body in here: give back what a large one took.
+  if (scratch_.capacity() > 64 * 1024) std::string().swap(scratch_);
+}
+
 void Machine::fail(std::error_code ec, const std::string& detail) {
   if (phase_ == Phase::failed) return;
   phase_ = Phase::failed;
@@ -39,9 +52,9 @@ void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view
   if (heartbeat_due_ && phase_ != Phase::failed) {
     heartbeat_due_ = false;
     if (!handler_.heartbeat_answer_unsent()) {
-      std::string nop;
-      append_nop(nop);
-      emit(std::move(nop));
+      scratch_.clear();
+      append_nop(scratch_);
+      emit_scratch();
       handler_.sent_heartbeat_answer();
     }
     handler_.on_heartbeat();
@@ -198,29 +211,29 @@ std::error_code Machine::subscribe(std::string_view topic, std::string_view chan
 }
 
 void Machine::ready_count(std::uint32_t count) {
-  std::string out;
-  append_rdy(out, count);
-  emit(std::move(out));
+  scratch_.clear();
+  append_rdy(scratch_, count);
+  emit_scratch();
 }
 
 std::error_code Machine::finish(std::string_view id) {
-  std::string out;
-  if (auto ec = append_fin(out, id)) return ec;
-  emit(std::move(out));
+  scratch_.clear();
+  if (auto ec = append_fin(scratch_, id)) return ec;
+  emit_scratch();
   return {};
 }
 
 std::error_code Machine::requeue(std::string_view id, std::uint32_t delay_ms) {
-  std::string out;
-  if (auto ec = append_req(out, id, delay_ms)) return ec;
-  emit(std::move(out));
+  scratch_.clear();
+  if (auto ec = append_req(scratch_, id, delay_ms)) return ec;
+  emit_scratch();
   return {};
 }
 
 std::error_code Machine::touch(std::string_view id) {
-  std::string out;
-  if (auto ec = append_touch(out, id)) return ec;
-  emit(std::move(out));
+  scratch_.clear();
+  if (auto ec = append_touch(scratch_, id)) return ec;
+  emit_scratch();
   return {};
 }
 
@@ -232,15 +245,15 @@ void Machine::close_wait() {
 
 std::error_code Machine::publish(std::string_view topic, const Body& body, std::uint32_t defer_ms) {
   if (!body || body->empty()) return make_error_code(errc::empty_body);
-  std::string header;
-  auto ec = defer_ms ? append_dpub_header(header, topic, defer_ms, body->size())
-                     : append_pub_header(header, topic, body->size());
+  scratch_.clear();
+  auto ec = defer_ms ? append_dpub_header(scratch_, topic, defer_ms, body->size())
+                     : append_pub_header(scratch_, topic, body->size());
   if (ec) return ec;
   if (codec_) {
-    header += *body;
-    emit(std::move(header));
+    scratch_ += *body;
+    emit_scratch();
   } else {
-    handler_.send(std::move(header));
+    handler_.send_copy(scratch_);
     handler_.send(body);  // gather-written: the payload is not copied
   }
   return {};
@@ -261,9 +274,9 @@ std::error_code Machine::publish_batch(std::string_view topic, const std::vector
   }
   handler_.send(std::move(header));
   for (const auto& body : bodies) {
-    std::string prefix;
-    append_size_prefix(prefix, static_cast<std::uint32_t>(body->size()));
-    handler_.send(std::move(prefix));
+    scratch_.clear();
+    append_size_prefix(scratch_, static_cast<std::uint32_t>(body->size()));
+    handler_.send_copy(scratch_);
     handler_.send(body);
   }
   return {};

@@ -32,6 +32,8 @@ class MachineHandler {
   // (gather-written, not copied).
   virtual void send(std::string bytes) = 0;
   virtual void send(std::shared_ptr<const std::string> body) = 0;
+  // Small bytes the session reuses its buffer for (a command, a header): the handler copies them.
+  virtual void send_copy(std::string_view bytes) { send(std::string(bytes)); }
   virtual void on_start_tls() = 0;
   virtual void on_ready(const IdentifyResponse& negotiated) = 0;
   // owner keeps message.body alive (the read chunk, or a copy when the body was split or
@@ -90,6 +92,8 @@ class Machine {
   void after_tls();
   void after_compression();
   void emit(std::string bytes);
+  // Writes scratch_ (a command or header built in it): copied by the handler, or compressed.
+  void emit_scratch();
   void fail(std::error_code ec, const std::string& detail);
 
   MachineConfig config_;
@@ -100,6 +104,7 @@ class Machine {
   std::unique_ptr<StreamCodec> codec_;
   bool codec_pending_ = false;  // the rest of the current input is compressed already
   std::string decoded_;
+  // Commands and headers are built here and copied out: no allocation per FIN, RDY or PUB header.
   std::string scratch_;
   bool heartbeat_due_ = false;
   std::uint64_t frames_ = 0;

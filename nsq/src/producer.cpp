@@ -82,10 +82,14 @@ void Producer::publish(PublishWork work) {
   if (work.defer.count() > 3'600'000)
     return work.done(make_error_code(polybus::errc::invalid_argument), {},
                      "deferred publish over nsqd's maximum (1h by default)");
-  Outgoing out{std::move(work.topic), {}, work.defer, std::move(work.done)};
-  out.bodies.reserve(work.payloads.size());
-  for (auto& payload : work.payloads)
-    out.bodies.push_back(std::make_shared<const std::string>(std::move(payload)));
+  Outgoing out{std::move(work.topic), nullptr, {}, work.defer, std::move(work.done)};
+  if (work.payloads.size() == 1) {
+    out.body = std::make_shared<const std::string>(std::move(work.payloads.front()));
+  } else {
+    out.bodies.reserve(work.payloads.size());
+    for (auto& payload : work.payloads)
+      out.bodies.push_back(std::make_shared<const std::string>(std::move(payload)));
+  }
   if (Node* node = usable_node()) return send(*node, out);
   waiting_.push_back(std::move(out));
   connect_some();
@@ -98,10 +102,9 @@ void Producer::send(Node& node, Outgoing& work) {
   node.awaiting.push_back(std::move(work));
   const Outgoing& sent = node.awaiting.back();
   auto& machine = node.connection->machine();
-  std::error_code ec = sent.bodies.size() > 1
-                           ? machine.publish_batch(sent.topic, sent.bodies)
-                           : machine.publish(sent.topic, sent.bodies.front(),
-                                             static_cast<std::uint32_t>(sent.defer.count()));
+  std::error_code ec = sent.body ? machine.publish(sent.topic, sent.body,
+                                                   static_cast<std::uint32_t>(sent.defer.count()))
+                                 : machine.publish_batch(sent.topic, sent.bodies);
   if (ec) {
     // Refused before anything was written: still the last one awaiting.
     Outgoing refused = std::move(node.awaiting.back());

@@ -38,7 +38,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // A publish, its bodies kept (shared, not copied) until nsqd answers.
   struct Outgoing {
     std::string topic;
-    std::vector<Machine::Body> bodies;
+    Machine::Body body;                 // a single publish (no vector to allocate)
+    std::vector<Machine::Body> bodies;  // a batch (MPUB)
     std::chrono::milliseconds defer{0};
     OpCompletion done;
   };

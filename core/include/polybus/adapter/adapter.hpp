@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/adapter/budget.hpp"
 #include "polybus/capabilities.hpp"
@@ -45,7 +46,7 @@ class OpCompletion {
 
 struct PublishWork {
   std::string topic;
-  std::vector<std::string> payloads;  // one for publish(), several for publish_batch()
+  Payloads payloads;  // one for publish(), several for publish_batch()
   std::chrono::milliseconds defer{0};
   OpCompletion done;
 };

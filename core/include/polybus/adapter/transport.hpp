@@ -80,6 +80,9 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void write(std::string bytes);
   // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
   void write(std::shared_ptr<const std::string> bytes);
+  // Small bytes (a frame header), copied: appended to the last queued piece of owned bytes, or
+  // to a string kept from an earlier write, so a steady stream of them allocates nothing.
+  void write_copy(std::string_view bytes);
   // Upgrades the open connection to TLS in band. Call it from on_data (no read is then pending);
   // reading resumes over TLS after the handshake. done runs on the strand.
   void start_tls(std::function<void(std::error_code)> done);
@@ -170,8 +173,14 @@ class Transport : public std::enable_shared_from_this<Transport> {
     std::shared_ptr<const std::string> shared;
     const std::string& bytes() const { return shared ? *shared : owned; }
   };
-  std::deque<Piece> queue_;
+  // Waiting to be written: queue_[queue_head_...]. A vector with a moving head, compacted as it
+  // drains, instead of a deque: no node allocated and freed as the queue slides.
+  std::vector<Piece> queue_;
+  std::size_t queue_head_ = 0;
+  bool queue_empty() const { return queue_head_ == queue_.size(); }
   std::vector<Piece> in_flight_;
+  std::vector<asio::const_buffer> buffers_;  // in_flight_'s bytes, for the write under way
+  std::vector<std::string> spare_strings_;   // owned pieces written, emptied, capacity kept
   std::size_t queued_bytes_ = 0;
   std::uint64_t total_queued_ = 0;
   std::uint64_t total_written_ = 0;

@@ -1,0 +1,34 @@
+// Internal: the answers to messages (ack, nack, touch, reply) on their way from handler threads
+// to the client's strand, where the adapter sends them. Like the publish intake: only the first
+// answer into an empty intake posts a drain, so a burst of acks costs one post (and at most one
+// wake of the io thread) instead of one each, and an answer allocates nothing (it is kept inline
+// in a vector that keeps its capacity). Answers run on the strand in the order they came in.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "inplace_function.hpp"
+#include "polybus/adapter/adapter.hpp"
+
+namespace polybus::detail {
+
+class ClientShared;
+
+class ResponseIntake {
+ public:
+  using Task = InplaceFunction<void(), 96>;
+
+  // Any thread. `owner` owns this intake; the drain it posts holds it.
+  void push(Task task, const std::shared_ptr<ClientShared>& owner);
+
+ private:
+  void drain();  // strand
+
+  std::mutex mutex_;
+  std::vector<Task> pending_;  // guarded by mutex_
+  std::vector<Task> spare_;    // guarded by mutex_: an empty one, reused
+};
+
+}  // namespace polybus::detail
