@@ -113,7 +113,8 @@ CONTRACT_CASE(metrics_count_requests_and_the_replies_served) {
     auto* s = subscription_of(m, topic);
     return s && s->replied == 3 && s->in_flight == 0;
   }));
-  const auto* served = subscription_of(responder.metrics(), topic);
+  const auto served_metrics = responder.metrics();
+  const auto* served = subscription_of(served_metrics, topic);
   REQUIRE(served);
   CHECK(served->serving);
   CHECK(served->received == 3);
