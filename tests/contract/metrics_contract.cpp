@@ -9,16 +9,6 @@ using namespace polybus::contract;
 
 namespace {
 
-// Counters move right after a handler or a completion returns: polled, within a bound.
-bool eventually(const Client& client, const std::function<bool(const metrics::ClientMetrics&)>& holds) {
-  const auto until = std::chrono::steady_clock::now() + test::kWaitBound;
-  while (std::chrono::steady_clock::now() < until) {
-    if (holds(client.metrics())) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
-
 const metrics::SubscriptionMetrics* subscription_of(const metrics::ClientMetrics& m,
                                                     const std::string& topic) {
   for (const auto& s : m.subscriptions)
@@ -47,7 +37,8 @@ CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
   for (int i = 0; i < kMessages; ++i)
     REQUIRE(publisher.publish_sync(topic, payload + std::to_string(i)) == std::error_code{});
   REQUIRE(got.wait_for_distinct(kMessages));
-  REQUIRE(eventually(subscriber, [&](const metrics::ClientMetrics& m) {
+  REQUIRE(test::eventually([&] {
+    const auto m = subscriber.metrics();
     auto* s = subscription_of(m, topic);
     return s && s->received >= kMessages && s->in_flight == 0;
   }));
@@ -109,7 +100,8 @@ CONTRACT_CASE(metrics_count_requests_and_the_replies_served) {
   CHECK(asked.totals.replies == 3);
   CHECK(asked.request_round_trip.count == 3);
   CHECK(asked.request_round_trip.cumulative_counts.back() == 3);
-  REQUIRE(eventually(responder, [&](const metrics::ClientMetrics& m) {
+  REQUIRE(test::eventually([&] {
+    const auto m = responder.metrics();
     auto* s = subscription_of(m, topic);
     return s && s->replied == 3 && s->in_flight == 0;
   }));

@@ -290,21 +290,32 @@ TEST_CASE("nsq: a handler that keeps failing is requeued with a growing delay up
   CHECK(delays[3] == milliseconds(50));
 }
 
+// Counts a client's disconnects and protocol errors (the RDY check's verdict).
+struct DropWatch {
+  std::atomic<int> disconnects{0};
+  std::atomic<int> protocol_errors{0};
+  ConnectOptions options() {
+    ConnectOptions options;
+    options.on_state = [this](const StateEvent& e) {
+      if (e.state == ConnectionState::disconnected) ++disconnects;
+    };
+    options.on_error = [this](std::error_code ec, const std::string&) {
+      if (ec == errc::protocol_error) ++protocol_errors;
+    };
+    return options;
+  }
+};
+
 TEST_CASE("nsq: a message held past msg_timeout does not count against RDY once nsqd timed it "
           "out: its redelivery is taken, the connection stays",
           "[nsq][rdy]") {
   nsq::testing::NsqdOptions short_timeout;
   short_timeout.msg_timeout = std::chrono::milliseconds(200);
   auto nsqd = Nsqd::start(short_timeout);
-  std::atomic<int> disconnects{0};
-  std::atomic<int> protocol_errors{0};
-  ConnectOptions options;
-  options.on_state = [&](const StateEvent& e) {
-    if (e.state == ConnectionState::disconnected) ++disconnects;
-  };
-  options.on_error = [&](std::error_code ec, const std::string&) {
-    if (ec == errc::protocol_error) ++protocol_errors;
-  };
+  DropWatch watch;
+  ConnectOptions options = watch.options();
+  auto& disconnects = watch.disconnects;
+  auto& protocol_errors = watch.protocol_errors;
   Message held;
   Latch first, redelivered;
   std::atomic<int> deliveries{0};
@@ -341,15 +352,10 @@ TEST_CASE("nsq: an answer to a timed-out copy finishes its redelivery at nsqd, w
   // a client still counting the redelivered copy would take it for a second one over RDY 1.
   short_timeout.msg_timeout = std::chrono::milliseconds(1000);
   auto nsqd = Nsqd::start(short_timeout);
-  std::atomic<int> disconnects{0};
-  std::atomic<int> protocol_errors{0};
-  ConnectOptions options;
-  options.on_state = [&](const StateEvent& e) {
-    if (e.state == ConnectionState::disconnected) ++disconnects;
-  };
-  options.on_error = [&](std::error_code ec, const std::string&) {
-    if (ec == errc::protocol_error) ++protocol_errors;
-  };
+  DropWatch watch;
+  ConnectOptions options = watch.options();
+  auto& disconnects = watch.disconnects;
+  auto& protocol_errors = watch.protocol_errors;
   Message first_copy, second_copy;
   Latch first, redelivered, next;
   auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);

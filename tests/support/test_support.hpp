@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "polybus/events.hpp"
@@ -94,6 +95,18 @@ class Latch {
 
 // The connection-state events a client reports (ConnectOptions::on_state = recorder.callback()),
 // with a wait for one that matches. It must outlive the client.
+// For a state no event announces (server-side state, a counter that moves right after a handler
+// returns): checks `holds` every millisecond until it does; the bound only fails the test.
+inline bool eventually(const std::function<bool()>& holds,
+                       std::chrono::milliseconds bound = kWaitBound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    if (holds()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 class StateRecorder {
  public:
   StateCallback callback() {

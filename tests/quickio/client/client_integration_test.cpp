@@ -44,16 +44,6 @@ void subscribe(Client& client, const std::string& path, Collector& into) {
   REQUIRE(code.load() == 200);
 }
 
-// For server-side state the client cannot observe; the bound only fails the test.
-bool eventually(const std::function<bool()>& condition) {
-  auto until = std::chrono::steady_clock::now() + kWaitBound;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("native client: an event reaches every subscriber of its path, over each transport") {

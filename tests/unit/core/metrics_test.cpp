@@ -32,17 +32,6 @@ double sample(const std::string& text, const std::string& prefix) {
   return -1;
 }
 
-// Polls a condition on the client's metrics: counters move right after a handler returns.
-bool wait_for_metrics(const Client& client,
-                      const std::function<bool(const metrics::ClientMetrics&)>& holds) {
-  const auto until = std::chrono::steady_clock::now() + kWaitBound;
-  while (std::chrono::steady_clock::now() < until) {
-    if (holds(client.metrics())) return true;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return false;
-}
-
 const metrics::SubscriptionMetrics* find_subscription(const metrics::ClientMetrics& m,
                                                       const std::string& topic) {
   for (const auto& s : m.subscriptions)
@@ -187,7 +176,8 @@ TEST_CASE("metrics: a client's counts match the traffic it carried", "[metrics]"
   for (int i = 0; i < 4; ++i) REQUIRE(client.request_sync("echo", "ping").ec == std::error_code{});
   REQUIRE(delivered.wait_for(10));
   REQUIRE(discarded.wait_for(1));
-  REQUIRE(wait_for_metrics(client, [](const metrics::ClientMetrics& m) {
+  REQUIRE(eventually([&] {
+    const auto m = client.metrics();
     auto* s = find_subscription(m, "orders");
     return s && s->acked == 11 && s->in_flight == 0;
   }));
