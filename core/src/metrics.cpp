@@ -35,14 +35,15 @@ TopicCells& TopicCellsMap::cells_for(const std::string& topic) {
   // Read without the lock: only the strand adds, and this is the strand.
   auto it = by_topic_.find(topic);
   if (it != by_topic_.end()) return *it->second;
-  if (by_topic_.size() >= kMaxTopics && other_) return *other_;
+  if (other_) return *other_;  // full
   std::lock_guard<std::mutex> lock(mutex_);
   const bool full = by_topic_.size() + 1 >= kMaxTopics;  // the last room is "_other"'s
-  auto cells = std::make_unique<TopicCells>(full ? kOtherTopic : topic);
-  TopicCells& added = *cells;
-  by_topic_.emplace(added.topic, std::move(cells));
-  if (full) other_ = &added;
-  return added;
+  const std::string& key = full ? std::string(kOtherTopic) : topic;
+  // A topic of the application's own named "_other" is already there: the rest joins it.
+  auto [entry, added] = by_topic_.try_emplace(key);
+  if (added) entry->second = std::make_unique<TopicCells>(key);
+  if (full) other_ = entry->second.get();
+  return *entry->second;
 }
 
 std::vector<metrics::TopicMetrics> TopicCellsMap::snapshot() const {

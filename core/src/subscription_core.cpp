@@ -84,6 +84,16 @@ void SubscriptionCore::apply_flow() {
     over = over_budget_;
   }
   if (!adapter_) return;
+  if (!adapter_->has_own_hold()) {
+    // One pause serves both: the application's and the budget's.
+    const bool want = user_paused_ || over;
+    if (want != adapter_paused_ && (want || active())) {
+      adapter_paused_ = want;
+      if (want) adapter_->pause();
+      else adapter_->resume();
+    }
+    return;
+  }
   if (over != adapter_held_ && (over || active())) {
     adapter_held_ = over;
     adapter_->hold(over);

@@ -352,6 +352,8 @@ void Transport::flush() {
   while (!queue_empty() && in_flight_.size() < kMaxGather)
     in_flight_.push_back(std::move(queue_[queue_head_++]));
   if (queue_empty()) {
+    // Drained: a burst's peak stays allocated only while it is modest.
+    if (queue_.capacity() > 4096) std::vector<Piece>().swap(queue_);
     queue_.clear();
     queue_head_ = 0;
   } else if (queue_head_ > queue_.size() / 2) {

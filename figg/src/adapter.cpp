@@ -38,6 +38,7 @@ class FiggSubscription : public AdapterSubscription {
   }
   void pause() override { connection_->pause(topic_); }
   void resume() override { connection_->resume(topic_); }
+  bool has_own_hold() const override { return true; }
   void hold(bool on) override {
     if (on == held_) return;
     held_ = on;

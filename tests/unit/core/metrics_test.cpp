@@ -81,6 +81,20 @@ TEST_CASE("metrics: past the topic cap, publishes are counted under _other", "[m
     if (t.topic == "topic-0") CHECK(t.published == 2);
 }
 
+TEST_CASE("metrics: an application topic named _other takes the overflow, nothing is lost",
+          "[metrics]") {
+  detail::TopicCellsMap map;
+  detail::bump(map.cells_for("_other").published);
+  for (std::size_t i = 0; i < detail::TopicCellsMap::kMaxTopics + 50; ++i)
+    detail::bump(map.cells_for("topic-" + std::to_string(i)).published);
+  detail::bump(map.cells_for("_other").published);
+  const auto topics = map.snapshot();
+  CHECK(topics.size() == detail::TopicCellsMap::kMaxTopics - 1);  // "_other" counted once
+  std::uint64_t total = 0;
+  for (const auto& t : topics) total += t.published;
+  CHECK(total == detail::TopicCellsMap::kMaxTopics + 52);
+}
+
 TEST_CASE("metrics: the Prometheus text groups each family, escapes labels and closes "
           "histograms with +Inf",
           "[metrics]") {

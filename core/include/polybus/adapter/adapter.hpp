@@ -87,9 +87,12 @@ class AdapterSubscription {
   virtual void pause() = 0;
   virtual void resume() = 0;
   // Back-pressure from the core's budget (more waits for handlers than max_held_*): stop the
-  // inflow without losing anything until hold(false). By default the same as pause/resume;
-  // an adapter whose pause is costly or lossy under quick cycles stops reading instead.
-  virtual void hold(bool on) { on ? pause() : resume(); }
+  // inflow without losing anything until hold(false). An adapter whose pause is costly or lossy
+  // under quick cycles stops reading instead: it overrides hold() and says so in has_own_hold().
+  // Otherwise the core never calls hold(): it keeps the adapter paused while the application
+  // or the budget wants it paused, so releasing one does not undo the other.
+  virtual bool has_own_hold() const { return false; }
+  virtual void hold(bool) {}
   virtual void set_max_in_flight(std::uint32_t n) = 0;
 };
 
