@@ -2,7 +2,8 @@
 # pkg-config file.
 include(CMakePackageConfigHelpers)
 
-set(POLYBUS_INSTALL_TARGETS polybus_text polybus_core polybus_all polybus_testing_all)
+set(POLYBUS_INSTALL_TARGETS polybus_text polybus_core polybus_core_testing polybus_all
+                             polybus_testing_all)
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
   list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter})
   # An adapter's sans-IO codec library, when it has one, is part of its link interface.

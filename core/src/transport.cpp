@@ -101,6 +101,7 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
       callbacks_(std::move(callbacks)),
       resolver_(strand_),
       connect_timer_(strand_),
+      handshake_timer_(strand_),
       write_timer_(strand_),
       idle_timer_(strand_),
       frame_timer_(strand_) {
@@ -187,6 +188,7 @@ void Transport::on_tcp_connected(std::error_code ec) {
     connected_ = true;
     connect_timer_.cancel();
     last_read_ = Clock::now();
+    arm_handshake_deadline();
     if (callbacks_.on_connected) callbacks_.on_connected();
     if (connected_) {
       read_next();
@@ -240,6 +242,21 @@ void Transport::start_tls(std::function<void(std::error_code)> done) {
   pending_tls_ = std::move(done);
   if (!reading_) read_next();  // picks up the upgrade
 }
+
+void Transport::arm_handshake_deadline() {
+  if (settings_.handshake_timeout.count() <= 0) return;
+  handshake_timer_.expires_after(settings_.handshake_timeout);
+  handshake_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || gen != self->generation_ || !self->connected_) return;
+    self->end(make_error_code(errc::timeout),
+              self->endpoint_ + " accepted the connection but its handshake did not end within " +
+                  std::to_string(self->settings_.handshake_timeout.count()) + "ms",
+              true);
+  });
+}
+
+void Transport::established() { handshake_timer_.cancel(); }
 
 void Transport::read_next() {
   if (!connected_ || reading_ || upgrading_ || read_paused_) return;
@@ -501,6 +518,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   pending_tls_ = nullptr;
   resolver_.cancel();
   connect_timer_.cancel();
+  handshake_timer_.cancel();
   write_timer_.cancel();
   idle_timer_.cancel();
   frame_timer_.cancel();

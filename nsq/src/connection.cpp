@@ -132,6 +132,7 @@ void Connection::on_start_tls() {
 void Connection::on_ready(const IdentifyResponse& negotiated) {
   connecting_ = false;
   ready_ = true;
+  transport_->established();
   // Two heartbeat intervals of silence mean the connection is dead (as go-nsq decides).
   std::chrono::milliseconds idle = read_timeout_;
   if (idle.count() == 0 && config_.identify.heartbeat_interval.value_or(30000) > 0)

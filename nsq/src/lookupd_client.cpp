@@ -64,6 +64,7 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
   TransportSettings plain = settings;
   plain.tls.enabled = false;
   plain.protocol = "HTTP";
+  plain.handshake_timeout = {};  // the request's own timeout bounds the whole exchange
   request->transport = Transport::create(context->strand(), plain, std::move(callbacks));
   request->timer.expires_after(timeout);
   request->timer.async_wait([weak](std::error_code ec) {

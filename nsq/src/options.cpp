@@ -87,6 +87,8 @@ Settings Settings::from(const ResolvedOptions& options) {
   s.machine.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
   s.machine.max_decoded_per_read = static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
   s.transport = TransportSettings::from_options(options);
+  // IDENTIFY (and TLS, AUTH) within connect_timeout too: nsqd answers nothing else before it.
+  s.transport.handshake_timeout = s.transport.connect_timeout;
   s.read_timeout = options.get_duration("read_timeout");
   s.lookupd_poll_interval = options.get_duration("lookupd_poll_interval");
   s.lookupd_poll_jitter = options.get_int("lookupd_poll_jitter") / 100.0;

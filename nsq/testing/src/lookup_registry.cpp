@@ -95,6 +95,17 @@ LookupResult LookupRegistry::nodes() {
   return result;
 }
 
+void LookupRegistry::remove_node_if_unlisted(const std::string& producer_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto lists = [&](const Registration& r) {
+    return std::any_of(r.producers.begin(), r.producers.end(),
+                       [&](const ProducerInfo& p) { return p.id() == producer_id; });
+  };
+  for (const auto& [topic, registration] : topics_)
+    if (lists(registration)) return;
+  nodes_.erase(producer_id);
+}
+
 void LookupRegistry::remove_producer(const std::string& producer_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   nodes_.erase(producer_id);

@@ -49,6 +49,8 @@ class LookupRegistry {
   LookupResult lookup(const std::string& topic);
   // Every nsqd registered, with or without topics (GET /nodes).
   void add_node(const ProducerInfo& producer);
+  // Forgets the node when no topic lists it any more (a producer announced by hand).
+  void remove_node_if_unlisted(const std::string& producer_id);
   LookupResult nodes();
   std::uint64_t lookup_count() const;
 

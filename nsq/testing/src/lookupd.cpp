@@ -282,11 +282,15 @@ void Lookupd::add_producer(const std::string& topic, const std::string& broadcas
   producer.tcp_port = tcp_port;
   producer.http_port = http_port;
   registry_->add_topic_producer(topic, producer);
+  // nsqlookupd lists in /nodes every nsqd that registered a topic: so does a hand-made one.
+  registry_->add_node(producer);
 }
 
 void Lookupd::remove_producer(const std::string& topic, const std::string& broadcast_address,
                               std::uint16_t tcp_port) {
-  registry_->remove_topic_producer(topic, broadcast_address + ":" + std::to_string(tcp_port));
+  const std::string id = broadcast_address + ":" + std::to_string(tcp_port);
+  registry_->remove_topic_producer(topic, id);
+  registry_->remove_node_if_unlisted(id);
 }
 
 void Lookupd::remove_topic(const std::string& topic) {

@@ -35,6 +35,10 @@ struct TlsSettings {
 
 struct TransportSettings {
   std::chrono::milliseconds connect_timeout{5000};  // resolve + connect + TLS handshake
+  // Once connected, the protocol's own handshake must end (established()) within this, or the
+  // connection fails with errc::timeout: a server that accepts and then says nothing cannot hold
+  // an attempt forever. 0: the owner bounds its handshake itself.
+  std::chrono::milliseconds handshake_timeout{0};
   std::chrono::milliseconds write_timeout{10000};   // 0: none
   std::size_t read_chunk_size = 64 * 1024;
   // Budget (budget.hpp): bytes queued for writing, and how long a begun frame may take.
@@ -98,6 +102,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // drip in: the idle clock counts bytes, this one counts frames. Past it the connection fails
   // with errc::limit_exceeded.
   void frame_state(bool partial_frame, bool completed_frame);
+  // The protocol's handshake is done: handshake_timeout no longer applies.
+  void established();
   // Ends the connection; on_closed is not called. Safe to call at any time, more than once.
   // Queued bytes are dropped: use close_after_flush() to send them first.
   void close();
@@ -128,6 +134,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void flush();
   void on_written(std::error_code ec, std::size_t n);
   void arm_idle();
+  void arm_handshake_deadline();
   void end(std::error_code ec, const std::string& detail, bool report);
   void reset_stream();
   bool admit(std::size_t n);  // room for n more queued bytes, else fail the connection
@@ -150,6 +157,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   };
   std::shared_ptr<Stream> stream_;
   asio::steady_timer connect_timer_;
+  asio::steady_timer handshake_timer_;
   asio::steady_timer write_timer_;
   asio::steady_timer idle_timer_;
   asio::steady_timer frame_timer_;

@@ -1,0 +1,117 @@
+// A TCP proxy with faults, for tests: put it between a client and any broker (in-process or
+// real) and make the network in between slow, thin, lossy or silent while traffic flows.
+// In the manner of Toxiproxy, but in-process and without a control server.
+//
+//   polybus::testing::FaultProxy proxy({"127.0.0.1", broker_port});
+//   auto client = polybus::connect("nsq://" + proxy.address());
+//   proxy.set_faults(Direction::to_client, {.latency = 200ms});   // C++20; or set the fields
+//   proxy.reset_connections();                                    // every connection, now
+//
+// Every method may be called from any thread, while connections are open; a change applies to
+// the next byte each open connection forwards, and to every later connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace asio {
+class io_context;
+}
+
+namespace polybus::testing {
+
+// Which way bytes travel: from the client to the upstream server, or back.
+enum class Direction { to_upstream, to_client };
+
+// The faults of one direction. A default-constructed Faults forwards everything at once.
+struct Faults {
+  // Every piece read waits this long before it is forwarded, plus a random share of `jitter`
+  // (uniform in [0, jitter], from the proxy's seed). Bytes keep their order.
+  std::chrono::milliseconds latency{0};
+  std::chrono::milliseconds jitter{0};
+  // At most this many bytes per second (0: unlimited). Beyond the proxy's buffer the proxy
+  // stops reading, so the sender feels it as a slow link.
+  std::uint64_t bytes_per_second = 0;
+  // After this many more bytes (counted from when the faults were set, or from the connection's
+  // start) have been forwarded, both sides of the connection are reset (RST): a cut in the middle
+  // of whatever frame those bytes began. 0: never.
+  std::uint64_t reset_after_bytes = 0;
+  // Forward in pieces of at most `slice_bytes` (0: as read), `slice_delay` apart.
+  std::size_t slice_bytes = 0;
+  std::chrono::milliseconds slice_delay{0};
+  // Read and discard: nothing is forwarded, not even the sender's close. A peer that stops
+  // answering without closing.
+  bool blackhole = false;
+};
+
+struct FaultProxyOptions {
+  std::string upstream_host = "127.0.0.1";  // an address or a name, resolved once at start
+  std::uint16_t upstream_port = 0;
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 0;  // 0: a free port
+  // A fault proxy listening beyond loopback is a hole in a test machine: only when asked for.
+  bool allow_non_loopback = false;
+  // The jitter's random numbers: the same seed, the same delays for the same traffic.
+  std::uint64_t seed = 1;
+  // Bytes read and not yet forwarded, per connection and direction; reading stops beyond it.
+  std::size_t max_buffered_bytes = 4u << 20;
+  // Run on this io_context (which the caller runs, on any number of threads) instead of a thread
+  // of the proxy's own. It must outlive the proxy, and be running when the proxy is destroyed.
+  asio::io_context* io_context = nullptr;
+};
+
+struct FaultProxyCounters {
+  struct Flow {
+    std::uint64_t read = 0;       // bytes read from the sender
+    std::uint64_t forwarded = 0;  // bytes written to the receiver
+    std::uint64_t discarded = 0;  // bytes dropped by a blackhole, a half-close or a reset
+  };
+  Flow to_upstream, to_client;
+  std::uint64_t accepted = 0;   // connections proxied
+  std::uint64_t refused = 0;    // connections reset at once while refusing
+  std::uint64_t active = 0;     // connections open now
+  std::uint64_t resets = 0;     // connections the proxy reset (reset_after_bytes, reset_connections)
+  std::uint64_t upstream_failures = 0;  // connections whose upstream could not be reached
+  const Flow& flow(Direction d) const { return d == Direction::to_upstream ? to_upstream : to_client; }
+};
+
+class FaultProxy {
+ public:
+  // Listens at once; throws std::system_error when the address cannot be bound or resolved, and
+  // std::invalid_argument for a non-loopback listen address that was not allowed.
+  explicit FaultProxy(FaultProxyOptions options);
+  // Closes every connection (FIN, after nothing more is forwarded) and stops listening.
+  ~FaultProxy();
+  FaultProxy(const FaultProxy&) = delete;
+  FaultProxy& operator=(const FaultProxy&) = delete;
+
+  std::uint16_t port() const;
+  std::string address() const;  // "127.0.0.1:PORT", to put in a URL
+
+  void set_faults(Direction direction, const Faults& faults);
+  void set_faults(const Faults& faults);  // both directions
+  Faults faults(Direction direction) const;
+  void clear_faults();  // both directions; already delayed bytes keep their time
+
+  // Resets every open connection now (RST to both sides; bytes not yet forwarded are dropped).
+  void reset_connections();
+  // Half-open: the receiver of `direction` on every open connection gets a FIN now (bytes not yet
+  // forwarded are dropped) and nothing more that way; the other direction goes on.
+  void close_one_side(Direction direction);
+  // New connections are reset as soon as they are accepted, for this long (0: stop refusing).
+  void refuse_connections(std::chrono::milliseconds how_long);
+
+  FaultProxyCounters counters() const;
+
+  // Stops listening and closes every connection now, as the destructor does; idempotent.
+  void stop();
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace polybus::testing
