@@ -162,11 +162,24 @@ void Connection::on_aio(void* arg) {
   });
 }
 
-void Connection::on_pipe(nng_pipe, nng_pipe_ev event, void* arg) {
+void Connection::on_pipe(nng_pipe pipe, nng_pipe_ev event, void* arg) {
   auto* notifier = static_cast<Notifier*>(arg);
-  std::lock_guard<std::mutex> lock(notifier->gate->mutex);
-  if (!notifier->gate->strand) return;
-  asio::post(*notifier->gate->strand, [weak = notifier->connection, event] {
+  std::unique_lock<std::mutex> lock(notifier->gate->mutex);
+  Gate& gate = *notifier->gate;
+  if (event == NNG_PIPE_EV_REM_POST) {
+    // NNG will resend these RESULTs on the next pipe: their contexts are closed on the strand
+    // first (closing a context from this callback deadlocks libnng 1.5.2).
+    gate.doomed_results.insert(gate.unanswered_results.begin(), gate.unanswered_results.end());
+    gate.unanswered_results.clear();
+  } else if (event == NNG_PIPE_EV_ADD_PRE && !gate.doomed_results.empty()) {
+    // Not yet: the next pipe would carry the resends. The dialer tries again after its reconnect
+    // time, by which the strand has closed them.
+    lock.unlock();
+    nng_pipe_close(pipe);
+    return;
+  }
+  if (!gate.strand) return;
+  asio::post(*gate.strand, [weak = notifier->connection, event] {
     if (auto self = weak.lock()) self->pipe_event(event);
   });
 }
@@ -187,6 +200,7 @@ void Connection::pipe_event(nng_pipe_ev event) {
   } else if (event == NNG_PIPE_EV_ADD_POST) {
     if (pipes_++ == 0) reconnect_.connected(), dial_bound_ = settings_.reconnect_min;
   } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
+    close_doomed_results();
     if (--pipes_ == 0 && !closing_) {
       auto why = make_error_code(errc::disconnected);
       const std::string detail = "the connection to the broker at " + settings_.nng_url + " ended";
@@ -197,6 +211,44 @@ void Connection::pipe_event(nng_pipe_ev event) {
       watch_dial();
     }
   }
+}
+
+void Connection::set_result_unanswered(WorkerSlot& worker, bool unanswered) {
+  if (worker.result_unanswered == unanswered || !worker.ctx_open) return;
+  worker.result_unanswered = unanswered;
+  const std::uint32_t id = static_cast<std::uint32_t>(nng_ctx_id(worker.ctx));
+  std::lock_guard<std::mutex> lock(gate_->mutex);
+  if (unanswered)
+    gate_->unanswered_results.insert(id);
+  else
+    gate_->unanswered_results.erase(id);
+}
+
+void Connection::close_doomed_results() {
+  std::set<std::uint32_t> doomed;
+  {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    doomed = gate_->doomed_results;
+  }
+  for (std::uint32_t id : doomed) {
+    nng_ctx ctx;
+    ctx.id = id;
+    nng_ctx_close(ctx);  // its pending operation completes with NNG_ECLOSED
+  }
+  std::lock_guard<std::mutex> lock(gate_->mutex);
+  for (std::uint32_t id : doomed) gate_->doomed_results.erase(id);
+  gate_->abandoned_results.insert(doomed.begin(), doomed.end());
+}
+
+// Whether this worker's context was closed because its RESULT was unanswered when a pipe went.
+bool Connection::take_abandoned(WorkerSlot& worker) {
+  if (!worker.result_unanswered || !worker.ctx_open) return false;
+  const std::uint32_t id = static_cast<std::uint32_t>(nng_ctx_id(worker.ctx));
+  std::lock_guard<std::mutex> lock(gate_->mutex);
+  if (gate_->abandoned_results.erase(id) == 0) return false;
+  worker.result_unanswered = false;
+  worker.ctx_open = false;  // closed already
+  return true;
 }
 
 void Connection::completed(std::uint64_t key, int rv, MsgPtr msg) {
@@ -407,6 +459,14 @@ void Connection::send_worker(WorkerSlot& worker, MsgPtr msg) {
 
 void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
   worker.pending = false;
+  if (take_abandoned(worker)) {
+    // The broker, which may have taken the RESULT and handed this worker a job that the lost
+    // connection took with it, times that job out; it never gets this RESULT again.
+    worker.machine.stop();
+    ctx_.log(LogLevel::debug, describe(worker) + ": the connection dropped before the broker "
+                                                 "answered its RESULT; registering afresh");
+    return restart_or_stop(worker);
+  }
   if (rv != 0) {
     if (!cancelled(rv))
       ctx_.error(nng_error(rv), describe(worker) + ": " + nng_strerror(rv) + "; worker stopped");
@@ -426,6 +486,7 @@ void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
     nng_ctx_recv(worker.ctx, worker.aio);
     return;
   }
+  set_result_unanswered(worker, false);
   ctx_.count_bytes_in(nng_msg_len(msg.get()));
   auto step = worker.machine.received(body(msg.get()), should_run(worker));
   if (step.ec) {
@@ -508,6 +569,7 @@ void Connection::reply(polybus::detail::MessageState& message, std::string paylo
   std::string header;
   MsgPtr msg;
   if (!worker.machine.result(header, !should_run(worker))) msg = make_msg(header, payload);
+  if (msg) set_result_unanswered(worker, true);
   ctx_.count_bytes_out(payload.size());
   send_worker(worker, std::move(msg));
 }

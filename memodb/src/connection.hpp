@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -80,6 +81,12 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   struct Gate {
     std::mutex mutex;
     std::optional<Strand> strand;
+    // Contexts (ids) of workers whose RESULT is unanswered (WorkerSlot::result_unanswered says
+    // why they matter); those that were when a pipe went, to be closed on the strand before a
+    // new pipe is let in (the pipe callback refuses it until then); those so closed.
+    std::set<std::uint32_t> unanswered_results;
+    std::set<std::uint32_t> doomed_results;
+    std::set<std::uint32_t> abandoned_results;
   };
 
   // An aio and the context it runs on. key, connection and gate never change after creation:
@@ -110,6 +117,11 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
     std::uint64_t serve = 0;
     bool retire = false;        // remove this worker once it is stopped
     std::uint32_t job_seq = 0;  // the job being handled, to match its reply
+    // A RESULT went out and the broker's answer (the next JOB) has not come. If the connection
+    // drops now, NNG would resend that RESULT on the next one; memo01's RESULT names only the
+    // worker, so a broker that had taken it and handed the worker another job (whose JOB was
+    // lost with the connection) would give the old result to the new job's requester.
+    bool result_unanswered = false;
     // READY again after a DISCONNECT waits per the reconnect policy (a broker answering every
     // READY with DISCONNECT must not get thousands a second); a JOB or HEARTBEAT resets it.
     std::unique_ptr<Reconnector> reregister;
@@ -134,6 +146,9 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   static void on_pipe(nng_pipe pipe, nng_pipe_ev event, void* arg);
   void completed(std::uint64_t key, int rv, MsgPtr msg);
   void pipe_event(nng_pipe_ev event);
+  void set_result_unanswered(WorkerSlot& worker, bool unanswered);
+  void close_doomed_results();
+  bool take_abandoned(WorkerSlot& worker);
   // connecting, once per attempt: the first dial, or a pipe NNG adds after a drop.
   void announce_attempt();
   // The longest NNG's dialer may now wait before its next attempt (StateEvent::retry_in).

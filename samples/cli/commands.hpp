@@ -18,6 +18,7 @@ int run_serve(const Argv& args);
 int run_bench(const Argv& args);
 int run_demo(const Argv& args);
 int run_broker(const Argv& args);
+int run_proxy(const Argv& args);
 
 // Connects with the client's warnings and errors (why a connection failed or closed, a limit
 // that was hit) written to standard error, so a failure names its cause.

@@ -18,6 +18,7 @@ commands:
   bench URL                   --topic T --messages N --size B [--publishers P] [--subscribers S]
   demo                        round-trip messages over every scheme on in-process brokers
   broker NAME                 run an in-process broker (mem, nsq, figg, memodb+tcp...) and print its URL
+  proxy LISTEN UPSTREAM       a TCP proxy with faults (latency, bandwidth, resets, blackhole...) for tests
   schemes                     list registered schemes, their capabilities and options
 
 URL examples: mem://demo  nsq://127.0.0.1:4150  figg://127.0.0.1:8119  memodb+tcp://127.0.0.1:12703
@@ -56,6 +57,7 @@ int main(int argc, char* argv[]) {
     if (command == "bench") return polybus::cli::run_bench(args);
     if (command == "demo") return polybus::cli::run_demo(args);
     if (command == "broker") return polybus::cli::run_broker(args);
+    if (command == "proxy") return polybus::cli::run_proxy(args);
     if (command == "schemes") return run_schemes();
     throw polybus::cli::UsageError("unknown command '" + command + "'");
   } catch (const polybus::cli::UsageError& e) {

@@ -21,7 +21,9 @@
 
 #include "polybus/all.hpp"
 #include "polybus/fault_proxy.hpp"
+#include "polybus/memodb_testing.hpp"
 #include "polybus/nsq_testing.hpp"
+#include "polybus/quickio_testing.hpp"
 #include "polybus/testing.hpp"
 #include "test_support.hpp"
 
@@ -46,12 +48,20 @@ const std::map<std::string, std::string> kChaosOptions = {
 // Per scheme: its heartbeat, so that a blackhole longer than kLongBlackhole is noticed.
 const std::map<std::string, std::map<std::string, std::string>> kLivenessOptions = {
     {"nsq", {{"heartbeat_interval", "1s"}}},
-    {"nsq+lookupd", {{"heartbeat_interval", "1s"}, {"lookupd_poll_interval", "200ms"}}},
+    {"nsq+lookupd",
+     {{"heartbeat_interval", "1s"}, {"lookupd_poll_interval", "200ms"}, {"msg_timeout", "1s"}}},
     {"figg", {{"ping_interval", "200ms"}}},
     {"quickio", {{"heartbeat_timeout", "1500ms"}}},
     {"quickio+ws", {{"heartbeat_timeout", "1500ms"}}},
     {"quickio+http", {{"heartbeat_timeout", "1500ms"}, {"http_request_timeout", "1500ms"}}},
     {"memodb+tcp", {{"heartbeat_interval", "500ms"}, {"heartbeat_timeout", "1s"}}},
+};
+// Faults a scheme cannot be held to, by their place in make_schedule's list, and why.
+const std::map<std::string, std::pair<std::set<std::size_t>, std::string>> kLeftOut = {
+    {"memodb+tcp",
+     {{0},
+      "no resets after N bytes: a pipe cut in the middle of a message wedges libnng 1.5.2's "
+      "socket (NNG #1636, fixed in 1.6.0; Debian 12 ships 1.5.2), and its workers with it"}},
 };
 constexpr ms kLongBlackhole{2500};  // over every liveness bound above
 constexpr ms kShortBlackhole{250};  // under all of them
@@ -75,6 +85,8 @@ struct Target {
   std::unique_ptr<testing::TestBroker> broker;
   std::unique_ptr<nsq::testing::Lookupd> lookupd;
   std::unique_ptr<nsq::testing::Nsqd> nsqd;
+  std::unique_ptr<quickio::testing::Server> quickio;
+  std::unique_ptr<memodb::testing::Broker> memodb;
 
   void for_each_proxy(const std::function<void(FaultProxy&)>& fn) {
     for (auto& p : proxies) fn(*p);
@@ -119,6 +131,34 @@ std::unique_ptr<Target> start_target(const std::string& name, std::uint64_t seed
     };
     t->restart = [t = t.get()] { t->nsqd->restart(); };
     t->url = with_options(lookupd_url, t->proxies.front()->address());
+  } else if (name.rfind("quickio", 0) == 0) {
+    // The server heartbeats every 500 ms (the registry's broker, like the real server, every
+    // 55 s), so that the client's 1.5 s heartbeat timeout tells a blackhole from an idle link.
+    quickio::testing::ServerOptions options;
+    options.heartbeat_interval = 500ms;
+    t->quickio = quickio::testing::Server::launch(options);
+    t->proxies.push_back(proxy_to(t->quickio->port(), seed));
+    t->restart = [t = t.get()] {
+      t->quickio->stop();
+      t->quickio->start();
+    };
+    t->url = with_options(Url::parse(name + "://" + t->quickio->address() + "?http_poll_delay_max=20ms"),
+                          t->proxies.front()->address());
+  } else if (name == "memodb+tcp") {
+    // The broker's timings are the client's (memo01's resend times are derived from them), and
+    // short, like the liveness of the other schemes.
+    memodb::testing::BrokerOptions options;
+    options.heartbeat_interval = 500ms;
+    options.heartbeat_timeout = 1s;
+    options.queue_timeout = 5s;
+    t->memodb = memodb::testing::Broker::launch(options);
+    const auto url = Url::parse("memodb+" + t->memodb->url() + "?queue_timeout=5s");
+    t->proxies.push_back(proxy_to(url.hosts.at(0).port, seed));
+    t->restart = [t = t.get()] {
+      t->memodb->stop();
+      t->memodb->start();
+    };
+    t->url = with_options(url, t->proxies.front()->address());
   } else {
     for (const auto& f : testing::test_brokers())
       if (f.name == name) t->broker = f.start();
@@ -141,7 +181,7 @@ struct Step {
   ms hold;
 };
 
-std::vector<Step> make_schedule(std::mt19937_64& rng, ms length) {
+std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::string& scheme) {
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
@@ -219,6 +259,21 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length) {
         return Step{"broker restart", [](Target& t) { t.restart(); }, ms(pick(100, 300))};
       },
   };
+  // POLYBUS_CHAOS_ONLY=2,3 keeps those kinds (by their place in the list above), to find
+  // which fault a failing seed needs.
+  std::set<std::size_t> kept;
+  if (const char* only = std::getenv("POLYBUS_CHAOS_ONLY"); only && *only) {
+    std::stringstream list(only);
+    for (std::string item; std::getline(list, item, ',');) kept.insert(std::stoul(item));
+  }
+  const auto left_out = kLeftOut.find(scheme);
+  std::vector<Kind> chosen;
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if ((kept.empty() || kept.count(k)) &&
+        (left_out == kLeftOut.end() || !left_out->second.first.count(k)))
+      chosen.push_back(kinds[k]);
+  REQUIRE(!chosen.empty());
+  kinds = chosen;
   // Every kind once, in a random order; then random kinds while there is time.
   std::vector<std::size_t> order(kinds.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -260,23 +315,39 @@ void run_chaos(const std::string& name) {
   const ms length{env_number("POLYBUS_CHAOS_SECONDS", 6) * 1000};
   std::mt19937_64 rng(seed);
   auto target = start_target(name, seed);
-  const auto steps = make_schedule(rng, length);
+  const auto steps = make_schedule(rng, length, name);
   std::ostringstream plan;
   plan << "chaos " << name << ": seed " << seed << " (POLYBUS_CHAOS_SEED), " << target->url
        << "\n  schedule:";
   for (const auto& s : steps) plan << " [" << s.what << ", " << s.hold.count() << " ms]";
+  if (auto it = kLeftOut.find(name); it != kLeftOut.end()) plan << "\n  left out: " << it->second.second;
   std::cout << plan.str() << std::endl;
   INFO(plan.str());
 
   std::atomic<int> disconnects{0};
   std::mutex events_mutex;
   std::vector<std::string> events;  // the clients' last state events, for a failure's message
-  ConnectOptions connect_options;
-  connect_options.on_state = [&](const StateEvent& e) {
-    if (e.state == ConnectionState::disconnected) ++disconnects;
-    std::lock_guard<std::mutex> lock(events_mutex);
-    events.push_back(std::string(to_string(e.state)) + " " + e.endpoint + " " + e.detail);
-    if (events.size() > 12) events.erase(events.begin());
+  auto recording = [&](std::string who) {
+    ConnectOptions options;
+    options.on_state = [&, who](const StateEvent& e) {
+      if (e.state == ConnectionState::disconnected) ++disconnects;
+      std::lock_guard<std::mutex> lock(events_mutex);
+      events.push_back(who + ": " + to_string(e.state) + " " + e.endpoint + " " + e.detail);
+      if (events.size() > 16) events.erase(events.begin());
+    };
+    if (std::getenv("POLYBUS_CHAOS_VERBOSE")) {
+      options.log_level = LogLevel::debug;
+      options.log = [who](LogLevel, std::string_view line) {
+        std::cout << who << " log: " << line << std::endl;
+      };
+    }
+    options.on_error = [&, who](std::error_code, const std::string& what) {
+      std::lock_guard<std::mutex> lock(events_mutex);
+      events.push_back(who + " error: " + what);
+      if (std::getenv("POLYBUS_CHAOS_VERBOSE")) std::cout << who << " error: " << what << std::endl;
+      if (events.size() > 16) events.erase(events.begin());
+    };
+    return options;
   };
   auto last_events = [&] {
     std::lock_guard<std::mutex> lock(events_mutex);
@@ -288,15 +359,35 @@ void run_chaos(const std::string& name) {
   test::Collector got;
   const auto topic = test::unique_name("chaos");
   target->prepare_topic(topic);
-  auto subscriber = polybus::connect(target->url, connect_options);
-  auto publisher = polybus::connect(target->url, connect_options);
+  auto subscriber = polybus::connect(target->url, recording("subscriber"));
+  auto publisher = polybus::connect(target->url, recording("publisher"));
   SubscribeOptions sub_options;
   if (target->caps.consumer_groups) sub_options.group = "chaos";
   sub_options.max_in_flight = 50;
   sub_options.concurrency = target->caps.ordered_delivery ? 1 : 4;
-  auto sub = subscriber.subscribe(topic, sub_options,
-                                  [&](Message& m) { got.add(std::string(m.payload())); });
+  // A scheme without publish/subscribe (MemoDB) carries requests to a server that echoes them.
+  const bool requests = !target->caps.subscribe;
+  REQUIRE((requests ? target->caps.request_reply : target->caps.publish));
+  auto sub = requests ? subscriber.serve(topic, [](Message& m) { return std::string(m.payload()); },
+                                         sub_options)
+                      : subscriber.subscribe(topic, sub_options, [&](Message& m) {
+                          got.add(std::string(m.payload()));
+                        });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  std::atomic<int> wrong_replies{0};
+  std::mutex wrong_mutex;
+  std::string first_wrong;
+  // One message (a publish, or a request whose reply must echo it); done gets its result.
+  auto send = [&](const std::string& payload, std::function<void(std::error_code)> done) {
+    if (!requests) return publisher.publish(topic, payload, std::move(done));
+    publisher.request(topic, payload, [&, payload, done = std::move(done)](Reply r) {
+      if (!r.ec && r.payload != payload && ++wrong_replies == 1) {
+        std::lock_guard<std::mutex> lock(wrong_mutex);
+        first_wrong = "the request " + payload + " got the reply '" + r.payload.substr(0, 40) + "'";
+      }
+      done(r.ec);
+    });
+  };
 
   // The publisher: a steady stream while the schedule plays, at most 20 outstanding.
   constexpr int kMaxPublishes = 200000;
@@ -311,7 +402,7 @@ void run_chaos(const std::string& name) {
     for (int i = 0; i < kMaxPublishes && !stop_publishing; ++i) {
       window.enter();
       published = i + 1;
-      publisher.publish(topic, "m" + std::to_string(i), [&, i](std::error_code ec) {
+      send("m" + std::to_string(i), [&, i](std::error_code ec) {
         results[i] = ec;
         ++completions[i];
         window.leave();
@@ -341,16 +432,33 @@ void run_chaos(const std::string& name) {
   std::string marker_error;
   while (!recovered && Clock::now() - calm < kRecoveryBound) {
     ++markers;
-    if (const Status s = publisher.publish_sync(topic, "marker"); s) {
+    if (requests) {
+      const Reply r = publisher.request_sync(topic, "marker");
+      recovered = !r.ec && r.payload == "marker";
+      if (r.ec) ++markers_failed, marker_error = r.status().message();
+      continue;
+    }
+    if (const Status st = publisher.publish_sync(topic, "marker"); st) {
       ++markers_failed;
-      marker_error = s.message();
+      marker_error = st.message();
     }
     recovered = got.wait_until([](const auto& seen) { return seen.count("marker") > 0; }, 200ms);
   }
   const auto recovery = std::chrono::duration_cast<ms>(Clock::now() - calm);
+  std::string broker_state;
+  if (target->memodb) {
+    const auto st = target->memodb->stats();
+    broker_state = "; broker: " + std::to_string(st.workers) + " workers (" +
+                   std::to_string(st.idle) + " idle), " + std::to_string(st.queued) +
+                   " queued, " + std::to_string(st.jobs) + " jobs, " +
+                   std::to_string(st.dispatched) + " dispatched, " + std::to_string(st.results) +
+                   " results, " + std::to_string(st.registrations) + " READYs, " +
+                   std::to_string(st.connections) + " connections";
+  }
   INFO(markers << " markers published, " << markers_failed << " failed, the last with: "
                << marker_error << "; subscriber stats: received " << subscriber.stats().received
-               << ", reconnects " << subscriber.stats().reconnects << "; last state events:"
+               << ", reconnects " << subscriber.stats().reconnects << broker_state
+               << "; last state events:"
                << last_events());
   CHECK(recovered);
 
@@ -366,7 +474,12 @@ void run_chaos(const std::string& name) {
   CHECK(!acked.empty());
   // Nothing acknowledged is lost: what the broker confirmed arrives (a broker that keeps nothing
   // across its restart: what it confirmed after it).
-  if (target->caps.publish_confirmed) {
+  {
+    std::lock_guard<std::mutex> lock(wrong_mutex);
+    INFO(wrong_replies << " replies did not echo their request, e.g. " << first_wrong);
+    CHECK(wrong_replies == 0);
+  }
+  if (!requests && target->caps.publish_confirmed) {
     std::vector<int> expected;
     for (int i : acked)
       if (target->caps.durable || i >= first_after_restart) expected.push_back(i);
@@ -383,8 +496,11 @@ void run_chaos(const std::string& name) {
     INFO(missing_count << " of " << expected.size() << " acknowledged never arrived, e.g. " << missing);
     CHECK(all_arrived);
   }
-  // Order: the first arrival of each acknowledged message, in publish order.
-  if (target->caps.ordered_delivery) {
+  // Order: the first arrival of each acknowledged message, in publish order. Where publishes
+  // are only written, not confirmed (QuickIO), order holds per connection: bytes a blackhole
+  // held on a connection the client then gave up on reach the server after those sent on the
+  // next one, as a stale TCP connection's would.
+  if (!requests && target->caps.ordered_delivery && target->caps.publish_confirmed) {
     std::set<std::string> acked_names;
     for (int i : acked) acked_names.insert("m" + std::to_string(i));
     std::set<std::string> seen;
@@ -410,7 +526,7 @@ void run_chaos(const std::string& name) {
     p.set_faults(f);
   });
   for (int i = 0; i < kClosing; ++i)
-    publisher.publish(topic, "c" + std::to_string(i), [&, i](std::error_code) {
+    send("c" + std::to_string(i), [&, i](std::error_code) {
       ++closing_completions[i];
       closing_done.count_down();
     });
@@ -451,4 +567,3 @@ TEST_CASE("chaos: quickio", "[chaos]") { run_chaos("quickio"); }
 TEST_CASE("chaos: quickio+ws", "[chaos]") { run_chaos("quickio+ws"); }
 TEST_CASE("chaos: quickio+http", "[chaos]") { run_chaos("quickio+http"); }
 TEST_CASE("chaos: memodb+tcp", "[chaos]") { run_chaos("memodb+tcp"); }
-

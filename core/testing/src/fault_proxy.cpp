@@ -119,8 +119,14 @@ class Pump {
   void start() { read(); }
   bool finished() const { return finished_; }
   void kick() {
-    // A change of faults: a pump waiting for a piece's time looks again.
-    if (waiting_) timer_.cancel();
+    // A change of faults: a pump waiting for a piece's time looks again, and one held by a
+    // blackhole goes on.
+    if (waiting_) {
+      timer_.cancel();
+      return;
+    }
+    write();
+    finish_if_drained();
   }
   void close_receiver();
   void stop() {
@@ -157,7 +163,8 @@ class Pump {
   std::uint64_t generation_seen_ = 0;
   std::uint64_t forwarded_since_faults_ = 0;
   bool reading_ = false, writing_ = false, waiting_ = false;
-  bool sender_done_ = false;  // EOF read
+  bool sender_done_ = false;   // EOF read
+  bool sender_reset_ = false;  // a reset read while blackholed, passed on when it lifts
   bool receiver_closed_ = false;  // close_one_side: nothing more this way
   bool finished_ = false;
 };
@@ -253,23 +260,22 @@ void Pump::on_read(std::error_code ec, std::size_t n) {
   auto& proxy = connection_.proxy();
   const Faults faults = proxy.faults(direction_);
   if (ec) {
-    if (faults.blackhole || receiver_closed_) {
-      // A blackhole forwards no close either: the receiver keeps waiting.
+    if (receiver_closed_) {
       finished_ = true;
       drop_queued();
       connection_.on_pump_finished();
       return;
     }
-    if (ec == asio::error::eof) {
-      sender_done_ = true;
-      finish_if_drained();
-    } else {
-      connection_.reset(false);  // a reset (or an error) travels on as a reset
-    }
+    sender_done_ = true;
+    // A reset (or an error) travels on as a reset, after what came before it; a blackhole holds
+    // it with the bytes.
+    if (ec != asio::error::eof) sender_reset_ = true;
+    if (sender_reset_ && !faults.blackhole) return connection_.reset(false);
+    finish_if_drained();
     return;
   }
   flow().read += n;
-  if (faults.blackhole || receiver_closed_) {
+  if (receiver_closed_) {
     flow().discarded += n;
   } else {
     Piece piece;
@@ -288,6 +294,7 @@ void Pump::write() {
   if (writing_ || waiting_ || finished_ || receiver_closed_ || queue_.empty()) return;
   auto& proxy = connection_.proxy();
   const Faults faults = proxy.faults(direction_);
+  if (faults.blackhole) return;  // held until the faults change (kick)
   const std::uint64_t generation = proxy.generation(direction_);
   if (generation != generation_seen_) {
     generation_seen_ = generation;
@@ -362,6 +369,8 @@ void Pump::on_written(std::error_code ec, std::size_t n) {
 
 void Pump::finish_if_drained() {
   if (!sender_done_ || !queue_.empty() || writing_ || finished_) return;
+  if (connection_.proxy().faults(direction_).blackhole) return;  // the close is held too
+  if (sender_reset_) return connection_.reset(false);
   // The sender closed its way: the receiver gets the FIN, the other way goes on.
   std::error_code ignored;
   to_.shutdown(tcp::socket::shutdown_send, ignored);

@@ -41,8 +41,10 @@ struct Faults {
   // Forward in pieces of at most `slice_bytes` (0: as read), `slice_delay` apart.
   std::size_t slice_bytes = 0;
   std::chrono::milliseconds slice_delay{0};
-  // Read and discard: nothing is forwarded, not even the sender's close. A peer that stops
-  // answering without closing.
+  // Read and hold: nothing is forwarded, not even the sender's close or reset, until the
+  // blackhole is lifted; then what was held goes on, as TCP's retransmissions would once a path
+  // heals (a TCP stream never loses bytes from its middle). A peer that stops answering without
+  // closing. Beyond max_buffered_bytes held, the proxy stops reading.
   bool blackhole = false;
 };
 
@@ -66,7 +68,7 @@ struct FaultProxyCounters {
   struct Flow {
     std::uint64_t read = 0;       // bytes read from the sender
     std::uint64_t forwarded = 0;  // bytes written to the receiver
-    std::uint64_t discarded = 0;  // bytes dropped by a blackhole, a half-close or a reset
+    std::uint64_t discarded = 0;  // bytes dropped by a half-close or a reset
   };
   Flow to_upstream, to_client;
   std::uint64_t accepted = 0;   // connections proxied
@@ -82,7 +84,7 @@ class FaultProxy {
   // Listens at once; throws std::system_error when the address cannot be bound or resolved, and
   // std::invalid_argument for a non-loopback listen address that was not allowed.
   explicit FaultProxy(FaultProxyOptions options);
-  // Closes every connection (FIN, after nothing more is forwarded) and stops listening.
+  // Stops listening and closes every connection at once (nothing held is forwarded).
   ~FaultProxy();
   FaultProxy(const FaultProxy&) = delete;
   FaultProxy& operator=(const FaultProxy&) = delete;
