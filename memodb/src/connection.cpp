@@ -216,6 +216,21 @@ void Connection::pipe_event(nng_pipe_ev event) {
 void Connection::set_result_unanswered(WorkerSlot& worker, bool unanswered) {
   if (worker.result_unanswered == unanswered || !worker.ctx_open) return;
   worker.result_unanswered = unanswered;
+  // No timed resend of a RESULT either: one that the broker took while its answer was held up
+  // (a stalled link) would come again after the broker had given the worker the next job.
+  nng_ctx_set_ms(worker.ctx, NNG_OPT_REQ_RESENDTIME,
+                 unanswered ? NNG_DURATION_INFINITE : to_duration(worker_resend_time().count()));
+  if (!worker.answer_timer) worker.answer_timer = std::make_unique<asio::steady_timer>(ctx_.strand());
+  if (unanswered) {
+    worker.answer_timer->expires_after(worker_resend_time());
+    worker.answer_timer->async_wait([weak = weak_from_this(), key = worker.key](std::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->dead_) return;
+      if (auto it = self->workers_.find(key); it != self->workers_.end()) self->give_up_result(*it->second);
+    });
+  } else {
+    worker.answer_timer->cancel();
+  }
   const std::uint32_t id = static_cast<std::uint32_t>(nng_ctx_id(worker.ctx));
   std::lock_guard<std::mutex> lock(gate_->mutex);
   if (unanswered)
@@ -238,6 +253,19 @@ void Connection::close_doomed_results() {
   std::lock_guard<std::mutex> lock(gate_->mutex);
   for (std::uint32_t id : doomed) gate_->doomed_results.erase(id);
   gate_->abandoned_results.insert(doomed.begin(), doomed.end());
+}
+
+// The broker has not answered a RESULT within the worker's resend time (it dropped the worker,
+// or the link stalls): the context goes, as when a pipe goes, and the worker registers afresh.
+void Connection::give_up_result(WorkerSlot& worker) {
+  if (!worker.result_unanswered || !worker.pending || !worker.ctx_open) return;
+  const std::uint32_t id = static_cast<std::uint32_t>(nng_ctx_id(worker.ctx));
+  {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->unanswered_results.erase(id);
+    gate_->abandoned_results.insert(id);
+  }
+  nng_ctx_close(worker.ctx);  // its pending operation completes with NNG_ECLOSED
 }
 
 // Whether this worker's context was closed because its RESULT was unanswered when a pipe went.
@@ -434,15 +462,18 @@ std::string Connection::describe(const WorkerSlot& worker) const {
   return "memodb worker for '" + (it == serves_.end() ? std::string("?") : it->second.service) + "'";
 }
 
+std::chrono::milliseconds Connection::worker_resend_time() const {
+  return settings_.heartbeat_interval + settings_.heartbeat_timeout + kResendMargin;
+}
+
 void Connection::start_worker(WorkerSlot& worker) {
   auto it = serves_.find(worker.serve);
   if (it == serves_.end()) return stop_worker(worker);
   // A worker's request waits at most heartbeat_interval for its reply; resending sooner
   // would register a phantom worker.
-  const auto resend = settings_.heartbeat_interval + settings_.heartbeat_timeout + kResendMargin;
   std::string header;
   MsgPtr msg;
-  if (!worker.machine.ready(header) && open_ctx(worker, resend)) msg = make_msg(header);
+  if (!worker.machine.ready(header) && open_ctx(worker, worker_resend_time())) msg = make_msg(header);
   send_worker(worker, std::move(msg));
 }
 
@@ -468,9 +499,20 @@ void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
     return restart_or_stop(worker);
   }
   if (rv != 0) {
-    if (!cancelled(rv))
-      ctx_.error(nng_error(rv), describe(worker) + ": " + nng_strerror(rv) + "; worker stopped");
-    return stop_worker(worker);
+    if (cancelled(rv) || closing_) {
+      if (!cancelled(rv))
+        ctx_.error(nng_error(rv), describe(worker) + ": " + nng_strerror(rv) + "; worker stopped");
+      return stop_worker(worker);
+    }
+    // The connection failed under the exchange (libnng 1.5.2 fails it with NNG_ECONNRESET when
+    // the pipe is reset): the worker registers afresh on a new context rather than stopping for
+    // good, which left a serve() without workers after one reset.
+    ctx_.log(LogLevel::debug, describe(worker) + ": " + nng_strerror(rv) + "; registering afresh");
+    set_result_unanswered(worker, false);
+    nng_ctx_close(worker.ctx);
+    worker.ctx_open = false;
+    worker.machine.stop();
+    return restart_or_stop(worker);
   }
   if (worker.machine.state() == Worker::State::sending) {
     if (!worker.machine.sent(closing_)) return stop_worker(worker);

@@ -122,6 +122,9 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
     // worker, so a broker that had taken it and handed the worker another job (whose JOB was
     // lost with the connection) would give the old result to the new job's requester.
     bool result_unanswered = false;
+    // NNG's timed resend is off while a RESULT is unanswered (a resent RESULT is that danger
+    // too); past the worker's resend time this timer gives the context up instead.
+    std::unique_ptr<asio::steady_timer> answer_timer;
     // READY again after a DISCONNECT waits per the reconnect policy (a broker answering every
     // READY with DISCONNECT must not get thousands a second); a JOB or HEARTBEAT resets it.
     std::unique_ptr<Reconnector> reregister;
@@ -148,6 +151,8 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
   void pipe_event(nng_pipe_ev event);
   void set_result_unanswered(WorkerSlot& worker, bool unanswered);
   void close_doomed_results();
+  void give_up_result(WorkerSlot& worker);
+  std::chrono::milliseconds worker_resend_time() const;
   bool take_abandoned(WorkerSlot& worker);
   // connecting, once per attempt: the first dial, or a pipe NNG adds after a drop.
   void announce_attempt();

@@ -60,8 +60,10 @@ const std::map<std::string, std::map<std::string, std::string>> kLivenessOptions
 const std::map<std::string, std::pair<std::set<std::size_t>, std::string>> kLeftOut = {
     {"memodb+tcp",
      {{0},
-      "no resets after N bytes: a pipe cut in the middle of a message wedges libnng 1.5.2's "
-      "socket (NNG #1636, fixed in 1.6.0; Debian 12 ships 1.5.2), and its workers with it"}},
+      "no resets after N bytes: after repeated cuts in the middle of a message the serving "
+      "client's NNG socket stops reconnecting (the broker sees no connection from it), not yet "
+      "understood; libnng 1.5.2 has known defects with such cuts (NNG #1636). "
+      "POLYBUS_CHAOS_ALL=1 runs them anyway"}},
 };
 constexpr ms kLongBlackhole{2500};  // over every liveness bound above
 constexpr ms kShortBlackhole{250};  // under all of them
@@ -266,7 +268,7 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
     std::stringstream list(only);
     for (std::string item; std::getline(list, item, ',');) kept.insert(std::stoul(item));
   }
-  const auto left_out = kLeftOut.find(scheme);
+  const auto left_out = std::getenv("POLYBUS_CHAOS_ALL") ? kLeftOut.end() : kLeftOut.find(scheme);
   std::vector<Kind> chosen;
   for (std::size_t k = 0; k < kinds.size(); ++k)
     if ((kept.empty() || kept.count(k)) &&

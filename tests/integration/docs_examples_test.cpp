@@ -1,7 +1,9 @@
 // The examples of docs/testing.md, verbatim, so that they keep compiling and passing.
 #include <future>
+#include <mutex>
 #include <catch2/catch.hpp>
 #include <polybus/all.hpp>
+#include <polybus/fault_proxy.hpp>
 #include <polybus/figg_testing.hpp>
 #include <polybus/nsq_testing.hpp>
 
@@ -39,4 +41,33 @@ TEST_CASE("a subscription resumes from the offset it stopped at") {
   });
   auto future = got.get_future();
   REQUIRE(future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+}
+
+TEST_CASE("a publisher rides out a network that goes silent") {
+  polybus::register_all_schemes();
+  auto nsqd = polybus::nsq::testing::Nsqd::start();
+  polybus::testing::FaultProxyOptions to_nsqd;
+  to_nsqd.upstream_port = nsqd->tcp_port();
+  polybus::testing::FaultProxy proxy(to_nsqd);
+  std::promise<void> gave_up;
+  std::once_flag once;
+  polybus::ConnectOptions options;
+  options.on_state = [&](const polybus::StateEvent& e) {
+    if (e.state == polybus::ConnectionState::disconnected)
+      std::call_once(once, [&] { gave_up.set_value(); });
+  };
+  // Heartbeats every second: two silent seconds and the connection is presumed dead.
+  auto client = polybus::connect("nsq://" + proxy.address() +
+                                     "?heartbeat_interval=1s&reconnect_initial=10ms",
+                                 options);
+  REQUIRE(client.publish_sync("orders", "before") == std::error_code{});
+
+  polybus::testing::Faults silent;
+  silent.blackhole = true;  // nothing gets through, and nobody closes
+  proxy.set_faults(silent);
+  REQUIRE(gave_up.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  proxy.clear_faults();
+  REQUIRE(client.publish_sync("orders", "after") == std::error_code{});
+  CHECK(nsqd->topic_message_count("orders") == 2);
+  CHECK(proxy.counters().accepted >= 2);  // the client connected again
 }
