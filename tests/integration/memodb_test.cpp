@@ -517,7 +517,10 @@ TEST_CASE(
   // Everything is in the broker's hands (nothing being sent) when it dies and comes back.
   broker->stop();
   broker->start();
-  release.open();  // the held RESULTs reach the new broker, which answers DISCONNECT
+  // The held RESULTs reach the new broker, which answers DISCONNECT; or, written before the
+  // client saw its connection go, they are given up (a RESULT is never resent) and the worker
+  // registers afresh.
+  release.open();
 
   REQUIRE(replies.wait_for(34, 60s));
   auto all = replies.all();
@@ -546,8 +549,9 @@ TEST_CASE(
     for (int i = 24; i < 34; ++i) CHECK(calls[std::to_string(i)] <= 1);
   }
   REQUIRE(wait(*broker, [](const BrokerStats& s) {
-    return s.starts == 2 && workers_for(s, "echo") == 4 && s.disconnects == 4;
+    return s.starts == 2 && workers_for(s, "echo") == 4;
   }));
+  CHECK(broker->stats().disconnects <= 4);
   auto fresh = client.request_sync("echo", "fresh", 10s);
   REQUIRE(fresh.ec == std::error_code{});
   CHECK(fresh.payload == "echo:fresh");
