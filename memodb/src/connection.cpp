@@ -173,7 +173,12 @@ void Connection::on_pipe(nng_pipe pipe, nng_pipe_ev event, void* arg) {
     gate.unanswered_results.clear();
   } else if (event == NNG_PIPE_EV_ADD_PRE && !gate.doomed_results.empty()) {
     // Not yet: the next pipe would carry the resends. The dialer tries again after its reconnect
-    // time, by which the strand has closed them.
+    // time, by which the strand has closed them (asked again here, so that they are closed even
+    // if the strand saw no REM_POST).
+    if (gate.strand)
+      asio::post(*gate.strand, [weak = notifier->connection] {
+        if (auto self = weak.lock(); self && !self->dead_) self->close_doomed_results();
+      });
     lock.unlock();
     nng_pipe_close(pipe);
     return;
@@ -199,8 +204,11 @@ void Connection::pipe_event(nng_pipe_ev event) {
     if (pipes_ == 0) announce_attempt();
   } else if (event == NNG_PIPE_EV_ADD_POST) {
     if (pipes_++ == 0) reconnect_.connected(), dial_bound_ = settings_.reconnect_min;
-  } else if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
+  } else if (event == NNG_PIPE_EV_REM_POST) {
+    // Whatever the count says: NNG's threads may deliver a pipe's REM_POST before its ADD_POST.
     close_doomed_results();
+  }
+  if (event == NNG_PIPE_EV_REM_POST && pipes_ > 0) {
     if (--pipes_ == 0 && !closing_) {
       auto why = make_error_code(errc::disconnected);
       const std::string detail = "the connection to the broker at " + settings_.nng_url + " ended";
