@@ -256,7 +256,9 @@ void Transport::arm_handshake_deadline() {
   });
 }
 
-void Transport::established() { handshake_timer_.cancel(); }
+void Transport::established() {
+  handshake_timer_.cancel();
+}
 
 void Transport::read_next() {
   if (!connected_ || reading_ || upgrading_ || read_paused_) return;

@@ -228,14 +228,17 @@ void Connection::set_result_unanswered(WorkerSlot& worker, bool unanswered) {
   // (a stalled link) would come again after the broker had given the worker the next job.
   nng_ctx_set_ms(worker.ctx, NNG_OPT_REQ_RESENDTIME,
                  unanswered ? NNG_DURATION_INFINITE : to_duration(worker_resend_time().count()));
-  if (!worker.answer_timer) worker.answer_timer = std::make_unique<asio::steady_timer>(ctx_.strand());
+  if (!worker.answer_timer)
+    worker.answer_timer = std::make_unique<asio::steady_timer>(ctx_.strand());
   if (unanswered) {
     worker.answer_timer->expires_after(worker_resend_time());
-    worker.answer_timer->async_wait([weak = weak_from_this(), key = worker.key](std::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self || self->dead_) return;
-      if (auto it = self->workers_.find(key); it != self->workers_.end()) self->give_up_result(*it->second);
-    });
+    worker.answer_timer->async_wait(
+        [weak = weak_from_this(), key = worker.key](std::error_code ec) {
+          auto self = weak.lock();
+          if (ec || !self || self->dead_) return;
+          if (auto it = self->workers_.find(key); it != self->workers_.end())
+            self->give_up_result(*it->second);
+        });
   } else {
     worker.answer_timer->cancel();
   }
@@ -481,7 +484,8 @@ void Connection::start_worker(WorkerSlot& worker) {
   // would register a phantom worker.
   std::string header;
   MsgPtr msg;
-  if (!worker.machine.ready(header) && open_ctx(worker, worker_resend_time())) msg = make_msg(header);
+  if (!worker.machine.ready(header) && open_ctx(worker, worker_resend_time()))
+    msg = make_msg(header);
   send_worker(worker, std::move(msg));
 }
 
@@ -502,8 +506,9 @@ void Connection::worker_completed(WorkerSlot& worker, int rv, MsgPtr msg) {
     // The broker, which may have taken the RESULT and handed this worker a job that the lost
     // connection took with it, times that job out; it never gets this RESULT again.
     worker.machine.stop();
-    ctx_.log(LogLevel::debug, describe(worker) + ": the connection dropped before the broker "
-                                                 "answered its RESULT; registering afresh");
+    ctx_.log(LogLevel::debug, describe(worker) +
+                                  ": the connection dropped before the broker "
+                                  "answered its RESULT; registering afresh");
     return restart_or_stop(worker);
   }
   if (rv != 0) {

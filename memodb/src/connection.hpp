@@ -14,17 +14,17 @@
 #include <nng/nng.h>
 
 #include <asio/steady_timer.hpp>
-#include "polybus/adapter/reconnect.hpp"
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
+#include "polybus/adapter/reconnect.hpp"
 
 #include "machine.hpp"
 #include "nng_util.hpp"

@@ -45,7 +45,8 @@ std::pair<std::string, std::uint16_t> host_port(const std::string& text, const c
   if (colon == std::string::npos && !host_optional)
     throw UsageError(std::string(what) + " '" + text + "' is not HOST:PORT");
   std::string host = colon == std::string::npos ? "127.0.0.1" : text.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const std::string port = colon == std::string::npos ? text : text.substr(colon + 1);
   char* end = nullptr;
   const unsigned long value = std::strtoul(port.c_str(), &end, 10);

@@ -144,8 +144,9 @@ std::unique_ptr<Target> start_target(const std::string& name, std::uint64_t seed
       t->quickio->stop();
       t->quickio->start();
     };
-    t->url = with_options(Url::parse(name + "://" + t->quickio->address() + "?http_poll_delay_max=20ms"),
-                          t->proxies.front()->address());
+    t->url =
+        with_options(Url::parse(name + "://" + t->quickio->address() + "?http_poll_delay_max=20ms"),
+                     t->proxies.front()->address());
   } else if (name == "memodb+tcp") {
     // The broker's timings are the client's (memo01's resend times are derived from them), and
     // short, like the liveness of the other schemes.
@@ -195,10 +196,11 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
         Faults f;
         f.reset_after_bytes = static_cast<std::uint64_t>(pick(1, 400));
         const auto d = direction();
-        return Step{"reset " + std::string(name_of(d)) + " after " +
-                        std::to_string(f.reset_after_bytes) + " B",
-                    [f, d](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(d, f); }); },
-                    ms(pick(200, 500))};
+        return Step{
+            "reset " + std::string(name_of(d)) + " after " + std::to_string(f.reset_after_bytes) +
+                " B",
+            [f, d](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(d, f); }); },
+            ms(pick(200, 500))};
       },
       [&] {
         Faults f;
@@ -212,17 +214,15 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
       [&] {
         Faults f;
         f.blackhole = true;
-        return Step{"short blackhole", [f](Target& t) {
-                      t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); });
-                    },
+        return Step{"short blackhole",
+                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
                     kShortBlackhole};
       },
       [&] {
         Faults f;
         f.blackhole = true;
-        return Step{"long blackhole", [f](Target& t) {
-                      t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); });
-                    },
+        return Step{"long blackhole",
+                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
                     kLongBlackhole};
       },
       [&] {
@@ -253,9 +253,10 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
       },
       [&] {
         const auto d = direction();
-        return Step{"half-open, " + std::string(name_of(d)) + " closed",
-                    [d](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.close_one_side(d); }); },
-                    ms(pick(100, 300))};
+        return Step{
+            "half-open, " + std::string(name_of(d)) + " closed",
+            [d](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.close_one_side(d); }); },
+            ms(pick(100, 300))};
       },
       [&] {
         return Step{"broker restart", [](Target& t) { t.restart(); }, ms(pick(100, 300))};
@@ -283,7 +284,8 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
   std::vector<Step> steps;
   ms total{0};
   for (std::size_t i = 0; i < order.size() || total < length; ++i) {
-    const auto k = i < order.size() ? order[i] : static_cast<std::size_t>(pick(0, kinds.size() - 1));
+    const auto k =
+        i < order.size() ? order[i] : static_cast<std::size_t>(pick(0, kinds.size() - 1));
     steps.push_back(kinds[k]());
     total += steps.back().hold + ms(200);
   }
@@ -322,7 +324,8 @@ void run_chaos(const std::string& name) {
   plan << "chaos " << name << ": seed " << seed << " (POLYBUS_CHAOS_SEED), " << target->url
        << "\n  schedule:";
   for (const auto& s : steps) plan << " [" << s.what << ", " << s.hold.count() << " ms]";
-  if (auto it = kLeftOut.find(name); it != kLeftOut.end()) plan << "\n  left out: " << it->second.second;
+  if (auto it = kLeftOut.find(name); it != kLeftOut.end())
+    plan << "\n  left out: " << it->second.second;
   std::cout << plan.str() << std::endl;
   INFO(plan.str());
 
@@ -370,8 +373,8 @@ void run_chaos(const std::string& name) {
   // A scheme without publish/subscribe (MemoDB) carries requests to a server that echoes them.
   const bool requests = !target->caps.subscribe;
   REQUIRE((requests ? target->caps.request_reply : target->caps.publish));
-  auto sub = requests ? subscriber.serve(topic, [](Message& m) { return std::string(m.payload()); },
-                                         sub_options)
+  auto sub = requests ? subscriber.serve(
+                            topic, [](Message& m) { return std::string(m.payload()); }, sub_options)
                       : subscriber.subscribe(topic, sub_options, [&](Message& m) {
                           got.add(std::string(m.payload()));
                         });
@@ -451,17 +454,16 @@ void run_chaos(const std::string& name) {
   if (target->memodb) {
     const auto st = target->memodb->stats();
     broker_state = "; broker: " + std::to_string(st.workers) + " workers (" +
-                   std::to_string(st.idle) + " idle), " + std::to_string(st.queued) +
-                   " queued, " + std::to_string(st.jobs) + " jobs, " +
-                   std::to_string(st.dispatched) + " dispatched, " + std::to_string(st.results) +
-                   " results, " + std::to_string(st.registrations) + " READYs, " +
-                   std::to_string(st.connections) + " connections";
+                   std::to_string(st.idle) + " idle), " + std::to_string(st.queued) + " queued, " +
+                   std::to_string(st.jobs) + " jobs, " + std::to_string(st.dispatched) +
+                   " dispatched, " + std::to_string(st.results) + " results, " +
+                   std::to_string(st.registrations) + " READYs, " + std::to_string(st.connections) +
+                   " connections";
   }
-  INFO(markers << " markers published, " << markers_failed << " failed, the last with: "
-               << marker_error << "; subscriber stats: received " << subscriber.stats().received
-               << ", reconnects " << subscriber.stats().reconnects << broker_state
-               << "; last state events:"
-               << last_events());
+  INFO(markers << " markers published, " << markers_failed
+               << " failed, the last with: " << marker_error << "; subscriber stats: received "
+               << subscriber.stats().received << ", reconnects " << subscriber.stats().reconnects
+               << broker_state << "; last state events:" << last_events());
   CHECK(recovered);
 
   std::vector<int> acked;
@@ -495,7 +497,8 @@ void run_chaos(const std::string& name) {
           missing += "m" + std::to_string(i) + " ";
       return missing_count == 0;
     });
-    INFO(missing_count << " of " << expected.size() << " acknowledged never arrived, e.g. " << missing);
+    INFO(missing_count << " of " << expected.size() << " acknowledged never arrived, e.g. "
+                       << missing);
     CHECK(all_arrived);
   }
   // Order: the first arrival of each acknowledged message, in publish order. Where publishes
@@ -562,10 +565,24 @@ void run_chaos(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("chaos: nsq", "[chaos]") { run_chaos("nsq"); }
-TEST_CASE("chaos: nsq+lookupd", "[chaos]") { run_chaos("nsq+lookupd"); }
-TEST_CASE("chaos: figg", "[chaos]") { run_chaos("figg"); }
-TEST_CASE("chaos: quickio", "[chaos]") { run_chaos("quickio"); }
-TEST_CASE("chaos: quickio+ws", "[chaos]") { run_chaos("quickio+ws"); }
-TEST_CASE("chaos: quickio+http", "[chaos]") { run_chaos("quickio+http"); }
-TEST_CASE("chaos: memodb+tcp", "[chaos]") { run_chaos("memodb+tcp"); }
+TEST_CASE("chaos: nsq", "[chaos]") {
+  run_chaos("nsq");
+}
+TEST_CASE("chaos: nsq+lookupd", "[chaos]") {
+  run_chaos("nsq+lookupd");
+}
+TEST_CASE("chaos: figg", "[chaos]") {
+  run_chaos("figg");
+}
+TEST_CASE("chaos: quickio", "[chaos]") {
+  run_chaos("quickio");
+}
+TEST_CASE("chaos: quickio+ws", "[chaos]") {
+  run_chaos("quickio+ws");
+}
+TEST_CASE("chaos: quickio+http", "[chaos]") {
+  run_chaos("quickio+http");
+}
+TEST_CASE("chaos: memodb+tcp", "[chaos]") {
+  run_chaos("memodb+tcp");
+}

@@ -1,7 +1,7 @@
 // The examples of docs/testing.md, verbatim, so that they keep compiling and passing.
+#include <catch2/catch.hpp>
 #include <future>
 #include <mutex>
-#include <catch2/catch.hpp>
 #include <polybus/all.hpp>
 #include <polybus/fault_proxy.hpp>
 #include <polybus/figg_testing.hpp>
@@ -57,9 +57,8 @@ TEST_CASE("a publisher rides out a network that goes silent") {
       std::call_once(once, [&] { gave_up.set_value(); });
   };
   // Heartbeats every second: two silent seconds and the connection is presumed dead.
-  auto client = polybus::connect("nsq://" + proxy.address() +
-                                     "?heartbeat_interval=1s&reconnect_initial=10ms",
-                                 options);
+  auto client = polybus::connect(
+      "nsq://" + proxy.address() + "?heartbeat_interval=1s&reconnect_initial=10ms", options);
   REQUIRE(client.publish_sync("orders", "before") == std::error_code{});
 
   polybus::testing::Faults silent;

@@ -548,9 +548,8 @@ TEST_CASE(
     // request's own NNG timeout can trail its deadline by a moment), but never twice.
     for (int i = 24; i < 34; ++i) CHECK(calls[std::to_string(i)] <= 1);
   }
-  REQUIRE(wait(*broker, [](const BrokerStats& s) {
-    return s.starts == 2 && workers_for(s, "echo") == 4;
-  }));
+  REQUIRE(wait(*broker,
+               [](const BrokerStats& s) { return s.starts == 2 && workers_for(s, "echo") == 4; }));
   CHECK(broker->stats().disconnects <= 4);
   auto fresh = client.request_sync("echo", "fresh", 10s);
   REQUIRE(fresh.ec == std::error_code{});

@@ -26,11 +26,15 @@ using asio::ip::tcp;
 
 constexpr std::size_t kReadSize = 16 * 1024;
 
-int index_of(Direction d) { return d == Direction::to_upstream ? 0 : 1; }
+int index_of(Direction d) {
+  return d == Direction::to_upstream ? 0 : 1;
+}
 
 struct AtomicFlow {
   std::atomic<std::uint64_t> read{0}, forwarded{0}, discarded{0};
-  FaultProxyCounters::Flow load() const { return {read.load(), forwarded.load(), discarded.load()}; }
+  FaultProxyCounters::Flow load() const {
+    return {read.load(), forwarded.load(), discarded.load()};
+  }
 };
 
 // Closes with RST rather than FIN: what a crashed peer or a middlebox's reset looks like.
@@ -93,10 +97,10 @@ class FaultProxy::Impl : public std::enable_shared_from_this<FaultProxy::Impl> {
   tcp::acceptor acceptor_;
   tcp::endpoint upstream_;
   std::uint16_t port_ = 0;
-  std::mt19937_64 rng_;                               // strand
+  std::mt19937_64 rng_;                                // strand
   std::set<std::shared_ptr<Connection>> connections_;  // strand
-  Clock::time_point refuse_until_{};                  // strand
-  bool stopped_ = false;                              // strand
+  Clock::time_point refuse_until_{};                   // strand
+  bool stopped_ = false;                               // strand
 
   mutable std::mutex faults_mutex_;
   Faults faults_[2];
@@ -163,8 +167,8 @@ class Pump {
   std::uint64_t generation_seen_ = 0;
   std::uint64_t forwarded_since_faults_ = 0;
   bool reading_ = false, writing_ = false, waiting_ = false;
-  bool sender_done_ = false;   // EOF read
-  bool sender_reset_ = false;  // a reset read while blackholed, passed on when it lifts
+  bool sender_done_ = false;      // EOF read
+  bool sender_reset_ = false;     // a reset read while blackholed, passed on when it lifts
   bool receiver_closed_ = false;  // close_one_side: nothing more this way
   bool finished_ = false;
 };
@@ -242,16 +246,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
 };
 
-AtomicFlow& Pump::flow() { return connection_.proxy().flows_[index_of(direction_)]; }
+AtomicFlow& Pump::flow() {
+  return connection_.proxy().flows_[index_of(direction_)];
+}
 
 void Pump::read() {
   if (reading_ || sender_done_ || finished_) return;
   if (queued_ >= connection_.proxy().options_.max_buffered_bytes) return;  // write() resumes
   reading_ = true;
-  from_.async_read_some(asio::buffer(buffer_),
-                        [self = connection_.self(), this](std::error_code ec, std::size_t n) {
-                          on_read(ec, n);
-                        });
+  from_.async_read_some(
+      asio::buffer(buffer_),
+      [self = connection_.self(), this](std::error_code ec, std::size_t n) { on_read(ec, n); });
 }
 
 void Pump::on_read(std::error_code ec, std::size_t n) {
@@ -318,7 +323,8 @@ void Pump::write() {
   if (faults.bytes_per_second > 0)
     n = std::min<std::size_t>(n, std::max<std::uint64_t>(1, faults.bytes_per_second / 100));
   if (faults.reset_after_bytes > 0) {
-    const auto left = faults.reset_after_bytes - std::min(faults.reset_after_bytes, forwarded_since_faults_);
+    const auto left =
+        faults.reset_after_bytes - std::min(faults.reset_after_bytes, forwarded_since_faults_);
     if (left == 0) {
       connection_.reset(true);
       return;
@@ -404,8 +410,7 @@ void Pump::drop_queued() {
 void Impl::open() {
   std::error_code ec;
   const auto listen_address = asio::ip::make_address(options_.listen_host, ec);
-  if (ec)
-    throw std::system_error(ec, "fault proxy: listen address '" + options_.listen_host + "'");
+  if (ec) throw std::system_error(ec, "fault proxy: listen address '" + options_.listen_host + "'");
   if (!listen_address.is_loopback() && !options_.allow_non_loopback)
     throw std::invalid_argument("fault proxy: listen address " + options_.listen_host +
                                 " is not loopback; set allow_non_loopback to listen there");
@@ -481,7 +486,8 @@ void Impl::stop() {
   });
 }
 
-FaultProxy::FaultProxy(FaultProxyOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
+FaultProxy::FaultProxy(FaultProxyOptions options)
+    : impl_(std::make_shared<Impl>(std::move(options))) {
   impl_->open();
 }
 
@@ -491,7 +497,9 @@ FaultProxy::~FaultProxy() {
   if (impl_->own_thread_) impl_->own_thread_->join();
 }
 
-std::uint16_t FaultProxy::port() const { return impl_->port_; }
+std::uint16_t FaultProxy::port() const {
+  return impl_->port_;
+}
 std::string FaultProxy::address() const {
   return impl_->options_.listen_host + ":" + std::to_string(impl_->port_);
 }
@@ -503,8 +511,12 @@ void FaultProxy::set_faults(const Faults& faults) {
   impl_->set_faults(Direction::to_upstream, faults);
   impl_->set_faults(Direction::to_client, faults);
 }
-Faults FaultProxy::faults(Direction direction) const { return impl_->faults(direction); }
-void FaultProxy::clear_faults() { set_faults(Faults{}); }
+Faults FaultProxy::faults(Direction direction) const {
+  return impl_->faults(direction);
+}
+void FaultProxy::clear_faults() {
+  set_faults(Faults{});
+}
 
 void FaultProxy::reset_connections() {
   impl_->for_each_connection(&Connection::reset_now, Direction::to_upstream);
@@ -528,6 +540,8 @@ FaultProxyCounters FaultProxy::counters() const {
   return c;
 }
 
-void FaultProxy::stop() { impl_->stop(); }
+void FaultProxy::stop() {
+  impl_->stop();
+}
 
 }  // namespace polybus::testing

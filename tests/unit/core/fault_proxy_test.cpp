@@ -68,9 +68,8 @@ struct Link {
   bool nothing_arrives(tcp::socket& from, std::chrono::milliseconds quiet) {
     char byte;
     bool arrived = false;
-    from.async_read_some(asio::buffer(&byte, 1), [&](std::error_code e, std::size_t) {
-      arrived = !e;
-    });
+    from.async_read_some(asio::buffer(&byte, 1),
+                         [&](std::error_code e, std::size_t) { arrived = !e; });
     io.restart();
     io.run_for(quiet);
     from.cancel();
@@ -96,7 +95,8 @@ TEST_CASE("fault proxy: forwards both ways and passes a close on", "[fault_proxy
   link.write(link.upstream, "hello client");
   CHECK(link.read(link.client, 12) == "hello client");
   // The proxy counts a write when it completes, which may be just after the reader has it.
-  CHECK(polybus::test::eventually([&] { return link.proxy->counters().to_client.forwarded == 12; }));
+  CHECK(
+      polybus::test::eventually([&] { return link.proxy->counters().to_client.forwarded == 12; }));
   auto c = link.proxy->counters();
   CHECK(c.to_upstream.read == 14);
   CHECK(c.to_upstream.forwarded == 14);
@@ -196,8 +196,7 @@ TEST_CASE("fault proxy: reset after N bytes cuts both sides mid-stream", "[fault
   CHECK(ended == asio::error::connection_reset);
 }
 
-TEST_CASE("fault proxy: a blackhole holds bytes and closes until it is lifted",
-          "[fault_proxy]") {
+TEST_CASE("fault proxy: a blackhole holds bytes and closes until it is lifted", "[fault_proxy]") {
   Link link;
   Faults faults;
   faults.blackhole = true;
@@ -241,8 +240,7 @@ TEST_CASE("fault proxy: close_one_side leaves a half-open connection", "[fault_p
   link.write(link.client, "still here");
   CHECK(link.read(link.upstream, 10) == "still here");
   link.write(link.upstream, "unheard");
-  CHECK(polybus::test::eventually(
-      [&] { return link.proxy->counters().to_client.discarded == 7; }));
+  CHECK(polybus::test::eventually([&] { return link.proxy->counters().to_client.discarded == 7; }));
 }
 
 TEST_CASE("fault proxy: reset_connections resets every open connection now", "[fault_proxy]") {

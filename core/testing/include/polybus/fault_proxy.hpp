@@ -71,12 +71,14 @@ struct FaultProxyCounters {
     std::uint64_t discarded = 0;  // bytes dropped by a half-close or a reset
   };
   Flow to_upstream, to_client;
-  std::uint64_t accepted = 0;   // connections proxied
-  std::uint64_t refused = 0;    // connections reset at once while refusing
-  std::uint64_t active = 0;     // connections open now
-  std::uint64_t resets = 0;     // connections the proxy reset (reset_after_bytes, reset_connections)
+  std::uint64_t accepted = 0;  // connections proxied
+  std::uint64_t refused = 0;   // connections reset at once while refusing
+  std::uint64_t active = 0;    // connections open now
+  std::uint64_t resets = 0;    // connections the proxy reset (reset_after_bytes, reset_connections)
   std::uint64_t upstream_failures = 0;  // connections whose upstream could not be reached
-  const Flow& flow(Direction d) const { return d == Direction::to_upstream ? to_upstream : to_client; }
+  const Flow& flow(Direction d) const {
+    return d == Direction::to_upstream ? to_upstream : to_client;
+  }
 };
 
 class FaultProxy {
