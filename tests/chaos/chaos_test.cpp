@@ -190,6 +190,12 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
   };
   auto direction = [&] { return pick(0, 1) ? Direction::to_upstream : Direction::to_client; };
   auto name_of = [](Direction d) { return d == Direction::to_upstream ? "up" : "down"; };
+  // The same faults both ways on every proxy of the target.
+  auto everywhere = [](Faults f) {
+    return [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); };
+  };
+  Faults blackhole;
+  blackhole.blackhole = true;
   using Kind = std::function<Step()>;
   std::vector<Kind> kinds = {
       [&] {
@@ -208,37 +214,26 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
         f.jitter = ms(pick(0, 100));
         return Step{"latency " + std::to_string(f.latency.count()) + " ms +" +
                         std::to_string(f.jitter.count()),
-                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
-                    ms(pick(300, 800))};
+                    everywhere(f), ms(pick(300, 800))};
       },
       [&] {
-        Faults f;
-        f.blackhole = true;
-        return Step{"short blackhole",
-                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
-                    kShortBlackhole};
+        return Step{"short blackhole", everywhere(blackhole), kShortBlackhole};
       },
       [&] {
-        Faults f;
-        f.blackhole = true;
-        return Step{"long blackhole",
-                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
-                    kLongBlackhole};
+        return Step{"long blackhole", everywhere(blackhole), kLongBlackhole};
       },
       [&] {
         Faults f;
         f.slice_bytes = 1;
         f.slice_delay = ms(pick(0, 1));
         return Step{"1-byte slices, " + std::to_string(f.slice_delay.count()) + " ms apart",
-                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
-                    ms(pick(300, 600))};
+                    everywhere(f), ms(pick(300, 600))};
       },
       [&] {
         Faults f;
         f.bytes_per_second = static_cast<std::uint64_t>(pick(20, 100)) * 1024;
         return Step{"thin link " + std::to_string(f.bytes_per_second / 1024) + " KiB/s",
-                    [f](Target& t) { t.for_each_proxy([&](FaultProxy& p) { p.set_faults(f); }); },
-                    ms(pick(300, 600))};
+                    everywhere(f), ms(pick(300, 600))};
       },
       [&] {
         const auto refuse = ms(pick(100, 500));
