@@ -126,7 +126,7 @@ Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::ma
   };
   impl_->connection = std::make_shared<detail::Connection>(*impl_->strand, settings,
                                                    Backoff::from_options(resolved), hooks);
-  impl_->connection->start();
+  if (options.connect_now) impl_->connection->start();
   if (impl_->own) impl_->own->thread = std::thread([own = impl_->own] { own->io.run(); });
 }
 

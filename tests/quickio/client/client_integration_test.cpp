@@ -22,6 +22,14 @@ std::string url_for(const std::string& scheme, const Server& server,
 }
 
 // Counts /open and /close; waits for a number of them.
+// For a client whose /open and /close are watched: it connects when the test calls reconnect()
+// after watch(), since a connection made first would fire /open before anyone listened.
+ClientOptions connect_later() {
+  ClientOptions options;
+  options.connect_now = false;
+  return options;
+}
+
 struct Lifecycle {
   Latch opens, closes;
   void watch(Client& client) {
@@ -69,9 +77,10 @@ TEST_CASE("native client: a callback gets the answer of the client that served t
   CAPTURE(scheme);
   auto server = Server::launch();
   Client responder(url_for(scheme, *server));
-  Client requester(url_for(scheme, *server));
+  Client requester(url_for(scheme, *server), connect_later());
   Lifecycle life;  // a callback needs a connection: it is never queued
   life.watch(requester);
+  requester.reconnect();
   REQUIRE(life.opens.wait_for(1));
   Latch subscribed;
   // Checked on this thread: Catch's assertions are not for the client's io thread.
@@ -109,9 +118,10 @@ TEST_CASE("native client: quickio+ws falls back to HTTP long polling when the up
   ServerOptions options;
   options.refuse_websocket = true;
   auto server = Server::launch(options);
-  Client client(url_for("quickio+ws", *server));
+  Client client(url_for("quickio+ws", *server), connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   REQUIRE(life.opens.wait_for(1));
   CHECK(server->http_sessions() == 1);
   CHECK(server->websocket_connections() == 0);
@@ -161,9 +171,10 @@ TEST_CASE(
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);
   auto server = Server::launch();
-  Client client(url_for(scheme, *server));
+  Client client(url_for(scheme, *server), connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   Collector got;
   subscribe(client, "/mine", got);
   REQUIRE(life.opens.wait_for(1));
@@ -199,9 +210,10 @@ TEST_CASE("native client: /qio/move takes the client to the other server, and it
           ? scheme + "://" + first->address() +
                 "?reconnect_initial=20ms&reconnect_max=200ms&http_poll_delay_max=300ms"
           : url_for(scheme, *first);
-  Client client(url);
+  Client client(url, connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   Collector got;
   subscribe(client, "/moved", got);
   first->move_all(second->address());
@@ -223,9 +235,10 @@ TEST_CASE(
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws");
   CAPTURE(scheme);
   auto server = Server::launch();
-  Client client(url_for(scheme, *server, "&heartbeat_timeout=200ms"));
+  Client client(url_for(scheme, *server, "&heartbeat_timeout=200ms"), connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   Collector errors;
   client.on("/error",
             [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
@@ -246,9 +259,10 @@ TEST_CASE("native client: close fails pending callbacks with -1 closed and fires
       "/hold", [&](std::string_view, ServerCallback) { heard.count_down(); },
       [&](int, std::string_view) { subscribed.count_down(); });
   REQUIRE(subscribed.wait_for(1));
-  Client asker(url_for("quickio", *server));
+  Client asker(url_for("quickio", *server), connect_later());
   Lifecycle life;
   life.watch(asker);
+  asker.reconnect();
   REQUIRE(life.opens.wait_for(1));
   Latch done;
   std::string why;
@@ -269,9 +283,10 @@ TEST_CASE("native client: close fails pending callbacks with -1 closed and fires
 
 TEST_CASE("native client: reconnect() drops the connection and subscribes again on the new one") {
   auto server = Server::launch();
-  Client client(url_for("quickio", *server));
+  Client client(url_for("quickio", *server), connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   Collector got;
   subscribe(client, "/again", got);
   REQUIRE(life.opens.wait_for(1));
@@ -308,9 +323,10 @@ TEST_CASE("native client: heartbeat challenges are answered, so the server keeps
   options.challenge_after = std::chrono::milliseconds(50);
   options.challenge_timeout = std::chrono::milliseconds(500);
   auto server = Server::launch(options);
-  Client client(url_for(scheme, *server));
+  Client client(url_for(scheme, *server), connect_later());
   Lifecycle life;
   life.watch(client);
+  client.reconnect();
   Latch challenges;
   // /qio/... paths are local: listening to one sends no /qio/on.
   client.on("/qio/heartbeat", [&](std::string_view, ServerCallback callback) {

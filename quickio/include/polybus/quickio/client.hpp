@@ -83,12 +83,17 @@ struct ClientOptions {
   ErrorCallback on_error;                  // connection errors, refused subscriptions, ...
   LogSink log;
   LogLevel log_level = LogLevel::info;
+  // False: the client connects on its first reconnect(), the document's way for threaded
+  // clients, so that /open and /close listeners added first see the first connection (true:
+  // the connection may open before a listener added right after construction is in place).
+  bool connect_now = true;
 };
 
 class Client {
  public:
   // quickio://host:port, quickio+ws://host:port[/path], quickio+http://host:port. Starts
-  // connecting at once. Throws polybus::Error for a bad URL or option.
+  // connecting at once unless options.connect_now is false. Throws polybus::Error for a bad URL or
+  // option.
   explicit Client(std::string_view url, ClientOptions options = {});
   // Closes (see close()) and, when the client owns its io thread, joins it (unless called from
   // that very thread, which is then left to finish on its own).
@@ -112,7 +117,8 @@ class Client {
   // max_queued_bytes (checked here; a race with other threads is reported to on_error).
   std::error_code send(std::string_view path, std::string json, SendCallback callback = {});
 
-  // Drops the connection (if any) and connects again at once.
+  // Drops the connection (if any) and connects again at once; the first connection of a client
+  // made with connect_now false.
   void reconnect();
   // Closes for good: fires /close (if open), fails pending callbacks with -1 "closed" and drops
   // the queue. Idempotent.
