@@ -60,10 +60,10 @@ const std::map<std::string, std::map<std::string, std::string>> kLivenessOptions
 const std::map<std::string, std::pair<std::set<std::size_t>, std::string>> kLeftOut = {
     {"memodb+tcp",
      {{0},
-      "no resets after N bytes: after repeated cuts in the middle of a message the serving "
-      "client's NNG socket stops reconnecting (the broker sees no connection from it), not yet "
-      "understood; libnng 1.5.2 has known defects with such cuts (NNG #1636). "
-      "POLYBUS_CHAOS_ALL=1 runs them anyway"}},
+      "no resets after N bytes: a reset mid-message can stall libnng 1.5.2's process-wide "
+      "reaper (a TCP pipe closed while a partial read completes waits forever: NNG #1636, "
+      "fixed in 1.6.0), after which the client's req0 socket never sees its pipe go and never "
+      "dials again (docs/memodb.md). POLYBUS_CHAOS_ALL=1 runs them anyway"}},
 };
 constexpr ms kLongBlackhole{2500};  // over every liveness bound above
 constexpr ms kShortBlackhole{250};  // under all of them

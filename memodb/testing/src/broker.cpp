@@ -1,19 +1,16 @@
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <asio.hpp>
-#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
-#include <future>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <random>
-#include <unordered_map>
 
-#include "nng_util.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb_testing.hpp"
@@ -21,13 +18,7 @@
 
 namespace polybus::memodb::testing {
 
-using memodb::detail::MsgPtr;
-
 namespace {
-
-// Contexts kept waiting for the next request; each request received takes one, which holds
-// the request until the broker answers or drops it.
-constexpr std::size_t kReceivers = 8;
 
 std::string worker_id(std::uint32_t n) {
   std::string id(4, '\0');
@@ -37,10 +28,161 @@ std::string worker_id(std::uint32_t n) {
 
 }  // namespace
 
+// The broker speaks NNG's scalability protocol (SP) itself, over Asio: the test broker shares
+// its process with the clients under test, and libnng 1.5.2 stalls its process-wide reaper
+// when a TCP pipe is closed while a partial read completes (a rep0 pipe cut mid-message by a
+// reset; fixed in NNG 1.6.0, a1bc737), after which no NNG socket in the process, the clients'
+// included, sees a pipe go or dials again.
+//
+// SP over TCP or IPC: each side sends {0, 'S', 'P', 0, protocol (16 bits), 0, 0}; rep0 is 0x31
+// and accepts only req0 peers (0x30). Then every message is a 64-bit big-endian length and the
+// body (over IPC a type byte 1 first). A request's body starts with its backtrace: 4-byte words
+// up to the first with its top bit set (one word, the request ID, from a directly connected
+// req0); the reply carries the same backtrace in front.
+class SpConnection : public std::enable_shared_from_this<SpConnection> {
+ public:
+  using Socket = asio::generic::stream_protocol::socket;
+  struct Events {
+    std::function<void(std::uint64_t id)> opened;  // the handshake is done
+    std::function<void(std::uint64_t id, std::string backtrace, std::string_view body)> request;
+    std::function<void(std::uint64_t id)> closed;  // after opened, once
+  };
+
+  SpConnection(Socket socket, bool ipc, std::uint64_t id, Events* events)
+      : socket_(std::move(socket)), ipc_(ipc), id_(id), events_(events) {}
+
+  std::uint64_t id() const { return id_; }
+
+  void start() {
+    send_raw(std::string(kRep0Header, sizeof kRep0Header));
+    asio::async_read(
+        socket_, asio::buffer(head_, 8),
+        [self = shared_from_this()](std::error_code ec, std::size_t) { self->on_peer_header(ec); });
+  }
+
+  void send(std::string_view backtrace, std::string_view header, std::string_view payload) {
+    if (closed_) return;  // as rep0: a reply to a connection that went is dropped
+    const std::uint64_t length = backtrace.size() + header.size() + payload.size();
+    std::string frame;
+    frame.reserve(9 + length);
+    if (ipc_) frame.push_back('\x01');
+    for (int shift = 56; shift >= 0; shift -= 8)
+      frame.push_back(static_cast<char>((length >> shift) & 0xff));
+    frame.append(backtrace).append(header).append(payload);
+    send_raw(std::move(frame));
+  }
+
+  // Ends the connection without telling the broker (it is closing everything).
+  void close_quietly() {
+    events_ = nullptr;
+    close();
+  }
+
+ private:
+  static constexpr char kRep0Header[8] = {0, 'S', 'P', 0, 0x00, 0x31, 0, 0};
+  static constexpr std::uint16_t kReq0 = 0x30;
+  static constexpr int kMaxHops = 8;  // rep0's default TTL
+  // The real broker takes any size (payloads of many MiB pass); this one stops somewhere.
+  static constexpr std::uint64_t kMaxMessage = std::uint64_t{1} << 30;
+
+  void on_peer_header(std::error_code ec) {
+    if (ec) return close();
+    const auto* h = reinterpret_cast<const unsigned char*>(head_);
+    const std::uint16_t peer = static_cast<std::uint16_t>((h[4] << 8) | h[5]);
+    if (h[0] != 0 || h[1] != 'S' || h[2] != 'P' || h[3] != 0 || h[6] != 0 || h[7] != 0 ||
+        peer != kReq0)
+      return close();
+    opened_ = true;
+    if (events_) events_->opened(id_);
+    read_length();
+  }
+
+  void read_length() {
+    asio::async_read(
+        socket_, asio::buffer(head_, ipc_ ? 9 : 8),
+        [self = shared_from_this()](std::error_code ec, std::size_t) { self->on_length(ec); });
+  }
+
+  void on_length(std::error_code ec) {
+    if (ec) return close();
+    const auto* h = reinterpret_cast<const unsigned char*>(head_);
+    if (ipc_ && h[0] != 1) return close();
+    std::uint64_t length = 0;
+    for (int i = ipc_ ? 1 : 0, end = i + 8; i < end; ++i) length = (length << 8) | h[i];
+    if (length > kMaxMessage) return close();
+    body_.resize(static_cast<std::size_t>(length));
+    asio::async_read(
+        socket_, asio::buffer(body_),
+        [self = shared_from_this()](std::error_code e, std::size_t) { self->on_body(e); });
+  }
+
+  void on_body(std::error_code ec) {
+    if (ec) return close();
+    std::size_t end = 0;
+    for (int hops = 1;; ++hops) {
+      if (hops > kMaxHops) return read_length();   // too many hops: dropped, as rep0 does
+      if (body_.size() - end < 4) return close();  // no backtrace: the peer speaks garbage
+      const bool last = (static_cast<unsigned char>(body_[end]) & 0x80u) != 0;
+      end += 4;
+      if (last) break;
+    }
+    std::string body = std::move(body_);
+    body_.clear();
+    if (events_) events_->request(id_, body.substr(0, end), std::string_view(body).substr(end));
+    if (!closed_) read_length();
+  }
+
+  void send_raw(std::string bytes) {
+    if (closed_) return;
+    writes_.push_back(std::move(bytes));
+    if (writes_.size() == 1) write_next();
+  }
+
+  void write_next() {
+    asio::async_write(socket_, asio::buffer(writes_.front()),
+                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                        if (ec) return self->close();
+                        self->writes_.pop_front();
+                        if (!self->writes_.empty() && !self->closed_) self->write_next();
+                      });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    std::error_code ignored;
+    socket_.shutdown(Socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    if (opened_ && events_) events_->closed(id_);
+  }
+
+  Socket socket_;
+  const bool ipc_;
+  const std::uint64_t id_;
+  Events* events_;
+  char head_[9] = {};
+  std::string body_;
+  std::deque<std::string> writes_;
+  bool opened_ = false;
+  bool closed_ = false;
+};
+
 class BrokerImpl {
  public:
   explicit BrokerImpl(BrokerOptions options) : options_(std::move(options)) {
     url_ = options_.url.empty() ? "tcp://127.0.0.1:0" : options_.url;
+    events_.opened = [this](std::uint64_t) { connection_count(+1); };
+    events_.closed = [this](std::uint64_t id) {
+      connections_.erase(id);
+      connection_count(-1);
+    };
+    events_.request = [this](std::uint64_t connection, std::string backtrace,
+                             std::string_view body) {
+      const std::uint64_t key = ++next_key_;
+      requests_[key] = Request{connection, std::move(backtrace)};
+      handle(key, body);
+      publish_stats();
+    };
     auto ok = run([this] { return listen(); });
     if (!ok.empty()) {
       io_.stop_and_join();
@@ -76,36 +218,18 @@ class BrokerImpl {
   }
 
  private:
-  // Where NNG's callbacks post, one per socket: shut when the socket closes, so a callback that
-  // runs later (NNG 1.5.2 can take long to close) posts nothing.
-  struct Gate {
-    explicit Gate(BrokerImpl* b) : broker(b) {}
-    std::mutex mutex;
-    bool open = true;
-    BrokerImpl* const broker;
-  };
-
-  // One rep0 context and its aio. gate and key never change: NNG's threads read them.
-  struct Ctx {
-    Ctx(std::shared_ptr<Gate> g, std::uint64_t k) : gate(std::move(g)), key(k) {}
-    ~Ctx() {
-      if (open) nng_ctx_close(ctx);
-      if (aio) nng_aio_free(aio);
-    }
-    const std::shared_ptr<Gate> gate;
-    const std::uint64_t key;
-    nng_aio* aio = nullptr;
-    nng_ctx ctx = NNG_CTX_INITIALIZER;
-    bool open = false;
-    enum class State { receiving, holding, sending } state = State::receiving;
+  // A request waiting for the broker's answer: where it came from and its backtrace.
+  struct Request {
+    std::uint64_t connection = 0;
+    std::string backtrace;
   };
 
   struct Worker {
     std::string id;
     std::vector<std::string> services;
     enum class State { waiting, busy, heartbeat } state = State::waiting;
-    std::uint64_t held = 0;        // the context holding its request (waiting)
-    std::uint64_t client = 0;      // the client's context (busy)
+    std::uint64_t held = 0;        // its request the broker holds (waiting)
+    std::uint64_t client = 0;      // the client's request (busy)
     std::uint64_t since = 0;       // when it started waiting, for first-come dispatch
     std::uint64_t timer_gen = 0;   // tells a stale timer from the current one
     std::unique_ptr<asio::steady_timer> timer;
@@ -119,44 +243,11 @@ class BrokerImpl {
     std::unique_ptr<asio::steady_timer> timer;
   };
 
-  static void on_pipe(nng_pipe pipe, nng_pipe_ev event, void* arg) {
-    auto* gate = static_cast<Gate*>(arg);
-    const std::uint32_t socket = nng_pipe_socket(pipe).id;
-    std::lock_guard<std::mutex> gate_lock(gate->mutex);
-    if (!gate->open) return;
-    BrokerImpl* broker = gate->broker;
-    asio::post(broker->io_.context(), [broker, socket, event] {
-      if (!broker->running_ || socket != broker->socket_.id) return;  // an old socket's pipe
-      {
-        std::lock_guard<std::mutex> lock(broker->stats_mutex_);
-        auto& n = broker->stats_.connections;
-        if (event == NNG_PIPE_EV_ADD_POST) ++n;
-        else if (n > 0) --n;
-      }
-      broker->publish_stats();
-    });
-  }
-
-  static void on_aio(void* arg) {
-    auto* c = static_cast<Ctx*>(arg);
-    const int rv = nng_aio_result(c->aio);
-    MsgPtr msg(nng_aio_get_msg(c->aio));
-    nng_aio_set_msg(c->aio, nullptr);
-    std::lock_guard<std::mutex> lock(c->gate->mutex);
-    if (!c->gate->open) return;
-    BrokerImpl* broker = c->gate->broker;
-    asio::post(broker->io_.context(), [broker, key = c->key, rv, msg = std::move(msg)]() mutable {
-      broker->completed(key, rv, std::move(msg));
-    });
-  }
-
-
-  void completed(std::uint64_t key, int rv, MsgPtr msg);
-  void add_receiver();
-  void recycle(Ctx& c);
+  void accept();
+  void connection_count(int change);
   void reply(std::uint64_t key, const std::string& header, std::string_view payload = {});
   void drop(std::uint64_t key);
-  void handle(Ctx& c, nng_msg* msg);
+  void handle(std::uint64_t key, std::string_view message);
 
   void waiting(Worker& w);
   void dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator job);
@@ -171,12 +262,15 @@ class BrokerImpl {
   IoThread io_;  // before everything that uses its io_context: destroyed after them
 
   // io thread only:
-  nng_socket socket_ = NNG_SOCKET_INITIALIZER;
-  std::shared_ptr<Gate> gate_;
+  std::unique_ptr<asio::basic_socket_acceptor<asio::generic::stream_protocol>> acceptor_;
+  bool ipc_ = false;
+  std::string ipc_path_;
+  SpConnection::Events events_;
+  std::map<std::uint64_t, std::shared_ptr<SpConnection>> connections_;
+  std::map<std::uint64_t, Request> requests_;
   bool running_ = false;
   std::uint64_t next_key_ = 0;
-  std::size_t receivers_ = 0;
-  std::unordered_map<std::uint64_t, std::unique_ptr<Ctx>> ctxs_;
+  std::uint64_t next_connection_ = 0;
   std::map<std::string, Worker> workers_;
   std::map<std::uint64_t, Job> jobs_;  // queued, oldest first
   std::uint64_t next_seq_ = 0;
@@ -191,30 +285,56 @@ class BrokerImpl {
 };
 
 std::string BrokerImpl::listen() {
-  int rv = nng_rep0_open(&socket_);
-  if (rv != 0) return std::string("cannot open a rep0 socket: ") + nng_strerror(rv);
-  gate_ = std::make_shared<Gate>(this);
-  nng_socket_set_size(socket_, NNG_OPT_RECVMAXSZ, 0);  // no limit: payloads of many MiB pass
-  nng_pipe_notify(socket_, NNG_PIPE_EV_ADD_POST, &BrokerImpl::on_pipe, gate_.get());
-  nng_pipe_notify(socket_, NNG_PIPE_EV_REM_POST, &BrokerImpl::on_pipe, gate_.get());
-  nng_listener listener;
-  const std::string address = url();
-  rv = nng_listen(socket_, address.c_str(), &listener, 0);
-  if (rv != 0) {
-    nng_close(socket_);
-    gate_.reset();
-    return "cannot listen on " + address + ": " + nng_strerror(rv);
+  using Generic = asio::generic::stream_protocol;
+  std::string address = url();
+  std::error_code ec;
+  auto acceptor = std::make_unique<asio::basic_socket_acceptor<Generic>>(io_.context());
+  if (address.rfind("ipc://", 0) == 0) {
+    ipc_ = true;
+    ipc_path_ = address.substr(6);
+    ::unlink(ipc_path_.c_str());  // a stale socket file from an earlier run
+    const asio::local::stream_protocol::endpoint endpoint(ipc_path_);
+    acceptor->open(Generic(endpoint.protocol()), ec);
+    if (!ec) acceptor->bind(Generic::endpoint(endpoint), ec);
+  } else if (address.rfind("tcp://", 0) == 0) {
+    ipc_ = false;
+    const std::string host_port = address.substr(6);
+    const auto colon = host_port.rfind(':');
+    if (colon == std::string::npos) return "no port in " + address;
+    std::string host = host_port.substr(0, colon);
+    if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    const auto ip = asio::ip::make_address(host, ec);
+    if (ec) return "cannot listen on " + address + ": the host must be an IP address";
+    std::uint16_t port = 0;
+    try {
+      port = static_cast<std::uint16_t>(std::stoul(host_port.substr(colon + 1)));
+    } catch (const std::exception&) {
+      return "bad port in " + address;
+    }
+    const asio::ip::tcp::endpoint endpoint(ip, port);
+    acceptor->open(Generic(endpoint.protocol()), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor->bind(Generic::endpoint(endpoint), ec);
+    if (!ec && port == 0) {
+      const Generic::endpoint bound = acceptor->local_endpoint(ec);
+      asio::ip::tcp::endpoint tcp;
+      if (!ec && bound.size() <= tcp.capacity()) {
+        std::memcpy(tcp.data(), bound.data(), bound.size());
+        tcp.resize(bound.size());
+      }
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      url_ = "tcp://" + host_port.substr(0, colon) + ":" + std::to_string(tcp.port());
+    }
+  } else {
+    return "cannot listen on " + address + ": tcp:// or ipc:// only";
   }
-  if (address.rfind("tcp://", 0) == 0 && address.size() > 2 && address.substr(address.size() - 2) == ":0") {
-    int port = 0;
-    nng_listener_get_int(listener, NNG_OPT_TCP_BOUND_PORT, &port);
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    url_ = address.substr(0, address.size() - 1) + std::to_string(port);
-  }
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return "cannot listen on " + address + ": " + ec.message();
+  acceptor_ = std::move(acceptor);
   running_ = true;
   // A restarted broker hands out IDs from a new range.
   next_id_ = static_cast<std::uint32_t>(random_());
-  for (std::size_t i = 0; i < kReceivers; ++i) add_receiver();
+  accept();
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.starts;
@@ -223,25 +343,43 @@ std::string BrokerImpl::listen() {
   return {};
 }
 
+void BrokerImpl::accept() {
+  acceptor_->async_accept([this, acceptor = acceptor_.get()](
+                              std::error_code ec, asio::generic::stream_protocol::socket socket) {
+    if (!running_ || acceptor != acceptor_.get()) return;  // closed, or an earlier listener's
+    if (!ec) {
+      auto connection =
+          std::make_shared<SpConnection>(std::move(socket), ipc_, ++next_connection_, &events_);
+      connections_[connection->id()] = connection;
+      connection->start();
+    }
+    accept();
+  });
+}
+
+void BrokerImpl::connection_count(int change) {
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    auto& n = stats_.connections;
+    if (change > 0)
+      ++n;
+    else if (n > 0)
+      --n;
+  }
+  publish_stats();
+}
+
 void BrokerImpl::close_all() {
   if (!running_) return;
   running_ = false;
-  {
-    std::lock_guard<std::mutex> lock(gate_->mutex);
-    gate_->open = false;
-  }
-  // Every pipe drops, every context closes, every aio is freed (after its callback). Bounded:
-  // libnng 1.5.2 can hang here (see memodb::detail::run_bounded); then it finishes alone.
-  memodb::detail::run_bounded(
-      [socket = socket_, ctxs = std::move(ctxs_), gate = gate_]() mutable {
-        nng_close(socket);
-        for (auto& [key, c] : ctxs) c->open = false;  // closed with the socket
-        ctxs.clear();
-      },
-      memodb::detail::kCloseBound);
-  ctxs_.clear();  // completions already posted find nothing
-  gate_.reset();
-  receivers_ = 0;
+  std::error_code ignored;
+  if (acceptor_) acceptor_->close(ignored);
+  acceptor_.reset();  // its pending accept completes with operation_aborted and finds nothing
+  if (ipc_) ::unlink(ipc_path_.c_str());
+  auto connections = std::move(connections_);
+  connections_.clear();
+  for (auto& [id, connection] : connections) connection->close_quietly();
+  requests_.clear();
   workers_.clear();
   jobs_.clear();
   {
@@ -251,65 +389,19 @@ void BrokerImpl::close_all() {
   publish_stats();
 }
 
-void BrokerImpl::add_receiver() {
-  auto c = std::make_unique<Ctx>(gate_, ++next_key_);
-  if (nng_aio_alloc(&c->aio, &BrokerImpl::on_aio, c.get()) != 0) return;
-  if (nng_ctx_open(&c->ctx, socket_) != 0) return;
-  c->open = true;
-  c->state = Ctx::State::receiving;
-  ++receivers_;
-  nng_ctx_recv(c->ctx, c->aio);
-  ctxs_.emplace(c->key, std::move(c));
-}
-
-void BrokerImpl::recycle(Ctx& c) {
-  // The request it held (if any) is forgotten: its requester never hears from us.
-  if (running_ && receivers_ < kReceivers) {
-    c.state = Ctx::State::receiving;
-    ++receivers_;
-    nng_ctx_recv(c.ctx, c.aio);
-    return;
-  }
-  const std::uint64_t key = c.key;
-  ctxs_.erase(key);  // nothing is pending on it
-}
-
-void BrokerImpl::completed(std::uint64_t key, int rv, MsgPtr msg) {
-  auto it = ctxs_.find(key);
-  if (it == ctxs_.end() || !running_) return;
-  Ctx& c = *it->second;
-  if (c.state == Ctx::State::sending) {
-    // Sent (or its pipe went away, which the rep protocol also calls a success).
-    return recycle(c);
-  }
-  if (c.state != Ctx::State::receiving) return;
-  --receivers_;
-  if (rv != 0) return recycle(c);
-  c.state = Ctx::State::holding;
-  add_receiver();
-  handle(c, msg.get());
-  publish_stats();
-}
-
 void BrokerImpl::reply(std::uint64_t key, const std::string& header, std::string_view payload) {
-  auto it = ctxs_.find(key);
-  if (it == ctxs_.end() || it->second->state != Ctx::State::holding) return;
-  MsgPtr msg = memodb::detail::make_msg(header, payload);
-  if (!msg) return drop(key);
-  Ctx& c = *it->second;
-  c.state = Ctx::State::sending;
-  nng_aio_set_msg(c.aio, msg.release());
-  nng_ctx_send(c.ctx, c.aio);
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return;
+  Request request = std::move(it->second);
+  requests_.erase(it);
+  if (auto c = connections_.find(request.connection); c != connections_.end())
+    c->second->send(request.backtrace, header, payload);
 }
 
 void BrokerImpl::drop(std::uint64_t key) {
-  auto it = ctxs_.find(key);
-  if (it == ctxs_.end() || it->second->state != Ctx::State::holding) return;
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    ++stats_.dropped;
-  }
-  recycle(*it->second);
+  if (requests_.erase(key) == 0) return;
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  ++stats_.dropped;
 }
 
 void BrokerImpl::disconnect(std::uint64_t key, std::string_view id) {
@@ -322,32 +414,32 @@ void BrokerImpl::disconnect(std::uint64_t key, std::string_view id) {
   reply(key, header);
 }
 
-void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
+void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.received;
   }
   Header header;
   std::string_view payload;
-  if (decode(memodb::detail::body(msg), header, payload)) {
+  if (decode(message, header, payload)) {
     // The real broker crashes on some of these and drops the rest (a READY with unsorted names,
     // for one) without a reply. This one drops them all and goes on.
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
       ++stats_.malformed;
     }
-    return drop(c.key);
+    return drop(key);
   }
   switch (header.type) {
     case MessageType::ready: {
-      if (header.services.empty()) return drop(c.key);
+      if (header.services.empty()) return drop(key);
       std::string id;
       do id = worker_id(next_id_++);
       while (workers_.count(id));
       Worker& w = workers_[id];
       w.id = id;
       w.services.assign(header.services.begin(), header.services.end());
-      w.held = c.key;
+      w.held = key;
       w.timer = std::make_unique<asio::steady_timer>(io_.context());
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -362,7 +454,7 @@ void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
       }
       const std::uint64_t seq = ++next_seq_;
       Job& job = jobs_[seq];
-      job.client = c.key;
+      job.client = key;
       job.service = std::string(header.service);
       job.timeout_ms = header.timeout_ms;
       job.payload = std::string(payload);
@@ -392,11 +484,11 @@ void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
     }
     case MessageType::result: {
       auto it = workers_.find(std::string(header.id));
-      if (it == workers_.end()) return disconnect(c.key, header.id);
+      if (it == workers_.end()) return disconnect(key, header.id);
       Worker& w = it->second;
       if (w.state != Worker::State::busy) {
         forget(w.id);  // out of sync
-        return disconnect(c.key, header.id);
+        return disconnect(key, header.id);
       }
       std::string out;
       (void)append_result(out, {});
@@ -408,24 +500,24 @@ void BrokerImpl::handle(Ctx& c, nng_msg* msg) {
       w.client = 0;
       if (header.disconnecting.value_or(false)) {
         forget(w.id);
-        return disconnect(c.key, header.id);
+        return disconnect(key, header.id);
       }
-      w.held = c.key;
+      w.held = key;
       return waiting(w);
     }
     case MessageType::heartbeat: {
       auto it = workers_.find(std::string(header.id));
-      if (it == workers_.end()) return disconnect(c.key, header.id);
+      if (it == workers_.end()) return disconnect(key, header.id);
       Worker& w = it->second;
       if (w.state != Worker::State::heartbeat) {
         forget(w.id);
-        return disconnect(c.key, header.id);
+        return disconnect(key, header.id);
       }
-      w.held = c.key;
+      w.held = key;
       return waiting(w);
     }
     case MessageType::disconnect:
-      return drop(c.key);
+      return drop(key);
   }
 }
 

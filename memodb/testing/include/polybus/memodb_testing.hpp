@@ -1,12 +1,12 @@
-// An in-process MemoDB broker (memo01) for tests: an NNG rep0 socket with one context per
-// request it holds, routing jobs by service name to registered workers, queueing jobs no worker
-// takes, and the real broker's rules (docs/memodb.md): worker IDs of 4 bytes from a new
-// range after each start, HEARTBEAT to a worker idle for heartbeat_interval, a worker that does
-// not answer within heartbeat_timeout or return its RESULT within the job's timeout is
-// forgotten, a job no worker takes within queue_timeout is dropped, DISCONNECT to IDs it does
-// not know, RESULT handed to the client as ["memo01", 3, h''] + payload, and every drop silent
-// (no reply at all). Unlike the real broker it survives malformed messages (empty, 0xff,
-// truncated, anything): each is counted and dropped.
+// An in-process MemoDB broker (memo01) for tests: rep0 over Asio (it speaks NNG's SP protocol
+// itself, so libnng's defects cannot stall the NNG sockets of clients in its process), routing jobs
+// by service name to registered workers, queueing jobs no worker takes, and the real broker's rules
+// (docs/memodb.md): worker IDs of 4 bytes from a new range after each start, HEARTBEAT to a worker
+// idle for heartbeat_interval, a worker that does not answer within heartbeat_timeout or return its
+// RESULT within the job's timeout is forgotten, a job no worker takes within queue_timeout is
+// dropped, DISCONNECT to IDs it does not know, RESULT handed to the client as ["memo01", 3, h''] +
+// payload, and every drop silent (no reply at all). Unlike the real broker it survives malformed
+// messages (empty, 0xff, truncated, anything): each is counted and dropped.
 //
 //   BrokerOptions options;
 //   options.heartbeat_interval = 200ms;            // the real broker's 10 s timings, made fast
@@ -24,7 +24,8 @@
 namespace polybus::memodb::testing {
 
 struct BrokerOptions {
-  // The NNG address to listen on; empty: tcp://127.0.0.1 on a free port. ipc:///path works too.
+  // The address to listen on, as NNG writes it: tcp://IP:port (empty: 127.0.0.1 on a free port)
+  // or ipc:///path.
   std::string url;
   std::chrono::milliseconds heartbeat_interval{10'000};
   std::chrono::milliseconds heartbeat_timeout{10'000};
@@ -45,7 +46,7 @@ struct BrokerStats {
   std::uint64_t workers_expired = 0;  // workers forgotten (job or heartbeat timeout)
   std::uint64_t starts = 0;           // launch and every start() after a stop()
   // Now:
-  std::uint64_t connections = 0;  // NNG pipes (one per client socket)
+  std::uint64_t connections = 0;  // SP connections (one per client socket)
   std::uint64_t workers = 0;  // registered
   std::uint64_t idle = 0;     // waiting for a job
   std::uint64_t queued = 0;   // jobs waiting for a worker
