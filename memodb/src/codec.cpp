@@ -15,7 +15,8 @@ namespace {
 class Category final : public std::error_category {
  public:
   std::error_condition default_error_condition(int value) const noexcept override {
-    if (static_cast<errc>(value) == errc::field_too_long)
+    if (static_cast<errc>(value) == errc::field_too_long ||
+        static_cast<errc>(value) == errc::sp_message_too_large)
       return make_error_condition(polybus::errc::frame_too_large);
     return make_error_condition(polybus::errc::protocol_error);
   }
@@ -35,6 +36,14 @@ class Category final : public std::error_category {
       case errc::invalid_service: return "memodb service name is empty or not valid UTF-8";
       case errc::unsorted_services:
         return "memodb READY service names repeat or are not sorted by length then bytewise";
+      case errc::sp_bad_header:
+        return "SP connection header is not SP or names another protocol than req0/rep0";
+      case errc::sp_bad_frame:
+        return "SP IPC message type is not 1";
+      case errc::sp_message_too_large:
+        return "SP message is over its size limit";
+      case errc::sp_no_backtrace:
+        return "SP request or reply has no request ID";
     }
     return "memodb error " + std::to_string(value);
   }

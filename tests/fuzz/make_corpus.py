@@ -291,6 +291,28 @@ for name, msg in [("ready", ready), ("job", job), ("result", result), ("result3"
                   ("non_shortest", bytes([0x98, 0x03]) + VERSION + bytes([0x18, 0x04, 0x40]))]:
     seed("memodb_codec_fuzzer", name, msg)
 
+# The SP layer: the peer's header, then framed messages (a request ID or backtrace in front).
+REQ0 = b"\x00SP\x00\x00\x30\x00\x00"
+REP0 = b"\x00SP\x00\x00\x31\x00\x00"
+
+
+def sp_frame(body, ipc=False):
+    return (b"\x01" if ipc else b"") + struct.pack(">Q", len(body)) + body
+
+
+request = b"\x80\x00\x00\x07" + job
+via_device = b"\x00\x00\x00\x02\x80\x00\x00\x07" + ready
+for ipc in (False, True):
+    flags = 1 if ipc else 0
+    kind = "ipc" if ipc else "tcp"
+    seed("memodb_sp_fuzzer", "req0_" + kind, split(REQ0 + sp_frame(request, ipc) + sp_frame(via_device, ipc), flags))
+    seed("memodb_sp_fuzzer", "rep0_" + kind, split(REP0 + sp_frame(b"\x80\x00\x00\x07" + result3, ipc), flags, (3, 9)))
+    seed("memodb_sp_fuzzer", "empty_" + kind, split(REQ0 + sp_frame(b"", ipc) + sp_frame(b"\x80", ipc), flags))
+    seed("memodb_sp_fuzzer", "over_limit_" + kind, split(REQ0 + sp_frame(b"x" * 65, ipc), flags | 2))
+seed("memodb_sp_fuzzer", "huge_length", split(REQ0 + b"\xff" * 8 + b"x"))
+seed("memodb_sp_fuzzer", "ipc_bad_type", split(REQ0 + b"\x02" + struct.pack(">Q", 1) + b"x", 1))
+seed("memodb_sp_fuzzer", "not_sp", split(b"GET / HTTP/1.1\r\n\r\n"))
+
 # ---- core ---------------------------------------------------------------------------------
 
 for i, u in enumerate(["nsq://a:4150,b.example:4151?max_in_flight=10&client_id=x%20y",

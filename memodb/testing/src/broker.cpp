@@ -13,6 +13,7 @@
 
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/memodb/codec.hpp"
+#include "polybus/memodb/sp.hpp"
 #include "polybus/memodb_testing.hpp"
 #include "polybus/testing.hpp"
 
@@ -28,46 +29,48 @@ std::string worker_id(std::uint32_t n) {
 
 }  // namespace
 
-// The broker speaks NNG's scalability protocol (SP) itself, over Asio: the test broker shares
-// its process with the clients under test, and libnng 1.5.2 stalls its process-wide reaper
-// when a TCP pipe is closed while a partial read completes (a rep0 pipe cut mid-message by a
-// reset; fixed in NNG 1.6.0, a1bc737), after which no NNG socket in the process, the clients'
-// included, sees a pipe go or dials again.
-//
-// SP over TCP or IPC: each side sends {0, 'S', 'P', 0, protocol (16 bits), 0, 0}; rep0 is 0x31
-// and accepts only req0 peers (0x30). Then every message is a 64-bit big-endian length and the
-// body (over IPC a type byte 1 first). A request's body starts with its backtrace: 4-byte words
-// up to the first with its top bit set (one word, the request ID, from a directly connected
-// req0); the reply carries the same backtrace in front.
+// The broker speaks NNG's scalability protocol (SP) itself, over Asio, through the sans-IO SP
+// codec (polybus/memodb/sp.hpp): the test broker shares its process with the clients under
+// test, and libnng 1.5.2 stalls its process-wide reaper when a TCP pipe is closed while a
+// partial read completes (a pipe cut mid-message by a reset; NNG #1636, fixed in 1.6.0), after
+// which no NNG socket in the process, the clients' included, sees a pipe go or dials again.
 class SpConnection : public std::enable_shared_from_this<SpConnection> {
  public:
   using Socket = asio::generic::stream_protocol::socket;
   struct Events {
-    std::function<void(std::uint64_t id)> opened;  // the handshake is done
+    std::function<void(std::uint64_t id)> opened;  // the headers are exchanged
     std::function<void(std::uint64_t id, std::string backtrace, std::string_view body)> request;
     std::function<void(std::uint64_t id)> closed;  // after opened, once
   };
 
-  SpConnection(Socket socket, bool ipc, std::uint64_t id, Events* events)
-      : socket_(std::move(socket)), ipc_(ipc), id_(id), events_(events) {}
+  SpConnection(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events)
+      : socket_(std::move(socket)),
+        carrier_(carrier),
+        id_(id),
+        events_(events),
+        decoder_(carrier, kMaxMessage) {}
 
   std::uint64_t id() const { return id_; }
 
   void start() {
-    send_raw(std::string(kRep0Header, sizeof kRep0Header));
+    send_raw(sp::connection_header(sp::Protocol::rep0));
     asio::async_read(
-        socket_, asio::buffer(head_, 8),
-        [self = shared_from_this()](std::error_code ec, std::size_t) { self->on_peer_header(ec); });
+        socket_, asio::buffer(peer_header_),
+        [self = shared_from_this()](std::error_code ec, std::size_t) {
+          if (ec || sp::check_connection_header(
+                        std::string_view(self->peer_header_, sp::kHeaderSize), sp::Protocol::req0))
+            return self->close();
+          self->opened_ = true;
+          if (self->events_) self->events_->opened(self->id_);
+          self->read();
+        });
   }
 
+  // As rep0: a reply to a connection that went is dropped.
   void send(std::string_view backtrace, std::string_view header, std::string_view payload) {
-    if (closed_) return;  // as rep0: a reply to a connection that went is dropped
-    const std::uint64_t length = backtrace.size() + header.size() + payload.size();
-    std::string frame;
-    frame.reserve(9 + length);
-    if (ipc_) frame.push_back('\x01');
-    for (int shift = 56; shift >= 0; shift -= 8)
-      frame.push_back(static_cast<char>((length >> shift) & 0xff));
+    const std::size_t length = backtrace.size() + header.size() + payload.size();
+    std::string frame = sp::frame_prefix(carrier_, length);
+    frame.reserve(frame.size() + length);
     frame.append(backtrace).append(header).append(payload);
     send_raw(std::move(frame));
   }
@@ -79,57 +82,32 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
   }
 
  private:
-  static constexpr char kRep0Header[8] = {0, 'S', 'P', 0, 0x00, 0x31, 0, 0};
-  static constexpr std::uint16_t kReq0 = 0x30;
-  static constexpr int kMaxHops = 8;  // rep0's default TTL
   // The real broker takes any size (payloads of many MiB pass); this one stops somewhere.
-  static constexpr std::uint64_t kMaxMessage = std::uint64_t{1} << 30;
+  static constexpr std::size_t kMaxMessage = std::size_t{1} << 30;
 
-  void on_peer_header(std::error_code ec) {
-    if (ec) return close();
-    const auto* h = reinterpret_cast<const unsigned char*>(head_);
-    const std::uint16_t peer = static_cast<std::uint16_t>((h[4] << 8) | h[5]);
-    if (h[0] != 0 || h[1] != 'S' || h[2] != 'P' || h[3] != 0 || h[6] != 0 || h[7] != 0 ||
-        peer != kReq0)
-      return close();
-    opened_ = true;
-    if (events_) events_->opened(id_);
-    read_length();
+  void read() {
+    socket_.async_read_some(asio::buffer(buffer_),
+                            [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                              if (ec) return self->close();
+                              self->received(std::string_view(self->buffer_, n));
+                            });
   }
 
-  void read_length() {
-    asio::async_read(
-        socket_, asio::buffer(head_, ipc_ ? 9 : 8),
-        [self = shared_from_this()](std::error_code ec, std::size_t) { self->on_length(ec); });
-  }
-
-  void on_length(std::error_code ec) {
-    if (ec) return close();
-    const auto* h = reinterpret_cast<const unsigned char*>(head_);
-    if (ipc_ && h[0] != 1) return close();
-    std::uint64_t length = 0;
-    for (int i = ipc_ ? 1 : 0, end = i + 8; i < end; ++i) length = (length << 8) | h[i];
-    if (length > kMaxMessage) return close();
-    body_.resize(static_cast<std::size_t>(length));
-    asio::async_read(
-        socket_, asio::buffer(body_),
-        [self = shared_from_this()](std::error_code e, std::size_t) { self->on_body(e); });
-  }
-
-  void on_body(std::error_code ec) {
-    if (ec) return close();
-    std::size_t end = 0;
-    for (int hops = 1;; ++hops) {
-      if (hops > kMaxHops) return read_length();   // too many hops: dropped, as rep0 does
-      if (body_.size() - end < 4) return close();  // no backtrace: the peer speaks garbage
-      const bool last = (static_cast<unsigned char>(body_[end]) & 0x80u) != 0;
-      end += 4;
-      if (last) break;
+  void received(std::string_view bytes) {
+    while (!closed_) {
+      std::error_code ec;
+      bytes.remove_prefix(decoder_.feed(bytes, ec));
+      if (ec) return close();
+      if (!decoder_.ready()) break;
+      const std::string message = decoder_.take();
+      std::string_view backtrace, body;
+      bool too_many_hops = false;
+      if (sp::split_request(message, backtrace, body, too_many_hops))
+        return close();             // no request ID: rep0 closes on such a peer
+      if (too_many_hops) continue;  // dropped without a word, as rep0 does
+      if (events_) events_->request(id_, std::string(backtrace), body);
     }
-    std::string body = std::move(body_);
-    body_.clear();
-    if (events_) events_->request(id_, body.substr(0, end), std::string_view(body).substr(end));
-    if (!closed_) read_length();
+    if (!closed_) read();
   }
 
   void send_raw(std::string bytes) {
@@ -157,11 +135,12 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
   }
 
   Socket socket_;
-  const bool ipc_;
+  const sp::Carrier carrier_;
   const std::uint64_t id_;
   Events* events_;
-  char head_[9] = {};
-  std::string body_;
+  char peer_header_[sp::kHeaderSize] = {};
+  char buffer_[64 * 1024];
+  sp::FrameDecoder decoder_;
   std::deque<std::string> writes_;
   bool opened_ = false;
   bool closed_ = false;
@@ -348,8 +327,9 @@ void BrokerImpl::accept() {
                               std::error_code ec, asio::generic::stream_protocol::socket socket) {
     if (!running_ || acceptor != acceptor_.get()) return;  // closed, or an earlier listener's
     if (!ec) {
-      auto connection =
-          std::make_shared<SpConnection>(std::move(socket), ipc_, ++next_connection_, &events_);
+      auto connection = std::make_shared<SpConnection>(std::move(socket),
+                                                       ipc_ ? sp::Carrier::ipc : sp::Carrier::tcp,
+                                                       ++next_connection_, &events_);
       connections_[connection->id()] = connection;
       connection->start();
     }

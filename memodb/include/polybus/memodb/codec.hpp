@@ -38,6 +38,11 @@ enum class errc {
   field_too_long,     // an ID, a service name or a service list over its limit
   invalid_service,    // an empty service name, or one that is not valid UTF-8
   unsorted_services,  // READY names repeated, or not sorted by length then bytewise
+  // SP, the layer under memo01 (polybus/memodb/sp.hpp):
+  sp_bad_header,         // the peer's connection header is not SP, or names the wrong protocol
+  sp_bad_frame,          // an IPC message whose type byte is not 1
+  sp_message_too_large,  // a message's length over the limit
+  sp_no_backtrace,       // a request or reply without its request ID
 };
 const std::error_category& memodb_category() noexcept;
 std::error_code make_error_code(errc e) noexcept;
