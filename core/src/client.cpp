@@ -17,7 +17,9 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, SchemeInfo> schemes;
+  // Shared and immutable: a registration that replaces one leaves a connect() in progress with
+  // the entry it found.
+  std::map<std::string, std::shared_ptr<const SchemeInfo>> schemes;
 };
 
 Registry& registry() {
@@ -32,14 +34,14 @@ void register_scheme(SchemeInfo info) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::string name = info.scheme;
-  r.schemes[name] = std::move(info);
+  r.schemes[name] = std::make_shared<const SchemeInfo>(std::move(info));
 }
 
-const SchemeInfo* find_scheme(const std::string& scheme) {
+std::shared_ptr<const SchemeInfo> find_scheme(const std::string& scheme) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.schemes.find(scheme);
-  return it == r.schemes.end() ? nullptr : &it->second;
+  return it == r.schemes.end() ? nullptr : it->second;
 }
 
 std::optional<SchemeDescription> describe_scheme(const std::string& scheme) {
@@ -47,7 +49,7 @@ std::optional<SchemeDescription> describe_scheme(const std::string& scheme) {
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.schemes.find(scheme);
   if (it == r.schemes.end()) return std::nullopt;
-  return static_cast<const SchemeDescription&>(it->second);
+  return static_cast<const SchemeDescription&>(*it->second);
 }
 
 std::vector<std::string> registered_schemes() {
@@ -177,7 +179,7 @@ void Adapter::ping(OpCompletion done) { done(make_error_code(errc::not_supported
 
 Client connect(std::string_view text, ConnectOptions options) {
   Url url = Url::parse(text);
-  const SchemeInfo* scheme = find_scheme(url.scheme);
+  const std::shared_ptr<const SchemeInfo> scheme = find_scheme(url.scheme);
   if (!scheme) {
     std::string known;
     for (const auto& name : registered_schemes()) known += (known.empty() ? "" : ", ") + name;

@@ -263,6 +263,9 @@ void Transport::established() {
 void Transport::read_next() {
   if (!connected_ || reading_ || upgrading_ || read_paused_) return;
   if (pending_tls_) {
+    // A plain write still in flight finishes first (on_written comes back here): its bytes and
+    // the handshake's must not interleave on the socket.
+    if (writing_) return;
     auto done = std::move(pending_tls_);
     pending_tls_ = nullptr;
     connect_timer_.expires_after(settings_.connect_timeout);
@@ -365,7 +368,8 @@ void Transport::write(std::shared_ptr<const std::string> bytes) {
 }
 
 void Transport::flush() {
-  if (!connected_ || writing_ || queue_empty()) return;
+  // Once an upgrade is asked for, what is queued goes out over TLS, after the handshake.
+  if (!connected_ || writing_ || pending_tls_ || queue_empty()) return;
   in_flight_.clear();
   buffers_.clear();
   while (!queue_empty() && in_flight_.size() < kMaxGather)
@@ -429,6 +433,7 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
     if (gen != generation_) return;  // the callback ended this connection
   }
   if (close_when_flushed_ && queue_empty()) return close();
+  if (pending_tls_) return read_next();  // the upgrade waited for this write
   flush();
 }
 

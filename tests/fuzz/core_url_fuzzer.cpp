@@ -51,7 +51,7 @@ void check_url(const Url& url) {
 }
 
 void resolve(const Url& url) {
-  const SchemeInfo* info = find_scheme(url.scheme);
+  const auto info = find_scheme(url.scheme);
   if (!info) return;
   ResolvedOptions options = ResolvedOptions::resolve(info->options, url.query, url.scheme);
   for (const auto& spec : info->options.specs()) {

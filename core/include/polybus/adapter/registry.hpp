@@ -17,7 +17,9 @@ struct SchemeInfo : SchemeDescription {
 
 // Replaces an earlier registration of the same scheme.
 void register_scheme(SchemeInfo info);
-const SchemeInfo* find_scheme(const std::string& scheme);
+// Null when none is registered. What it returns stays valid (and unchanged) while held, even if
+// the scheme is registered again meanwhile.
+std::shared_ptr<const SchemeInfo> find_scheme(const std::string& scheme);
 
 // The options every scheme has; adapters start from this table and add their own.
 OptionTable core_option_table();
