@@ -1,5 +1,5 @@
-// The MemoDB adapter: request/reply only, over NNG req0 (see connection.hpp). memodb+tcp and
-// memodb+ipc share everything but the address.
+// The MemoDB adapter: request/reply only, over req0 of our own (see connection.hpp). memodb+tcp
+// and memodb+ipc share everything but the address.
 #include <mutex>
 
 #include "polybus/error.hpp"
@@ -17,18 +17,12 @@ Capabilities memodb_capabilities() {
   c.subscribe = false;
   c.publish_confirmed = false;
   c.reply_errors = false;  // memo01 hands the requester a RESULT payload and nothing else
-  c.reconnect_policy = false;  // NNG's dialer reconnects by itself (kReconnectPolicy)
   return c;
 }
-
-// NNG's dialer waits a uniformly random time below reconnect_initial doubling up to
-// reconnect_max: full jitter. That is the one policy a MemoDB connection can follow.
-constexpr const char* kReconnectPolicy = "full_jitter";
 
 OptionTable memodb_options() {
   constexpr std::int64_t hour = 3'600'000;
   OptionTable table = core_option_table();
-  table.set_default("reconnect_backoff", kReconnectPolicy);
   table.add({
       {"max_requests", OptionType::integer, "64", 1, 65536,
        "requests sent to the broker at once; more wait, in order, up to their deadline"},
@@ -50,8 +44,9 @@ OptionTable memodb_options() {
   return table;
 }
 
-// memodb+tcp://host:port (a name, IPv4, or [IPv6]) -> tcp://...; memodb+ipc:///path -> ipc:///path.
-std::string nng_url_for(const Url& url) {
+// memodb+tcp://host:port (a name, IPv4, or [IPv6]) -> tcp://...; memodb+ipc:///path -> ipc:///path
+// (the addresses as NNG writes them, which the broker's documentation uses).
+std::string address_for(const Url& url) {
   if (url.scheme == "memodb+ipc") {
     if (!url.hosts.empty() || url.path.size() < 2)
       throw Error(polybus::errc::invalid_url,
@@ -70,24 +65,15 @@ detail::ConnectionSettings settings_for(const AdapterContext& context) {
     throw Error(
         polybus::errc::not_supported,
         "memodb: memo01 has no TLS (the protocol leaves encryption to a tunnel such as spiped)");
-  const std::string& policy = o.get_string("reconnect_backoff");
-  if (policy != kReconnectPolicy || context.has_custom_backoff())
-    throw Error(polybus::errc::not_supported,
-                "memodb: NNG's dialer paces reconnects itself (full jitter, doubling from "
-                "reconnect_initial to reconnect_max), so " +
-                    (context.has_custom_backoff() ? std::string("ConnectOptions::reconnect_backoff")
-                                                  : "reconnect_backoff=" + policy) +
-                    " cannot be followed; use reconnect_backoff=" + kReconnectPolicy);
   detail::ConnectionSettings s;
-  s.nng_url = nng_url_for(context.url());
+  s.address = address_for(context.url());
   s.heartbeat_interval = o.get_duration("heartbeat_interval");
   s.heartbeat_timeout = o.get_duration("heartbeat_timeout");
   s.queue_timeout = o.get_duration("queue_timeout");
   s.job_timeout = o.get_duration("job_timeout");
   s.max_requests = static_cast<std::uint32_t>(o.get_int("max_requests"));
   s.max_message = static_cast<std::size_t>(o.get_int("max_frame_size"));
-  s.reconnect_min = o.get_duration("reconnect_initial");
-  s.reconnect_max = o.get_duration("reconnect_max");
+  s.connect_timeout = o.get_duration("connect_timeout");
   return s;
 }
 
@@ -98,7 +84,7 @@ class MemoDbAdapter : public Adapter {
         workers_option_(static_cast<std::uint32_t>(context.options().get_int("workers"))) {
     connection_->open();
   }
-  // Nothing of NNG's runs after this: the socket is closed and every aio waited for.
+  // Nothing runs after this: the connection is closed and every exchange completed.
   ~MemoDbAdapter() override { connection_->shutdown(); }
 
   Capabilities capabilities() const override { return memodb_capabilities(); }
@@ -144,12 +130,12 @@ void register_scheme() {
   // Once: registering again would rewrite the entries while another thread may be connecting.
   static std::once_flag once;
   std::call_once(once, [] {
-    polybus::register_scheme(scheme_info(
-        "memodb+tcp",
-        "MemoDB broker (memo01 over NNG, tcp://host:port): request/reply jobs and workers"));
+    polybus::register_scheme(scheme_info("memodb+tcp",
+                                         "MemoDB broker (memo01 over NNG's req/rep, "
+                                         "tcp://host:port): request/reply jobs and workers"));
     polybus::register_scheme(scheme_info(
         "memodb+ipc",
-        "MemoDB broker (memo01 over NNG, ipc:///path): request/reply jobs and workers"));
+        "MemoDB broker (memo01 over NNG's req/rep, ipc:///path): request/reply jobs and workers"));
   });
 }
 

@@ -56,15 +56,6 @@ const std::map<std::string, std::map<std::string, std::string>> kLivenessOptions
     {"quickio+http", {{"heartbeat_timeout", "1500ms"}, {"http_request_timeout", "1500ms"}}},
     {"memodb+tcp", {{"heartbeat_interval", "500ms"}, {"heartbeat_timeout", "1s"}}},
 };
-// Faults a scheme cannot be held to, by their place in make_schedule's list, and why.
-const std::map<std::string, std::pair<std::set<std::size_t>, std::string>> kLeftOut = {
-    {"memodb+tcp",
-     {{0},
-      "no resets after N bytes: a reset mid-message can stall libnng 1.5.2's process-wide "
-      "reaper (a TCP pipe closed while a partial read completes waits forever: NNG #1636, "
-      "fixed in 1.6.0), after which the client's req0 socket never sees its pipe go and never "
-      "dials again (docs/memodb.md). POLYBUS_CHAOS_ALL=1 runs them anyway"}},
-};
 constexpr ms kLongBlackhole{2500};  // over every liveness bound above
 constexpr ms kShortBlackhole{250};  // under all of them
 // After the faults stop, a marker must arrive within this: one reconnect delay (reconnect_max),
@@ -184,7 +175,7 @@ struct Step {
   ms hold;
 };
 
-std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::string& scheme) {
+std::vector<Step> make_schedule(std::mt19937_64& rng, ms length) {
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
@@ -264,12 +255,9 @@ std::vector<Step> make_schedule(std::mt19937_64& rng, ms length, const std::stri
     std::stringstream list(only);
     for (std::string item; std::getline(list, item, ',');) kept.insert(std::stoul(item));
   }
-  const auto left_out = std::getenv("POLYBUS_CHAOS_ALL") ? kLeftOut.end() : kLeftOut.find(scheme);
   std::vector<Kind> chosen;
   for (std::size_t k = 0; k < kinds.size(); ++k)
-    if ((kept.empty() || kept.count(k)) &&
-        (left_out == kLeftOut.end() || !left_out->second.first.count(k)))
-      chosen.push_back(kinds[k]);
+    if (kept.empty() || kept.count(k)) chosen.push_back(kinds[k]);
   REQUIRE(!chosen.empty());
   kinds = chosen;
   // Every kind once, in a random order; then random kinds while there is time.
@@ -314,13 +302,11 @@ void run_chaos(const std::string& name) {
   const ms length{env_number("POLYBUS_CHAOS_SECONDS", 6) * 1000};
   std::mt19937_64 rng(seed);
   auto target = start_target(name, seed);
-  const auto steps = make_schedule(rng, length, name);
+  const auto steps = make_schedule(rng, length);
   std::ostringstream plan;
   plan << "chaos " << name << ": seed " << seed << " (POLYBUS_CHAOS_SEED), " << target->url
        << "\n  schedule:";
   for (const auto& s : steps) plan << " [" << s.what << ", " << s.hold.count() << " ms]";
-  if (auto it = kLeftOut.find(name); it != kLeftOut.end())
-    plan << "\n  left out: " << it->second.second;
   std::cout << plan.str() << std::endl;
   INFO(plan.str());
 

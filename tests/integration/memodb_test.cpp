@@ -28,9 +28,7 @@ using memodb::testing::BrokerStats;
 
 namespace {
 
-// The real broker's timings, made short. Tests that stop the broker do it when no message is on
-// the wire (libnng 1.5.2 can hang closing a pipe with a message half received: see
-// memodb/src/nng_util.hpp), so idle heartbeats are kept slower than most tests last.
+// The real broker's timings, made short; idle heartbeats slower than most tests last.
 BrokerOptions fast(std::string url = {}) {
   BrokerOptions o;
   o.url = std::move(url);

@@ -7,7 +7,6 @@
 #include <asio/ssl/error.hpp>
 #include <sstream>
 
-#include "memodb/src/nng_util.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/compression.hpp"
@@ -35,7 +34,8 @@ TEST_CASE("every NSQ code maps onto one portable condition", "[errors]") {
   CHECK_FALSE(make_error_code(nsq::errc::e_pub_failed) == errc::timeout);
 }
 
-TEST_CASE("Figg, QuickIO, MemoDB and NNG codes map onto portable conditions", "[errors]") {
+TEST_CASE("Figg, QuickIO and MemoDB (memo01 and SP) codes map onto portable conditions",
+          "[errors]") {
   CHECK(make_error_code(figg::errc::frame_too_large) == errc::frame_too_large);
   CHECK(make_error_code(figg::errc::truncated_field) == errc::protocol_error);
   CHECK(make_error_code(figg::errc::invalid_topic) == errc::invalid_argument);
@@ -45,10 +45,8 @@ TEST_CASE("Figg, QuickIO, MemoDB and NNG codes map onto portable conditions", "[
   CHECK(make_error_code(quickio::client_errc::handshake_refused) == errc::connect_failed);
   CHECK(make_error_code(quickio::client_errc::queue_full) == errc::limit_exceeded);
   CHECK(make_error_code(memodb::errc::malformed_cbor) == errc::protocol_error);
-  CHECK(memodb::detail::nng_error(NNG_ECONNREFUSED) == errc::connect_failed);
-  CHECK(memodb::detail::nng_error(NNG_ETIMEDOUT) == errc::timeout);
-  CHECK(memodb::detail::nng_error(NNG_ECONNSHUT) == errc::disconnected);
-  CHECK(memodb::detail::nng_error(NNG_ECLOSED) == errc::closed);
+  CHECK(make_error_code(memodb::errc::sp_bad_header) == errc::protocol_error);
+  CHECK(make_error_code(memodb::errc::sp_message_too_large) == errc::frame_too_large);
 }
 
 TEST_CASE("socket errors from the OS and Asio map onto portable conditions", "[errors]") {
