@@ -74,6 +74,8 @@ detail::ConnectionSettings settings_for(const AdapterContext& context) {
   s.max_requests = static_cast<std::uint32_t>(o.get_int("max_requests"));
   s.max_message = static_cast<std::size_t>(o.get_int("max_frame_size"));
   s.connect_timeout = o.get_duration("connect_timeout");
+  s.frame_timeout = o.get_duration("frame_timeout");
+  s.write_timeout = o.get_duration("write_timeout");
   return s;
 }
 

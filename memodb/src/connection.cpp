@@ -54,6 +54,8 @@ void Connection::open() {
   s.address = settings_.address;
   s.max_message = settings_.max_message;
   s.connect_timeout = settings_.connect_timeout;
+  s.frame_timeout = settings_.frame_timeout;
+  s.write_timeout = settings_.write_timeout;
   Req0Socket::Events events;
   events.connected = [weak = weak_from_this()] {
     if (auto self = weak.lock()) self->connected();

@@ -31,6 +31,8 @@ struct ConnectionSettings {
   std::uint32_t max_requests = 64;
   std::size_t max_message = 16 << 20;
   std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds frame_timeout{30'000};
+  std::chrono::milliseconds write_timeout{10'000};
 };
 
 class Connection : public MessageBackend, public std::enable_shared_from_this<Connection> {

@@ -43,10 +43,18 @@ struct NoDelay {
 
 struct Req0Socket::Link {
   explicit Link(const Strand& strand)
-      : socket(strand), resolver(strand), timer(strand), decoder(sp::Carrier::tcp, 0) {}
+      : socket(strand),
+        resolver(strand),
+        timer(strand),
+        frame_timer(strand),
+        write_timer(strand),
+        decoder(sp::Carrier::tcp, 0) {}
   asio::generic::stream_protocol::socket socket;
   asio::ip::tcp::resolver resolver;
-  asio::steady_timer timer;  // the connect and the SP headers
+  asio::steady_timer timer;        // the connect and the SP headers
+  asio::steady_timer frame_timer;  // a message begun and not finished (frame_timeout)
+  bool frame_timer_armed = false;
+  asio::steady_timer write_timer;  // a write that makes no progress (write_timeout)
   std::vector<asio::ip::tcp::endpoint> endpoints;
   std::size_t next_endpoint = 0;
   std::string last_error;
@@ -197,22 +205,49 @@ void Req0Socket::link_up() {
                                     "the connection to the broker at " + self->settings_.address +
                                         " ended (" + ec.message() + ")");
           std::string_view bytes(link->buffer, n);
+          bool completed = false;
           while (link == self->link_) {
             std::error_code decode_ec;
             std::string why;
             bytes.remove_prefix(link->decoder.feed(bytes, decode_ec, &why));
-            if (decode_ec)
-              return self->link_ended(decode_ec,
-                                      "the broker at " + self->settings_.address + " sent " + why);
+            if (decode_ec)  // the portable condition as the reason; the words say which
+              return self->link_ended(
+                  make_error_code(decode_ec == errc::frame_too_large ? errc::frame_too_large
+                                                                     : errc::protocol_error),
+                  "the broker at " + self->settings_.address + " sent " + why);
             if (!link->decoder.ready()) break;
+            completed = true;
             self->on_message(link->decoder.take());
           }
-          if (link == self->link_) (*again)();
+          if (link != self->link_) return;
+          self->frame_clock(*link, completed);
+          (*again)();
         });
   };
   // The function keeps itself alive through each pending read's handler.
   auto start = read;
   (*start)();
+}
+
+// A message that has begun must end within frame_timeout: a peer dripping one byte at a time
+// does not hold the connection (and the exchanges on it) for ever.
+void Req0Socket::frame_clock(Link& link, bool completed) {
+  if (!link.decoder.mid_message()) {
+    if (link.frame_timer_armed) link.frame_timer.cancel();
+    link.frame_timer_armed = false;
+    return;
+  }
+  if (link.frame_timer_armed && !completed) return;  // the same message is still coming
+  link.frame_timer_armed = true;
+  link.frame_timer.expires_after(settings_.frame_timeout);
+  link.frame_timer.async_wait([self = shared_from_this(), current = link_](std::error_code ec) {
+    if (ec || current != self->link_ || !current->frame_timer_armed) return;
+    const auto limit = std::to_string(self->settings_.frame_timeout.count()) + "ms";
+    self->link_ended(make_error_code(errc::limit_exceeded),
+                     "a message from the broker at " + self->settings_.address +
+                         " was still incomplete " + limit +
+                         " after its first byte: exceeds frame_timeout=" + limit);
+  });
 }
 
 void Req0Socket::link_ended(std::error_code why, std::string detail) {
@@ -223,6 +258,8 @@ void Req0Socket::link_ended(std::error_code why, std::string detail) {
   up_ = false;
   std::error_code ignored;
   link->timer.cancel();
+  link->frame_timer.cancel();
+  link->write_timer.cancel();
   link->resolver.cancel();
   link->socket.close(ignored);
   writes_.clear();
@@ -333,6 +370,16 @@ void Req0Socket::write_next() {
   if (writing_ || writes_.empty() || !link_) return;
   writing_ = true;
   auto link = link_;
+  if (settings_.write_timeout.count() > 0) {
+    link->write_timer.expires_after(settings_.write_timeout);
+    link->write_timer.async_wait([self = shared_from_this(), link](std::error_code ec) {
+      if (ec || link != self->link_ || !self->writing_) return;
+      self->link_ended(make_error_code(errc::timeout),
+                       "writing to the broker at " + self->settings_.address +
+                           " made no progress for " +
+                           std::to_string(self->settings_.write_timeout.count()) + "ms");
+    });
+  }
   const Write& next = writes_.front();
   const std::array<asio::const_buffer, 2> buffers{
       asio::buffer(next.head), next.body ? asio::buffer(*next.body) : asio::const_buffer()};
@@ -340,6 +387,7 @@ void Req0Socket::write_next() {
       link->socket, buffers, [self = shared_from_this(), link](std::error_code ec, std::size_t) {
         if (link != self->link_) return;
         self->writing_ = false;
+        link->write_timer.cancel();
         if (ec)
           return self->link_ended(make_error_code(errc::disconnected),
                                   "writing to the broker at " + self->settings_.address +

@@ -35,6 +35,10 @@ struct Req0Settings {
   std::string address;  // tcp://host:port, tcp://[v6]:port or ipc:///path (as NNG writes them)
   std::size_t max_message = 16 << 20;
   std::chrono::milliseconds connect_timeout{5000};  // the TCP connect and the SP headers
+  // A message begun and not finished within this drops the connection (limit_exceeded).
+  std::chrono::milliseconds frame_timeout{30'000};
+  // A write that makes no progress for this long drops the connection (0: never).
+  std::chrono::milliseconds write_timeout{10'000};
 };
 
 class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
@@ -86,6 +90,7 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
   void start_attempt();
   void link_up();
   void link_ended(std::error_code why, std::string detail);
+  void frame_clock(Link& link, bool completed);
   void write(ExchangeId id);
   void write_next();
   void on_message(std::string message);

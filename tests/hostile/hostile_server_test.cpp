@@ -665,6 +665,82 @@ TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY 
   nng_close(socket);
 }
 
+namespace {
+// rep0's side of the SP connection header, and a reply to the client's request ID.
+const std::string kRep0Header("\0SP\0\0\x31\0\0", 8);
+bool sp_headers(HostileConnection& c, std::string_view ours = kRep0Header) {
+  return c.read_until([](std::string& r) { return r.size() >= 8; }) && c.send(ours);
+}
+}  // namespace
+
+TEST_CASE("memodb: SP the broker gets wrong is a named error, and the client connects again",
+          "[hostile][memodb]") {
+  // Each connection breaks SP a way of its own; the last is a quiet good broker.
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    switch (index) {
+      case 0:  // not rep0 (pub0)
+        sp_headers(c, std::string("\0SP\0\0\x20\0\0", 8));
+        break;
+      case 1:  // not SP at all
+        sp_headers(c, "HTTP/1.1");
+        break;
+      case 2:  // a length of 1 TiB: refused before anything is allocated for it
+        if (sp_headers(c)) c.send(be64(std::uint64_t{1} << 40));
+        break;
+      case 3:  // a reply whose first word lacks the request ID's top bit
+        if (sp_headers(c)) c.send(be64(5) + std::string("\0\0\0\x01x", 5));
+        break;
+      case 4:  // a message that drips in
+        if (sp_headers(c)) {
+          c.send(be64(1000));
+          drip(c);
+        }
+        break;
+      default:
+        if (sp_headers(c)) c.hold_open();
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("memodb+tcp://" + server.address() +
+                            "?reconnect_initial=10ms&reconnect_max=50ms&max_frame_size=65536"
+                            "&frame_timeout=300ms",
+                        reports.options());
+  CHECK(reports.wait_text("the peer speaks SP protocol 0x0020, not rep0"));
+  CHECK(reports.wait_text("are not an SP header"));
+  CHECK(reports.wait_text("SP message of 1099511627776 bytes, over the limit of 65536"));
+  CHECK(reports.wait_text("a reply without a request ID"));
+  CHECK(reports.wait_text("exceeds frame_timeout=300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::protocol_error)));
+  CHECK(reports.saw_reason(make_error_code(errc::frame_too_large)));
+  CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(6));
+  INFO(reports.dump());
+  CHECK_FALSE(client.close_sync(5s));
+}
+
+TEST_CASE("memodb: a broker that stops reading trips write_timeout, and the request fails in time",
+          "[hostile][memodb]") {
+  HostileServer server([](HostileConnection& c, std::size_t) {
+    if (!sp_headers(c)) return;
+    while (!c.stopping()) std::this_thread::sleep_for(20ms);  // reads nothing more
+  });
+  Reports reports;
+  auto client =
+      connect("memodb+tcp://" + server.address() + "?reconnect_initial=10ms&write_timeout=300ms",
+              reports.options());
+  // Far more than loopback's socket buffers hold.
+  const Reply reply = client.request_sync("svc", std::string(8 << 20, 'x'), 3s);
+  // Failed at its deadline, or sooner when the next attempt would come after it (the core says
+  // so with the cause).
+  INFO(reply.status().message());
+  CHECK((reply.ec == errc::timeout || reply.ec == errc::disconnected));
+  CHECK(reports.wait_text("made no progress for 300ms"));
+  CHECK(reports.saw_reason(make_error_code(errc::timeout)));
+  CHECK(server.wait_connections(2));
+  CHECK_FALSE(client.close_sync(5s));
+}
+
 TEST_CASE("figg: a replay into a slow handler is held within max_held_messages, nothing lost",
           "[hostile][figg]") {
   auto broker = figg::testing::Broker::launch();
