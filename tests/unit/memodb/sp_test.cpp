@@ -119,8 +119,9 @@ TEST_CASE("sp: an IPC message whose type byte is not 1 is refused") {
 TEST_CASE("sp: req0 request IDs have the top bit, and a reply gives its ID back") {
   CHECK(sp::request_id(1) == 0x80000001u);
   CHECK(sp::encode_request_id(0x80000102u) == std::string("\x80\x00\x01\x02", 4));
-  std::string_view rest;
-  CHECK(sp::split_reply(std::string("\x80\x00\x01\x02payload", 11), rest) == 0x80000102u);
+  std::string_view rest;  // a view into the reply: the reply must outlive it
+  const std::string reply("\x80\x00\x01\x02payload", 11);
+  CHECK(sp::split_reply(reply, rest) == 0x80000102u);
   CHECK(rest == "payload");
   CHECK_FALSE(sp::split_reply(std::string("\x00\x00\x01\x02", 4), rest));  // no top bit
   CHECK_FALSE(sp::split_reply("\x80\x01", rest));                          // too short
