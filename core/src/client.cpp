@@ -67,12 +67,17 @@ OptionTable core_option_table() {
        "default deadline of publish, request, ping and unsubscribe"},
       {"close_timeout", OptionType::duration, "5s", 0, hour,
        "deadline of the close that destroying the last Client handle performs"},
-      {"connect_timeout", OptionType::duration, "5s", 1, hour, "deadline of one connection attempt"},
+      {"connect_timeout", OptionType::duration, "5s", 1, hour,
+       "deadline of one connection attempt"},
       {"write_timeout", OptionType::duration, "10s", 0, hour,
        "a write that makes no progress for this long drops the connection (0: never)"},
       {"read_timeout", OptionType::duration, "0", 0, 24 * hour,
        "silence for this long drops the connection (0: the protocol's heartbeat rule)"},
-      {"reconnect_backoff", OptionType::choice, "exponential_jitter", 0, 0,
+      {"reconnect_backoff",
+       OptionType::choice,
+       "exponential_jitter",
+       0,
+       0,
        "delay policy between connection attempts (exponential_jitter: doubling, +-20%)",
        {"exponential", "full_jitter", "exponential_jitter"}},
       {"reconnect_initial", OptionType::duration, "100ms", 0, hour, "first reconnect delay"},
@@ -102,6 +107,18 @@ OptionTable core_option_table() {
       {"requeue_delay", OptionType::duration, "1s", 0, hour,
        "nack delay per attempt when the handler throws (grows with attempts)"},
       {"max_requeue_delay", OptionType::duration, "60s", 0, hour, "cap on the default nack delay"},
+      {"envelope",
+       OptionType::choice,
+       "none",
+       0,
+       0,
+       "what wraps each payload: none (raw, as other clients send it) or cloudevents "
+       "(CloudEvents 1.0 structured JSON, which carries headers)",
+       {"none", "cloudevents"}},
+      {"envelope_source", OptionType::string, "/polybus", 0, 0,
+       "the CloudEvents source attribute of what this client sends (a header can set it)"},
+      {"envelope_type", OptionType::string, "polybus.message", 0, 0,
+       "the CloudEvents type attribute of what this client sends (a header can set it)"},
       {"tls", OptionType::boolean, "false", 0, 0, "use TLS"},
       {"tls_verify", OptionType::boolean, "true", 0, 0, "verify the server certificate"},
       {"tls_ca_file", OptionType::string, "", 0, 0, "CA bundle (PEM); empty: the system's"},
@@ -231,6 +248,9 @@ Result wait_for(detail::ClientCore& core, Start start, Result on_io_thread) {
 
 const std::string& Client::scheme() const { return core_of(handle_).scheme(); }
 Capabilities Client::capabilities() const { return core_of(handle_).capabilities(); }
+bool Client::carries_headers() const {
+  return core_of(handle_).shared()->envelope.on();
+}
 
 void Client::publish(std::string_view topic, std::string payload, Completion done,
                      PublishOptions options) {
@@ -265,18 +285,27 @@ Subscription Client::serve(std::string_view topic, ServeHandler handler, Subscri
 
 void Client::request(std::string_view topic, std::string payload, ReplyCompletion done,
                      std::chrono::milliseconds timeout) {
-  core_of(handle_).request(topic, std::move(payload), std::move(done), timeout);
+  core_of(handle_).request(topic, std::move(payload), std::move(done), RequestOptions{timeout, {}});
+}
+
+void Client::request(std::string_view topic, std::string payload, ReplyCompletion done,
+                     RequestOptions options) {
+  core_of(handle_).request(topic, std::move(payload), std::move(done), std::move(options));
 }
 
 Reply Client::request_sync(std::string_view topic, std::string payload,
                            std::chrono::milliseconds timeout) {
+  return request_sync(topic, std::move(payload), RequestOptions{timeout, {}});
+}
+
+Reply Client::request_sync(std::string_view topic, std::string payload, RequestOptions options) {
   auto& core = core_of(handle_);
   return wait_for<Reply>(
       core,
       [&](std::function<void(Reply)> done) {
-        request(topic, std::move(payload), std::move(done), timeout);
+        request(topic, std::move(payload), std::move(done), std::move(options));
       },
-      Reply{make_error_code(errc::would_block_io_thread), {}, "request_sync on the io thread"});
+      Reply{make_error_code(errc::would_block_io_thread), {}, "request_sync on the io thread", {}});
 }
 
 void Client::ping(Completion done, std::chrono::milliseconds timeout) {

@@ -31,6 +31,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
   shared_->requeue_delay = options_.get_duration("requeue_delay");
   shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
   shared_->connectivity.set_connect_timeout(options_.get_duration("connect_timeout"));
+  shared_->envelope.configure(options_, scheme.scheme, std::move(connect.trace));
 }
 
 void ClientCore::start(const SchemeInfo& scheme) {
@@ -78,6 +79,8 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     refused = Status(errc::invalid_argument, "publish: a negative defer");
   else if (payloads.empty())
     refused = Status(errc::invalid_argument, "publish_batch: no messages");
+  else
+    refused = shared_->envelope.wrap(topic, payloads, std::move(options.headers));
   const std::size_t count = payloads.size();
   shared_->stats.published += count;
   if (refused) {
@@ -152,11 +155,30 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     throw Error(errc::not_supported, scheme() + ": replay from an offset is not supported");
   const std::uint32_t concurrency =
       options.concurrency ? options.concurrency : default_concurrency_;
+  const std::uint32_t max_attempts =
+      options.max_attempts ? options.max_attempts : default_max_attempts_;
+  if (!options.dead_letter.topic.empty()) {
+    if (serving)
+      throw Error(errc::invalid_argument, "serve: a dead-letter topic is for subscriptions");
+    if (max_attempts == 0)
+      throw Error(
+          errc::invalid_argument,
+          "subscribe to " + std::string(topic) +
+              ": a dead-letter topic needs max_attempts "
+              "(SubscribeOptions or the max_attempts option), or nothing is ever sent there");
+    if (options.dead_letter.topic == topic && !options.dead_letter.client)
+      throw Error(errc::invalid_argument, "subscribe to " + std::string(topic) +
+                                              ": the dead-letter topic is the topic itself");
+    const Capabilities publisher =
+        options.dead_letter.client ? options.dead_letter.client->capabilities() : caps;
+    if (!publisher.publish)
+      throw Error(errc::not_supported,
+                  "subscribe to " + std::string(topic) + ": the dead-letter client cannot publish");
+  }
   auto sub = std::make_shared<SubscriptionCore>(
       shared_from_this(), std::string(topic), options.group, std::move(handler), std::move(serve),
-      concurrency,
-      options.max_attempts ? options.max_attempts : default_max_attempts_,
-      std::move(options.on_discard), Budget::from_options(options_));
+      concurrency, max_attempts, std::move(options.on_discard), std::move(options.dead_letter),
+      Budget::from_options(options_));
   {
     std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
     auto& subs = metric_subscriptions_;
@@ -207,22 +229,24 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
 }
 
 void ClientCore::request(std::string_view topic, std::string payload, ReplyCompletion done,
-                         std::chrono::milliseconds timeout) {
-  std::error_code refused;
+                         RequestOptions options) {
+  Status refused;
   if (state_.load() != State::open)
-    refused = make_error_code(errc::closed);
+    refused = Status(errc::closed, "request to " + std::string(topic) + ": the client is closed");
   else if (!shared_->caps.request_reply)
-    refused = make_error_code(errc::not_supported);
+    refused = Status(errc::not_supported, scheme() + " has no request/reply");
+  else
+    refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
   ++shared_->stats.requests;
   if (refused) {
     if (done)
       asio::post(shared_->strand, [done = std::move(done), refused] {
-        done(Reply{refused, {}, refused.message()});
+        done(Reply{refused.code(), {}, refused.cause(), {}});
       });
     return;
   }
   const auto issued = Clock::now();
-  auto deadline = deadline_from(timeout);
+  auto deadline = deadline_from(options.timeout);
   asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
                                payload = std::move(payload), done = std::move(done),
                                deadline, issued]() mutable {
@@ -230,15 +254,24 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
       if (done) done(Reply{make_error_code(errc::closed), {}, "client is closed"});
       return;
     }
-    auto op =
-        self->ops_->add(deadline, [shared = self->shared_, done = std::move(done), issued](
-                                      std::error_code ec, std::string reply, std::string detail) {
+    auto op = self->ops_->add(
+        deadline,
+        [shared = self->shared_, done = std::move(done), issued](
+            std::error_code ec, std::string reply, std::string detail) {
+          Headers headers;
           if (!ec) {
             ++shared->stats.replies;
             shared->request_latency.observe(Clock::now() - issued);
+            std::string why;
+            if (shared->envelope.on() && !shared->envelope.unwrap(reply, headers, why)) {
+              ++shared->stats.delivered_raw;
+              if (shared->logs(LogLevel::debug))
+                shared->log(LogLevel::debug, "a reply is not an envelope (" + why + "): raw");
+            }
           }
-          if (done) done(Reply{ec, std::move(reply), std::move(detail)});
-        }, "request to ", topic, issued);
+          if (done) done(Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
+        },
+        "request to ", topic, issued);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
   });
 }

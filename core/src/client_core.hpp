@@ -6,6 +6,7 @@
 #include <asio/steady_timer.hpp>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -28,7 +29,8 @@ class SubscriptionCore : public SubscriptionSink,
  public:
   SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, std::string group,
                    MessageHandler handler, ServeHandler serve_handler, std::uint32_t concurrency,
-                   std::uint32_t max_attempts, DiscardCallback on_discard, const Budget& budget);
+                   std::uint32_t max_attempts, DiscardCallback on_discard, DeadLetter dead_letter,
+                   const Budget& budget);
 
   // SubscriptionSink (strand)
   void deliver(Message message) override;
@@ -59,6 +61,16 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
   void taken(const Message& message);  // a handler took a message off the queue
+  void enqueue(Message message);       // into the queue for a handler; starts one if idle
+  // Envelope: the payload and headers inside (any thread, before the handler sees it).
+  void open_envelope(Message& message);
+  // Over max_attempts: to the dead-letter topic (then acked), else to on_discard (then acked).
+  void give_up(Message message, std::string reason);
+  void send_to_dead_letter(Message message, std::string reason);
+  // Where the broker cannot redeliver: try again here after the requeue backoff, the handler
+  // (dead_letter false) or the dead-letter publish (true). Any thread.
+  void retry_in_place(Message message, bool dead_letter, std::string reason);
+  std::chrono::milliseconds backoff_for(std::uint32_t attempts) const;
 
   std::weak_ptr<ClientCore> client_;
   std::shared_ptr<ClientShared> shared_;
@@ -73,6 +85,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::uint32_t concurrency_;
   std::uint32_t max_attempts_;
   DiscardCallback on_discard_;
+  DeadLetter dead_letter_;
   std::atomic<bool> active_{true};
 
   mutable std::mutex mutex_;
@@ -92,6 +105,19 @@ class SubscriptionCore : public SubscriptionSink,
   bool adapter_held_ = false;
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
+
+  // Strand: messages waiting for their in-place retry. A close waits for them (within its
+  // deadline); whatever is still waiting when the subscription ends is reported, not dropped
+  // silently.
+  struct Retry {
+    asio::steady_timer timer;
+    Message message;
+    bool dead_letter;
+    std::string reason;
+  };
+  std::list<Retry> retries_;
+  void retry_now(std::list<Retry>::iterator due);
+  std::atomic<std::size_t> retries_waiting_{0};
 };
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
@@ -111,7 +137,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
                          ServeHandler serve);
   void request(std::string_view topic, std::string payload, ReplyCompletion done,
-               std::chrono::milliseconds timeout);
+               RequestOptions options);
   void ping(Completion done, std::chrono::milliseconds timeout);
   void close(std::chrono::milliseconds timeout, Completion done);
   bool closed() const { return state_.load() == State::closed; }

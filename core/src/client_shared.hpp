@@ -6,17 +6,18 @@
 #include <string>
 
 #include "connectivity.hpp"
+#include "envelope.hpp"
 #include "metric_cells.hpp"
-#include "response_intake.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
+#include "response_intake.hpp"
 
 namespace polybus::detail {
 
 struct AtomicStats {
   std::atomic<std::uint64_t> published{0}, publish_acked{0}, publish_failed{0}, received{0},
-      acked{0}, nacked{0}, discarded{0}, requests{0}, replies{0}, reconnects{0}, bytes_in{0},
-      bytes_out{0};
+      acked{0}, nacked{0}, discarded{0}, dead_lettered{0}, delivered_raw{0}, requests{0},
+      replies{0}, reconnects{0}, bytes_in{0}, bytes_out{0};
   Stats snapshot() const;
 };
 
@@ -42,6 +43,7 @@ class ClientShared {
   LogSink log_sink;
   LogLevel log_level = LogLevel::info;
   Capabilities caps;
+  Envelope envelope;  // set before the adapter starts, read-only after
   std::chrono::milliseconds requeue_delay{0};
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;

@@ -36,6 +36,8 @@ Stats AtomicStats::snapshot() const {
   s.acked = acked.load();
   s.nacked = nacked.load();
   s.discarded = discarded.load();
+  s.dead_lettered = dead_lettered.load();
+  s.delivered_raw = delivered_raw.load();
   s.requests = requests.load();
   s.replies = replies.load();
   s.reconnects = reconnects.load();

@@ -10,6 +10,7 @@ namespace polybus {
 
 namespace {
 const std::string kEmpty;
+const Headers kNoHeaders;
 }
 
 const std::string& Message::topic() const { return state_ ? state_->topic : kEmpty; }
@@ -21,6 +22,9 @@ std::optional<std::int64_t> Message::timestamp_ns() const {
 }
 std::optional<std::uint64_t> Message::offset() const {
   return state_ ? state_->offset : std::nullopt;
+}
+const Headers& Message::headers() const {
+  return state_ ? state_->headers : kNoHeaders;
 }
 bool Message::expects_reply() const { return state_ && state_->expects_reply; }
 bool Message::responded() const { return state_ && state_->responded.load(); }
@@ -87,6 +91,12 @@ std::error_code Message::touch() {
 std::error_code Message::reply(std::string payload) {
   if (!state_) return make_error_code(errc::invalid_argument);
   if (!state_->expects_reply) return make_error_code(errc::not_supported);
+  if (auto wrapped = state_->client->envelope.wrap_reply(state_->topic, payload); wrapped) {
+    // The requester hears why instead of waiting for its deadline.
+    state_->client->emit_error(wrapped.code(), state_->topic + ": reply: " + wrapped.message());
+    detail::detail_reply_error(*this, wrapped.cause());
+    return wrapped.code();
+  }
   auto ec = respond(state_, true, [payload = std::move(payload)](MessageBackend& b,
                                                                  detail::MessageState& s) mutable {
     b.reply(s, std::move(payload), {}, {});

@@ -56,7 +56,8 @@ class TopicCellsMap {
 };
 
 struct SubscriptionCells {
-  std::atomic<std::uint64_t> received{0}, acked{0}, nacked{0}, replied{0}, discarded{0};
+  std::atomic<std::uint64_t> received{0}, acked{0}, nacked{0}, replied{0}, discarded{0},
+      dead_lettered{0}, delivered_raw{0};
   // Done without an answer, where the scheme has no acks: the handler returned, or the
   // message was released unhandled. Only for in_flight.
   std::atomic<std::uint64_t> settled{0};

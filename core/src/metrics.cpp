@@ -215,6 +215,13 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
   subscription_family(e, clients, "polybus_discarded_messages_total", "counter",
                       "Messages over max_attempts, given to on_discard and acked.",
                       [](const SubscriptionMetrics& s) { return s.discarded; });
+  subscription_family(e, clients, "polybus_dead_lettered_messages_total", "counter",
+                      "Messages over max_attempts, published to the dead-letter topic and acked.",
+                      [](const SubscriptionMetrics& s) { return s.dead_lettered; });
+  subscription_family(e, clients, "polybus_delivered_raw_messages_total", "counter",
+                      "Messages that were not a valid envelope (envelope=cloudevents), delivered "
+                      "as they came.",
+                      [](const SubscriptionMetrics& s) { return s.delivered_raw; });
   subscription_family(e, clients, "polybus_in_flight_messages", "gauge",
                       "Messages received and not yet answered.",
                       [](const SubscriptionMetrics& s) { return s.in_flight; });

@@ -2,15 +2,16 @@
 #include <asio/post.hpp>
 
 #include "client_core.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::detail {
 
 SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic,
                                    std::string group, MessageHandler handler,
-                                   ServeHandler serve_handler,
-                                   std::uint32_t concurrency, std::uint32_t max_attempts,
-                                   DiscardCallback on_discard, const Budget& budget)
+                                   ServeHandler serve_handler, std::uint32_t concurrency,
+                                   std::uint32_t max_attempts, DiscardCallback on_discard,
+                                   DeadLetter dead_letter, const Budget& budget)
     : client_(client),
       shared_(client->shared()),
       pool_(client->pool()),
@@ -23,6 +24,7 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
       concurrency_(std::max<std::uint32_t>(1, concurrency)),
       max_attempts_(max_attempts),
       on_discard_(std::move(on_discard)),
+      dead_letter_(std::move(dead_letter)),
       max_held_messages_(budget.max_held_messages),
       max_held_bytes_(budget.max_held_bytes) {
   pool_->reserve(concurrency_);
@@ -34,23 +36,18 @@ void SubscriptionCore::deliver(Message message) {
   if (message.state()) message.state()->subscription_cells = cells_;
   if (!active_.load()) return release(message);
   if (max_attempts_ > 0 && message.attempts() > max_attempts_ && !message.expects_reply()) {
-    ++shared_->stats.discarded;
-    bump(cells_->discarded);
-    shared_->log(LogLevel::warn, topic_ + ": message " + message.id() + " discarded after " +
-                                     std::to_string(message.attempts() - 1) + " attempts");
-    if (on_discard_) {
-      pool_->post([discard = on_discard_, message]() mutable {
-        try {
-          discard(message);
-        } catch (...) {
-        }
-        message.ack();
-      });
-    } else {
-      message.ack();
-    }
+    const std::string reason = "delivered " + std::to_string(message.attempts()) +
+                               " times, more than max_attempts=" + std::to_string(max_attempts_);
+    pool_->post([self = shared_from_this(), message, reason]() mutable {
+      self->open_envelope(message);
+      self->give_up(std::move(message), reason);
+    });
     return;
   }
+  enqueue(std::move(message));
+}
+
+void SubscriptionCore::enqueue(Message message) {
   bool start = false;
   std::string over_text;  // logged outside the lock: a log sink may call back into the client
   {
@@ -142,8 +139,127 @@ void SubscriptionCore::run_queue() {
   }
 }
 
+void SubscriptionCore::open_envelope(Message& message) {
+  auto& state = *message.state();
+  if (!shared_->envelope.on() || !state.headers.empty() || !state.unwrapped.empty()) return;
+  std::string why;
+  if (!shared_->envelope.unwrap(state, why)) {
+    ++shared_->stats.delivered_raw;
+    bump(cells_->delivered_raw);
+    if (shared_->logs(LogLevel::debug))
+      shared_->log(LogLevel::debug,
+                   topic_ + ": a message is not an envelope (" + why + "): delivered raw");
+  }
+}
+
+std::chrono::milliseconds SubscriptionCore::backoff_for(std::uint32_t attempts) const {
+  return std::min(shared_->requeue_delay * std::max<std::uint32_t>(1, attempts),
+                  shared_->max_requeue_delay);
+}
+
+void SubscriptionCore::give_up(Message message, std::string reason) {
+  if (!dead_letter_.topic.empty())
+    return send_to_dead_letter(std::move(message), std::move(reason));
+  ++shared_->stats.discarded;
+  bump(cells_->discarded);
+  shared_->log(LogLevel::warn,
+               topic_ + ": message " + message.id() + " discarded (" + reason + ")");
+  if (on_discard_) {
+    try {
+      on_discard_(message);
+    } catch (...) {
+    }
+  }
+  if (shared_->caps.ack)
+    message.ack();
+  else
+    bump(cells_->settled);
+}
+
+void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) {
+  // The headers go where an envelope carries them; the payload is the message's own either way.
+  const bool headers_travel =
+      dead_letter_.client ? dead_letter_.client->carries_headers() : shared_->envelope.on();
+  PublishOptions options;
+  if (headers_travel) {
+    for (const auto& [name, value] : message.headers())
+      if (name != "specversion") options.headers.set(name, value);
+    options.headers.set("deadletterreason",
+                        text::is_valid_utf8(reason) ? reason : "(the reason is not UTF-8)");
+    options.headers.set("deadletterattempts", std::to_string(message.attempts()));
+    options.headers.set("deadlettertopic", topic_);
+  }
+  auto done = [self = shared_from_this(), message, reason](const Status& status) mutable {
+    if (!status) {
+      ++self->shared_->stats.dead_lettered;
+      bump(self->cells_->dead_lettered);
+      self->shared_->log(LogLevel::warn, self->topic_ + ": message " + message.id() +
+                                             " sent to dead-letter topic " +
+                                             self->dead_letter_.topic + " (" + reason + ")");
+      if (self->shared_->caps.ack)
+        message.ack();
+      else
+        bump(self->cells_->settled);
+      return;
+    }
+    // Not acknowledged: nothing is lost. The broker gives it back, or it is tried again here.
+    self->shared_->emit_error(status.code(),
+                              self->topic_ + ": message " + message.id() +
+                                  ": the publish to dead-letter topic " + self->dead_letter_.topic +
+                                  " failed, so it stays unacknowledged: " + status.message());
+    if (self->shared_->caps.ack)
+      message.nack(self->backoff_for(message.attempts()));
+    else
+      self->retry_in_place(std::move(message), true, std::move(reason));
+  };
+  std::string payload(message.payload());
+  if (dead_letter_.client) {
+    dead_letter_.client->publish(dead_letter_.topic, std::move(payload), std::move(done),
+                                 std::move(options));
+  } else if (auto client = client_.lock()) {
+    client->publish(dead_letter_.topic, Payloads(std::move(payload)), std::move(done),
+                    std::move(options), false);
+  } else {
+    done(Status(errc::closed, "the client is gone"));
+  }
+}
+
+void SubscriptionCore::retry_in_place(Message message, bool dead_letter, std::string reason) {
+  ++retries_waiting_;
+  asio::post(shared_->strand, [self = shared_from_this(), message = std::move(message), dead_letter,
+                               reason = std::move(reason)]() mutable {
+    const auto delay = self->backoff_for(message.attempts());
+    self->retries_.push_back(Retry{asio::steady_timer(self->shared_->strand, delay),
+                                   std::move(message), dead_letter, std::move(reason)});
+    auto due = std::prev(self->retries_.end());
+    due->timer.async_wait([self, due](std::error_code ec) {
+      if (!ec) self->retry_now(due);  // else cancelled: deactivate() reported it
+    });
+  });
+}
+
+void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
+  Message message = std::move(due->message);
+  const bool dead_letter = due->dead_letter;
+  std::string reason = std::move(due->reason);
+  retries_.erase(due);
+  --retries_waiting_;
+  if (!active_.load()) {
+    shared_->emit_error(make_error_code(errc::closed),
+                        topic_ + ": message " + message.id() +
+                            " dropped before its retry: the subscription ended (" + reason + ")");
+    bump(cells_->settled);
+    return;
+  }
+  if (!dead_letter) return enqueue(std::move(message));
+  pool_->post([self = shared_from_this(), message = std::move(message),
+               reason = std::move(reason)] { self->send_to_dead_letter(message, reason); });
+}
+
 void SubscriptionCore::handle(Message& message) {
+  open_envelope(message);
   const auto& caps = shared_->caps;
+  const auto trace_scope = shared_->envelope.extract(message);
   const auto started = Clock::now();
   auto handler_returned = [&] { cells_->handler_time.observe(Clock::now() - started); };
   if (serve_handler_) {
@@ -172,21 +288,34 @@ void SubscriptionCore::handle(Message& message) {
       if (settles) bump(cells.settled);
     }
   } settle{*cells_, !caps.ack};
+  std::string failure;
   try {
     handler_(message);
     handler_returned();
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
+    return;
   } catch (const std::exception& e) {
-    handler_returned();
-    if (caps.ack && !message.state()->manual.load() && !message.responded())
-      message.nack();
-    shared_->emit_error(make_error_code(errc::handler_failed),
-                        topic_ + ": handler threw: " + e.what());
+    failure = e.what();
   } catch (...) {
-    handler_returned();
-    if (caps.ack && !message.state()->manual.load() && !message.responded()) message.nack();
-    shared_->emit_error(make_error_code(errc::handler_failed),
-                        topic_ + ": handler threw a non-standard exception");
+    failure = "a non-standard exception";
+  }
+  handler_returned();
+  shared_->emit_error(make_error_code(errc::handler_failed),
+                      topic_ + ": handler threw: " + failure);
+  if (message.state()->manual.load() || message.responded()) return;
+  const bool last = max_attempts_ > 0 && message.attempts() >= max_attempts_;
+  if (last && (!dead_letter_.topic.empty() || !caps.ack)) {
+    // Its reason is known only now: give it up here rather than on a redelivery.
+    settle.settles = false;
+    give_up(message, "attempt " + std::to_string(message.attempts()) + " of " +
+                         std::to_string(max_attempts_) + " failed: " + failure);
+  } else if (caps.ack) {
+    message.nack();
+  } else if (max_attempts_ > 0) {
+    // The broker cannot redeliver: the next attempt is made here.
+    settle.settles = false;
+    ++message.state()->attempts;
+    retry_in_place(message, false, failure);
   }
 }
 
@@ -233,6 +362,16 @@ Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
 
 void SubscriptionCore::deactivate() {
   active_.store(false);
+  // Strand: what waits for an in-place retry will not get it.
+  for (auto& retry : retries_) {
+    shared_->emit_error(make_error_code(errc::closed),
+                        topic_ + ": message " + retry.message.id() +
+                            " dropped before its retry: the subscription ended (" + retry.reason +
+                            ")");
+    bump(cells_->settled);
+  }
+  retries_waiting_ -= retries_.size();
+  retries_.clear();  // cancels their timers
   std::deque<Message> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -295,6 +434,8 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
   m.nacked = cells_->nacked.load(std::memory_order_relaxed);
   m.replied = cells_->replied.load(std::memory_order_relaxed);
   m.discarded = cells_->discarded.load(std::memory_order_relaxed);
+  m.dead_lettered = cells_->dead_lettered.load(std::memory_order_relaxed);
+  m.delivered_raw = cells_->delivered_raw.load(std::memory_order_relaxed);
   const std::uint64_t answered =
       m.acked + m.nacked + m.replied + cells_->settled.load(std::memory_order_relaxed);
   m.in_flight = m.received > answered ? m.received - answered : 0;
@@ -309,12 +450,12 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
 
 std::size_t SubscriptionCore::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.size() + running_;
+  return queue_.size() + running_ + retries_waiting_.load();
 }
 
 bool SubscriptionCore::idle() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.empty() && running_ == 0;
+  return queue_.empty() && running_ == 0 && retries_waiting_.load() == 0;
 }
 
 }  // namespace polybus::detail

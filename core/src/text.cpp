@@ -172,4 +172,72 @@ std::string_view trim_http_space(std::string_view text) {
   return text;
 }
 
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+}  // namespace
+
+void append_base64(std::string& out, std::string_view bytes) {
+  out.reserve(out.size() + (bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const std::uint32_t n = static_cast<std::uint8_t>(bytes[i]) << 16 |
+                            static_cast<std::uint8_t>(bytes[i + 1]) << 8 |
+                            static_cast<std::uint8_t>(bytes[i + 2]);
+    out += kBase64[n >> 18];
+    out += kBase64[(n >> 12) & 63];
+    out += kBase64[(n >> 6) & 63];
+    out += kBase64[n & 63];
+  }
+  const std::size_t left = bytes.size() - i;
+  if (left == 0) return;
+  std::uint32_t n = static_cast<std::uint8_t>(bytes[i]) << 16;
+  if (left == 2) n |= static_cast<std::uint8_t>(bytes[i + 1]) << 8;
+  out += kBase64[n >> 18];
+  out += kBase64[(n >> 12) & 63];
+  out += left == 2 ? kBase64[(n >> 6) & 63] : '=';
+  out += '=';
+}
+
+bool base64_decode(std::string_view text, std::string& out, std::size_t& bad_at) {
+  out.clear();
+  if (text.size() % 4 != 0) {
+    bad_at = text.size();
+    return false;
+  }
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    int v[4];
+    int padding = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = text[i + k];
+      if (c == '=' && last && k >= 2 && (k == 3 || text[i + 3] == '=')) {
+        v[k] = 0;
+        ++padding;
+        continue;
+      }
+      v[k] = base64_value(c);
+      if (v[k] < 0 || padding > 0) {
+        bad_at = i + k;
+        return false;
+      }
+    }
+    const std::uint32_t n =
+        static_cast<std::uint32_t>(v[0]) << 18 | static_cast<std::uint32_t>(v[1]) << 12 |
+        static_cast<std::uint32_t>(v[2]) << 6 | static_cast<std::uint32_t>(v[3]);
+    out += static_cast<char>(n >> 16);
+    if (padding < 2) out += static_cast<char>((n >> 8) & 0xff);
+    if (padding < 1) out += static_cast<char>(n & 0xff);
+  }
+  return true;
+}
+
 }  // namespace polybus::text

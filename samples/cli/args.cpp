@@ -24,13 +24,13 @@ Args::Args(const std::vector<std::string>& argv, const std::set<std::string>& va
     }
     if (switch_flags.count(name)) {
       if (inline_value) throw UsageError("--" + name + " takes no value");
-      values_[name] = "true";
+      values_[name].push_back("true");
     } else if (value_flags.count(name)) {
       if (inline_value) {
-        values_[name] = *inline_value;
+        values_[name].push_back(*inline_value);
       } else {
         if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
-        values_[name] = argv[++i];
+        values_[name].push_back(argv[++i]);
       }
     } else {
       throw UsageError("unknown flag --" + name);
@@ -46,7 +46,12 @@ const std::string& Args::positional(std::size_t i, const char* name) const {
 std::optional<std::string> Args::value(const std::string& flag) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::values(const std::string& flag) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::uint64_t Args::number(const std::string& flag, std::uint64_t fallback, std::uint64_t min,

@@ -25,14 +25,17 @@ class Args {
   const std::vector<std::string>& positional() const { return positional_; }
   const std::string& positional(std::size_t i, const char* name) const;
   bool has(const std::string& flag) const { return values_.count(flag) != 0; }
+  // The last value given (a flag given twice: the second wins).
   std::optional<std::string> value(const std::string& flag) const;
+  // Every value given, in order (a repeatable flag such as --header).
+  std::vector<std::string> values(const std::string& flag) const;
   std::uint64_t number(const std::string& flag, std::uint64_t fallback, std::uint64_t min,
                        std::uint64_t max) const;
   bool help() const { return help_; }
 
  private:
   std::vector<std::string> positional_;
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
   bool help_ = false;
 };
 

@@ -3,32 +3,63 @@
 #include <mutex>
 
 #include "args.hpp"
-#include "metrics_endpoint.hpp"
 #include "commands.hpp"
-#include "windowed_publisher.hpp"
+#include "metrics_endpoint.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/polybus.hpp"
+#include "windowed_publisher.hpp"
 
 namespace polybus::cli {
 namespace {
 
 const char* kPubUsage = R"(usage: polybus pub URL TOPIC [MSG...] [--count N --size B] [--timeout MS]
+                        [--header KEY=VALUE]...
 Publishes each MSG; with no MSG, each line of standard input; with --count, N generated payloads
 of B bytes (default 100), each beginning with its sequence number. Exits 1 if any publish failed.
 --timeout bounds each publish; by default the URL's op_timeout (10 s unless set there).
+--header (repeatable) sends a header with every message; headers travel in a CloudEvents
+envelope, so the URL needs envelope=cloudevents. KEY is a CloudEvents attribute name (a-z, 0-9).
 )";
 
 const char* kSubUsage = R"(usage: polybus sub URL TOPIC [--group G] [--count N] [--from OFFSET]
+                        [--headers] [--dead-letter TOPIC] [--max-attempts N]
                         [--metrics HOST:PORT]
 Prints each payload on its own line; exits after N messages when --count is given, else at
 SIGINT or SIGTERM. Says on standard error when the subscription is confirmed.
+--headers prints each message's headers as one JSON object on the line before its payload ({}
+when it has none; with envelope=cloudevents in the URL, the envelope's attributes).
+--dead-letter sends a message that was delivered more than --max-attempts times (default 5)
+to TOPIC, then acknowledges it.
 --metrics serves the client's metrics at http://HOST:PORT/metrics (Prometheus text format;
 port 0 takes a free port, printed on standard error).
 )";
 
+Headers parse_headers(const Args& args) {
+  Headers headers;
+  for (const auto& given : args.values("header")) {
+    const auto eq = given.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--header wants KEY=VALUE, got '" + given + "'");
+    headers.set(given.substr(0, eq), given.substr(eq + 1));
+  }
+  return headers;
+}
+
+std::string headers_json(const Headers& headers) {
+  std::string out = "{";
+  for (const auto& [name, value] : headers) {
+    if (out.size() > 1) out += ',';
+    text::append_json_quoted(out, name);
+    out += ':';
+    text::append_json_quoted(out, value);
+  }
+  return out + "}";
+}
+
 }  // namespace
 
 int run_pub(const Argv& argv) {
-  Args args(argv, {"count", "size", "timeout"});
+  Args args(argv, {"count", "size", "timeout", "header"});
   if (args.help()) return std::cout << kPubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
@@ -37,8 +68,13 @@ int run_pub(const Argv& argv) {
   if (args.has("count") && args.positional().size() > 2)
     throw UsageError("give either MSG arguments or --count, not both");
   if (args.has("size") && !args.has("count")) throw UsageError("--size goes with --count");
+  const Headers headers = parse_headers(args);
   auto client = connect_reporting(url);
+  if (!headers.empty() && !client.carries_headers())
+    throw UsageError("--header needs envelope=cloudevents in the URL: " + client.scheme() +
+                     " messages carry no headers of their own");
   WindowedPublisher publisher(client, topic, timeout);
+  publisher.set_headers(headers);
   if (args.has("count")) {
     auto count = args.number("count", 0, 1, 1'000'000'000);
     auto size = args.number("size", 100, 1, 64 << 20);
@@ -56,7 +92,8 @@ int run_pub(const Argv& argv) {
 }
 
 int run_sub(const Argv& argv) {
-  Args args(argv, {"group", "count", "from", "metrics"});
+  Args args(argv, {"group", "count", "from", "metrics", "dead-letter", "max-attempts"},
+            {"headers"});
   if (args.help()) return std::cout << kSubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
@@ -64,6 +101,13 @@ int run_sub(const Argv& argv) {
   SubscribeOptions options;
   options.group = args.value("group").value_or("");
   if (args.has("from")) options.from_offset = args.number("from", 0, 0, UINT64_MAX);
+  if (args.has("max-attempts") && !args.has("dead-letter"))
+    throw UsageError("--max-attempts goes with --dead-letter");
+  if (args.has("dead-letter")) {
+    options.dead_letter.topic = *args.value("dead-letter");
+    options.max_attempts = static_cast<std::uint32_t>(args.number("max-attempts", 5, 1, 65535));
+  }
+  const bool print_headers = args.has("headers");
   const std::uint64_t limit = args.number("count", 0, 1, UINT64_MAX);
   if (!limit) block_termination_signals();
   auto client = connect_reporting(url);
@@ -77,6 +121,7 @@ int run_sub(const Argv& argv) {
       if (client.capabilities().ack) m.nack(std::chrono::milliseconds(0));  // not ours to take
       return;
     }
+    if (print_headers) std::cout << headers_json(m.headers()) << '\n';
     std::cout << m.payload() << '\n' << std::flush;
     if (++printed == limit) cv.notify_all();
   });

@@ -25,6 +25,8 @@ class WindowedPublisher {
   using OnComplete = std::function<void(std::chrono::steady_clock::time_point issued,
                                         std::size_t messages, bool ok)>;
   void on_complete(OnComplete hook) { on_complete_ = std::move(hook); }
+  // Sent with every publish (they need envelope=cloudevents); set before the first publish.
+  void set_headers(Headers headers) { headers_ = std::move(headers); }
 
   // `scheduled`: when the publish was due (a paced run), so that time spent waiting for the
   // window counts in its latency; by default, now.
@@ -32,6 +34,7 @@ class WindowedPublisher {
     enter_window();
     PublishOptions options;
     options.timeout = timeout_;
+    options.headers = headers_;
     const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
@@ -49,6 +52,7 @@ class WindowedPublisher {
     enter_window();
     PublishOptions options;
     options.timeout = timeout_;
+    options.headers = headers_;
     const std::size_t count = payloads.size();
     const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
@@ -96,6 +100,7 @@ class WindowedPublisher {
   Client& client_;
   std::string topic_;
   std::chrono::milliseconds timeout_;
+  Headers headers_;
   std::size_t window_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;

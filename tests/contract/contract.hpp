@@ -38,6 +38,7 @@ std::unique_ptr<testing::TestBroker> start_broker(const std::string& name);
 // Per-test set-up: a started broker and the capabilities of its scheme.
 struct Env {
   explicit Env(const std::string& name);
+  std::string name;  // the test broker's
   std::unique_ptr<testing::TestBroker> broker;
   std::string url;
   Capabilities caps;

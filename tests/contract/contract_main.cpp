@@ -70,7 +70,7 @@ std::unique_ptr<testing::TestBroker> start_broker(const std::string& name) {
   return nullptr;
 }
 
-Env::Env(const std::string& name) : broker(start_broker(name)) {
+Env::Env(const std::string& name) : name(name), broker(start_broker(name)) {
   if (!broker) return;
   url = broker->url();
   auto scheme = Url::parse(url).scheme;

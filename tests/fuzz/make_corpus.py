@@ -315,6 +315,20 @@ seed("memodb_sp_fuzzer", "not_sp", split(b"GET / HTTP/1.1\r\n\r\n"))
 
 # ---- core ---------------------------------------------------------------------------------
 
+CE = '"specversion":"1.0","id":"1","source":"/s","type":"t"'
+for i, event in enumerate([
+        '{' + CE + ',"datacontenttype":"text/plain; charset=utf-8","data":"hello \\u00e9 \\n"}',
+        '{' + CE + ',"datacontenttype":"application/json","data":{"a":[1,2.5e3,null,true]}}',
+        '{' + CE + ',"datacontenttype":"application/octet-stream","data_base64":"AP/+"}',
+        '{' + CE + ',"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","n":5,"b":false}',
+        '{' + CE + ',"data":42}',
+        '{' + CE + ',"data":"only text"}',
+        '{' + CE + ',"datacontenttype":"application/json","data_base64":"e30="}',
+        '{"specversion":"1.0","id":"1","source":"","type":"t"}',
+        '{' + CE + ',"data":[[[[[[1]]]]]]}',
+        'raw payload, not an envelope']):
+    seed("core_cloudevents_fuzzer", "event_%d" % i, bytes([i % 2 and 2 or 31]) + event.encode())
+
 for i, u in enumerate(["nsq://a:4150,b.example:4151?max_in_flight=10&client_id=x%20y",
                        "memodb+tcp://[::1]:12701", "memodb+ipc:///tmp/memodb.socket", "mem://demo",
                        "nsq:///path", "nsq+lookupd://l:4161?lookupd_poll_interval=15s&snappy=true",

@@ -77,7 +77,7 @@ if command -v python3 > /dev/null && python3 -c 'import venv, ensurepip' 2> /dev
       ok=0
     fi
   fi
-  if [ $ok = 1 ] && "$venv/bin/python" -W ignore -c 'import nsq' 2> /dev/null; then
+  if [ $ok = 1 ] && "$venv/bin/python" -W ignore -c 'import nsq, cloudevents.core' 2> /dev/null; then
     launcher pynsq "$venv/bin/python" "$src/pynsq/peer.py"
     echo "pynsq: $dest/pynsq (pynsq $("$venv/bin/python" -c 'import nsq; print(nsq.__version__)' \
       2> /dev/null), $("$venv/bin/python" --version))"

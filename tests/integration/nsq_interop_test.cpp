@@ -24,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "nsq_harness_broker.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/all.hpp"
 #include "test_support.hpp"
 
@@ -340,7 +342,8 @@ struct Errors {
     CHECK(reported_.empty());                        \
   } while (0)
 
-polybus::Client connect(const std::string& url, Errors& errors) {
+// `query`: more options, "a=b&c=d".
+polybus::Client connect(const std::string& url, Errors& errors, const std::string& query = "") {
   static std::once_flag registered;
   std::call_once(registered, [] { polybus::register_all_schemes(); });
   polybus::ConnectOptions options;
@@ -348,7 +351,8 @@ polybus::Client connect(const std::string& url, Errors& errors) {
     errors.add(ec, what);
   };
   return polybus::connect(
-      url + "?reconnect_initial=10ms&reconnect_max=200ms&lookupd_poll_interval=100ms",
+      url + "?reconnect_initial=10ms&reconnect_max=200ms&lookupd_poll_interval=100ms" +
+          (query.empty() ? "" : "&" + query),
       std::move(options));
 }
 
@@ -598,6 +602,122 @@ TEST_CASE("nsq interop go-nsq: receives polybus publish_batch (MPUB) and deferre
          << " ms after it was published with a 100 ms defer");
     CHECK(line.at - deferred_from >= kDefer);
   }
+  REQUIRE_FALSE(client.close_sync(10s));
+  CHECK_NO_ERRORS(errors);
+}
+
+// (d) CloudEvents: the CloudEvents Python SDK (in the pynsq peer) and polybus's envelope
+// (envelope=cloudevents) read each other's events through a real nsqd: text, JSON and binary
+// data, and an extension attribute as a header.
+namespace {
+
+constexpr int kEvents = 30;
+
+// What polybus publishes as event i, and the line the SDK prints for it (describe_cloudevent in
+// tests/harness/pynsq/peer.py: attributes but id and time, data, compact JSON, keys sorted).
+struct PolybusEvent {
+  std::string payload;
+  polybus::Headers headers;
+  std::string line;
+};
+
+PolybusEvent polybus_event(int i) {
+  using polybus::text::json_quote;
+  const std::string name = payload("polybus-ce", i);
+  PolybusEvent e;
+  e.headers.set("correlationid", name);
+  std::string content_type, data;
+  if (i % 3 == 0) {
+    e.payload = name;
+    content_type = "text/plain; charset=utf-8";
+    data = "\"data_text\":" + json_quote(name);
+  } else if (i % 3 == 1) {
+    e.payload = "{\"seq\": " + std::to_string(i) + "}";
+    content_type = "application/json";
+    e.headers.set("datacontenttype", content_type);
+    data = "\"data_json\":" + json_quote("{\"seq\":" + std::to_string(i) + "}");
+  } else {
+    e.payload = std::string("\x00\xff", 2) + name;
+    content_type = "application/octet-stream";
+    std::string base64;
+    polybus::text::append_base64(base64, e.payload);
+    data = "\"data_base64\":" + json_quote(base64);
+  }
+  e.line = "{\"correlationid\":" + json_quote(name) + "," + data +
+           ",\"datacontenttype\":" + json_quote(content_type) +
+           ",\"source\":\"/polybus\",\"specversion\":\"1.0\",\"type\":\"polybus.message\"}";
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "nsq interop cloudevents: the CloudEvents SDK reads what polybus publishes in its envelope",
+    "[nsq][interop][pynsq][cloudevents]") {
+  INTEROP_SETUP(kPyNsq);
+  Errors errors;
+  auto client = connect("nsq://" + nsqd->tcp, errors, "envelope=cloudevents");
+  Child subscriber({binary, "ce-sub", nsqd->tcp, topic, "peer", std::to_string(kEvents),
+                    std::to_string(kPeerTimeoutS)});
+  REQUIRE_PEER_READY(subscriber, "cloudevents ce-sub");
+  std::set<std::string> want;
+  for (int i = 0; i < kEvents; ++i) {
+    auto event = polybus_event(i);
+    want.insert(event.line);
+    polybus::PublishOptions options;
+    options.headers = event.headers;
+    REQUIRE_FALSE(client.publish_sync(topic, event.payload, options));
+  }
+  REQUIRE_PEER_EXIT_0(subscriber, "cloudevents ce-sub");
+  CHECK_RECEIVED(printed(subscriber), want);
+  REQUIRE_FALSE(client.close_sync(10s));
+  CHECK_NO_ERRORS(errors);
+}
+
+TEST_CASE("nsq interop cloudevents: polybus reads what the CloudEvents SDK publishes",
+          "[nsq][interop][pynsq][cloudevents]") {
+  INTEROP_SETUP(kPyNsq);
+  Errors errors;
+  auto client = connect("nsq://" + nsqd->tcp, errors, "envelope=cloudevents");
+  std::mutex mutex;
+  std::map<std::string, std::pair<std::string, polybus::Headers>> got;  // by correlationid
+  Latch arrived;
+  polybus::SubscribeOptions options;
+  options.group = "polybus";
+  auto sub = client.subscribe(topic, options, [&](polybus::Message& m) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      got[std::string(m.headers().get("correlationid").value_or("(none)"))] = {
+          std::string(m.payload()), m.headers()};
+    }
+    arrived.count_down();
+  });
+  REQUIRE_FALSE(sub.wait_ready(kWaitBound));
+  const std::string prefix = "sdk-ce";
+  Child publisher({binary, "ce-pub", nsqd->tcp, topic, std::to_string(kEvents), prefix});
+  REQUIRE_PEER_EXIT_0(publisher, "cloudevents ce-pub");
+  REQUIRE(arrived.wait_for(kEvents));
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int i = 0; i < kEvents; ++i) {
+    const std::string name = payload(prefix, i);
+    INFO(name);
+    REQUIRE(got.count(name) == 1);
+    const auto& [body, headers] = got[name];
+    CHECK(headers.get("id") == name);
+    CHECK(headers.get("type") == "com.example.interop");
+    CHECK(headers.get("source") == "/pynsq-peer");
+    CHECK(headers.get("specversion") == "1.0");
+    CHECK(headers.contains("time"));
+    if (i % 3 == 0) {
+      CHECK(body == name);
+    } else if (i % 3 == 1) {
+      // The SDK writes the JSON value as Python's json.dumps does; polybus hands over its text.
+      CHECK(body == "{\"seq\": " + std::to_string(i) + ", \"prefix\": \"" + prefix + "\"}");
+    } else {
+      CHECK(body == std::string("\x00\xff", 2) + name);
+    }
+  }
+  CHECK(client.stats().delivered_raw == 0);
   REQUIRE_FALSE(client.close_sync(10s));
   CHECK_NO_ERRORS(errors);
 }

@@ -19,8 +19,9 @@
 #include "polybus/backoff.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
-#include "polybus/metrics.hpp"
+#include "polybus/headers.hpp"
 #include "polybus/message.hpp"
+#include "polybus/metrics.hpp"
 #include "polybus/options.hpp"
 #include "polybus/status.hpp"
 #include "polybus/subscription.hpp"
@@ -42,6 +43,7 @@ struct Reply {
   std::error_code ec;
   std::string payload;
   std::string detail;  // the broker's or responder's error text, when ec is set
+  Headers headers;     // the reply envelope's attributes (envelope=cloudevents)
   Status status() const { return {ec, detail}; }
 };
 using ReplyCompletion = std::function<void(Reply)>;
@@ -49,6 +51,26 @@ using ReplyCompletion = std::function<void(Reply)>;
 struct PublishOptions {
   std::chrono::milliseconds timeout{0};  // 0: the client's op_timeout option
   std::chrono::milliseconds defer{0};    // deferred publish; needs capabilities().deferred_publish
+  // Travel in the envelope (envelope=cloudevents); with the envelope off a publish with headers
+  // fails with not_supported. Names are CloudEvents attribute names (a-z, 0-9, at most 20);
+  // id, source, type, time, subject, dataschema and datacontenttype set those attributes.
+  Headers headers;
+};
+
+struct RequestOptions {
+  std::chrono::milliseconds timeout{0};  // 0: the client's op_timeout option
+  Headers headers;                       // as PublishOptions::headers
+};
+
+// Trace context without a tracing dependency: plug OpenTelemetry (or anything) in here.
+struct TraceHooks {
+  // Adds trace context (traceparent, tracestate) to the headers of each publish and request, and
+  // of each reply a serve handler sends, on the calling thread. Runs only with an envelope
+  // (envelope=cloudevents): nothing else carries headers.
+  std::function<void(std::string_view topic, Headers& headers)> inject;
+  // Runs on the handler thread before each subscribe and serve handler, the message's headers
+  // read; what it returns (a span scope, say) is released once the handler returned.
+  std::function<std::shared_ptr<void>(const Message& message)> extract;
 };
 
 struct ConnectOptions {
@@ -60,6 +82,7 @@ struct ConnectOptions {
   LogLevel log_level = LogLevel::info;
   std::optional<Backoff> reconnect_backoff;  // replaces the reconnect_* options
   std::string name;  // the "client" label of its metrics; empty: a number unique in the process
+  TraceHooks trace;
 };
 
 class Client {
@@ -69,6 +92,8 @@ class Client {
 
   const std::string& scheme() const;
   Capabilities capabilities() const;
+  // Publishes carry headers: the envelope is on (envelope=cloudevents).
+  bool carries_headers() const;
 
   void publish(std::string_view topic, std::string payload, Completion done,
                PublishOptions options = {});
@@ -82,8 +107,11 @@ class Client {
 
   void request(std::string_view topic, std::string payload, ReplyCompletion done,
                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  void request(std::string_view topic, std::string payload, ReplyCompletion done,
+               RequestOptions options);
   Reply request_sync(std::string_view topic, std::string payload,
                      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  Reply request_sync(std::string_view topic, std::string payload, RequestOptions options);
   Subscription serve(std::string_view topic, ServeHandler handler, SubscribeOptions options = {});
 
   // Round trip to the broker.

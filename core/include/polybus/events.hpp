@@ -38,6 +38,9 @@ struct Stats {
   std::uint64_t acked = 0;
   std::uint64_t nacked = 0;
   std::uint64_t discarded = 0;       // over max_attempts
+  std::uint64_t dead_lettered = 0;   // over max_attempts, published to the dead-letter topic
+  // Not a valid envelope (envelope=cloudevents): delivered raw, as they came, with no headers.
+  std::uint64_t delivered_raw = 0;
   std::uint64_t requests = 0;
   std::uint64_t replies = 0;
   std::uint64_t reconnects = 0;

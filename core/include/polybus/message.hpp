@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "polybus/capabilities.hpp"
+#include "polybus/headers.hpp"
 
 namespace polybus {
 
@@ -36,6 +37,10 @@ class Message {
   std::optional<std::int64_t> timestamp_ns() const;
   // Offset token to resume after this message (subscribe from it to get the next one).
   std::optional<std::uint64_t> offset() const;
+  // The envelope's attributes (envelope=cloudevents): the publisher's headers, and id, source,
+  // type, time, specversion and datacontenttype. Empty without an envelope, and for a payload
+  // that was not a valid one (delivered raw, as it came).
+  const Headers& headers() const;
   // True for requests delivered to serve() handlers.
   bool expects_reply() const;
 

@@ -44,6 +44,8 @@ struct SubscriptionMetrics {
   std::uint64_t nacked = 0;
   std::uint64_t replied = 0;    // serve: answers sent
   std::uint64_t discarded = 0;  // over max_attempts
+  std::uint64_t dead_lettered = 0;  // over max_attempts, published to the dead-letter topic
+  std::uint64_t delivered_raw = 0;  // not a valid envelope: delivered as they came
   std::uint64_t in_flight = 0;  // received, not yet answered (acked, nacked, replied, discarded)
   std::uint64_t held_messages = 0;  // waiting for a handler now
   std::uint64_t held_bytes = 0;

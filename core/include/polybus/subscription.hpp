@@ -19,10 +19,24 @@ namespace detail {
 class SubscriptionCore;
 }
 
+class Client;
+
 using MessageHandler = std::function<void(Message&)>;
 // A serve() handler returns the reply payload; throwing sends an error reply (handler_failed).
 using ServeHandler = std::function<std::string(Message&)>;
 using DiscardCallback = std::function<void(const Message&)>;
+
+// Where a message goes when its handler keeps failing: after max_attempts deliveries it is
+// published to `topic` and only then acknowledged. If that publish fails it is not acknowledged:
+// the broker gives it back later (or, where a broker cannot redeliver, the client retries it in
+// place with the subscription's backoff), so nothing is lost. With the publishing client's
+// envelope on, the dead letter keeps the message's headers and gains deadletterreason (what the
+// handler threw), deadletterattempts and deadlettertopic (where it came from).
+struct DeadLetter {
+  std::string topic;  // empty: no dead-letter topic
+  // Publishes there (a client of another URL); null: the subscribing client.
+  std::shared_ptr<Client> client;
+};
 
 struct SubscribeOptions {
   std::string group;  // NSQ channel, mem:// group; empty: every message, on its own
@@ -31,6 +45,10 @@ struct SubscribeOptions {
   std::uint32_t concurrency = 0;             // handler threads; 0: the client's default
   std::uint32_t max_attempts = 0;            // 0: the client's max_attempts option (0 = no limit)
   DiscardCallback on_discard;  // a message over max_attempts is given here, then acked
+  // Instead of on_discard: a message over max_attempts goes to a dead-letter topic. Needs
+  // max_attempts (here or the client's option). Where the broker cannot redeliver (no ack), a
+  // handler that throws is retried in place, with the requeue_delay backoff, up to max_attempts.
+  DeadLetter dead_letter;
 };
 
 class Subscription {

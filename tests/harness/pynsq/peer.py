@@ -15,6 +15,13 @@ Every peer in tests/harness has the same command line:
       the same, discovering nsqd through nsqlookupd's HTTP address (host:port); "ready" once a
       discovered nsqd answered SUB (so the topic must already exist).
 
+With the CloudEvents Python SDK (pinned in requirements.txt), CloudEvents 1.0 in structured JSON
+mode, as polybus's envelope=cloudevents writes and reads them:
+  ce-pub ADDR TOPIC COUNT PREFIX
+      as pub, each message the event the SDK writes for "PREFIX-i" (cloudevent_body below).
+  ce-sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S
+      as sub, each message read by the SDK and printed as one JSON line (describe_cloudevent).
+
 Exit codes: 0 done, 1 timeout or failure, 2 bad arguments. Logs go to stderr.
 """
 import logging
@@ -30,6 +37,47 @@ import tornado.ioloop  # noqa: E402
 PUB_TIMEOUT_S = 30
 
 
+def plain_body(prefix, i):
+    return ("%s-%d" % (prefix, i)).encode()
+
+
+def cloudevent_body(prefix, i):
+    """Event i: text, JSON and binary data in turn; the extension correlationid is "PREFIX-i"."""
+    from cloudevents.core.formats.json import JSONFormat
+    from cloudevents.core.v1.event import CloudEvent
+    name = "%s-%d" % (prefix, i)
+    attributes = {"type": "com.example.interop", "source": "/pynsq-peer", "id": name,
+                  "correlationid": name}
+    if i % 3 == 0:
+        attributes["datacontenttype"] = "text/plain"
+        data = name
+    elif i % 3 == 1:
+        attributes["datacontenttype"] = "application/json"
+        data = {"seq": i, "prefix": prefix}
+    else:
+        attributes["datacontenttype"] = "application/octet-stream"
+        data = b"\x00\xff" + name.encode()
+    return JSONFormat().write(CloudEvent(attributes, data))
+
+
+def describe_cloudevent(body):
+    """One line: the attributes but id and time, and the data as data_text (a string),
+    data_json (compact, keys sorted) or data_base64 (bytes); compact JSON, keys sorted."""
+    import base64
+    import json
+    from cloudevents.core.formats.json import JSONFormat
+    event = JSONFormat().read(None, body)
+    out = {k: str(v) for k, v in event.get_attributes().items() if k not in ("id", "time")}
+    data = event.get_data()
+    if isinstance(data, (bytes, bytearray)):
+        out["data_base64"] = base64.b64encode(data).decode()
+    elif isinstance(data, str):
+        out["data_text"] = data
+    elif data is not None:
+        out["data_json"] = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
 def eprint(*args):
     print(*args, file=sys.stderr, flush=True)
 
@@ -37,7 +85,9 @@ def eprint(*args):
 def usage():
     eprint("usage: peer.py pub ADDR TOPIC COUNT PREFIX\n"
            "       peer.py sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S\n"
-           "       peer.py sub-lookupd LOOKUPD_HTTP TOPIC CHANNEL COUNT TIMEOUT_S")
+           "       peer.py sub-lookupd LOOKUPD_HTTP TOPIC CHANNEL COUNT TIMEOUT_S\n"
+           "       peer.py ce-pub ADDR TOPIC COUNT PREFIX\n"
+           "       peer.py ce-sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S")
     sys.exit(2)
 
 
@@ -70,7 +120,7 @@ class Run:
         return self.rc
 
 
-def pub(addr, topic, count, prefix):
+def pub(addr, topic, count, prefix, make_body=plain_body):
     acked = []
     run = Run(PUB_TIMEOUT_S, lambda: "timeout: %d of %d publishes acknowledged" % (len(acked), count))
 
@@ -91,7 +141,7 @@ def pub(addr, topic, count, prefix):
                 return
             self.started = True
             for i in range(count):
-                body = ("%s-%d" % (prefix, i)).encode()
+                body = make_body(prefix, i)
                 self.pub(topic, body, callback=lambda conn, data, i=i: on_response(i, conn, data))
 
         def _on_connection_error(self, conn, error, **kwargs):
@@ -102,7 +152,7 @@ def pub(addr, topic, count, prefix):
     return run.run()
 
 
-def sub(via_lookupd, addr, topic, channel, count, timeout_s):
+def sub(via_lookupd, addr, topic, channel, count, timeout_s, describe=lambda body: body.decode()):
     seen = set()
     state = {"ready": False, "closing": set()}
     run = Run(timeout_s, lambda: "timeout: %d of %d messages after %ds" % (len(seen), count, timeout_s))
@@ -127,7 +177,11 @@ def sub(via_lookupd, addr, topic, channel, count, timeout_s):
             return conn
 
     def handler(message):
-        body = message.body.decode()
+        try:
+            body = describe(message.body)
+        except Exception as e:  # noqa: BLE001 - what the SDK refused is the test's failure
+            run.stop(1, "cannot read message %r: %s" % (message.body[:200], e))
+            return True
         if body in seen:
             eprint("redelivered: %s (attempt %d)" % (body, message.attempts))
         elif len(seen) < count:
@@ -160,6 +214,11 @@ def main(argv):
     if len(argv) == 6 and argv[0] in ("sub", "sub-lookupd"):
         return sub(argv[0] == "sub-lookupd", argv[1], argv[2], argv[3], positive(argv[4]),
                    positive(argv[5]))
+    if len(argv) == 5 and argv[0] == "ce-pub":
+        return pub(argv[1], argv[2], positive(argv[3]), argv[4], make_body=cloudevent_body)
+    if len(argv) == 6 and argv[0] == "ce-sub":
+        return sub(False, argv[1], argv[2], argv[3], positive(argv[4]), positive(argv[5]),
+                   describe=describe_cloudevent)
     usage()
 
 

@@ -175,6 +175,8 @@ struct MessageState {
   std::string topic;
   std::shared_ptr<const void> buffer;  // keeps payload's bytes alive
   std::string_view payload;
+  Headers headers;        // from the envelope, when the client has one
+  std::string unwrapped;  // the envelope's data, when it is not a view into buffer
   std::string id;
   std::uint32_t attempts = 1;
   std::optional<std::int64_t> timestamp_ns;

@@ -47,4 +47,10 @@ std::string ascii_lower(std::string_view text);
 // Without leading and trailing spaces, tabs and a trailing CR (HTTP header values).
 std::string_view trim_http_space(std::string_view text);
 
+// Base64 (RFC 4648, standard alphabet, padded), appended to `out`.
+void append_base64(std::string& out, std::string_view bytes);
+// Strict: the standard alphabet, padding to a multiple of 4, nothing else (no spaces, no line
+// breaks). Returns false, with `out` unspecified, on anything else; `bad_at` is its offset.
+bool base64_decode(std::string_view text, std::string& out, std::size_t& bad_at);
+
 }  // namespace polybus::text

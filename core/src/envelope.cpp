@@ -1,0 +1,108 @@
+#include "envelope.hpp"
+
+#include <chrono>
+#include <random>
+
+#include "polybus/adapter/adapter.hpp"
+#include "polybus/cloudevents.hpp"
+#include "polybus/error.hpp"
+
+namespace polybus::detail {
+
+void Envelope::configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace) {
+  on_ = options.get_string("envelope") == "cloudevents";
+  scheme_ = std::move(scheme);
+  source_ = options.get_string("envelope_source");
+  type_ = options.get_string("envelope_type");
+  max_json_depth_ = static_cast<std::size_t>(options.get_int("max_json_depth"));
+  trace_ = std::move(trace);
+  std::random_device random;
+  const std::uint64_t salt = (std::uint64_t{random()} << 32) ^ random();
+  char prefix[20];
+  std::snprintf(prefix, sizeof prefix, "%016llx-", static_cast<unsigned long long>(salt));
+  id_prefix_ = prefix;
+}
+
+Status Envelope::encode(std::string_view payload, const Headers& headers, std::string_view type,
+                        std::string& out) const {
+  const std::string id = id_prefix_ + std::to_string(++next_id_);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const std::string time =
+      cloudevents::format_time(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  auto why = cloudevents::encode(payload, headers, {id, source_, type, time}, max_json_depth_, out);
+  if (!why.empty()) return Status(errc::invalid_argument, "envelope=cloudevents: " + why);
+  return {};
+}
+
+Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers headers) const {
+  if (!on_) {
+    if (headers.empty()) return {};
+    return Status(errc::not_supported,
+                  "publish to " + std::string(topic) + " with headers: " + scheme_ +
+                      " messages carry none; connect with envelope=cloudevents to send them");
+  }
+  if (trace_.inject) trace_.inject(topic, headers);
+  // All or none: an error leaves every payload as it was.
+  std::vector<std::string> wrapped(payloads.size());
+  for (std::size_t i = 0; i < payloads.size(); ++i)
+    if (auto status = encode(payloads[i], headers, type_, wrapped[i]); status) return status;
+  for (std::size_t i = 0; i < payloads.size(); ++i) payloads[i] = std::move(wrapped[i]);
+  return {};
+}
+
+Status Envelope::wrap(std::string_view topic, std::string& payload, Headers headers) const {
+  if (!on_) {
+    if (headers.empty()) return {};
+    return Status(errc::not_supported,
+                  "request to " + std::string(topic) + " with headers: " + scheme_ +
+                      " messages carry none; connect with envelope=cloudevents to send them");
+  }
+  if (trace_.inject) trace_.inject(topic, headers);
+  return wrap_in_place(payload, headers, type_);
+}
+
+Status Envelope::wrap_in_place(std::string& payload, const Headers& headers,
+                               std::string_view type) const {
+  std::string out;
+  if (auto status = encode(payload, headers, type, out); status) return status;
+  payload = std::move(out);
+  return {};
+}
+
+Status Envelope::wrap_reply(std::string_view topic, std::string& payload) const {
+  if (!on_) return {};
+  Headers headers;
+  if (trace_.inject) trace_.inject(topic, headers);
+  return wrap_in_place(payload, headers, type_ + ".reply");
+}
+
+bool Envelope::unwrap(MessageState& message, std::string& why) const {
+  cloudevents::Event event;
+  why = cloudevents::decode(message.payload, max_json_depth_, event);
+  if (!why.empty()) return false;
+  message.headers = std::move(event.headers);
+  if (event.payload.empty()) {
+    message.payload = {};
+  } else if (event.payload.data() == event.storage.data()) {
+    message.unwrapped = std::move(event.storage);
+    message.payload = message.unwrapped;
+  } else {
+    message.payload = event.payload;  // a view into the buffer the message keeps
+  }
+  return true;
+}
+
+bool Envelope::unwrap(std::string& payload, Headers& headers, std::string& why) const {
+  cloudevents::Event event;
+  why = cloudevents::decode(payload, max_json_depth_, event);
+  if (!why.empty()) return false;
+  headers = std::move(event.headers);
+  payload = std::string(event.payload);
+  return true;
+}
+
+std::shared_ptr<void> Envelope::extract(const Message& message) const {
+  return trace_.extract ? trace_.extract(message) : nullptr;
+}
+
+}  // namespace polybus::detail

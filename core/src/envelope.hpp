@@ -1,0 +1,57 @@
+// Internal: the client's envelope (envelope=cloudevents): wraps what it publishes, requests and
+// replies with its headers, unwraps what it receives, and runs the trace hooks. With the envelope
+// off payloads pass untouched and headers are refused, never dropped.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "polybus/adapter/payloads.hpp"
+#include "polybus/client.hpp"
+#include "polybus/headers.hpp"
+#include "polybus/options.hpp"
+#include "polybus/status.hpp"
+
+namespace polybus::detail {
+
+struct MessageState;
+
+class Envelope {
+ public:
+  void configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace);
+  bool on() const { return on_; }
+
+  // Runs the inject hook, then replaces each payload by its envelope. An error is the caller's
+  // (a header the envelope cannot carry, headers with the envelope off); nothing is changed then.
+  Status wrap(std::string_view topic, Payloads& payloads, Headers headers) const;
+  Status wrap(std::string_view topic, std::string& payload, Headers headers) const;
+  // A reply: the envelope's defaults and the inject hook, no headers of the caller's.
+  Status wrap_reply(std::string_view topic, std::string& payload) const;
+
+  // Replaces the message's payload by the envelope's data and sets its headers. False, with the
+  // message left raw, when the payload is not a valid envelope (why says where).
+  bool unwrap(MessageState& message, std::string& why) const;
+  // The same for a reply payload.
+  bool unwrap(std::string& payload, Headers& headers, std::string& why) const;
+
+  // The extract hook's scope for one handler run (null without a hook).
+  std::shared_ptr<void> extract(const Message& message) const;
+
+ private:
+  // The envelope of one payload, appended to out.
+  Status encode(std::string_view payload, const Headers& headers, std::string_view type,
+                std::string& out) const;
+  Status wrap_in_place(std::string& payload, const Headers& headers, std::string_view type) const;
+
+  bool on_ = false;
+  std::string scheme_;
+  std::string source_;
+  std::string type_;
+  std::size_t max_json_depth_ = 64;
+  TraceHooks trace_;
+  std::string id_prefix_;  // random per client: ids from two clients never meet
+  mutable std::atomic<std::uint64_t> next_id_{0};
+};
+
+}  // namespace polybus::detail

@@ -1,0 +1,166 @@
+// Dead-letter topics over every scheme that can subscribe: a message whose handler keeps failing
+// ends on the dead-letter topic and only then is acknowledged; nothing is lost on the way, not
+// across a broker restart, not while the dead-letter publish fails.
+#include <mutex>
+
+#include "contract.hpp"
+
+using namespace polybus;
+using namespace polybus::contract;
+
+namespace {
+
+// Dead letters as they arrive: payload and headers.
+struct Letters {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, Headers>> got;
+  Latch arrived;
+  void add(const Message& m) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      got.emplace_back(std::string(m.payload()), m.headers());
+    }
+    arrived.count_down();
+  }
+  std::pair<std::string, Headers> at(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return got.at(i);
+  }
+};
+
+// Fast retries; the envelope carries the dead letter's headers.
+const Options kOptions{
+    {"envelope", "cloudevents"}, {"requeue_delay", "20ms"}, {"max_requeue_delay", "100ms"}};
+
+SubscribeOptions durable_where_possible(const Capabilities& caps) {
+  SubscribeOptions options;
+  // A group the broker keeps across its restart (NSQ: a channel that is not ephemeral).
+  if (caps.consumer_groups) options.group = "workers";
+  return options;
+}
+
+}  // namespace
+
+CONTRACT_CASE(a_message_that_keeps_failing_goes_to_the_dead_letter_topic_across_a_broker_restart) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  // Every test broker keeps what it queued across restart() (mem:// too, though its real use
+  // is in one process); where the broker cannot redeliver, the client keeps the message.
+  Letters letters;
+  Latch first_attempt, restarted;
+  std::atomic<int> attempts{0};
+  std::atomic<int> ok_handled{0};
+  test::StateRecorder states;
+  ConnectOptions connect_options;
+  connect_options.options = kOptions;
+  connect_options.on_state = states.callback();
+  auto client = polybus::connect(env.url, connect_options);
+  auto topic = unique_name("poison");
+  auto dead = topic + "-dlq";
+  auto dlq =
+      client.subscribe(dead, durable_where_possible(env.caps), [&](Message& m) { letters.add(m); });
+  REQUIRE(dlq.wait_ready(test::kWaitBound) == std::error_code{});
+  SubscribeOptions options = durable_where_possible(env.caps);
+  options.max_attempts = 3;
+  options.dead_letter.topic = dead;
+  auto sub = client.subscribe(topic, options, [&](Message& m) {
+    if (m.payload() == "fine") {
+      ++ok_handled;
+      return;
+    }
+    if (++attempts == 1) {
+      first_attempt.count_down();
+      restarted.wait_for(1);  // the broker restarts between this attempt and the next
+    }
+    throw std::runtime_error("cannot parse order " + std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  PublishOptions publish;
+  publish.headers.set("correlationid", "order-9");
+  REQUIRE(client.publish_sync(topic, "order-9", publish) == std::error_code{});
+  REQUIRE(first_attempt.wait_for(1));
+  const std::size_t before_restart = states.events().size();
+  env.broker->restart();
+  // Back (and subscribed again) before the next attempt: a broker that keeps nothing for a
+  // subscriber that is not there yet would otherwise drop the dead letter it is sent.
+  const auto dropped = states.wait_for(
+      [](const StateEvent& e) {
+        return e.state == ConnectionState::disconnected || e.state == ConnectionState::reconnecting;
+      },
+      before_restart);
+  REQUIRE(dropped);
+  REQUIRE(states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::connected; },
+                          *dropped + 1));
+  restarted.count_down();
+  REQUIRE(letters.arrived.wait_for(1));
+  auto [payload, headers] = letters.at(0);
+  CHECK(payload == "order-9");
+  CHECK(headers.get("correlationid") == "order-9");
+  CHECK(headers.get("deadlettertopic") == topic);
+  CHECK(headers.get("deadletterattempts").has_value());
+  auto reason = std::string(headers.get("deadletterreason").value_or(""));
+  // The handler's words, or the count when the broker handed it over once too often.
+  CHECK((reason.find("cannot parse order order-9") != std::string::npos ||
+         reason.find("max_attempts=3") != std::string::npos));
+  CHECK(attempts.load() >= 3);
+  // Acknowledged after the dead letter went out: the subscription goes on with the next one and
+  // the poison message is not handed over again.
+  const int attempts_at_dead_letter = attempts.load();
+  REQUIRE(test::eventually([&] {
+    if (ok_handled.load() > 0) return true;
+    client.publish(topic, "fine", nullptr);
+    return test::eventually([&] { return ok_handled.load() > 0; }, 2s);
+  }));
+  CHECK(attempts.load() == attempts_at_dead_letter);
+  CHECK(client.stats().dead_lettered >= 1);
+  const auto metrics = client.metrics();
+  bool counted = false;
+  for (const auto& s : metrics.subscriptions)
+    if (s.topic == topic && s.dead_lettered >= 1) counted = true;
+  CHECK(counted);
+  CHECK(client.close_sync(5s) == std::error_code{});
+}
+
+CONTRACT_CASE(a_failed_dead_letter_publish_leaves_the_message_unacknowledged_until_one_succeeds) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  // The dead-letter topic lives on a second broker, down at first: its publishes fail.
+  auto second = start_broker(env.name);
+  if (!second) return;
+  Letters letters;
+  std::atomic<int> attempts{0};
+  Latch dead_letter_failed;
+  ConnectOptions dlq_options;
+  dlq_options.options = kOptions;
+  dlq_options.options.set("op_timeout", "300ms");
+  auto dlq_client = std::make_shared<Client>(polybus::connect(second->url(), dlq_options));
+  // The dead letters' reader: the publishing client itself, subscribed before its broker stops.
+  // It subscribes again when it reconnects, ahead of the publish it then retries.
+  auto dead = unique_name("poison-down") + "-dlq";
+  auto dlq = dlq_client->subscribe(dead, durable_where_possible(env.caps),
+                                   [&](Message& m) { letters.add(m); });
+  REQUIRE(dlq.wait_ready(test::kWaitBound) == std::error_code{});
+  second->stop();
+  ConnectOptions options_with_errors;
+  options_with_errors.options = kOptions;
+  options_with_errors.on_error = [&](std::error_code, const std::string& text) {
+    if (text.find("dead-letter topic") != std::string::npos) dead_letter_failed.count_down();
+  };
+  auto client = polybus::connect(env.url, options_with_errors);
+  auto topic = unique_name("poison-down");
+  SubscribeOptions options;
+  options.max_attempts = 2;
+  options.dead_letter = {dead, dlq_client};
+  auto sub = client.subscribe(topic, options, [&](Message&) {
+    ++attempts;
+    throw std::runtime_error("always fails");
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "keep-me") == std::error_code{});
+  REQUIRE(dead_letter_failed.wait_for(2));  // failed twice, and is still around
+  second->start();
+  REQUIRE(letters.arrived.wait_for(1));
+  auto [payload, headers] = letters.at(0);
+  CHECK(payload == "keep-me");
+  CHECK(headers.get("deadlettertopic") == topic);
+  CHECK(client.close_sync(5s) == std::error_code{});
+  CHECK(dlq_client->close_sync(5s) == std::error_code{});
+}
