@@ -141,7 +141,8 @@ void SubscriptionCore::run_queue() {
 
 void SubscriptionCore::open_envelope(Message& message) {
   auto& state = *message.state();
-  if (!shared_->envelope.on() || !state.headers.empty() || !state.unwrapped.empty()) return;
+  if (!shared_->envelope.on() || state.envelope_read) return;
+  state.envelope_read = true;
   std::string why;
   if (!shared_->envelope.unwrap(state, why)) {
     ++shared_->stats.delivered_raw;

@@ -245,7 +245,13 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
   std::set<std::string> acked;
   std::set<std::string> expected;
   auto publisher = polybus::connect(env.url, options);
-  auto consumer = polybus::connect(env.url, options);
+  std::atomic<int> consumer_connects{0};
+  ConnectOptions consumer_options = options;
+  consumer_options.on_state = [&](const StateEvent& e) {
+    options.on_state(e);
+    if (e.state == ConnectionState::connected) ++consumer_connects;
+  };
+  auto consumer = polybus::connect(env.url, consumer_options);
   auto topic = unique_name("restart");
   SubscribeOptions sub_options;
   if (env.caps.consumer_groups) sub_options.group = "survivors";
@@ -273,7 +279,15 @@ CONTRACT_CASE(a_broker_restart_loses_nothing_acknowledged_and_the_client_recover
     // accepted and not yet delivered; what it accepts afterwards it must deliver.
     if (!env.caps.durable) acked.clear();
   }
+  const int consumer_connects_before = consumer_connects.load();
   env.broker->restart();
+  if (!env.caps.durable) {
+    // A broker that kept nothing delivers what it accepts only to those subscribed when it
+    // accepted it, and a Figg consumer that comes back to a restarted log already longer than
+    // its old offset cannot tell the restart from messages it missed (docs/figg.md): the
+    // consumer is back before the second half goes out.
+    REQUIRE(test::eventually([&] { return consumer_connects.load() > consumer_connects_before; }));
+  }
   for (int i = kCount / 2; i < kCount; ++i) publish_one(i);
   REQUIRE(done.wait_for(kCount));
   {

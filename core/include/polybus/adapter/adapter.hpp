@@ -177,6 +177,7 @@ struct MessageState {
   std::string_view payload;
   Headers headers;        // from the envelope, when the client has one
   std::string unwrapped;  // the envelope's data, when it is not a view into buffer
+  bool envelope_read = false;  // the client's envelope looked at it (once, however often handled)
   std::string id;
   std::uint32_t attempts = 1;
   std::optional<std::int64_t> timestamp_ns;
