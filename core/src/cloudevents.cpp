@@ -5,7 +5,8 @@
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
-#include <array>
+#include <algorithm>
+#include <cstdio>
 #include <ctime>
 
 #include "polybus/adapter/text.hpp"
@@ -281,6 +282,7 @@ std::string decode(std::string_view json, std::size_t max_json_depth, Event& out
   out.payload = {};
   out.storage.clear();
   out.headers.clear();
+  out.headers.reserve(8);  // the usual attributes, in one allocation
   rapidjson::MemoryStream memory(json.data(), json.size());
   Input input(memory);
   rapidjson::Reader reader;
@@ -313,15 +315,19 @@ std::string decode(std::string_view json, std::size_t max_json_depth, Event& out
   return {};
 }
 
-std::string format_time(std::int64_t unix_ns) {
+std::size_t format_time(std::int64_t unix_ns, char (&out)[kTimeLength + 1]) {
   const std::time_t seconds = static_cast<std::time_t>(unix_ns / 1'000'000'000);
   const long micros = static_cast<long>((unix_ns % 1'000'000'000) / 1000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
-  char buffer[40];
-  const std::size_t n = std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(buffer + n, sizeof buffer - n, ".%06ldZ", micros);
-  return buffer;
+  const std::size_t n = std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%S", &utc);
+  const int tail = std::snprintf(out + n, sizeof out - n, ".%06ldZ", micros);
+  return tail > 0 ? std::min(n + static_cast<std::size_t>(tail), kTimeLength) : n;
+}
+
+std::string format_time(std::int64_t unix_ns) {
+  char buffer[kTimeLength + 1];
+  return std::string(buffer, format_time(unix_ns, buffer));
 }
 
 }  // namespace polybus::cloudevents

@@ -25,11 +25,18 @@ void Envelope::configure(const ResolvedOptions& options, std::string scheme, Tra
 
 Status Envelope::encode(std::string_view payload, const Headers& headers, std::string_view type,
                         std::string& out) const {
-  const std::string id = id_prefix_ + std::to_string(++next_id_);
+  // The id and time in buffers: a publish allocates only its envelope.
+  char id[48];
+  const int id_length = std::snprintf(id, sizeof id, "%s%llu", id_prefix_.c_str(),
+                                      static_cast<unsigned long long>(++next_id_));
+  char time[cloudevents::kTimeLength + 1];
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const std::string time =
-      cloudevents::format_time(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
-  auto why = cloudevents::encode(payload, headers, {id, source_, type, time}, max_json_depth_, out);
+  const std::size_t time_length = cloudevents::format_time(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), time);
+  auto why = cloudevents::encode(payload, headers,
+                                 {std::string_view(id, static_cast<std::size_t>(id_length)),
+                                  source_, type, std::string_view(time, time_length)},
+                                 max_json_depth_, out);
   if (!why.empty()) return Status(errc::invalid_argument, "envelope=cloudevents: " + why);
   return {};
 }
@@ -42,6 +49,7 @@ Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers header
                       " messages carry none; connect with envelope=cloudevents to send them");
   }
   if (trace_.inject) trace_.inject(topic, headers);
+  if (payloads.size() == 1) return wrap_in_place(payloads.front(), headers, type_);
   // All or none: an error leaves every payload as it was.
   std::vector<std::string> wrapped(payloads.size());
   for (std::size_t i = 0; i < payloads.size(); ++i)

@@ -14,6 +14,7 @@
 #include "bench_run.hpp"
 #include "commands.hpp"
 #include "metrics_endpoint.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
 
@@ -84,12 +85,11 @@ std::string json_line(const BenchSettings& s, const BenchResult& r, const std::s
       "\"p90_us\":%llu,\"p99_us\":%llu,\"p999_us\":%llu,\"p9999_us\":%llu,\"max_us\":%llu,"
       "\"cpu_seconds\":%.6f,\"cpu_us_per_msg\":%.3f,\"allocations\":%llu,"
       "\"allocs_per_msg\":%.3f,\"publish_seconds\":%.6f,\"publish_completion\":\"%s\","
-      "\"failures\":%llu}",
+      "\"failures\":%llu",
       extra.c_str(), r.scheme.c_str(), mode_name(r.mode),
       static_cast<unsigned long long>(r.measured), static_cast<unsigned long long>(r.published),
       static_cast<unsigned long long>(r.delivered), static_cast<unsigned long long>(s.size),
-      static_cast<unsigned long long>(s.publishers),
-      static_cast<unsigned long long>(s.subscribers),
+      static_cast<unsigned long long>(s.publishers), static_cast<unsigned long long>(s.subscribers),
       static_cast<unsigned long long>(s.concurrency), s.rate, r.seconds, r.msgs_per_sec,
       r.mb_per_sec, r.latency_kind, static_cast<unsigned long long>(r.latency_samples),
       static_cast<unsigned long long>(r.latency_at(50)),
@@ -100,7 +100,9 @@ std::string json_line(const BenchSettings& s, const BenchResult& r, const std::s
       static_cast<unsigned long long>(r.latency_at(100)), r.cpu_seconds, r.cpu_us_per_msg,
       static_cast<unsigned long long>(r.allocations), r.allocs_per_msg, r.publish_seconds,
       r.publish_confirmed ? "confirmed" : "written", static_cast<unsigned long long>(r.failures));
-  return line;
+  std::string out = line;
+  if (!r.first_failure.empty()) out += ",\"first_failure\":" + text::json_quote(r.first_failure);
+  return out + "}";
 }
 
 void print_run(const BenchSettings& s, const BenchResult& r, const Target& target) {
@@ -132,9 +134,10 @@ void print_run(const BenchSettings& s, const BenchResult& r, const Target& targe
   std::printf("  cpu: %.3f s in this process, %.2f us per message; %.2f allocations per message\n",
               r.cpu_seconds, r.cpu_us_per_msg, r.allocs_per_msg);
   if (r.failures || r.timed_out)
-    std::printf("  failures: %llu publish/request error(s)%s\n",
+    std::printf("  failures: %llu publish/request error(s)%s%s%s\n",
                 static_cast<unsigned long long>(r.failures),
-                r.timed_out ? ", timed out before every message arrived" : "");
+                r.timed_out ? ", timed out before every message arrived" : "",
+                r.first_failure.empty() ? "" : "; the first: ", r.first_failure.c_str());
 }
 
 }  // namespace
@@ -237,9 +240,9 @@ int run_bench(const Argv& argv) {
   for (const auto& url : compared)
     for (std::size_t r = 0; r < url.rounds.size(); ++r)
       std::printf("%s\n", json_line(s, url.rounds[r],
-                                     "\"url\":\"" + url.label + "\",\"round\":" +
-                                         std::to_string(r + 1) + ",")
-                                .c_str());
+                                    "\"url\":" + text::json_quote(url.label) +
+                                        ",\"round\":" + std::to_string(r + 1) + ",")
+                              .c_str());
   for (const auto& url : compared) std::printf("%s\n", comparison_json(url).c_str());
   if (report) {
     const bool html = report->substr(report->size() - 5) == ".html";

@@ -1,4 +1,5 @@
 #include "bench_report.hpp"
+#include "polybus/adapter/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -39,16 +40,6 @@ std::string escape_xml(const std::string& text) {
       case '"': out += "&quot;"; break;
       default: out += c;
     }
-  }
-  return out;
-}
-
-std::string escape_json(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
   }
   return out;
 }
@@ -146,17 +137,19 @@ std::string comparison_json(const ComparedUrl& url) {
   };
   std::uint64_t published = 0, delivered = 0;
   for (const auto& r : url.rounds) published += r.published, delivered += r.delivered;
-  return "{\"summary\":true,\"url\":\"" + escape_json(url.label) + "\",\"rounds\":" +
-         std::to_string(url.rounds.size()) + "," + field("msgs_per_sec", spread_of(url.rounds, throughput)) +
-         "," + field("mb_per_sec", spread_of(url.rounds, megabytes)) + "," +
-         field("p50_us", spread_of(url.rounds, p50)) + "," + field("p99_us", spread_of(url.rounds, p99)) +
-         "," + field("p999_us", spread_of(url.rounds, p999)) + "," +
+  return "{\"summary\":true,\"url\":" + text::json_quote(url.label) +
+         ",\"rounds\":" + std::to_string(url.rounds.size()) + "," +
+         field("msgs_per_sec", spread_of(url.rounds, throughput)) + "," +
+         field("mb_per_sec", spread_of(url.rounds, megabytes)) + "," +
+         field("p50_us", spread_of(url.rounds, p50)) + "," +
+         field("p99_us", spread_of(url.rounds, p99)) + "," +
+         field("p999_us", spread_of(url.rounds, p999)) + "," +
          field("cpu_us_per_msg", spread_of(url.rounds, cpu_per_message)) + "," +
          field("allocs_per_msg", spread_of(url.rounds, allocs_per_message)) +
-         ",\"published\":" + std::to_string(published) + ",\"delivered\":" +
-         std::to_string(delivered) + ",\"failures\":" + std::to_string(total_failures(url)) +
-         ",\"publish_completion\":\"" + completion_meaning(url) + "\",\"in_process\":" +
-         (url.in_process ? "true" : "false") + "}";
+         ",\"published\":" + std::to_string(published) +
+         ",\"delivered\":" + std::to_string(delivered) +
+         ",\"failures\":" + std::to_string(total_failures(url)) + ",\"publish_completion\":\"" +
+         completion_meaning(url) + "\",\"in_process\":" + (url.in_process ? "true" : "false") + "}";
 }
 
 std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::string& workload) {

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -212,6 +213,13 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
 
   if (mode != BenchMode::consume) start_clock();
   std::atomic<std::uint64_t> publish_failures{0};
+  // The first failure's words: a run that fails says why, not only how often.
+  std::mutex first_failure_mutex;
+  std::string first_failure;
+  auto note_failure = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(first_failure_mutex);
+    if (first_failure.empty()) first_failure = what;
+  };
   std::atomic<std::int64_t> publish_done_ns{0};
   std::vector<std::thread> publishers;
   for (std::uint64_t p = 0; p < s.publishers; ++p) {
@@ -256,7 +264,10 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
                               pacer.paced() ? due : SteadyClock::time_point{});
           }
         }
-        publish_failures += publisher.finish();
+        if (const auto failed = publisher.finish()) {
+          publish_failures += failed;
+          note_failure(publisher.first_error());
+        }
       } else {
         std::mutex mutex;
         std::condition_variable cv;
@@ -270,9 +281,10 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
           c.request(
               s.topic, bench_payload(i, s.size, filler, stamp_of(due)),
               [&](Reply reply) {
-                if (reply.ec)
+                if (reply.ec) {
                   ++publish_failures;
-                else
+                  note_failure(reply.status().message());
+                } else
                   latencies.record(sent_at(reply.payload));
                 if (++received == target)
                   finished.store(SteadyClock::now().time_since_epoch().count());
@@ -354,6 +366,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   result.published = published;
   result.delivered = delivered;
   result.failures = publish_failures.load();
+  result.first_failure = first_failure;
   result.timed_out = timed_out;
   result.seconds = seconds;
   result.publish_seconds = publish_seconds;

@@ -36,6 +36,7 @@ struct BenchResult {
   std::uint64_t measured = 0;      // what the rate counts: deliveries, completions or round trips
   std::uint64_t published = 0, delivered = 0, failures = 0, allocations = 0;
   bool timed_out = false;
+  std::string first_failure;  // what the first failed publish or request said
   double seconds = 0, publish_seconds = 0, msgs_per_sec = 0, mb_per_sec = 0, cpu_seconds = 0,
          cpu_us_per_msg = 0, allocs_per_msg = 0;
   const char* latency_kind = "";

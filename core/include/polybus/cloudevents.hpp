@@ -58,6 +58,9 @@ std::string decode(std::string_view json, std::size_t max_json_depth, Event& out
 
 // `unix_ns` as RFC 3339 UTC with microseconds: 2026-11-25T03:40:00.123456Z.
 std::string format_time(std::int64_t unix_ns);
+// The same into a buffer (no allocation); returns its length.
+inline constexpr std::size_t kTimeLength = 27;
+std::size_t format_time(std::int64_t unix_ns, char (&out)[kTimeLength + 1]);
 
 // The media type of a datacontenttype is JSON: application/json, text/json, or a +json suffix.
 bool is_json_content_type(std::string_view content_type);

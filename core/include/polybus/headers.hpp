@@ -47,6 +47,7 @@ class Headers {
     return false;
   }
 
+  void reserve(std::size_t n) { entries_.reserve(n); }
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
   void clear() { entries_.clear(); }
