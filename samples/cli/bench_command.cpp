@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <random>
 
 #include "args.hpp"
 #include "bench_report.hpp"
@@ -32,6 +33,9 @@ msgs/s, MB/s, publish-to-receive latency p50/p99/p99.9, this process's CPU time 
 allocations (operator new) per message. Schemes that only do request/reply run N round trips to
 S responders instead. A URL may be broker:NAME: the in-process test broker NAME (polybus broker
 --help lists them), started in this process for the run.
+The topic: a run that publishes and consumes uses a new one (bench-XXXXXXXX) unless --topic
+names it, so that the consumer group it leaves behind (an NSQ channel is kept) never collects
+a later run's messages; publish-only and consume-only runs default to "bench", to meet.
   --subscribers 0   publish only: throughput of completed publishes, latency from publish to
                     its completion (broker-confirmed where the scheme confirms).
   --publishers 0    consume only: drains N messages that are already there (another process's,
@@ -173,6 +177,13 @@ int run_bench(const Argv& argv) {
   if (s.publishers == 0 && s.subscribers == 0)
     throw UsageError("--publishers 0 and --subscribers 0: nothing to measure");
   if (s.rate > 0 && s.publishers == 0) throw UsageError("--rate paces publishers: none with --publishers 0");
+  if (!args.has("topic") && s.publishers > 0 && s.subscribers > 0) {
+    // A topic of this invocation's own: a group an earlier run left on a shared topic would
+    // keep a copy of every message published there, until the broker is full.
+    char nonce[16];
+    std::snprintf(nonce, sizeof nonce, "%08x", static_cast<unsigned>(std::random_device{}()));
+    s.topic = std::string("bench-") + nonce;
+  }
   const std::uint64_t rounds = args.number("rounds", 3, 1, 1000);
   const auto report = args.value("report");
   if (report && !(report->size() > 4 && (report->substr(report->size() - 4) == ".svg" ||
