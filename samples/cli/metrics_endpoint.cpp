@@ -18,7 +18,12 @@ namespace {
 using asio::ip::tcp;
 
 constexpr std::size_t kMaxRequestHead = 8192;              // a scrape's request line and headers
-constexpr std::chrono::seconds kRequestTimeout{10};        // to send them
+constexpr std::chrono::seconds kRequestTimeout{10};        // to send them, and to take the answer
+// Scrapes served at once; more are closed on arrival. A scraper opens one at a time: this bounds
+// what a flood of connections can make the process hold (sockets, buffers, metrics texts).
+constexpr std::size_t kMaxExchanges = 32;
+// After a failed accept (out of descriptors, say) the next waits this long instead of spinning.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
 
 std::string http_response(const char* status, std::string_view content_type, std::string body) {
   std::string out = std::string("HTTP/1.1 ") + status + "\r\nContent-Type: ";
@@ -31,9 +36,15 @@ std::string http_response(const char* status, std::string_view content_type, std
 // One scrape: read the head (bounded in size and time), answer, close.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(tcp::socket socket, const MetricsEndpoint::Collect& collect)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), head_(kMaxRequestHead),
-        collect_(collect) {}
+  Exchange(tcp::socket socket, const MetricsEndpoint::Collect& collect, std::size_t& open)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        head_(kMaxRequestHead),
+        collect_(collect),
+        open_(open) {
+    ++open_;
+  }
+  ~Exchange() { --open_; }
 
   void start() {
     timer_.expires_after(kRequestTimeout);
@@ -88,6 +99,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   asio::streambuf head_;
   std::string response_;
   const MetricsEndpoint::Collect& collect_;
+  std::size_t& open_;  // the server's count of exchanges (its io thread only)
 };
 
 }  // namespace
@@ -96,13 +108,27 @@ struct MetricsEndpoint::Server {
   explicit Server(Collect collect) : collect(std::move(collect)) {}
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};
   Collect collect;
+  std::size_t open = 0;  // exchanges alive (io thread)
   std::thread thread;
 
   void accept() {
     acceptor.async_accept([this](std::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) std::make_shared<Exchange>(std::move(socket), collect)->start();
+      if (ec) {
+        retry.expires_after(kAcceptRetry);
+        retry.async_wait([this](std::error_code waited) {
+          if (!waited && acceptor.is_open()) accept();
+        });
+        return;
+      }
+      if (open < kMaxExchanges) {
+        std::make_shared<Exchange>(std::move(socket), collect, open)->start();
+      } else {
+        std::error_code ignored;
+        socket.close(ignored);  // over the cap: the scraper tries again at its next interval
+      }
       accept();
     });
   }
@@ -143,6 +169,7 @@ MetricsEndpoint::~MetricsEndpoint() {
   asio::post(server_->io, [server = server_] {
     std::error_code ignored;
     server->acceptor.close(ignored);
+    server->retry.cancel();
     server->io.stop();
   });
   server_->thread.join();

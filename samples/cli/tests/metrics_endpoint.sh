@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `--metrics HOST:PORT` on `polybus sub`, `serve` and `bench`: the endpoint answers GET /metrics
 # in the text format that Prometheus's own `promtool check metrics` accepts, with values that
-# match the traffic sent to the command; other paths and methods are refused.
+# match the traffic sent to the command; other paths and methods are refused; a flood of
+# connections is capped.
 #
 #   samples/cli/tests/metrics_endpoint.sh POLYBUS_BINARY
 set -euo pipefail
@@ -84,9 +85,32 @@ bytes_in=$(value "$work/sub.prom" 'polybus_received_bytes_total{client="1",schem
 [ "$(wc -l < "$work/stdout")" = 25 ] || fail "sub printed $(wc -l < "$work/stdout") lines"
 [ "$(http "$address" /other | head -1)" = 404 ] || fail "/other was not 404"
 [ "$(http "$address" /metrics POST | head -1)" = 405 ] || fail "POST was not 405"
+# A flood of connections: 32 are served at once (each waiting for its request), the rest closed
+# on arrival; the 32 then get their scrape, and the endpoint serves the next one as before.
+python3 - "$address" << 'PY' || fail "the endpoint's connection cap"
+import select, socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+conns = [socket.create_connection((host, int(port)), timeout=10) for _ in range(40)]
+closed, deadline = set(), time.monotonic() + 20  # a bound only a failure reaches
+while len(closed) < 8 and time.monotonic() < deadline:
+    readable, _, _ = select.select([c for c in conns if c not in closed], [], [], 0.5)
+    for c in readable:
+        if c.recv(1) == b"":
+            closed.add(c)
+assert len(closed) == 8, "%d of 40 connections closed on arrival, not 8" % len(closed)
+for c in conns:
+    if c not in closed:
+        c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+for c in conns:
+    if c not in closed:
+        head = c.recv(12)
+        assert head == b"HTTP/1.1 200", head
+        c.close()
+PY
+[ "$(http "$address" /metrics | sed -n 1p)" = 200 ] || fail "no scrape after the flood"
 stop_command
 stop_broker
-echo "sub --metrics: ok (promtool: valid; 25 received, acked and timed; $bytes_in bytes in)"
+echo "sub --metrics: ok (promtool: valid; 25 received, acked and timed; $bytes_in bytes in; 32 of 40 at once)"
 
 # serve: 3 requests through an in-process MemoDB broker.
 start_broker memodb+tcp
