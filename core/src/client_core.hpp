@@ -61,6 +61,10 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
   void taken(const Message& message);  // a handler took a message off the queue
+  // With mutex_ held: what says the budget is now over (empty: it is not, or already was), and
+  // the release once half has drained.
+  std::string check_over_budget();
+  void check_under_half();
   void enqueue(Message message);       // into the queue for a handler; starts one if idle
   // Envelope: the payload and headers inside (any thread, before the handler sees it).
   void open_envelope(Message& message);
@@ -118,6 +122,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::list<Retry> retries_;
   void retry_now(std::list<Retry>::iterator due);
   std::atomic<std::size_t> retries_waiting_{0};
+  std::size_t retry_bytes_ = 0;  // guarded by mutex_: payload bytes of the messages in retries_
 };
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {

@@ -58,20 +58,34 @@ void SubscriptionCore::enqueue(Message message) {
       ++running_;
       start = true;
     }
-    if (!over_budget_ && (queue_.size() > max_held_messages_ || held_bytes_ > max_held_bytes_)) {
-      over_budget_ = true;
-      over_text = topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
-                  std::to_string(held_bytes_) +
-                  " bytes) wait for handlers, over max_held_messages=" +
-                  std::to_string(max_held_messages_) + " or max_held_bytes=" +
-                  std::to_string(max_held_bytes_) + ": pausing delivery until half drain";
-    }
+    over_text = check_over_budget();
   }
   if (!over_text.empty()) {
     shared_->log(LogLevel::warn, over_text);
     apply_flow();
   }
   if (start) pool_->post([self = shared_from_this()] { self->run_queue(); });
+}
+
+std::string SubscriptionCore::check_over_budget() {
+  // Called with mutex_ held.
+  if (over_budget_ || (queue_.size() <= max_held_messages_ && held_bytes_ <= max_held_bytes_))
+    return {};
+  over_budget_ = true;
+  return topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
+         std::to_string(held_bytes_) +
+         " bytes) wait for handlers, over max_held_messages=" + std::to_string(max_held_messages_) +
+         " or max_held_bytes=" + std::to_string(max_held_bytes_) +
+         ": pausing delivery until half drain";
+}
+
+void SubscriptionCore::check_under_half() {
+  // Called with mutex_ held.
+  if (over_budget_ && queue_.size() <= max_held_messages_ / 2 &&
+      held_bytes_ <= max_held_bytes_ / 2) {
+    over_budget_ = false;
+    asio::post(shared_->strand, [self = shared_from_this()] { self->apply_flow(); });
+  }
 }
 
 void SubscriptionCore::apply_flow() {
@@ -105,11 +119,7 @@ void SubscriptionCore::apply_flow() {
 void SubscriptionCore::taken(const Message& message) {
   // Called with mutex_ held.
   held_bytes_ -= std::min(held_bytes_, message.payload().size());
-  if (over_budget_ && queue_.size() <= max_held_messages_ / 2 &&
-      held_bytes_ <= max_held_bytes_ / 2) {
-    over_budget_ = false;
-    asio::post(shared_->strand, [self = shared_from_this()] { self->apply_flow(); });
-  }
+  check_under_half();
 }
 
 void SubscriptionCore::run_queue() {
@@ -226,7 +236,34 @@ void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) 
 }
 
 void SubscriptionCore::retry_in_place(Message message, bool dead_letter, std::string reason) {
-  ++retries_waiting_;
+  // Messages waiting for a retry have a budget of their own, the same size as the handlers'
+  // (max_held_*): counted with those, they would pause delivery for as long as the retries
+  // wait, and on a connection that also carries publish confirmations (Figg) stall those.
+  bool room;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t bytes = message.payload().size();
+    room = retries_waiting_.load() < max_held_messages_ && retry_bytes_ + bytes <= max_held_bytes_;
+    if (room) {
+      ++retries_waiting_;
+      retry_bytes_ += bytes;
+    }
+  }
+  if (!room) {
+    const std::string full =
+        "no room to hold it for another try (" + std::to_string(retries_waiting_.load()) +
+        " messages wait for theirs; max_held_messages=" + std::to_string(max_held_messages_) +
+        ", max_held_bytes=" + std::to_string(max_held_bytes_) + ")";
+    if (!dead_letter) return give_up(std::move(message), reason + "; " + full);
+    // A dead letter that could not be sent and cannot be held: said, never dropped silently.
+    shared_->emit_error(make_error_code(errc::limit_exceeded),
+                        topic_ + ": message " + message.id() +
+                            " dropped: its dead-letter publish "
+                            "failed and there is " +
+                            full);
+    bump(cells_->settled);
+    return;
+  }
   asio::post(shared_->strand, [self = shared_from_this(), message = std::move(message), dead_letter,
                                reason = std::move(reason)]() mutable {
     const auto delay = self->backoff_for(message.attempts());
@@ -244,7 +281,11 @@ void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
   const bool dead_letter = due->dead_letter;
   std::string reason = std::move(due->reason);
   retries_.erase(due);
-  --retries_waiting_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --retries_waiting_;
+    retry_bytes_ -= std::min(retry_bytes_, message.payload().size());
+  }
   if (!active_.load()) {
     shared_->emit_error(make_error_code(errc::closed),
                         topic_ + ": message " + message.id() +
@@ -371,7 +412,11 @@ void SubscriptionCore::deactivate() {
                             ")");
     bump(cells_->settled);
   }
-  retries_waiting_ -= retries_.size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retry_bytes_ = 0;
+    retries_waiting_ -= retries_.size();
+  }
   retries_.clear();  // cancels their timers
   std::deque<Message> left;
   {
@@ -442,8 +487,8 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
   m.in_flight = m.received > answered ? m.received - answered : 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    m.held_messages = queue_.size();
-    m.held_bytes = held_bytes_;
+    m.held_messages = queue_.size() + retries_waiting_.load();
+    m.held_bytes = held_bytes_ + retry_bytes_;
   }
   m.handler_time = cells_->handler_time.snapshot();
   return m;

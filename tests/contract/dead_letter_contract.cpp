@@ -164,3 +164,50 @@ CONTRACT_CASE(a_failed_dead_letter_publish_leaves_the_message_unacknowledged_unt
   CHECK(client.close_sync(5s) == std::error_code{});
   CHECK(dlq_client->close_sync(5s) == std::error_code{});
 }
+
+CONTRACT_CASE(messages_waiting_for_an_in_place_retry_are_bounded_by_the_held_budget) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe && !env.caps.ack);
+  // Retries an hour away: whatever waits for one waits for the whole case.
+  std::mutex mutex;
+  std::vector<std::string> discarded;
+  ConnectOptions options;
+  options.options =
+      Options{{"requeue_delay", "1h"}, {"max_requeue_delay", "1h"}, {"max_held_messages", "4"}};
+  std::atomic<int> attempts{0};
+  auto client = polybus::connect(env.url, options);
+  auto topic = unique_name("held-retries");
+  SubscribeOptions subscribe;
+  subscribe.max_attempts = 3;
+  subscribe.on_discard = [&](const Message& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    discarded.emplace_back(m.payload());
+  };
+  auto sub = client.subscribe(topic, subscribe, [&](Message&) {
+    ++attempts;
+    throw std::runtime_error("always fails");
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  auto held = [&] {
+    for (const auto& s : client.metrics().subscriptions)
+      if (s.topic == topic) return s.held_messages;
+    return std::uint64_t{0};
+  };
+  // Each fails once, then waits for its retry: held, though no handler has it.
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(test::eventually([&] { return held() == 3 && attempts.load() == 3; }));
+  // Five more: one fills the retry budget, four find no room and are given up at once (to
+  // on_discard, counted), while delivery and publishing go on.
+  for (int i = 3; i < 8; ++i)
+    REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(test::eventually([&] { return client.stats().discarded == 4 && attempts.load() == 8; }));
+  CHECK(held() == 4);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CHECK(discarded == std::vector<std::string>{"m4", "m5", "m6", "m7"});
+  }
+  // A close waits for retries within its deadline, then says what it cut off.
+  const Status closed = client.close_sync(300ms);
+  CHECK(closed.code() == make_error_code(errc::timeout));
+  CHECK_THAT(closed.cause(), Catch::Contains("message(s) still being handled or waiting"));
+}
