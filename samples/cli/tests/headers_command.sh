@@ -55,8 +55,9 @@ python3 - "$(head -1 "$work/dead.log")" << 'PY' || fail "dead letter: $(cat "$wo
 import json, sys
 h = json.loads(sys.argv[1])
 assert h["deadlettertopic"] == "orders", h
-assert h["deadletterattempts"] == "2", h
-assert "max_attempts=1" in h["deadletterreason"], h
+# 2, or more where the first reader's close let nsqd hand it over again (seen under TSan: 3).
+assert int(h["deadletterattempts"]) >= 2, h
+assert "times, more than max_attempts=1" in h["deadletterreason"], h
 PY
 payload=$(sed -n 2p "$work/dead.log")
 [ "$payload" = first ] || [ "$payload" = second ] || fail "dead letter payload: $payload"
