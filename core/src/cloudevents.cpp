@@ -29,25 +29,6 @@ bool is_text_content_type(std::string_view content_type) {
   return lower.rfind("text/", 0) == 0;
 }
 
-// Any JSON value nested at most max_depth deep.
-struct AnyValue : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, AnyValue> {
-  explicit AnyValue(std::size_t max_depth) : max_depth(max_depth) {}
-  std::size_t max_depth;
-  std::size_t depth = 0;
-  bool StartObject() { return ++depth <= max_depth; }
-  bool StartArray() { return ++depth <= max_depth; }
-  bool EndObject(rapidjson::SizeType) { return --depth, true; }
-  bool EndArray(rapidjson::SizeType) { return --depth, true; }
-};
-
-bool is_json(std::string_view payload, std::size_t max_depth) {
-  rapidjson::MemoryStream memory(payload.data(), payload.size());
-  Input input(memory);
-  rapidjson::Reader reader;
-  AnyValue handler(max_depth);
-  return !reader.Parse<kParseFlags>(input, handler).IsError();
-}
-
 // Reads the top-level object: attributes as headers, the raw text of `data`.
 class EnvelopeReader : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, EnvelopeReader> {
  public:
@@ -220,7 +201,7 @@ std::string encode(std::string_view payload, const Headers& headers, const Defau
   const auto content_type = headers.get("datacontenttype");
   enum class Data { json, text, base64 } data;
   if (content_type && is_json_content_type(*content_type)) {
-    if (!is_json(payload, max_json_depth))
+    if (!text::is_valid_json(payload, max_json_depth))
       return "datacontenttype '" + std::string(*content_type) +
              "' says JSON, but the payload is not valid JSON (or nests deeper than " +
              std::to_string(max_json_depth) + ")";
@@ -283,6 +264,9 @@ std::string decode(std::string_view json, std::size_t max_json_depth, Event& out
   out.storage.clear();
   out.headers.clear();
   out.headers.reserve(8);  // the usual attributes, in one allocation
+  // RapidJSON takes a NUL for the end of the input: what follows one would go unread.
+  if (const auto nul = json.find('\0'); nul != std::string_view::npos)
+    return "a NUL byte at byte " + std::to_string(nul);
   rapidjson::MemoryStream memory(json.data(), json.size());
   Input input(memory);
   rapidjson::Reader reader;

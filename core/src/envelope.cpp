@@ -41,13 +41,14 @@ Status Envelope::encode(std::string_view payload, const Headers& headers, std::s
   return {};
 }
 
+Status Envelope::headers_refused(const char* operation, std::string_view topic) const {
+  return Status(errc::not_supported,
+                std::string(operation) + " to " + std::string(topic) + " with headers: " + scheme_ +
+                    " messages carry none; connect with envelope=cloudevents to send them");
+}
+
 Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers headers) const {
-  if (!on_) {
-    if (headers.empty()) return {};
-    return Status(errc::not_supported,
-                  "publish to " + std::string(topic) + " with headers: " + scheme_ +
-                      " messages carry none; connect with envelope=cloudevents to send them");
-  }
+  if (!on_) return headers.empty() ? Status() : headers_refused("publish", topic);
   if (trace_.inject) trace_.inject(topic, headers);
   if (payloads.size() == 1) return wrap_in_place(payloads.front(), headers, type_);
   // All or none: an error leaves every payload as it was.
@@ -59,12 +60,7 @@ Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers header
 }
 
 Status Envelope::wrap(std::string_view topic, std::string& payload, Headers headers) const {
-  if (!on_) {
-    if (headers.empty()) return {};
-    return Status(errc::not_supported,
-                  "request to " + std::string(topic) + " with headers: " + scheme_ +
-                      " messages carry none; connect with envelope=cloudevents to send them");
-  }
+  if (!on_) return headers.empty() ? Status() : headers_refused("request", topic);
   if (trace_.inject) trace_.inject(topic, headers);
   return wrap_in_place(payload, headers, type_);
 }

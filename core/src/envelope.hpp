@@ -43,6 +43,8 @@ class Envelope {
   Status encode(std::string_view payload, const Headers& headers, std::string_view type,
                 std::string& out) const;
   Status wrap_in_place(std::string& payload, const Headers& headers, std::string_view type) const;
+  // not_supported: headers given with the envelope off.
+  Status headers_refused(const char* operation, std::string_view topic) const;
 
   bool on_ = false;
   std::string scheme_;

@@ -10,7 +10,9 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "polybus/all.hpp"
@@ -34,6 +36,25 @@ const std::vector<std::string>& case_titles();
 void begin_run();
 void end_run();
 std::unique_ptr<testing::TestBroker> start_broker(const std::string& name);
+
+// Messages as handlers saw them, payload and headers, for the test thread to check (Catch2's
+// assertions are not thread-safe).
+struct Received {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, Headers>> messages;
+  Latch arrived;
+  void add(const Message& m) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      messages.emplace_back(std::string(m.payload()), m.headers());
+    }
+    arrived.count_down();
+  }
+  std::pair<std::string, Headers> at(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return messages.at(i);
+  }
+};
 
 // Per-test set-up: a started broker and the capabilities of its scheme.
 struct Env {

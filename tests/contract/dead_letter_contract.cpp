@@ -11,24 +11,6 @@ using namespace polybus::contract;
 
 namespace {
 
-// Dead letters as they arrive: payload and headers.
-struct Letters {
-  std::mutex mutex;
-  std::vector<std::pair<std::string, Headers>> got;
-  Latch arrived;
-  void add(const Message& m) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      got.emplace_back(std::string(m.payload()), m.headers());
-    }
-    arrived.count_down();
-  }
-  std::pair<std::string, Headers> at(std::size_t i) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return got.at(i);
-  }
-};
-
 // Fast retries; the envelope carries the dead letter's headers.
 const Options kOptions{
     {"envelope", "cloudevents"}, {"requeue_delay", "20ms"}, {"max_requeue_delay", "100ms"}};
@@ -46,7 +28,7 @@ CONTRACT_CASE(a_message_that_keeps_failing_goes_to_the_dead_letter_topic_across_
   CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
   // Every test broker keeps what it queued across restart() (mem:// too, though its real use
   // is in one process); where the broker cannot redeliver, the client keeps the message.
-  Letters letters;
+  Received letters;
   Latch first_attempt, restarted;
   std::atomic<int> attempts{0};
   std::atomic<int> ok_handled{0};
@@ -126,7 +108,7 @@ CONTRACT_CASE(a_failed_dead_letter_publish_leaves_the_message_unacknowledged_unt
   // The dead-letter topic lives on a second broker, down at first: its publishes fail.
   auto second = start_broker(env.name);
   if (!second) return;
-  Letters letters;
+  Received letters;
   std::atomic<int> attempts{0};
   Latch dead_letter_failed;
   ConnectOptions dlq_options;

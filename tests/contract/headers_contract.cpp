@@ -11,31 +11,13 @@ using namespace polybus::contract;
 
 namespace {
 
-// What a handler saw, recorded for the test thread (Catch2 is not thread-safe).
-struct Seen {
-  std::mutex mutex;
-  std::vector<std::pair<std::string, Headers>> messages;
-  Latch arrived;
-  void add(const Message& m) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      messages.emplace_back(std::string(m.payload()), m.headers());
-    }
-    arrived.count_down();
-  }
-  std::pair<std::string, Headers> at(std::size_t i) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return messages.at(i);
-  }
-};
-
 const Options kEnvelope{{"envelope", "cloudevents"}};
 
 }  // namespace
 
 CONTRACT_CASE(headers_travel_in_the_envelope_and_come_back_with_the_payload_unchanged) {
   CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
-  Seen seen;
+  Received seen;
   auto client = env.connect(kEnvelope);
   REQUIRE(client.carries_headers());
   auto topic = unique_name("headers");
@@ -80,7 +62,7 @@ CONTRACT_CASE(headers_travel_in_the_envelope_and_come_back_with_the_payload_unch
 
 CONTRACT_CASE(a_payload_that_is_not_an_envelope_is_delivered_raw_and_counted) {
   CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
-  Seen seen;
+  Received seen;
   auto plain = env.connect();  // what another client of the broker sends
   auto enveloped = env.connect(kEnvelope);
   auto topic = unique_name("raw");
@@ -128,7 +110,7 @@ CONTRACT_CASE(
 
 CONTRACT_CASE(request_headers_reach_serve_and_the_reply_comes_back_unwrapped) {
   CONTRACT_REQUIRES(env.caps.request_reply);
-  Seen seen;
+  Received seen;
   auto server = env.connect(kEnvelope);
   auto requester = env.connect(kEnvelope);
   auto topic = unique_name("rpc-headers");

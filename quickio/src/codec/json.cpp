@@ -23,17 +23,6 @@ bool parse_whole(std::string_view json, Handler& handler) {
   return !reader.Parse<kFlags>(input, handler).IsError();
 }
 
-// Any value, nested at most max_depth deep.
-struct AnyValue : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, AnyValue> {
-  explicit AnyValue(std::size_t max_depth) : max_depth(max_depth) {}
-  std::size_t max_depth;
-  std::size_t depth = 0;
-  bool StartObject() { return ++depth <= max_depth; }
-  bool StartArray() { return ++depth <= max_depth; }
-  bool EndObject(rapidjson::SizeType) { return --depth, true; }
-  bool EndArray(rapidjson::SizeType) { return --depth, true; }
-};
-
 // Accepts only a root string, keeping it.
 struct RootString : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, RootString> {
   std::string value;
@@ -47,8 +36,7 @@ struct RootString : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, RootString> 
 }  // namespace
 
 bool is_valid_json(std::string_view json, std::size_t max_depth) {
-  AnyValue handler(max_depth);
-  return parse_whole(json, handler);
+  return text::is_valid_json(json, max_depth);
 }
 
 bool json_unquote(std::string_view json, std::string& out) {

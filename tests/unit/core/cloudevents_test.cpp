@@ -143,6 +143,10 @@ TEST_CASE("cloudevents: what is not a valid envelope is named, with where", "[cl
   CHECK_THAT(why(R"({"specversion":"1.0","id":"1","source":"s","type":"t"} trailing)"),
              Catch::Contains("not JSON"));
   CHECK_THAT(why("{\"specversion\":\"1.0\",\"id\":\"\xff\"}"), Catch::Contains("not JSON"));
+  // RapidJSON would stop at a NUL and never read what follows it.
+  CHECK_THAT(why(std::string(R"({"specversion":"1.0","id":"1","source":"s","type":"t"})") +
+                 std::string("\0{junk", 6)),
+             Catch::Contains("a NUL byte at byte 54"));
   std::string many = R"({"specversion":"1.0","id":"1","source":"s","type":"t")";
   for (int i = 0; i < 100; ++i) many += ",\"a" + std::to_string(i) + "\":\"v\"";
   CHECK_THAT(why(many + "}"), Catch::Contains("more than 64 attributes"));
@@ -166,6 +170,8 @@ TEST_CASE("cloudevents: headers the envelope cannot carry are refused, naming th
   CHECK_THAT(why({{"source", ""}}), Catch::Contains("requires it"));
   CHECK_THAT(why({{"note", "\xff"}}), Catch::Contains("not valid UTF-8"));
   CHECK_THAT(why({{"datacontenttype", "application/json"}}, "{not json"),
+             Catch::Contains("says JSON"));
+  CHECK_THAT(why({{"datacontenttype", "application/json"}}, std::string("null\0x", 6)),
              Catch::Contains("says JSON"));
   CHECK(check_header_name("traceparent").empty());
   CHECK(check_header_name("deadletterattempts").empty());
