@@ -75,6 +75,7 @@ class SubscriptionCore : public SubscriptionSink,
   // (dead_letter false) or the dead-letter publish (true). Any thread.
   void retry_in_place(Message message, bool dead_letter, std::string reason);
   std::chrono::milliseconds backoff_for(std::uint32_t attempts) const;
+  std::chrono::milliseconds dead_letter_backoff(std::uint32_t attempts) const;  // at least 100 ms
 
   std::weak_ptr<ClientCore> client_;
   std::shared_ptr<ClientShared> shared_;

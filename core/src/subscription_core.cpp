@@ -3,6 +3,7 @@
 
 #include "client_core.hpp"
 #include "polybus/adapter/text.hpp"
+#include "polybus/cloudevents.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::detail {
@@ -163,6 +164,13 @@ void SubscriptionCore::open_envelope(Message& message) {
   }
 }
 
+std::chrono::milliseconds SubscriptionCore::dead_letter_backoff(std::uint32_t attempts) const {
+  // A dead-letter publish can fail at once (its client closed, say): with requeue_delay 0 the
+  // next try would follow at once, for ever. A floor keeps it a retry, not a spin.
+  constexpr std::chrono::milliseconds kFloor{100};
+  return std::max(backoff_for(attempts), kFloor);
+}
+
 std::chrono::milliseconds SubscriptionCore::backoff_for(std::uint32_t attempts) const {
   return std::min(shared_->requeue_delay * std::max<std::uint32_t>(1, attempts),
                   shared_->max_requeue_delay);
@@ -193,8 +201,11 @@ void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) 
       dead_letter_.client ? dead_letter_.client->carries_headers() : shared_->envelope.on();
   PublishOptions options;
   if (headers_travel) {
+    // What the envelope can carry: a foreign envelope may have names CloudEvents does not allow,
+    // and one refused header would fail this publish on every try.
     for (const auto& [name, value] : message.headers())
-      if (name != "specversion") options.headers.set(name, value);
+      if (cloudevents::check_header_name(name).empty() && text::is_valid_utf8(value))
+        options.headers.set(name, value);
     options.headers.set("deadletterreason",
                         text::is_valid_utf8(reason) ? reason : "(the reason is not UTF-8)");
     options.headers.set("deadletterattempts", std::to_string(message.attempts()));
@@ -219,7 +230,7 @@ void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) 
                                   ": the publish to dead-letter topic " + self->dead_letter_.topic +
                                   " failed, so it stays unacknowledged: " + status.message());
     if (self->shared_->caps.ack)
-      message.nack(self->backoff_for(message.attempts()));
+      message.nack(self->dead_letter_backoff(message.attempts()));
     else
       self->retry_in_place(std::move(message), true, std::move(reason));
   };
@@ -266,7 +277,8 @@ void SubscriptionCore::retry_in_place(Message message, bool dead_letter, std::st
   }
   asio::post(shared_->strand, [self = shared_from_this(), message = std::move(message), dead_letter,
                                reason = std::move(reason)]() mutable {
-    const auto delay = self->backoff_for(message.attempts());
+    const auto delay = dead_letter ? self->dead_letter_backoff(message.attempts())
+                                   : self->backoff_for(message.attempts());
     self->retries_.push_back(Retry{asio::steady_timer(self->shared_->strand, delay),
                                    std::move(message), dead_letter, std::move(reason)});
     auto due = std::prev(self->retries_.end());

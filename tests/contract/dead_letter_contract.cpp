@@ -200,3 +200,33 @@ CONTRACT_CASE(messages_waiting_for_an_in_place_retry_are_bounded_by_the_held_bud
   CHECK(closed.code() == make_error_code(errc::timeout));
   CHECK_THAT(closed.cause(), Catch::Contains("message(s) still being handled or waiting"));
 }
+
+CONTRACT_CASE(a_foreign_envelope_s_headers_that_cannot_travel_do_not_hold_back_its_dead_letter) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  // Another client's envelope with an attribute name CloudEvents does not allow: readable, but
+  // not one polybus may send on. The dead letter goes without it, not never.
+  Received letters;
+  auto plain = env.connect();
+  auto client = env.connect(kOptions);
+  auto topic = unique_name("foreign-poison");
+  auto dead = topic + "-dlq";
+  auto dlq =
+      client.subscribe(dead, durable_where_possible(env.caps), [&](Message& m) { letters.add(m); });
+  REQUIRE(dlq.wait_ready(test::kWaitBound) == std::error_code{});
+  SubscribeOptions options;
+  options.max_attempts = 1;
+  options.dead_letter.topic = dead;
+  auto sub = client.subscribe(topic, options,
+                              [](Message&) { throw std::runtime_error("cannot handle it"); });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(plain.publish_sync(topic, R"({"specversion":"1.0","id":"f-1","source":"/other",)"
+                                    R"("type":"t","Bad-Name":"x","data":"payload"})") ==
+          std::error_code{});
+  REQUIRE(letters.arrived.wait_for(1));
+  auto [payload, headers] = letters.at(0);
+  CHECK(payload == "payload");
+  CHECK(headers.get("id") == "f-1");
+  CHECK_FALSE(headers.contains("Bad-Name"));
+  CHECK_THAT(std::string(headers.get("deadletterreason").value_or("")),
+             Catch::Contains("cannot handle it"));
+}
