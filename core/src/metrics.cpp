@@ -258,9 +258,53 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
                 [](const ClientMetrics& c) { return c.connected_endpoints; });
 }
 
-void write_prometheus(std::string& out, const std::vector<ClientMetrics>& clients) {
+namespace {
+
+Labels broker_labels(const BrokerMetrics& b) {
+  return {{"broker", b.broker}, {"scheme", b.scheme}};
+}
+Labels broker_topic_labels(const BrokerMetrics& b, const BrokerTopicMetrics& t) {
+  auto labels = broker_labels(b);
+  labels.emplace_back("topic", t.topic);
+  return labels;
+}
+Labels broker_queue_labels(const BrokerMetrics& b, const BrokerQueueMetrics& q) {
+  auto labels = broker_labels(b);
+  labels.emplace_back("topic", q.topic);
+  labels.emplace_back("group", q.group);
+  return labels;
+}
+
+template <typename Get>
+void broker_family(Emitter& e, const std::vector<BrokerMetrics>& brokers, std::string_view name,
+                   std::string_view type, std::string_view help, Get get) {
+  e.family(name, type, help);
+  for (const auto& b : brokers) e.value(broker_labels(b), static_cast<double>(get(b)));
+}
+
+template <typename Get>
+void broker_topic_family(Emitter& e, const std::vector<BrokerMetrics>& brokers,
+                         std::string_view name, std::string_view type, std::string_view help,
+                         Get get) {
+  e.family(name, type, help);
+  for (const auto& b : brokers)
+    for (const auto& t : b.topics) e.value(broker_topic_labels(b, t), static_cast<double>(get(t)));
+}
+
+template <typename Get>
+void broker_queue_family(Emitter& e, const std::vector<BrokerMetrics>& brokers,
+                         std::string_view name, std::string_view type, std::string_view help,
+                         Get get) {
+  e.family(name, type, help);
+  for (const auto& b : brokers)
+    for (const auto& q : b.queues) e.value(broker_queue_labels(b, q), static_cast<double>(get(q)));
+}
+
+// The exposition text of every sample `produce` hands over, families in the order given.
+template <typename Produce>
+void write_samples(std::string& out, Produce produce) {
   std::string_view last_family;
-  for_each_sample(clients, [&](const Sample& s) {
+  produce([&](const Sample& s) {
     if (s.family != last_family) {
       last_family = s.family;
       out += "# HELP ";
@@ -290,6 +334,59 @@ void write_prometheus(std::string& out, const std::vector<ClientMetrics>& client
     append_number(out, s.value);
     out += '\n';
   });
+}
+
+}  // namespace
+
+void for_each_sample(const std::vector<BrokerMetrics>& brokers,
+                     const std::function<void(const Sample&)>& visit) {
+  Emitter e(visit);
+  broker_family(e, brokers, "polybus_broker_up", "gauge",
+                "1 while the in-process broker accepts connections, 0 while it is stopped.",
+                [](const BrokerMetrics& b) { return b.running ? 1 : 0; });
+  broker_family(e, brokers, "polybus_broker_connections", "gauge", "Clients connected now.",
+                [](const BrokerMetrics& b) { return b.connections; });
+  broker_family(e, brokers, "polybus_broker_connections_accepted_total", "counter",
+                "Client connections accepted since the broker was launched.",
+                [](const BrokerMetrics& b) { return b.connections_accepted; });
+  broker_family(e, brokers, "polybus_broker_received_bytes_total", "counter",
+                "Bytes read from clients.",
+                [](const BrokerMetrics& b) { return b.bytes_received; });
+  broker_family(e, brokers, "polybus_broker_sent_bytes_total", "counter",
+                "Bytes written to clients.", [](const BrokerMetrics& b) { return b.bytes_sent; });
+  broker_topic_family(e, brokers, "polybus_broker_published_messages_total", "counter",
+                      "Messages (events, jobs) the broker accepted from clients for the topic.",
+                      [](const BrokerTopicMetrics& t) { return t.published; });
+  broker_topic_family(e, brokers, "polybus_broker_stored_messages", "gauge",
+                      "Messages the topic itself keeps now (a log, or held until a channel).",
+                      [](const BrokerTopicMetrics& t) { return t.stored; });
+  broker_queue_family(e, brokers, "polybus_broker_delivered_messages_total", "counter",
+                      "Messages handed to a consumer of the topic (and group), redeliveries "
+                      "included.",
+                      [](const BrokerQueueMetrics& q) { return q.delivered; });
+  broker_queue_family(e, brokers, "polybus_broker_redelivered_messages_total", "counter",
+                      "Deliveries of a message again, after a nack, a timeout or a restart.",
+                      [](const BrokerQueueMetrics& q) { return q.redelivered; });
+  broker_queue_family(e, brokers, "polybus_broker_acked_messages_total", "counter",
+                      "Deliveries the consumer finished (acknowledged, answered).",
+                      [](const BrokerQueueMetrics& q) { return q.acked; });
+  broker_queue_family(e, brokers, "polybus_broker_queued_messages", "gauge",
+                      "Messages waiting for a consumer now, deferred ones included.",
+                      [](const BrokerQueueMetrics& q) { return q.queued; });
+  broker_queue_family(e, brokers, "polybus_broker_in_flight_messages", "gauge",
+                      "Messages delivered and not yet finished or given back.",
+                      [](const BrokerQueueMetrics& q) { return q.in_flight; });
+  broker_queue_family(e, brokers, "polybus_broker_consumers", "gauge",
+                      "Subscribers, workers or responders of the topic (and group) now.",
+                      [](const BrokerQueueMetrics& q) { return q.consumers; });
+}
+
+void write_prometheus(std::string& out, const std::vector<ClientMetrics>& clients) {
+  write_samples(out, [&](const auto& visit) { for_each_sample(clients, visit); });
+}
+
+void write_prometheus(std::string& out, const std::vector<BrokerMetrics>& brokers) {
+  write_samples(out, [&](const auto& visit) { for_each_sample(brokers, visit); });
 }
 
 }  // namespace polybus::metrics

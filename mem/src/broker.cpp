@@ -31,6 +31,7 @@ std::uint64_t BrokerImpl::connect(SessionCallbacks callbacks, std::chrono::milli
   if (!running_) return 0;
   std::uint64_t id = ++next_id_;
   sessions_.emplace(id, Session{std::move(callbacks), msg_timeout});
+  ++sessions_accepted_;
   return id;
 }
 
@@ -56,6 +57,7 @@ BrokerImpl::Topic& BrokerImpl::topic_locked(const std::string& name) {
 void BrokerImpl::append_locked(Topic& topic, std::shared_ptr<const std::string> payload) {
   topic.log.push_back(Stored{std::move(payload), now_ns()});
   ++stats_.published;
+  ++topic.published;
   while (topic.log.size() > retention_) {
     topic.log.pop_front();
     ++topic.base;
@@ -219,7 +221,11 @@ void BrokerImpl::dispatch_locked(Group& group) {
     delivery_group_[id] = &group;
     ++member->in_flight;
     ++stats_.delivered;
-    if (next.attempts > 0) ++stats_.redelivered;
+    ++group.delivered;
+    if (next.attempts > 0) {
+      ++stats_.redelivered;
+      ++group.redelivered;
+    }
     schedule_locked(Timer{deadline, TimerKind::ack_timeout, id, {}, nullptr});
     session->second.callbacks.deliver(Delivery{member->sub, id, next.offset, stored.payload,
                                                next.attempts + 1, stored.timestamp_ns, false});
@@ -238,6 +244,7 @@ std::error_code BrokerImpl::ack(std::uint64_t session, std::uint64_t delivery) {
   group.in_flight.erase(it);
   delivery_group_.erase(g);
   ++stats_.acked;
+  ++group.acked;
   dispatch_locked(group);
   return {};
 }
@@ -284,6 +291,7 @@ std::error_code BrokerImpl::request(std::uint64_t session, std::uint64_t request
   if (!sessions_.count(session)) return err(errc::disconnected);
   Topic& topic = topic_locked(topic_name);
   if (topic.responders.empty()) return err(errc::no_responder);
+  ++topic.published;
   topic.requests.push_back(
       QueuedRequest{session, request_id, std::make_shared<const std::string>(payload)});
   dispatch_requests_locked(topic);
@@ -309,6 +317,7 @@ void BrokerImpl::dispatch_requests_locked(Topic& topic) {
     open_requests_.emplace(id, OpenRequest{req.session, req.request_id, responder->session,
                                            responder->sub, &topic});
     ++responder->in_flight;
+    ++topic.requests_delivered;
     sessions_.at(responder->session)
         .callbacks.deliver(Delivery{responder->sub, id, 0, req.payload, 1, now_ns(), true});
   }
@@ -321,6 +330,7 @@ std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery,
   if (it == open_requests_.end() || it->second.responder != session) return err(errc::broker_error);
   OpenRequest open = it->second;
   open_requests_.erase(it);
+  ++open.topic->requests_answered;
   for (auto& m : open.topic->responders)
     if (m.session == open.responder && m.sub == open.sub && m.in_flight > 0) --m.in_flight;
   auto requester = sessions_.find(open.requester);
@@ -462,6 +472,44 @@ BrokerStats BrokerImpl::stats() const {
   return s;
 }
 
+metrics::BrokerMetrics BrokerImpl::metrics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  metrics::BrokerMetrics m;
+  m.scheme = "mem";
+  m.running = running_;
+  m.connections = sessions_.size();
+  m.connections_accepted = sessions_accepted_;
+  std::map<const Topic*, std::uint64_t> open_requests;
+  for (const auto& [id, open] : open_requests_) ++open_requests[open.topic];
+  for (const auto& [name, topic] : topics_) {  // sorted by name, groups too
+    m.topics.push_back({name, topic->published, topic->log.size()});
+    if (!topic->responders.empty() || topic->requests_delivered > 0) {
+      metrics::BrokerQueueMetrics q;  // serve() responders: group ""
+      q.topic = name;
+      q.delivered = topic->requests_delivered;
+      q.acked = topic->requests_answered;
+      q.queued = topic->requests.size();
+      q.in_flight = open_requests[topic.get()];
+      q.consumers = topic->responders.size();
+      m.queues.push_back(std::move(q));
+    }
+    for (const auto& [group_name, group] : topic->groups) {
+      metrics::BrokerQueueMetrics q;
+      q.topic = name;
+      q.group = group_name;
+      q.delivered = group->delivered;
+      q.redelivered = group->redelivered;
+      q.acked = group->acked;
+      const std::uint64_t unread = topic->end() - std::max(group->cursor, topic->base);
+      q.queued = group->ready.size() + group->delayed.size() + unread;
+      q.in_flight = group->in_flight.size();
+      q.consumers = group->members.size();
+      m.queues.push_back(std::move(q));
+    }
+  }
+  return m;
+}
+
 std::uint64_t BrokerImpl::topic_size(const std::string& topic) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = topics_.find(topic);
@@ -469,6 +517,10 @@ std::uint64_t BrokerImpl::topic_size(const std::string& topic) const {
 }
 
 // ---- public handle ----
+
+metrics::BrokerMetrics Broker::metrics() const {
+  return impl_->metrics();
+}
 
 std::shared_ptr<Broker> Broker::get(const std::string& name) {
   static std::mutex mutex;

@@ -20,6 +20,7 @@
 
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/mem.hpp"
+#include "polybus/metrics.hpp"
 
 namespace polybus::mem {
 
@@ -77,6 +78,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   bool running() const;
   void set_retention(std::size_t messages);
   BrokerStats stats() const;
+  metrics::BrokerMetrics metrics() const;
   std::uint64_t topic_size(const std::string& topic) const;
 
  private:
@@ -113,6 +115,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
     std::unordered_map<std::uint64_t, InFlight> in_flight;
     std::vector<Member> members;
     std::size_t next_member = 0;
+    std::uint64_t delivered = 0, redelivered = 0, acked = 0;
   };
   struct QueuedRequest {
     std::uint64_t session;
@@ -127,6 +130,8 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
     std::vector<Member> responders;
     std::size_t next_responder = 0;
     std::deque<QueuedRequest> requests;
+    std::uint64_t published = 0;  // messages and requests
+    std::uint64_t requests_delivered = 0, requests_answered = 0;
     std::uint64_t end() const { return base + log.size(); }
   };
   struct OpenRequest {
@@ -174,6 +179,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::unordered_map<std::uint64_t, OpenRequest> open_requests_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   BrokerStats stats_;
+  std::uint64_t sessions_accepted_ = 0;
   std::thread timer_thread_;
 };
 

@@ -194,11 +194,11 @@ int run_bench(const Argv& argv) {
 
   BenchClients clients;
   // Declared after the clients: destroyed first, so no scrape reads a list that is gone.
-  auto endpoint = metrics_endpoint_if_asked(args, [&] {
+  auto endpoint = metrics_endpoint_if_asked(args, [&](std::string& body) {
     std::lock_guard<std::mutex> lock(clients.mutex);
     std::vector<metrics::ClientMetrics> all;
     for (const auto& client : clients.all) all.push_back(client.metrics());
-    return all;
+    metrics::write_prometheus(body, all);
   });
   std::vector<std::unique_ptr<testing::TestBroker>> brokers;
   std::vector<Target> targets;

@@ -6,19 +6,23 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "metrics_endpoint.hpp"
 #include "polybus/testing.hpp"
 
 namespace polybus::cli {
 
 int run_broker(const Argv& argv) {
-  Args args(argv, {"port"}, {"tuned-for-tests"});
+  Args args(argv, {"port", "metrics"}, {"tuned-for-tests"});
   if (args.help()) {
-    std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests]\nRuns the in-process "
-                 "broker NAME until interrupted; prints its URL on the first line, plain (the "
-                 "client's defaults), or with --tuned-for-tests the options the test suite uses "
-                 "(short timeouts and backoff, e.g. a 1 s NSQ message timeout). It listens on "
-                 "127.0.0.1, on port P (the URL's port; for nsq+lookupd the nsqlookupd's) or a "
-                 "free one. NAME is one of:";
+    std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests] [--metrics HOST:PORT]\n"
+                 "Runs the in-process broker NAME until interrupted; prints its URL on the first "
+                 "line, plain (the client's defaults), or with --tuned-for-tests the options the "
+                 "test suite uses (short timeouts and backoff, e.g. a 1 s NSQ message timeout). It "
+                 "listens on 127.0.0.1, on port P (the URL's port; for nsq+lookupd the "
+                 "nsqlookupd's) or a free one. --metrics serves what the broker carried at "
+                 "http://HOST:PORT/metrics (Prometheus text format; docs/metrics.md): "
+                 "connections, bytes, and per topic and group the messages published, delivered, "
+                 "acked, queued and in flight. NAME is one of:";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;
@@ -44,6 +48,13 @@ int run_broker(const Argv& argv) {
     // The test tuning (1 s redelivery, 10 ms reconnects...) only when asked for: a URL copied
     // into an application must not carry it unknowingly.
     if (!args.has("tuned-for-tests")) url = url.substr(0, url.find('?'));
+    // Declared after the broker: destroyed first, so no scrape reads a broker that is gone.
+    auto endpoint = metrics_endpoint_if_asked(args, [&broker, &name](std::string& body) {
+      auto measured = broker->metrics();
+      if (!measured) return;  // every in-process broker counts; a stand-in for a real one not
+      measured->broker = name;
+      metrics::write_prometheus(body, std::vector<metrics::BrokerMetrics>{std::move(*measured)});
+    });
     std::cout << url << std::endl;
     wait_for_termination_signal();
     return 0;

@@ -36,11 +36,11 @@ std::string http_response(const char* status, std::string_view content_type, std
 // One scrape: read the head (bounded in size and time), answer, close.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(tcp::socket socket, const MetricsEndpoint::Collect& collect, std::size_t& open)
+  Exchange(tcp::socket socket, const MetricsEndpoint::Render& render, std::size_t& open)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         head_(kMaxRequestHead),
-        collect_(collect),
+        render_(render),
         open_(open) {
     ++open_;
   }
@@ -80,7 +80,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
         response_ = http_response("404 Not Found", "text/plain", "metrics are at /metrics\n");
       } else {
         std::string body;
-        metrics::write_prometheus(body, collect_());
+        render_(body);
         response_ = http_response("200 OK", metrics::kPrometheusContentType, std::move(body));
         if (method == "HEAD") response_.resize(response_.find("\r\n\r\n") + 4);
       }
@@ -98,18 +98,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   asio::steady_timer timer_;
   asio::streambuf head_;
   std::string response_;
-  const MetricsEndpoint::Collect& collect_;
+  const MetricsEndpoint::Render& render_;
   std::size_t& open_;  // the server's count of exchanges (its io thread only)
 };
 
 }  // namespace
 
 struct MetricsEndpoint::Server {
-  explicit Server(Collect collect) : collect(std::move(collect)) {}
+  explicit Server(Render render) : render(std::move(render)) {}
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
-  Collect collect;
+  Render render;
   std::size_t open = 0;  // exchanges alive (io thread)
   std::thread thread;
 
@@ -124,7 +124,7 @@ struct MetricsEndpoint::Server {
         return;
       }
       if (open < kMaxExchanges) {
-        std::make_shared<Exchange>(std::move(socket), collect, open)->start();
+        std::make_shared<Exchange>(std::move(socket), render, open)->start();
       } else {
         std::error_code ignored;
         socket.close(ignored);  // over the cap: the scraper tries again at its next interval
@@ -134,8 +134,8 @@ struct MetricsEndpoint::Server {
   }
 };
 
-MetricsEndpoint::MetricsEndpoint(const std::string& host_port, Collect collect)
-    : server_(std::make_shared<Server>(std::move(collect))) {
+MetricsEndpoint::MetricsEndpoint(const std::string& host_port, Render render)
+    : server_(std::make_shared<Server>(std::move(render))) {
   const auto colon = host_port.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size())
     throw UsageError("--metrics wants HOST:PORT, got '" + host_port + "'");
@@ -183,10 +183,15 @@ std::string MetricsEndpoint::address() const {
 }
 
 std::unique_ptr<MetricsEndpoint> metrics_endpoint_if_asked(const Args& args,
-                                                           MetricsEndpoint::Collect collect) {
+                                                           MetricsEndpoint::Render render) {
   const auto where = args.value("metrics");
   if (!where) return nullptr;
-  return std::make_unique<MetricsEndpoint>(*where, std::move(collect));
+  return std::make_unique<MetricsEndpoint>(*where, std::move(render));
+}
+
+std::unique_ptr<MetricsEndpoint> metrics_endpoint_if_asked(const Args& args, const Client& client) {
+  return metrics_endpoint_if_asked(
+      args, [&client](std::string& body) { metrics::write_prometheus(body, {client.metrics()}); });
 }
 
 }  // namespace polybus::cli

@@ -126,8 +126,7 @@ int run_sub(const Argv& argv) {
     if (++printed == limit) cv.notify_all();
   });
   // Declared after the client: destroyed first, so no scrape reads a client that is gone.
-  auto endpoint = metrics_endpoint_if_asked(
-      args, [&client] { return std::vector<metrics::ClientMetrics>{client.metrics()}; });
+  auto endpoint = metrics_endpoint_if_asked(args, client);
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus sub: subscription failed: " << ec.message() << "\n";
     return 1;

@@ -26,6 +26,11 @@ class TlsTestBroker : public testing::TestBroker {
   }
   void stop() override { server_->stop(); }
   void start() override { server_->start(); }
+  std::optional<metrics::BrokerMetrics> metrics() const override {
+    auto m = server_->metrics();
+    m.scheme = scheme_;
+    return m;
+  }
 
  private:
   test::TestCertificates certs_;  // before the server, which loads its files

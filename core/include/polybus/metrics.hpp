@@ -64,6 +64,39 @@ struct ClientMetrics {
   std::vector<SubscriptionMetrics> subscriptions;
 };
 
+// What an in-process test broker (polybus/testing.hpp, `polybus broker NAME --metrics`) carried,
+// in the same terms for every protocol. docs/metrics.md says what each count means per protocol.
+struct BrokerTopicMetrics {
+  std::string topic;            // a topic, a QuickIO path, a MemoDB service
+  std::uint64_t published = 0;  // messages and requests (events, jobs) accepted from clients
+  std::uint64_t stored = 0;     // now: kept by the topic itself (a log, or held until a channel)
+};
+
+// The consumers of a topic: an NSQ channel, a mem group, or a topic's subscribers, workers or
+// responders where the protocol has no groups (group empty).
+struct BrokerQueueMetrics {
+  std::string topic;
+  std::string group;
+  std::uint64_t delivered = 0;    // handed to a consumer, redeliveries included
+  std::uint64_t redelivered = 0;  // of which deliveries again (after a nack, timeout or restart)
+  std::uint64_t acked = 0;        // finished by the consumer (FIN, ack, RESULT, callback answer)
+  std::uint64_t queued = 0;       // now: waiting for a consumer, deferred ones included
+  std::uint64_t in_flight = 0;    // now: delivered and not yet finished or given back
+  std::uint64_t consumers = 0;    // now: subscribers, workers or responders
+};
+
+struct BrokerMetrics {
+  std::string broker;  // its name, e.g. "nsq" or "figg-quirks"
+  std::string scheme;
+  bool running = false;                    // accepting connections (not stopped)
+  std::uint64_t connections = 0;           // now: clients connected
+  std::uint64_t connections_accepted = 0;  // since it was launched
+  std::uint64_t bytes_received = 0;        // from clients
+  std::uint64_t bytes_sent = 0;            // to clients
+  std::vector<BrokerTopicMetrics> topics;  // sorted by topic
+  std::vector<BrokerQueueMetrics> queues;  // sorted by topic, then group
+};
+
 // One sample line: family "polybus_publish_confirm_seconds", suffix "_bucket", labels with "le".
 struct Sample {
   std::string_view family;
@@ -79,8 +112,13 @@ struct Sample {
 void for_each_sample(const std::vector<ClientMetrics>& clients,
                      const std::function<void(const Sample&)>& visit);
 
-// Appends the Prometheus text exposition of `clients` to `out`.
+// The same for brokers: families polybus_broker_*, labelled by broker (and topic, group).
+void for_each_sample(const std::vector<BrokerMetrics>& brokers,
+                     const std::function<void(const Sample&)>& visit);
+
+// Appends the Prometheus text exposition of `clients` (or `brokers`) to `out`.
 void write_prometheus(std::string& out, const std::vector<ClientMetrics>& clients);
+void write_prometheus(std::string& out, const std::vector<BrokerMetrics>& brokers);
 // The content type a /metrics endpoint answers with.
 inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
 

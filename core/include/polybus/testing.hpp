@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "polybus/metrics.hpp"
 
 namespace polybus::testing {
 
@@ -25,6 +28,10 @@ class TestBroker {
   }
   // False for brokers that never answer the protocol's ping (the older Figg server).
   virtual bool answers_ping() const { return true; }
+  // What the broker carried so far (docs/metrics.md), for `polybus broker --metrics` and tests;
+  // every in-process broker counts, a stand-in for a real server (nsq-real, figg-real) does not.
+  // `broker` is left for the caller to name.
+  virtual std::optional<metrics::BrokerMetrics> metrics() const { return std::nullopt; }
 };
 
 struct TestBrokerFactory {

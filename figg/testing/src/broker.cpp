@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <asio.hpp>
 #include <condition_variable>
 #include <deque>
@@ -28,6 +29,7 @@ struct Entry {
 
 struct Topic {
   std::uint64_t first_number = 0;  // absolute number of log.front()
+  std::uint64_t delivered = 0;     // DATA frames sent, to every attachment
   std::uint64_t end = 0;           // byte position after the last message
   std::size_t bytes = 0;
   std::deque<Entry> log;
@@ -74,7 +76,14 @@ class BrokerImpl {
   // Called by sessions (io thread).
   Topic& topic(const std::string& name) { return topics_[name]; }
   void published(const std::string& name);
-  void forget(Session* session) { sessions_.erase(session); }
+  // A session that ended: nothing of it is kept (a long-lived broker serves endless clients).
+  void forget(Session* session) {
+    sessions_.erase(session);
+    owned_.erase(std::remove_if(owned_.begin(), owned_.end(),
+                                [session](const auto& s) { return s.get() == session; }),
+                 owned_.end());
+  }
+  metrics::BrokerMetrics metrics() const;
 
   BrokerOptions options_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
@@ -89,6 +98,9 @@ class BrokerImpl {
   std::map<std::string, Topic> topics_;
   std::set<Session*> sessions_;
   std::vector<std::shared_ptr<Session>> owned_;
+  std::uint64_t accepted_ = 0;
+  std::uint64_t bytes_received_ = 0;
+  std::uint64_t bytes_sent_ = 0;
 };
 
 namespace {
@@ -110,6 +122,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() { stream_.close(); }
   // New messages in a topic: send what this session is attached to.
   void pump();
+  // For metrics: each attachment's topic and the messages it has not been sent yet.
+  template <typename Visit>
+  void each_attachment(Visit visit) const {
+    for (const auto& [name, attachment] : attachments_) visit(name, attachment.next_number);
+  }
 
  private:
   struct Attachment {
@@ -120,6 +137,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.async_read_some(asio::buffer(buffer_),
                             [self = shared_from_this()](std::error_code ec, std::size_t n) {
                               if (ec) return self->finish();
+                              self->broker_.bytes_received_ += n;
                               self->received(std::string_view(self->buffer_, n));
                               if (self->stream_.is_open()) self->read();
                             });
@@ -161,6 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                                                     std::size_t n) {
       self->writing_ = false;
       self->queued_ -= std::min(self->queued_, n);
+      self->broker_.bytes_sent_ += n;
       if (ec) return self->finish();
       self->pump();  // history continues as the client reads it
       self->write();
@@ -284,6 +303,7 @@ void Session::pump() {
       append_data_header(header, name, entry.next(), entry.data->size());
       send(std::move(header), entry.data);
       ++attachment.next_number;
+      ++topic.delivered;
     }
   }
 }
@@ -294,6 +314,7 @@ void BrokerImpl::accept() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
     if (ec) return;
     auto session = std::make_shared<Session>(*this, std::move(socket));
+    ++accepted_;
     sessions_.insert(session.get());
     owned_.push_back(session);
     session->start();
@@ -303,6 +324,38 @@ void BrokerImpl::accept() {
 
 void BrokerImpl::published(const std::string&) {
   for (auto* session : sessions_) session->pump();
+}
+
+metrics::BrokerMetrics BrokerImpl::metrics() const {
+  metrics::BrokerMetrics m;
+  m.scheme = "figg";
+  m.running = acceptor_.is_open();
+  m.connections = sessions_.size();
+  m.connections_accepted = accepted_;
+  m.bytes_received = bytes_received_;
+  m.bytes_sent = bytes_sent_;
+  // Every attached topic has a queue: its consumers, and the log they have yet to be sent.
+  std::map<std::string, metrics::BrokerQueueMetrics> queues;
+  for (const Session* session : sessions_) {
+    session->each_attachment([&](const std::string& name, std::uint64_t next_number) {
+      auto& q = queues[name];
+      ++q.consumers;
+      auto topic = topics_.find(name);
+      if (topic == topics_.end() || next_number == kNeverDelivers) return;
+      const std::uint64_t from = std::max(next_number, topic->second.first_number);
+      if (from < topic->second.end_number()) q.queued += topic->second.end_number() - from;
+    });
+  }
+  for (const auto& [name, topic] : topics_) {  // sorted by name
+    m.topics.push_back({name, topic.end_number(), topic.log.size()});
+    auto& q = queues[name];
+    q.delivered = topic.delivered;
+  }
+  for (auto& [name, q] : queues) {
+    q.topic = name;
+    m.queues.push_back(std::move(q));
+  }
+  return m;
 }
 
 void BrokerImpl::close_all() {
@@ -329,6 +382,9 @@ void Broker::start() {
   impl_->run([this] {
     if (!impl_->acceptor_.is_open()) impl_->listen(impl_->port_);
   });
+}
+metrics::BrokerMetrics Broker::metrics() const {
+  return impl_->run([this] { return impl_->metrics(); });
 }
 std::size_t Broker::connections() const {
   return impl_->run([this] { return impl_->sessions_.size(); });
@@ -362,6 +418,7 @@ class FiggTestBroker : public polybus::testing::TestBroker {
   }
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
+  std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
 
  private:
   bool quirks_;

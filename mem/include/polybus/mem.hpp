@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "polybus/metrics.hpp"
+
 namespace polybus::mem {
 
 // Registers the mem scheme (idempotent).
@@ -41,6 +43,8 @@ class Broker {
   // Messages kept per topic for replay (oldest dropped first). Default 1,000,000.
   void set_retention(std::size_t messages);
   BrokerStats stats() const;
+  // The same and more, per topic and group, in the terms every test broker uses.
+  metrics::BrokerMetrics metrics() const;
   // Messages in the topic's log (published and not yet dropped by retention).
   std::uint64_t topic_size(const std::string& topic) const;
 

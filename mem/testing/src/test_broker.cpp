@@ -18,6 +18,7 @@ class MemTestBroker : public polybus::testing::TestBroker {
   }
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
+  std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
 
  private:
   std::string name_;

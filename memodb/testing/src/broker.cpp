@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 
+#include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb/sp.hpp"
@@ -41,6 +42,8 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
     std::function<void(std::uint64_t id)> opened;  // the headers are exchanged
     std::function<void(std::uint64_t id, std::string backtrace, std::string_view body)> request;
     std::function<void(std::uint64_t id)> closed;  // after opened, once
+    std::uint64_t bytes_received = 0;              // by every connection
+    std::uint64_t bytes_sent = 0;
   };
 
   SpConnection(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events)
@@ -89,6 +92,7 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
     socket_.async_read_some(asio::buffer(buffer_),
                             [self = shared_from_this()](std::error_code ec, std::size_t n) {
                               if (ec) return self->close();
+                              if (self->events_) self->events_->bytes_received += n;
                               self->received(std::string_view(self->buffer_, n));
                             });
   }
@@ -118,8 +122,9 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
 
   void write_next() {
     asio::async_write(socket_, asio::buffer(writes_.front()),
-                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                      [self = shared_from_this()](std::error_code ec, std::size_t n) {
                         if (ec) return self->close();
+                        if (self->events_) self->events_->bytes_sent += n;
                         self->writes_.pop_front();
                         if (!self->writes_.empty() && !self->closed_) self->write_next();
                       });
@@ -195,6 +200,7 @@ class BrokerImpl {
     std::unique_lock<std::mutex> lock(stats_mutex_);
     return stats_cv_.wait_for(lock, bound, [&] { return condition(stats_); });
   }
+  metrics::BrokerMetrics metrics() const;  // io thread
 
  private:
   // A request waiting for the broker's answer: where it came from and its backtrace.
@@ -209,6 +215,7 @@ class BrokerImpl {
     enum class State { waiting, busy, heartbeat } state = State::waiting;
     std::uint64_t held = 0;        // its request the broker holds (waiting)
     std::uint64_t client = 0;      // the client's request (busy)
+    std::string job_service;       // the service of that job
     std::uint64_t since = 0;       // when it started waiting, for first-come dispatch
     std::uint64_t timer_gen = 0;   // tells a stale timer from the current one
     std::unique_ptr<asio::steady_timer> timer;
@@ -252,6 +259,13 @@ class BrokerImpl {
   std::uint64_t next_connection_ = 0;
   std::map<std::string, Worker> workers_;
   std::map<std::uint64_t, Job> jobs_;  // queued, oldest first
+  // Per service (a name clients choose, so bounded), for metrics.
+  struct ServiceCounters {
+    std::uint64_t jobs = 0;
+    std::uint64_t dispatched = 0;
+    std::uint64_t results = 0;
+  };
+  CountersByName<ServiceCounters> services_;
   std::uint64_t next_seq_ = 0;
   std::uint32_t next_id_ = 0;
   std::mt19937 random_{std::random_device{}()};
@@ -436,6 +450,7 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
       Job& job = jobs_[seq];
       job.client = key;
       job.service = std::string(header.service);
+      ++services_[job.service].jobs;
       job.timeout_ms = header.timeout_ms;
       job.payload = std::string(payload);
       // The longest-waiting idle worker that offers the service takes it.
@@ -476,6 +491,7 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++stats_.results;
       }
+      ++services_[w.job_service].results;
       reply(w.client, out, payload);  // the disconnecting flag is not passed on
       w.client = 0;
       if (header.disconnecting.value_or(false)) {
@@ -517,6 +533,8 @@ void BrokerImpl::dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator it) 
   (void)append_job(header, w.id, job.service, job.timeout_ms);
   w.state = Worker::State::busy;
   w.client = job.client;
+  w.job_service = job.service;
+  ++services_[job.service].dispatched;
   const std::uint64_t held = w.held;
   w.held = 0;
   {
@@ -590,6 +608,34 @@ void BrokerImpl::publish_stats() {
   stats_cv_.notify_all();
 }
 
+metrics::BrokerMetrics BrokerImpl::metrics() const {
+  metrics::BrokerMetrics m;
+  m.scheme = ipc_ ? "memodb+ipc" : "memodb+tcp";
+  m.running = running_;
+  m.connections = connections_.size();
+  m.connections_accepted = next_connection_;
+  m.bytes_received = events_.bytes_received;
+  m.bytes_sent = events_.bytes_sent;
+  // A service's jobs are its topic's messages, its workers the consumers (group "").
+  std::map<std::string, metrics::BrokerQueueMetrics> queues;
+  for (const auto& [name, counted] : services_.all()) {
+    m.topics.push_back({name, counted.jobs, 0});
+    auto& q = queues[name];
+    q.delivered = counted.dispatched;
+    q.acked = counted.results;
+  }
+  for (const auto& [seq, job] : jobs_) ++queues[job.service].queued;
+  for (const auto& [id, w] : workers_) {
+    for (const auto& service : w.services) ++queues[service].consumers;
+    if (w.state == Worker::State::busy) ++queues[w.job_service].in_flight;
+  }
+  for (auto& [name, q] : queues) {
+    q.topic = name;
+    m.queues.push_back(std::move(q));
+  }
+  return m;
+}
+
 // ---- Broker ----
 
 std::unique_ptr<Broker> Broker::launch(BrokerOptions options) {
@@ -609,6 +655,9 @@ void Broker::start() {
   if (!error.empty()) throw std::runtime_error("memodb test broker: " + error);
 }
 BrokerStats Broker::stats() const { return impl_->stats(); }
+metrics::BrokerMetrics Broker::metrics() const {
+  return impl_->run([this] { return impl_->metrics(); });
+}
 bool Broker::wait_until(const std::function<bool(const BrokerStats&)>& condition,
                         std::chrono::milliseconds bound) const {
   return impl_->wait_until(condition, bound);
@@ -639,6 +688,7 @@ class MemoDbTestBroker : public polybus::testing::TestBroker {
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
   bool answers_ping() const override { return false; }  // memo01 has no ping
+  std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
 
  private:
   std::unique_ptr<Broker> broker_;

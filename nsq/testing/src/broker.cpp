@@ -93,6 +93,8 @@ void Channel::dispatch(Clock::time_point now) {
     ready_.pop_front();
     if (subscriber->sampled_out()) continue;
     ++message.attempts;
+    ++delivered_count_;
+    if (message.attempts > 1) ++redelivered_count_;
     const Clock::time_point deadline = now + subscriber->message_timeout();
     subscriber->deliver(message);
     const MessageId id = message.id;
@@ -123,6 +125,7 @@ std::string Channel::finish(std::uint64_t client_id, const MessageId& id) {
   if (it == in_flight_.end()) return error;
   forget_deadline(it->second, id);
   in_flight_.erase(it);
+  ++finish_count_;
   return {};
 }
 

@@ -144,6 +144,10 @@ class Channel {
   std::size_t deferred() const { return deferred_.size(); }
   std::uint64_t timeout_count() const { return timeout_count_; }
   std::uint64_t requeue_count() const { return requeue_count_; }
+  // Deliveries (a redelivery is one whose message had been delivered before), and FINs.
+  std::uint64_t delivered_count() const { return delivered_count_; }
+  std::uint64_t redelivered_count() const { return redelivered_count_; }
+  std::uint64_t finish_count() const { return finish_count_; }
   // The delay each REQ asked for, after nsqd's clamp, in order (the last kKeptHistory).
   const std::deque<std::chrono::milliseconds>& requeue_delays() const { return requeue_delays_; }
   // The largest RDY count a subscriber of this channel has set.
@@ -186,6 +190,9 @@ class Channel {
   std::size_t next_subscriber_ = 0;
   std::uint64_t timeout_count_ = 0;
   std::uint64_t requeue_count_ = 0;
+  std::uint64_t delivered_count_ = 0;
+  std::uint64_t redelivered_count_ = 0;
+  std::uint64_t finish_count_ = 0;
   static constexpr std::size_t kKeptHistory = 1024;
   std::deque<std::chrono::milliseconds> requeue_delays_;
   std::deque<std::int64_t> ready_counts_set_;

@@ -83,6 +83,7 @@ void ClientConnection::on_read(std::error_code ec, std::size_t size) {
     finish_close();  // end of stream or a reset: nsqd exits its loop without a word
     return;
   }
+  server_.count_traffic(size, 0);
   if (!closing_after_flush_) process_input(std::string_view(read_buffer_.data(), size));
   server_.state_changed();
   read_next();
@@ -260,6 +261,7 @@ void ClientConnection::on_written(std::error_code ec, std::size_t size) {
   const bool was_full = queued_bytes_ > kMaxQueuedBytes;
   queued_bytes_ -= size;
   in_write_.clear();
+  server_.count_traffic(0, size);
   if (closed_) return;
   if (ec) return finish_close();
   if (was_full && queued_bytes_ <= kMaxQueuedBytes && channel_ != nullptr) {

@@ -37,6 +37,8 @@ class ServerContext {
   virtual void connection_closed(std::uint64_t id) = 0;
   // Something a test may be waiting for happened.
   virtual void state_changed() = 0;
+  // Bytes a connection read from its client, or wrote to it (after TLS, before compression).
+  virtual void count_traffic(std::size_t received, std::size_t sent) = 0;
 };
 
 class ClientConnection final : public Subscriber,

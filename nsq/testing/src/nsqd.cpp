@@ -55,6 +55,10 @@ std::size_t Nsqd::client_count() const {
   return server_->run([this] { return server_->connection_count(); });
 }
 
+metrics::BrokerMetrics Nsqd::metrics() const {
+  return server_->run([this] { return server_->metrics(); });
+}
+
 std::vector<std::string> Nsqd::topics() const {
   return server_->run([this] {
     std::vector<std::string> names;

@@ -115,6 +115,32 @@ void NsqdServer::connection_closed(std::uint64_t id) {
   connections_.erase(id);
 }
 
+metrics::BrokerMetrics NsqdServer::metrics() const {
+  metrics::BrokerMetrics m;
+  m.scheme = "nsq";
+  m.running = listening_;
+  m.connections = connections_.size();
+  m.connections_accepted = next_connection_id_;
+  m.bytes_received = bytes_received_;
+  m.bytes_sent = bytes_sent_;
+  for (const auto& [name, topic] : broker_.topics()) {  // sorted by name, channels too
+    m.topics.push_back({name, topic->message_count, topic->depth()});
+    for (const auto& [channel_name, channel] : topic->channels()) {
+      metrics::BrokerQueueMetrics q;
+      q.topic = name;
+      q.group = channel_name;
+      q.delivered = channel->delivered_count();
+      q.redelivered = channel->redelivered_count();
+      q.acked = channel->finish_count();
+      q.queued = channel->depth() + channel->deferred();
+      q.in_flight = channel->in_flight();
+      q.consumers = channel->subscriber_count();
+      m.queues.push_back(std::move(q));
+    }
+  }
+  return m;
+}
+
 void NsqdServer::state_changed() {
   {
     std::lock_guard<std::mutex> lock(change_mutex_);

@@ -14,8 +14,9 @@
 
 #include "broker.hpp"
 #include "client_connection.hpp"
-#include "polybus/adapter/io_thread.hpp"
 #include "lookup_registry.hpp"
+#include "polybus/adapter/io_thread.hpp"
+#include "polybus/metrics.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -40,6 +41,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   bool listening() const { return listening_; }
   void register_with(std::shared_ptr<LookupRegistry> registry);
   std::size_t connection_count() const { return connections_.size(); }
+  metrics::BrokerMetrics metrics() const;
 
   bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds bound) const;
 
@@ -49,6 +51,10 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   asio::ssl::context* tls_context() override { return tls_ ? &*tls_ : nullptr; }
   void connection_closed(std::uint64_t id) override;
   void state_changed() override;
+  void count_traffic(std::size_t received, std::size_t sent) override {
+    bytes_received_ += received;
+    bytes_sent_ += sent;
+  }
 
   // BrokerListener
   void topic_created(const std::string& topic) override;
@@ -72,7 +78,9 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::uint16_t port_ = 0;
   bool listening_ = false;
   std::uint64_t listen_generation_ = 0;
-  std::uint64_t next_connection_id_ = 0;
+  std::uint64_t next_connection_id_ = 0;  // also the number of connections accepted
+  std::uint64_t bytes_received_ = 0;
+  std::uint64_t bytes_sent_ = 0;
   std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> connections_;
   std::shared_ptr<LookupRegistry> registry_;
 

@@ -25,6 +25,7 @@ class NsqdTestBroker : public polybus::testing::TestBroker {
   std::string url() const override { return "nsq://" + nsqd_->tcp_address() + "?" + kFastOptions; }
   void stop() override { nsqd_->stop(); }
   void start() override { nsqd_->resume(); }
+  std::optional<metrics::BrokerMetrics> metrics() const override { return nsqd_->metrics(); }
 
  private:
   std::unique_ptr<Nsqd> nsqd_;
@@ -44,6 +45,12 @@ class LookupdTestBroker : public polybus::testing::TestBroker {
   // The nsqd goes and comes back; the lookupd stays, as in a deployment.
   void stop() override { nsqd_->stop(); }
   void start() override { nsqd_->resume(); }
+  // The nsqd's traffic: the lookupd carries no messages.
+  std::optional<metrics::BrokerMetrics> metrics() const override {
+    auto m = nsqd_->metrics();
+    m.scheme = "nsq+lookupd";
+    return m;
+  }
 
  private:
   std::unique_ptr<Lookupd> lookupd_;

@@ -116,6 +116,7 @@ void Connection::read() {
                           [self = shared_from_this()](std::error_code ec, std::size_t n) {
                             if (self->terminated_) return;
                             if (ec) return self->terminate();
+                            self->server_.bytes_received_ += n;
                             self->received(std::string_view(self->buffer_, n));
                             if (!self->terminated_) self->read();
                           });
@@ -405,9 +406,10 @@ void Connection::write() {
   out_.clear();
   write_in_flight_ = true;
   stream_.async_write(asio::buffer(writing_),
-                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                      [self = shared_from_this()](std::error_code ec, std::size_t n) {
                         self->write_in_flight_ = false;
                         self->writing_.clear();
+                        self->server_.bytes_sent_ += n;
                         if (self->terminated_) return;
                         if (ec) return self->terminate();
                         self->write();

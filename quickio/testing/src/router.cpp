@@ -62,7 +62,9 @@ bool ServerImpl::handle_event(Peer& peer, std::string_view text) {
   if (event.path.substr(0, kQioPrefix.size()) == kQioPrefix) {
     handle_builtin(peer, event.path, event.callback_id, event.json);
   } else if (event.callback_id == 0) {
-    broadcast(clean_path(event.path), event.json);
+    const std::string path = clean_path(event.path);
+    ++counters(path).published;
+    broadcast(path, event.json);
   } else {
     request(peer, clean_path(event.path), event.callback_id, event.json);
   }
@@ -124,6 +126,7 @@ void ServerImpl::broadcast(std::string_view path, std::string_view json) {
     peer->write_event(text);
     peer->last_sent = now;
   }
+  counters(path).delivered += it->second.peers.size();
 }
 
 void ServerImpl::request(Peer& peer, std::string_view path, std::uint64_t callback_id,
@@ -131,6 +134,7 @@ void ServerImpl::request(Peer& peer, std::string_view path, std::uint64_t callba
   auto it = paths_.find(std::string(path));
   if (it == paths_.end() || it->second.peers.empty())
     return answer(peer, callback_id, 404, "null", "no subscriber");
+  ++counters(path).published;
   auto& subscribers = it->second;
   Peer& target = *subscribers.peers[subscribers.next++ % subscribers.peers.size()];
   deliver_request(target,
@@ -144,7 +148,9 @@ void ServerImpl::deliver_request(Peer& target, Peer::Waiting request) {
     slot.busy = true;
     if (++slot.seq == 0) slot.seq = 1;  // id 0 would mean "no callback"
     slot.relay = request.relay;
+    slot.path = request.path;
     slot.expires = Clock::now() + options_.callback_expiry;
+    ++counters(request.path).delivered;
     return send(target, request.path, (std::uint64_t{index} << 16) | slot.seq, request.json);
   }
   if (target.waiting.size() >= kMaxWaitingRequests)
@@ -163,6 +169,7 @@ void ServerImpl::server_callback_answered(Peer& peer, std::uint64_t id, std::str
   Peer::Slot& slot = peer.slots[index];
   if (!slot.busy || slot.seq != seq) return;  // expired or never issued
   slot.busy = false;
+  ++counters(slot.path).answered;
   CallbackBody body;
   if (parse_callback_body(json, body)) {
     relay_answer(slot.relay, 500, "null", "malformed callback answer");
@@ -244,6 +251,40 @@ std::size_t ServerImpl::count(Peer::Kind kind) const {
 std::size_t ServerImpl::subscribers(const std::string& path) const {
   auto it = paths_.find(path);
   return it == paths_.end() ? 0 : it->second.peers.size();
+}
+
+metrics::BrokerMetrics ServerImpl::metrics() const {
+  metrics::BrokerMetrics m;
+  m.scheme = "quickio";
+  m.running = acceptor_.is_open();
+  m.connections = peers_.size();
+  m.connections_accepted = accepted_;
+  m.bytes_received = bytes_received_;
+  m.bytes_sent = bytes_sent_;
+  // Requests relayed and not answered yet, and waiting for a free callback slot, per path.
+  std::map<std::string_view, std::pair<std::uint64_t, std::uint64_t>> open;  // in flight, queued
+  for (const auto& [id, peer] : peers_) {
+    for (const auto& slot : peer->slots)
+      if (slot.busy) ++open[slot.path].first;
+    for (const auto& waiting : peer->waiting) ++open[waiting.path].second;
+  }
+  std::map<std::string_view, metrics::BrokerQueueMetrics> queues;
+  for (const auto& [path, counted] : path_counters_.all()) {  // sorted by path
+    m.topics.push_back({path, counted.published, 0});
+    auto& q = queues[path];
+    q.delivered = counted.delivered;
+    q.acked = counted.answered;
+  }
+  for (const auto& [path, subscribers] : paths_) queues[path].consumers = subscribers.peers.size();
+  for (const auto& [path, counts] : open) {
+    queues[path].in_flight = counts.first;
+    queues[path].queued = counts.second;
+  }
+  for (auto& [path, q] : queues) {
+    q.topic = std::string(path);
+    m.queues.push_back(std::move(q));
+  }
+  return m;
 }
 
 std::string ServerImpl::public_address() const {

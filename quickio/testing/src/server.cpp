@@ -60,6 +60,7 @@ void ServerImpl::accept() {
     std::error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     auto connection = std::make_shared<Connection>(*this, std::move(socket));
+    ++accepted_;
     connections_[connection.get()] = connection;
     connection->start();
     accept();
@@ -137,6 +138,9 @@ std::size_t Server::connections() const {
            impl_->count(Peer::Kind::http);
   });
 }
+metrics::BrokerMetrics Server::metrics() const {
+  return impl_->run([this] { return impl_->metrics(); });
+}
 std::size_t Server::raw_connections() const {
   return impl_->run([this] { return impl_->count(Peer::Kind::raw); });
 }
@@ -181,6 +185,11 @@ class QuickioTestBroker : public polybus::testing::TestBroker {
   }
   void stop() override { server_->stop(); }
   void start() override { server_->start(); }
+  std::optional<metrics::BrokerMetrics> metrics() const override {
+    auto m = server_->metrics();
+    m.scheme = scheme_;
+    return m;
+  }
 
  private:
   std::string scheme_;

@@ -14,7 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/metrics.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"
 
@@ -52,6 +54,7 @@ class Peer {
     bool busy = false;
     std::uint16_t seq = 0;
     Relay relay;
+    std::string path;  // the request's, for metrics
     Clock::time_point expires;
   };
   struct Waiting {
@@ -102,6 +105,7 @@ class ServerImpl {
   std::string public_address() const;
   std::size_t count(Peer::Kind kind) const;
   std::size_t subscribers(const std::string& path) const;
+  metrics::BrokerMetrics metrics() const;
 
   // ---- HTTP sessions (io thread) ----
   HttpSession* find_session(const std::string& sid);
@@ -122,8 +126,19 @@ class ServerImpl {
   bool stopping_ = false;
   std::chrono::milliseconds tick_interval_;
   std::unordered_map<Connection*, std::shared_ptr<Connection>> connections_;
+  std::uint64_t accepted_ = 0;  // TCP connections (HTTP long polling opens several per client)
+  std::uint64_t bytes_received_ = 0;
+  std::uint64_t bytes_sent_ = 0;
 
  private:
+  // What went through a path, for metrics.
+  struct PathCounters {
+    std::uint64_t published = 0;  // events and requests from clients
+    std::uint64_t delivered = 0;  // events and requests written to subscribers
+    std::uint64_t answered = 0;   // requests whose subscriber answered
+  };
+  PathCounters& counters(std::string_view path) { return path_counters_[path]; }
+
   struct PathSubscribers {
     std::vector<Peer*> peers;
     std::size_t next = 0;  // round robin for requests
@@ -147,6 +162,7 @@ class ServerImpl {
   std::uint64_t next_peer_id_ = 1;
   std::unordered_map<std::uint64_t, Peer*> peers_;
   std::unordered_map<std::string, PathSubscribers> paths_;
+  CountersByName<PathCounters> path_counters_;
   std::unordered_map<std::string, std::unique_ptr<HttpSession>> sessions_;
   friend class Peer;
 };

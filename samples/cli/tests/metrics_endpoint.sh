@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `--metrics HOST:PORT` on `polybus sub`, `serve` and `bench`: the endpoint answers GET /metrics
-# in the text format that Prometheus's own `promtool check metrics` accepts, with values that
-# match the traffic sent to the command; other paths and methods are refused; a flood of
-# connections is capped.
+# `--metrics HOST:PORT` on `polybus sub`, `serve`, `bench` and `broker`: the endpoint answers
+# GET /metrics in the text format that Prometheus's own `promtool check metrics` accepts, with
+# values that match the traffic sent to the command; other paths and methods are refused; a flood
+# of connections is capped.
 #
 #   samples/cli/tests/metrics_endpoint.sh POLYBUS_BINARY
 set -euo pipefail
@@ -135,6 +135,34 @@ start_broker nsq
 grep -q '^metrics: http://127.0.0.1:[0-9]*/metrics$' "$work/bench.err" || fail "bench: $(cat "$work/bench.err")"
 grep -q '"delivered":2000' "$work/bench.out" || fail "bench: $(tail -1 "$work/bench.out")"
 stop_broker
+# broker: an in-process nsqd counts what it carried: 25 published before any channel (held by
+# the topic), then taken and acked by a consumer group that reads 25 and leaves.
+start_broker nsq --metrics 127.0.0.1:0
+address=$(sed -n 's|^metrics: http://\(127\.0\.0\.1:[0-9]*\)/metrics$|\1|p' "$work/err")
+[ -n "$address" ] || fail "broker --metrics printed no address: $(cat "$work/err")"
+"$polybus" pub "$url" orders --count 25 --size 64 > /dev/null
+topic='{broker="nsq",scheme="nsq",topic="orders"}'
+scrape_until "$address" "$work/broker.prom" "polybus_broker_stored_messages$topic" 25
+"$polybus" sub "$url" orders --group billing --count 25 > /dev/null 2>&1 || fail "sub --count 25"
+group='{broker="nsq",scheme="nsq",topic="orders",group="billing"}'
+scrape_until "$address" "$work/broker.prom" "polybus_broker_acked_messages_total$group" 25
+scrape_until "$address" "$work/broker.prom" "polybus_broker_consumers$group" 0
+promtool check metrics < "$work/broker.prom" || fail "promtool refused: $(cat "$work/broker.prom")"
+[ "$(value "$work/broker.prom" 'polybus_broker_up{broker="nsq",scheme="nsq"}')" = 1 ] || fail "up"
+[ "$(value "$work/broker.prom" "polybus_broker_published_messages_total$topic")" = 25 ] ||
+  fail "published"
+[ "$(value "$work/broker.prom" "polybus_broker_stored_messages$topic")" = 0 ] || fail "stored"
+[ "$(value "$work/broker.prom" "polybus_broker_delivered_messages_total$group")" = 25 ] ||
+  fail "delivered"
+[ "$(value "$work/broker.prom" "polybus_broker_queued_messages$group")" = 0 ] || fail "queued"
+[ "$(value "$work/broker.prom" "polybus_broker_in_flight_messages$group")" = 0 ] || fail "in flight"
+accepted=$(value "$work/broker.prom" 'polybus_broker_connections_accepted_total{broker="nsq",scheme="nsq"}')
+[ "$accepted" -ge 2 ] || fail "connections accepted: $accepted"
+bytes_in=$(value "$work/broker.prom" 'polybus_broker_received_bytes_total{broker="nsq",scheme="nsq"}')
+[ "$bytes_in" -gt $((25 * 64)) ] || fail "broker bytes in: $bytes_in"
+stop_broker
+echo "broker --metrics: ok (promtool: valid; 25 published, held, delivered and acked; $bytes_in bytes in)"
+
 status=0
 "$polybus" sub mem://x t --metrics nowhere > /dev/null 2> "$work/err" || status=$?
 [ "$status" = 2 ] && grep -q "HOST:PORT" "$work/err" || fail "--metrics nowhere: $status $(cat "$work/err")"

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/src/metric_cells.hpp"
+#include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 
@@ -250,4 +251,76 @@ TEST_CASE("metrics: clients without a name get distinct client labels", "[metric
   auto b = connect("mem://" + unique_name("m"));
   CHECK(a.metrics().client != b.metrics().client);
   CHECK_FALSE(a.metrics().client.empty());
+}
+
+TEST_CASE(
+    "metrics: a broker's text has its families once each, labelled by broker, topic and "
+    "group",
+    "[metrics]") {
+  metrics::BrokerMetrics a;
+  a.broker = "nsq";
+  a.scheme = "nsq";
+  a.running = true;
+  a.connections = 2;
+  a.connections_accepted = 5;
+  a.bytes_received = 100;
+  a.bytes_sent = 200;
+  a.topics.push_back({"orders", 7, 1});
+  metrics::BrokerQueueMetrics billing;
+  billing.topic = "orders";
+  billing.group = "billing \"eu\"";
+  billing.delivered = 6;
+  billing.redelivered = 1;
+  billing.acked = 4;
+  billing.queued = 1;
+  billing.in_flight = 1;
+  billing.consumers = 3;
+  a.queues.push_back(billing);
+  metrics::BrokerMetrics b;
+  b.broker = "figg";
+  b.scheme = "figg";
+  std::string text;
+  metrics::write_prometheus(text, std::vector<metrics::BrokerMetrics>{a, b});
+
+  std::set<std::string> families;
+  for (const auto& line : lines_of(text))
+    if (line.rfind("# TYPE ", 0) == 0) CHECK(families.insert(line.substr(7)).second);
+  CHECK(families.count("polybus_broker_up gauge") == 1);
+  CHECK(families.count("polybus_broker_published_messages_total counter") == 1);
+  CHECK(families.count("polybus_broker_queued_messages gauge") == 1);
+  CHECK(sample(text, "polybus_broker_up{broker=\"nsq\",scheme=\"nsq\"}") == 1);
+  CHECK(sample(text, "polybus_broker_up{broker=\"figg\",scheme=\"figg\"}") == 0);
+  CHECK(sample(text, "polybus_broker_connections{broker=\"nsq\",scheme=\"nsq\"}") == 2);
+  CHECK(sample(text, "polybus_broker_connections_accepted_total{broker=\"nsq\",scheme=\"nsq\"}") ==
+        5);
+  CHECK(sample(text, "polybus_broker_received_bytes_total{broker=\"nsq\",scheme=\"nsq\"}") == 100);
+  CHECK(sample(text, "polybus_broker_sent_bytes_total{broker=\"nsq\",scheme=\"nsq\"}") == 200);
+  CHECK(sample(text,
+               "polybus_broker_published_messages_total{broker=\"nsq\",scheme=\"nsq\","
+               "topic=\"orders\"}") == 7);
+  CHECK(sample(text,
+               "polybus_broker_stored_messages{broker=\"nsq\",scheme=\"nsq\","
+               "topic=\"orders\"}") == 1);
+  const std::string group =
+      "broker=\"nsq\",scheme=\"nsq\",topic=\"orders\",group=\"billing \\\"eu\\\"\"";
+  CHECK(sample(text, "polybus_broker_delivered_messages_total{" + group + "}") == 6);
+  CHECK(sample(text, "polybus_broker_redelivered_messages_total{" + group + "}") == 1);
+  CHECK(sample(text, "polybus_broker_acked_messages_total{" + group + "}") == 4);
+  CHECK(sample(text, "polybus_broker_queued_messages{" + group + "}") == 1);
+  CHECK(sample(text, "polybus_broker_in_flight_messages{" + group + "}") == 1);
+  CHECK(sample(text, "polybus_broker_consumers{" + group + "}") == 3);
+  // A broker with no topics has no topic series, and nothing of the clients' families.
+  CHECK(text.find("topic=\"\"") == std::string::npos);
+  CHECK(text.find("polybus_publish_messages_total") == std::string::npos);
+}
+
+TEST_CASE("metrics: counters per name from the wire stop growing at their bound", "[metrics]") {
+  CountersByName<std::uint64_t> counts(4);
+  for (int i = 0; i < 100; ++i) ++counts["name-" + std::to_string(i)];
+  ++counts["name-1"];
+  REQUIRE(counts.all().size() == 4);
+  CHECK(counts.all().at("name-0") == 1);
+  CHECK(counts.all().at("name-1") == 2);
+  CHECK(counts.all().at("name-2") == 1);
+  CHECK(counts.all().at("_other") == 97);  // every name after the first three
 }

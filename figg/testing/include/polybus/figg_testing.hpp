@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "polybus/metrics.hpp"
+
 namespace polybus::figg::testing {
 
 struct BrokerOptions {
@@ -50,6 +52,8 @@ class Broker {
   void stop();
   void start();
   std::size_t connections() const;
+  // Connections, bytes, and per topic what was published, kept and sent (docs/metrics.md).
+  metrics::BrokerMetrics metrics() const;
   std::uint64_t end_offset(const std::string& topic) const;
   std::uint64_t messages(const std::string& topic) const;
   // PINGs answered with a PONG, on every connection so far; the wait returns false when there

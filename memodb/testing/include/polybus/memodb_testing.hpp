@@ -21,6 +21,8 @@
 #include <memory>
 #include <string>
 
+#include "polybus/metrics.hpp"
+
 namespace polybus::memodb::testing {
 
 struct BrokerOptions {
@@ -67,6 +69,9 @@ class Broker {
   void stop();
   void start();
   BrokerStats stats() const;
+  // Connections, bytes, and per service the jobs taken, dispatched and answered, the jobs queued
+  // and the workers, in the terms every test broker uses (docs/metrics.md).
+  metrics::BrokerMetrics metrics() const;
   // Waits until the condition holds on the statistics (re-checked after every event), up to
   // the bound; false if it never did.
   bool wait_until(const std::function<bool(const BrokerStats&)>& condition,

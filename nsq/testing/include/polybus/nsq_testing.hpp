@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "polybus/metrics.hpp"
+
 namespace polybus::nsq::testing {
 
 namespace detail {
@@ -143,6 +145,10 @@ class Nsqd {
   // The delay of each REQ the channel took, as nsqd clamped it, oldest first (the last 1024).
   std::vector<std::chrono::milliseconds> requeue_delays(const std::string& topic,
                                                         const std::string& channel) const;
+
+  // Everything above in the terms every test broker uses (docs/metrics.md): connections, bytes,
+  // per topic and channel.
+  metrics::BrokerMetrics metrics() const;
 
   // Waits until `condition` holds, re-checking whenever the broker's state changes (a command, a
   // connection opening or closing, a timeout), never by sleeping. False if `bound` passes first.

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "polybus/metrics.hpp"
+
 namespace polybus::quickio::testing {
 
 struct ServerOptions {
@@ -64,6 +66,9 @@ class Server {
   std::size_t websocket_connections() const;
   std::size_t http_sessions() const;
   std::size_t subscribers(const std::string& path) const;
+  // Connections, bytes, and per path the events published and delivered, the requests relayed
+  // and answered (docs/metrics.md).
+  metrics::BrokerMetrics metrics() const;
 
   // /qio/move:0="<address>" to every client, then each is closed. An HTTP session without a
   // held poll (its client pausing between polls) ends when its next POST has collected the move.
