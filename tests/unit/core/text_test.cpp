@@ -85,3 +85,71 @@ TEST_CASE("hex digits, ASCII lowercase and HTTP trimming", "[text]") {
   CHECK(trim_http_space(" \tvalue \t\r") == "value");
   CHECK(trim_http_space("   ").empty());
 }
+
+TEST_CASE("is_valid_json takes one RFC 8259 value within the depth bound, and nothing else",
+          "[text]") {
+  for (const char* good :
+       {"null", "true", "false", " \t\r\n0 ", "-0", "-0.5e+10", "1E-3", "12345678901234567890",
+        "1e400", "\"\"", "\"a \\\" \\\\ \\/ \\b\\f\\n\\r\\t\\u00e9\\u00E9\"", "\"\\ud83d\\ude00\"",
+        "\"\\udc00\"", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"", "[]", "{}",
+        "[1,[2,{\"a\":[]}],{}]", "{\"k\" : {\"n\": [true, false, null]}, \"e\": {}}"}) {
+    INFO(good);
+    CHECK(is_valid_json(good, 64));
+  }
+  for (const char* bad : {"",
+                          " ",
+                          "nul",
+                          "nulls",
+                          "True",
+                          "01",
+                          "-",
+                          "1.",
+                          ".5",
+                          "1e",
+                          "1e+",
+                          "+1",
+                          "0x10",
+                          "\"open",
+                          "\"\\x\"",
+                          "\"\\u12\"",
+                          "\"\\u12g4\"",
+                          "\"\\ud800\"",
+                          "\"\\ud800\\u0041\"",
+                          "\"tab\there\"",
+                          "\"\xc3\x28\"",
+                          "\"\xed\xa0\x80\"",
+                          "\"\xc0\xaf\"",
+                          "\xef\xbb\xbf{}",
+                          "[1,]",
+                          "[1 2]",
+                          "{\"a\":1,}",
+                          "{\"a\"}",
+                          "{1:2}",
+                          "{\"a\":1]",
+                          "[",
+                          "]",
+                          "1 2",
+                          "[]x"}) {
+    INFO(bad);
+    CHECK_FALSE(is_valid_json(bad, 64));
+  }
+  CHECK_FALSE(is_valid_json(std::string("null\0", 5), 64));  // a NUL ends nothing
+  CHECK_FALSE(is_valid_json(std::string("\"a\0b\"", 5), 64));
+}
+
+TEST_CASE("is_valid_json bounds nesting and judges deep input iteratively", "[text]") {
+  CHECK(is_valid_json("[[{\"a\":[1]}]]", 4));
+  CHECK_FALSE(is_valid_json("[[{\"a\":[1]}]]", 3));
+  CHECK_FALSE(is_valid_json("[]", 0));
+  // Past the 64 levels kept inline, objects and arrays still close in the right order.
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += i % 2 ? "{\"k\":" : "[";
+  std::string closing;
+  for (int i = 4999; i >= 0; --i) closing += i % 2 ? "}" : "]";
+  CHECK(is_valid_json(deep + "1" + closing, 5000));
+  CHECK_FALSE(is_valid_json(deep + "1" + closing, 4999));
+  std::string swapped = closing;
+  std::swap(swapped[10], swapped[11]);  // a '}' where a ']' belongs, 4,000 levels down
+  CHECK_FALSE(is_valid_json(deep + "1" + swapped, 5000));
+  CHECK_FALSE(is_valid_json(deep + "1" + closing.substr(1), 5000));  // one left open
+}

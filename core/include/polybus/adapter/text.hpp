@@ -42,8 +42,8 @@ const char* describe(PercentError error);  // "truncated %-escape", "bad %-escap
 // `out`, which is replaced. On an error `out` holds what was decoded before it.
 PercentError percent_decode(std::string_view in, std::string& out, bool plus_is_space);
 
-// One complete JSON value (UTF-8 checked), nested at most max_depth deep. A NUL byte anywhere is
-// refused: RapidJSON would take it for the end of the input.
+// One complete JSON value (RFC 8259; strings well-formed UTF-8), nested at most max_depth deep,
+// with white space around it and nothing else. Allocates nothing up to 64 levels deep.
 bool is_valid_json(std::string_view json, std::size_t max_depth);
 
 // ASCII-lowercase copy (HTTP header names, tokens).
