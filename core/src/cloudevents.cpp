@@ -1,6 +1,5 @@
 #include "polybus/cloudevents.hpp"
 
-#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
@@ -17,7 +16,9 @@ namespace {
 
 constexpr unsigned kParseFlags =
     rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
-using Input = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
+// A plain memory stream: RapidJSON's UTF-8 EncodedInputStream skips any of a BOM's bytes at the
+// start, which text::is_valid_json (and JSON, RFC 8259 8.1) does not.
+using Input = rapidjson::MemoryStream;
 
 std::string_view media_type(std::string_view content_type) {
   content_type = content_type.substr(0, content_type.find(';'));
@@ -267,8 +268,7 @@ std::string decode(std::string_view json, std::size_t max_json_depth, Event& out
   // RapidJSON takes a NUL for the end of the input: what follows one would go unread.
   if (const auto nul = json.find('\0'); nul != std::string_view::npos)
     return "a NUL byte at byte " + std::to_string(nul);
-  rapidjson::MemoryStream memory(json.data(), json.size());
-  Input input(memory);
+  Input input(json.data(), json.size());
   rapidjson::Reader reader;
   EnvelopeReader envelope(json, input, max_json_depth + 1, out);
   const auto result = reader.Parse<kParseFlags>(input, envelope);

@@ -143,6 +143,9 @@ TEST_CASE("cloudevents: what is not a valid envelope is named, with where", "[cl
   CHECK_THAT(why(R"({"specversion":"1.0","id":"1","source":"s","type":"t"} trailing)"),
              Catch::Contains("not JSON"));
   CHECK_THAT(why("{\"specversion\":\"1.0\",\"id\":\"\xff\"}"), Catch::Contains("not JSON"));
+  CHECK_THAT(
+      why("\xef\xbb\xbf{\"specversion\":\"1.0\",\"id\":\"1\",\"source\":\"s\",\"type\":\"t\"}"),
+      Catch::Contains("not JSON"));  // a BOM (RFC 8259 8.1)
   // RapidJSON would stop at a NUL and never read what follows it.
   CHECK_THAT(why(std::string(R"({"specversion":"1.0","id":"1","source":"s","type":"t"})") +
                  std::string("\0{junk", 6)),

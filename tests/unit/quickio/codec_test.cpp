@@ -142,6 +142,9 @@ TEST_CASE("json_quote escapes and json_unquote reads strings back", "[quickio][c
   CHECK_FALSE(json_unquote("[\"a\"]", back));
   CHECK_FALSE(json_unquote("\"a\" \"b\"", back));
   CHECK_FALSE(json_unquote("\"unterminated", back));
+  // A BOM's byte before the value is not JSON (RapidJSON's UTF-8 stream skipped it).
+  CHECK_FALSE(json_unquote("\xef\"e\"", back));
+  CHECK_FALSE(json_unquote("\xef\xbb\xbf\"e\"", back));
 }
 
 TEST_CASE("callback_path_id reads /qio/callback/<id> and nothing else", "[quickio][codec]") {
