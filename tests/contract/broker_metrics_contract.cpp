@@ -76,10 +76,12 @@ CONTRACT_CASE(broker_metrics_count_what_publishers_and_subscribers_carried) {
   for (int i = 0; i < kMessages; ++i)
     REQUIRE(publisher.publish_sync(topic, payload + std::to_string(i)) == std::error_code{});
   REQUIRE(got.wait_for_distinct(kMessages));
-  // A broker that acks counts the acks as they arrive; one that does not, nothing in flight.
+  // A broker that acks counts the acks as they arrive; one that does not, nothing in flight. (A
+  // copy that timed out before its ack came is delivered again and acked then: the late ack of
+  // the first copy finishes nothing.)
   REQUIRE(test::eventually([&] {
     const auto q = queues_of(*broker_metrics(env), topic);
-    return q.in_flight == 0 && (!env.caps.ack || q.acked >= got.total());
+    return q.in_flight == 0 && q.queued == 0 && (!env.caps.ack || q.acked >= kMessages);
   }));
 
   const auto after = *broker_metrics(env);
@@ -91,12 +93,13 @@ CONTRACT_CASE(broker_metrics_count_what_publishers_and_subscribers_carried) {
   CHECK(published->published == kMessages);
   const auto q = queues_of(after, topic);
   CHECK(q.delivered == got.total());
-  CHECK(q.redelivered == got.total() - kMessages);  // duplicates are deliveries again
-  if (env.caps.ack)
-    CHECK(q.acked == got.total());
-  else
+  CHECK(q.redelivered == q.delivered - kMessages);  // duplicates are deliveries again
+  if (env.caps.ack) {
+    CHECK(q.acked >= kMessages);
+    CHECK(q.acked <= q.delivered);
+  } else {
     CHECK(q.acked == 0);
-  CHECK(q.queued == 0);
+  }
   CHECK(q.consumers >= 1);
   if (env.url.rfind("mem://", 0) != 0) {  // mem carries no bytes
     CHECK(after.bytes_received > before.bytes_received + kMessages * payload.size());
@@ -136,7 +139,9 @@ CONTRACT_CASE(broker_metrics_count_requests_and_their_answers) {
   const auto topic = unique_name("broker-metered-rpc");
   auto serving = responder.serve(topic, [](Message& m) { return std::string(m.payload()); });
   REQUIRE(serving.wait_ready(test::kWaitBound) == std::error_code{});
-  CHECK(queues_of(*broker_metrics(env), topic).consumers >= 1);
+  // Ready once the registration is sent (MemoDB's READY has no answer): the broker counts it
+  // when it arrives.
+  CHECK(test::eventually([&] { return queues_of(*broker_metrics(env), topic).consumers >= 1; }));
   for (int i = 0; i < kRequests; ++i) {
     auto reply = requester.request_sync(topic, "q" + std::to_string(i), 10s);
     REQUIRE(reply.ec == std::error_code{});
