@@ -58,57 +58,55 @@ void append_hex_byte(std::string& out, std::string_view prefix, unsigned byte) {
   out += kHex[byte & 0xf];
 }
 
+namespace {
+
+// One byte that needs more than itself inside a JSON string.
+void append_json_escape(std::string& out, char ch, bool go) {
+  const auto c = static_cast<unsigned char>(ch);
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\b':
+      if (!go) return void(out += "\\b");
+      break;
+    case '\f':
+      if (!go) return void(out += "\\f");
+      break;
+    default:
+      break;
+  }
+  append_hex_byte(out, "\\u00", c);  // other control bytes, and Go's <, > and &
+}
+
+}  // namespace
+
 void append_json_quoted(std::string& out, std::string_view text, JsonEscapes escapes) {
   const bool go = escapes == JsonEscapes::go;
+  const auto plain = [go](unsigned char c) {
+    return c >= 0x20 && c != '"' && c != '\\' && !(go && (c == '<' || c == '>' || c == '&'));
+  };
   out.reserve(out.size() + text.size() + 2);
   out += '"';
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        continue;
-      case '\\':
-        out += "\\\\";
-        continue;
-      case '\n':
-        out += "\\n";
-        continue;
-      case '\r':
-        out += "\\r";
-        continue;
-      case '\t':
-        out += "\\t";
-        continue;
-      case '\b':
-        if (!go) {
-          out += "\\b";
-          continue;
-        }
-        break;
-      case '\f':
-        if (!go) {
-          out += "\\f";
-          continue;
-        }
-        break;
-      case '<':
-      case '>':
-      case '&':
-        if (!go) {
-          out += ch;
-          continue;
-        }
-        append_hex_byte(out, "\\u00", c);
-        continue;
-      default:
-        break;
-    }
-    if (c < 0x20) {
-      append_hex_byte(out, "\\u00", c);
-    } else {
-      out += ch;
-    }
+  // Runs of bytes that stand for themselves are appended whole.
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t run = i;
+    while (i < text.size() && plain(static_cast<unsigned char>(text[i]))) ++i;
+    out.append(text.data() + run, i - run);
+    if (i < text.size()) append_json_escape(out, text[i++], go);
   }
   out += '"';
 }

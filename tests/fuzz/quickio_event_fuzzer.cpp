@@ -37,6 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string clean = clean_path(text);
   FUZZ_CHECK(is_valid_path(clean));
   FUZZ_CHECK(clean_path(clean) == clean);
+  FUZZ_CHECK(is_clean_path(clean));
+  FUZZ_CHECK(is_clean_path(text) == (clean == text));
   FUZZ_CHECK(clean.find("//") == std::string::npos);
   FUZZ_CHECK(clean == "/" || clean.back() != '/');
   if (is_valid_path(text) && text.find("//") == std::string_view::npos &&

@@ -98,7 +98,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   // name the path /pub/room. Anything that is not already a clean path is refused, naming it.
   std::error_code path_of(const std::string& topic, std::string& path, std::string& why) const {
     path = !topic.empty() && topic.front() == '/' ? topic : "/" + topic;
-    if (path.size() < 2 || clean_path(path) != path || detail::Machine::is_local_path(path)) {
+    if (path.size() < 2 || !is_clean_path(path) || detail::Machine::is_local_path(path)) {
       why = "quickio: topic '" + topic +
             "' is not a plain event path ([A-Za-z0-9_/-] with an optional leading '/'; no "
             "trailing or repeated '/'; not qio/..., open, close or error)";
@@ -107,13 +107,12 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     return {};
   }
 
-  std::error_code encode(std::string_view payload, std::string& json, std::string& why) const {
+  std::error_code check(std::string_view payload, std::string& why) const {
     if (json_payloads_) {
       if (!is_valid_json(payload)) {
         why = "quickio: payload is not valid JSON (payload=json sends it verbatim)";
         return make_error_code(polybus::errc::invalid_argument);
       }
-      json.assign(payload);
       return {};
     }
     if (!text::is_valid_utf8(payload)) {
@@ -122,8 +121,15 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
           "payload=json for JSON, or encode binary data yourself)";
       return make_error_code(polybus::errc::invalid_argument);
     }
-    json = text::json_quote(payload);
     return {};
+  }
+
+  // A checked payload's event data: itself in JSON mode, else a JSON string (in scratch_).
+  std::string_view encode(std::string_view payload) {
+    if (json_payloads_) return payload;
+    scratch_.clear();
+    text::append_json_quoted(scratch_, payload);
+    return scratch_;
   }
 
   // The payload of a received event: a JSON string's text (a view when it has no escapes) in
@@ -158,25 +164,31 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void publish(PublishWork work) {
     std::string path, why;
     if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
-    // All encoded first: a batch with one bad payload sends none.
-    std::vector<std::string> events(work.payloads.size());
-    for (std::size_t i = 0; i < events.size(); ++i)
-      if (auto ec = encode(work.payloads[i], events[i], why)) return work.done(ec, {}, why);
-    auto remaining = std::make_shared<std::size_t>(events.size());
-    for (const auto& json : events) {
+    // All checked first: a batch with one bad payload sends none.
+    for (std::size_t i = 0; i < work.payloads.size(); ++i)
+      if (auto ec = check(work.payloads[i], why)) return work.done(ec, {}, why);
+    using JsonIs = detail::Machine::JsonIs;
+    if (work.payloads.size() == 1) {
       OpCompletion done = work.done;
       auto ec = connection_->machine().send(
-          path, json, {},
+          path, encode(work.payloads[0]), {}, [done](std::error_code sent) mutable { done(sent); },
+          [done] { return done.done(); }, JsonIs::valid);
+      if (ec) work.done(ec, {}, "quickio: " + ec.message());
+      return;
+    }
+    auto remaining = std::make_shared<std::size_t>(work.payloads.size());
+    for (std::size_t i = 0; i < work.payloads.size(); ++i) {
+      OpCompletion done = work.done;
+      auto ec = connection_->machine().send(
+          path, encode(work.payloads[i]), {},
           [done, remaining](std::error_code sent) mutable {
             if (sent)
               done(sent);
             else if (--*remaining == 0)
               done({});
           },
-          [done] { return done.done(); });
-      if (ec) {
-        return work.done(ec, {}, "quickio: " + ec.message());
-      }
+          [done] { return done.done(); }, JsonIs::valid);
+      if (ec) return work.done(ec, {}, "quickio: " + ec.message());
     }
   }
 
@@ -234,9 +246,10 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   }
 
   void request(RequestWork work) {
-    std::string path, why, json;
+    std::string path, why;
     if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
-    if (auto ec = encode(work.payload, json, why)) return work.done(ec, {}, why);
+    if (auto ec = check(work.payload, why)) return work.done(ec, {}, why);
+    std::string json(encode(work.payload));  // kept: it may wait for the connection to open
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     OpCompletion done = work.done;
     send_with_callback(path, json, done,
@@ -273,16 +286,17 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void reply(polybus::detail::MessageState& message, std::string payload, std::error_code ec,
              std::string detail) override {
     std::uint64_t callback_id = std::stoull(message.id);
-    std::string json, why;
+    std::string why;
     std::error_code answered;
     if (ec) {
       answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
                                            "null", std::string(kHandlerFailedPrefix) + detail);
-    } else if (encode(payload, json, why)) {
+    } else if (check(payload, why)) {
       answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
                                            "null", std::string(kHandlerFailedPrefix) + why);
     } else {
-      answered = connection_->machine().answer(message.adapter_token, callback_id, 200, json);
+      answered =
+          connection_->machine().answer(message.adapter_token, callback_id, 200, encode(payload));
     }
     if (answered)
       ctx_.log(LogLevel::warn,
@@ -296,6 +310,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   };
   AdapterContext ctx_;
   bool json_payloads_;
+  std::string scratch_;  // a text payload's JSON string, on its way into an event (the strand's)
   std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;
   std::vector<std::function<void()>> awaiting_open_;

@@ -121,18 +121,24 @@ std::error_code Machine::receive(std::string_view text, const std::shared_ptr<co
 }
 
 std::error_code Machine::send(std::string_view path, std::string_view json, CallbackFn callback,
-                              SentFn sent, ExpiredFn expired) {
-  if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
+                              SentFn sent, ExpiredFn expired, JsonIs json_is) {
+  if (json_is != JsonIs::valid && !is_valid_json(json))
+    return make_error_code(polybus::errc::invalid_argument);
   // In valid JSON a line break can only be whitespace between tokens (inside strings it must be
   // escaped); HTTP long polling separates events by '\n', so it becomes a space.
   std::string flattened;
-  if (json.find_first_of("\r\n") != std::string_view::npos) {
+  if (json.find('\n') != std::string_view::npos || json.find('\r') != std::string_view::npos) {
     flattened.assign(json);
     std::replace_if(
         flattened.begin(), flattened.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     json = flattened;
   }
-  std::string clean = clean_path(path);
+  std::string cleaned;  // only when the path needs cleaning: most already are clean
+  std::string_view clean = path;
+  if (!is_clean_path(path)) {
+    cleaned = clean_path(path);
+    clean = cleaned;
+  }
   if (callback) {
     if (!open_) {
       // Rule 1 of queued events: callbacks are never queued; they fail at once.

@@ -86,11 +86,14 @@ class Machine {
                           std::string* why = nullptr);
 
   // ---- events out ----
-  // path is cleaned; json must be valid JSON (errc::invalid_argument otherwise). With a
-  // callback: sent now if open, else the callback gets -1 "disconnected" at once. Without: sent
-  // now, or queued (client_errc::queue_full over the bound).
+  // path is cleaned; json must be valid JSON (errc::invalid_argument otherwise), checked here
+  // unless the caller made or checked it itself (JsonIs::valid). With a callback: sent now if
+  // open, else the callback gets -1 "disconnected" at once. Without: sent now, or queued
+  // (client_errc::queue_full over the bound).
+  enum class JsonIs { unchecked, valid };
   std::error_code send(std::string_view path, std::string_view json, CallbackFn callback = {},
-                       SentFn sent = {}, ExpiredFn expired = {});
+                       SentFn sent = {}, ExpiredFn expired = {},
+                       JsonIs json_is = JsonIs::unchecked);
   // Answers a server callback of the given connection (errc::disconnected for an old one).
   std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                          std::string_view data_json, std::string_view err_msg = {});

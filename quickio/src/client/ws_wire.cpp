@@ -1,5 +1,9 @@
 #include "ws_wire.hpp"
 
+#include <openssl/rand.h>
+
+#include <array>
+#include <random>
 #include <vector>
 #include <websocketpp/client.hpp>
 #include <websocketpp/config/core_client.hpp>
@@ -32,6 +36,22 @@ struct WsWire::State {
   bool partial = false;
   bool too_big = false;  // websocketpp refused a message over max_frame_size
   std::string status_line;  // the upgrade answer's first line, checked before websocketpp sees it
+  // Masking keys for the events we frame ourselves, drawn from OpenSSL's generator a batch at
+  // a time: websocketpp reads std::random_device once per frame, a system call each.
+  std::array<std::uint32_t, 256> masks{};
+  std::size_t next_mask = masks.size();
+
+  std::uint32_t mask_key() {
+    if (next_mask == masks.size()) {
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(masks.data()),
+                     static_cast<int>(sizeof masks)) != 1) {
+        std::random_device device;
+        for (auto& key : masks) key = device();
+      }
+      next_mask = 0;
+    }
+    return masks[next_mask++];
+  }
 
   State(WireHandler& h, std::string u, std::size_t max)
       : handler(h), uri(std::move(u)), max_frame_size(max) {}
@@ -175,9 +195,17 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_
 }
 
 void WsWire::send(std::string_view event) {
-  if (!state_->connection) return;
-  auto ec = state_->connection->send(event.data(), event.size(), websocketpp::frame::opcode::text);
-  if (ec && state_->failure.empty()) state_->failure = "WebSocket send: " + ec.message();
+  State& s = *state_;
+  if (!s.connection) return;
+  if (s.open && s.connection->get_state() == websocketpp::session::state::open) {
+    // Framed here, straight into output(): websocketpp would allocate two messages and copy the
+    // event twice per frame. Its own frames (pongs, close) are written synchronously through
+    // the write handler too, so the order on the wire is kept.
+    append_masked_text_frame(s.output, event, s.mask_key());
+    return;
+  }
+  auto ec = s.connection->send(event.data(), event.size(), websocketpp::frame::opcode::text);
+  if (ec && s.failure.empty()) s.failure = "WebSocket send: " + ec.message();
 }
 
 bool WsWire::partial_frame() const {

@@ -128,8 +128,11 @@ std::error_code parse_callback_body(std::string_view json, CallbackBody& out, st
   if (auto data = raw_member(json, "data")) body.data_json.assign(*data);
   else body.data_json = "null";
   auto err_msg = doc.FindMember("err_msg");
-  if (err_msg != doc.MemberEnd()) {
-    if (!err_msg->value.IsString()) return fail("callback body \"err_msg\" is not a string");
+  // The real server writes "err_msg":null when it has no text (e.g. 404 to /qio/on of a path no
+  // application handles): the same as no err_msg.
+  if (err_msg != doc.MemberEnd() && !err_msg->value.IsNull()) {
+    if (!err_msg->value.IsString())
+      return fail("callback body \"err_msg\" is neither a string nor null");
     body.err_msg.assign(err_msg->value.GetString(), err_msg->value.GetStringLength());
   }
   out = std::move(body);

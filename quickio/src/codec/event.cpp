@@ -107,4 +107,10 @@ std::string clean_path(std::string_view path) {
   return out;
 }
 
+bool is_clean_path(std::string_view path) {
+  if (!is_valid_path(path)) return false;
+  if (path.size() > 1 && path.back() == '/') return false;
+  return path.find("//") == std::string_view::npos;
+}
+
 }  // namespace polybus::quickio

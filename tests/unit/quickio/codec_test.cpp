@@ -2,6 +2,7 @@
 // including malformed and hostile input.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <vector>
 
 #include "polybus/adapter/text.hpp"
@@ -122,6 +123,13 @@ TEST_CASE("clean_path keeps allowed characters, one leading slash, no repeats or
   CHECK(clean_path("") == "/");
   CHECK(clean_path("/") == "/");
   CHECK(clean_path("/ /") == "/");
+  CHECK(is_clean_path("/a/b"));
+  CHECK(is_clean_path("/"));
+  CHECK_FALSE(is_clean_path(""));
+  CHECK_FALSE(is_clean_path("a/b"));
+  CHECK_FALSE(is_clean_path("/a//b"));
+  CHECK_FALSE(is_clean_path("/a/"));
+  CHECK_FALSE(is_clean_path("/a b"));
   CHECK(is_valid_path("/a"));
   CHECK_FALSE(is_valid_path(""));
   CHECK_FALSE(is_valid_path("a"));
@@ -174,6 +182,11 @@ TEST_CASE("callback bodies round trip with code, data and err_msg", "[quickio][c
   CHECK(body.err_msg == "callback expired");
   REQUIRE_FALSE(parse_callback_body("{\"code\":202}", body));
   CHECK(body.data_json == "null");
+  CHECK(body.err_msg.empty());
+  // The real server's 404 to /qio/on of a path no application handles.
+  REQUIRE_FALSE(parse_callback_body("{\"code\":404,\"data\":null,\"err_msg\":null}", body));
+  CHECK(body.code == 404);
+  CHECK(body.err_msg.empty());
 }
 
 TEST_CASE("malformed callback bodies are errors that say what is wrong", "[quickio][codec]") {
@@ -344,4 +357,71 @@ TEST_CASE("a JSON string decoding to a lone surrogate is not a string", "[quicki
   CHECK_FALSE(json_unquote(R"("\udfff")", out));
   CHECK(json_unquote(R"("\ud83d\ude00")", out));
   CHECK(out == "\xf0\x9f\x98\x80");
+}
+
+namespace {
+
+// RFC 6455 section 5.2, read byte by byte: what a server makes of a client's frame.
+struct ReadFrame {
+  bool fin = false;
+  int opcode = -1;
+  bool masked = false;
+  std::size_t header = 0;
+  std::string payload;
+};
+ReadFrame read_client_frame(const std::string& bytes) {
+  ReadFrame f;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(bytes.at(i)); };
+  f.fin = byte(0) & 0x80;
+  f.opcode = byte(0) & 0x0F;
+  f.masked = byte(1) & 0x80;
+  std::uint64_t length = byte(1) & 0x7F;
+  std::size_t at = 2;
+  if (length == 126) {
+    length = (std::uint64_t{byte(2)} << 8) | byte(3);
+    at = 4;
+  } else if (length == 127) {
+    length = 0;
+    for (std::size_t i = 0; i < 8; ++i) length = (length << 8) | byte(2 + i);
+    at = 10;
+  }
+  const std::size_t key = at;
+  at += 4;
+  f.header = at;
+  REQUIRE(bytes.size() == at + length);
+  for (std::size_t i = 0; i < length; ++i)
+    f.payload.push_back(static_cast<char>(byte(at + i) ^ byte(key + i % 4)));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a WebSocket text frame is masked, final, and uses the shortest length form",
+          "[quickio][codec]") {
+  // Lengths at each form's edges, and ones that leave 1-7 bytes after the last whole word.
+  for (std::size_t n : {0, 1, 7, 8, 9, 15, 125, 126, 127, 200, 65535, 65536, 70001}) {
+    std::string payload;
+    for (std::size_t i = 0; i < n; ++i) payload.push_back(static_cast<char>('a' + i % 26));
+    std::string out = "x";  // appended, not overwritten
+    append_masked_text_frame(out, payload, 0xA1B2C3D4u);
+    REQUIRE(out.front() == 'x');
+    const ReadFrame f = read_client_frame(out.substr(1));
+    CHECK(f.fin);
+    CHECK(f.opcode == 1);
+    CHECK(f.masked);
+    CHECK(f.header == (n < 126 ? 6u : n <= 65535 ? 8u : 14u));
+    CHECK(f.payload == payload);
+    if (n >= 8) CHECK(out.substr(1 + f.header, 8) != payload.substr(0, 8));  // really masked
+  }
+}
+
+TEST_CASE("a WebSocket frame's mask is the key's four bytes in memory order", "[quickio][codec]") {
+  std::uint32_t key = 0;
+  const unsigned char bytes[4] = {1, 2, 3, 4};
+  std::memcpy(&key, bytes, 4);
+  std::string out;
+  append_masked_text_frame(out, std::string(4, '\0'), key);
+  REQUIRE(out.size() == 2 + 4 + 4);
+  CHECK(out.substr(2, 4) == std::string("\x01\x02\x03\x04", 4));
+  CHECK(out.substr(6, 4) == std::string("\x01\x02\x03\x04", 4));  // zeros masked show the key
 }

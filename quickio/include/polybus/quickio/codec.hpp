@@ -54,6 +54,8 @@ std::string make_event(std::string_view path, std::uint64_t callback_id, std::st
 // As the document says clients do: keep only [A-Za-z0-9_/-], a leading '/', repeated slashes
 // collapsed, a trailing '/' dropped ("" and "/" both give "/").
 std::string clean_path(std::string_view path);
+// clean_path would return it unchanged: checked without building a copy.
+bool is_clean_path(std::string_view path);
 // Already clean and non-empty (what parse_event accepts): starts with '/', only [A-Za-z0-9_/-].
 bool is_valid_path(std::string_view path);
 
@@ -131,6 +133,12 @@ class RawFrameDecoder {
   bool buffering_ = false;
   std::error_code error_;
 };
+
+// ---- WebSocket ----
+// One client-to-server text frame of RFC 6455 (FIN set, masked with the 4 bytes of mask in
+// memory order, the shortest length form), without checking that the text is UTF-8: the
+// client's events are (their paths are clean, their data checked JSON).
+void append_masked_text_frame(std::string& out, std::string_view payload, std::uint32_t mask);
 
 // ---- HTTP long polling bodies ----
 // Calls fn(std::string_view line) for each '\n'-separated line; a trailing empty line (the body

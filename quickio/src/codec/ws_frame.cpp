@@ -1,0 +1,43 @@
+#include <cstring>
+
+#include "polybus/quickio/codec.hpp"
+
+namespace polybus::quickio {
+
+void append_masked_text_frame(std::string& out, std::string_view payload, std::uint32_t mask) {
+  const std::size_t n = payload.size();
+  out.push_back(static_cast<char>(0x81));  // FIN, opcode 1 (text)
+  if (n < 126) {
+    out.push_back(static_cast<char>(0x80 | n));
+  } else if (n <= 0xFFFF) {
+    out.push_back(static_cast<char>(0x80 | 126));
+    out.push_back(static_cast<char>(n >> 8));
+    out.push_back(static_cast<char>(n & 0xFF));
+  } else {
+    out.push_back(static_cast<char>(0x80 | 127));
+    for (int shift = 56; shift >= 0; shift -= 8)
+      out.push_back(static_cast<char>((static_cast<std::uint64_t>(n) >> shift) & 0xFF));
+  }
+  unsigned char key[4];
+  std::memcpy(key, &mask, sizeof key);
+  out.append(reinterpret_cast<const char*>(key), sizeof key);
+
+  // Masked eight bytes at a time: the key repeats every four, so two copies of it make a word.
+  const std::size_t start = out.size();
+  out.resize(start + n);
+  char* dst = &out[start];
+  const char* src = payload.data();
+  std::uint64_t word_key;
+  std::memcpy(&word_key, key, 4);
+  std::memcpy(reinterpret_cast<char*>(&word_key) + 4, key, 4);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, src + i, 8);
+    word ^= word_key;
+    std::memcpy(dst + i, &word, 8);
+  }
+  for (; i < n; ++i) dst[i] = static_cast<char>(src[i] ^ static_cast<char>(key[i % 4]));
+}
+
+}  // namespace polybus::quickio
