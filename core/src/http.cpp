@@ -101,7 +101,14 @@ std::error_code ResponseReader::feed(std::string_view bytes) {
       consume_body(bytes);
     }
   }
+  if (state_ == State::done && !bytes.empty()) extra_bytes_ = true;
   return state_ == State::failed ? error_ : std::error_code{};
+}
+
+bool ResponseReader::reusable() const {
+  if (state_ != State::done || to_close_ || extra_bytes_) return false;
+  const std::string* connection = header("connection");
+  return !connection || text::ascii_lower(*connection).find("close") == std::string::npos;
 }
 
 void ResponseReader::consume_head(std::string_view& bytes) {
@@ -202,6 +209,7 @@ void ResponseReader::end_of_head() {
     state_ = remaining_ == 0 ? State::done : State::length_body;
   } else {
     state_ = State::to_close;
+    to_close_ = true;
   }
 }
 

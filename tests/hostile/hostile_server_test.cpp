@@ -908,6 +908,59 @@ TEST_CASE("quickio+http: a response that drips in is cut off by frame_timeout",
   expect_cut_off_by_frame_timeout(server, "quickio+http");
 }
 
+// One whole HTTP request of the client (head, and a body of its Content-Length), taken off
+// what the connection received.
+bool take_http_request(HostileConnection& c) {
+  std::size_t size = 0;
+  const bool whole = c.read_until([&](const std::string& r) {
+    const auto head = r.find("\r\n\r\n");
+    if (head == std::string::npos) return false;
+    std::size_t length = 0;
+    const auto field = r.find("Content-Length: ");
+    if (field != std::string::npos && field < head) length = std::stoul(r.substr(field + 16));
+    size = head + 4 + length;
+    return r.size() >= size;
+  });
+  if (whole) c.received().erase(0, size);
+  return whole;
+}
+
+TEST_CASE(
+    "quickio+http: a kept-alive connection the server ends as a request goes out is "
+    "replaced, and the request goes again",
+    "[hostile][quickio]") {
+  // Connection 0 answers the handshake as QuickIO's server does (HTTP/1.0, no word about the
+  // connection), takes the next request and ends without answering it: the race of a server
+  // closing a kept connection just as the client reuses it. Later connections answer every
+  // poll at once and keep the connection.
+  std::atomic<bool> reused{false};
+  Latch polls;
+  HostileServer server([&](HostileConnection& c, std::size_t index) {
+    if (index == 0) {
+      if (!take_http_request(c)) return;
+      const std::string body = "/qio/callback/1:0={\"code\":200,\"data\":null}\n";
+      c.send("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body);
+      reused = take_http_request(c);
+      return;  // ended, unanswered
+    }
+    while (take_http_request(c)) {
+      polls.count_down();
+      if (!c.send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")) return;
+    }
+  });
+  Reports reports;
+  auto client = connect(
+      "quickio+http://" + server.address() + "?http_poll_delay_max=5ms&reconnect_initial=10ms",
+      reports.options());
+  REQUIRE(polls.wait_for(10));
+  INFO(reports.dump());
+  CHECK(reused);
+  CHECK(server.connections() == 2);  // the one that ended, and the one that replaced it for good
+  CHECK(reports.attempts() == 1);    // the session never dropped
+  client.close_sync(5s);
+}
+
 TEST_CASE("quickio+ws: pings and events that arrive whole never trip frame_timeout",
           "[hostile][quickio]") {
   // Whole frames a little apart for five frame_timeouts: nothing is held partly, so the client

@@ -22,7 +22,7 @@ std::string make_poll_request(std::string_view host, std::string_view path, std:
   out.append("POST ").append(path.empty() ? "/" : path).append("?sid=").append(sid);
   if (connect) out.append("&connect=true");
   out.append(" HTTP/1.1\r\nHost: ").append(host);
-  out.append("\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: ");
+  out.append("\r\nContent-Type: text/plain\r\nContent-Length: ");
   out.append(std::to_string(body.size())).append("\r\n\r\n").append(body);
   return out;
 }

@@ -11,26 +11,52 @@
 
 namespace polybus::quickio::detail {
 
+struct HttpLink::Channel {
+  std::shared_ptr<Transport> transport;
+  HostPort target;
+  std::weak_ptr<Request> request;  // expired or null while idle
+  bool busy = false;
+  bool connected = false;
+  bool reused = false;  // an earlier request's answer came on it
+  bool dropped = false;
+};
+
 struct HttpLink::Request {
   Request(const Strand& strand, std::size_t max_size)
       : reader(max_size, "max_frame_size"), timer(strand) {}
   std::uint64_t id = 0;
   bool handshake = false;
-  std::string body;   // the events it carries
-  std::string bytes;  // the request, written once TCP is up
+  std::string body;                          // the events it carries
+  std::shared_ptr<const std::string> bytes;  // the request; kept, to go again after the race
   bool written = false;
   // The link closed before this request carrying events was written: its timer's handler owns
   // it until then, as a stream's close_after_flush lets queued bytes out.
   bool lingering = false;
+  bool answered = false;  // a byte of the answer arrived
+  bool resent = false;    // it went again after a kept-alive connection ended under it
   // The sends it carries: told when it is written, or that it never will be (at destruction).
   std::vector<WrittenFn> written_fns;
   ~Request() {
     for (auto& fn : written_fns)
       if (fn) fn(make_error_code(polybus::errc::disconnected));
   }
-  std::shared_ptr<Transport> transport;
+  std::shared_ptr<Channel> channel;  // the connection carrying it
   http::ResponseReader reader;
   asio::steady_timer timer;
+
+  // Onto its connection, which is up.
+  void write() {
+    written = true;
+    channel->transport->write(bytes);
+    auto fns = std::move(written_fns);
+    written_fns.clear();
+    for (auto& fn : fns)
+      if (fn) fn({});
+    if (lingering) {
+      channel->transport->close_after_flush();
+      timer.cancel();
+    }
+  }
 };
 
 HttpLink::HttpLink(const Strand& strand, TransportSettings transport, HostPort target,
@@ -90,8 +116,8 @@ void HttpLink::close() {
     if (unwritten) {
       if (!unwritten->body.empty()) unwritten->body.push_back('\n');
       unwritten->body.append(outgoing_);
-      unwritten->bytes =
-          make_poll_request(target_.to_string(), settings_.path, sid_, false, unwritten->body);
+      unwritten->bytes = std::make_shared<const std::string>(
+          make_poll_request(target_.to_string(), settings_.path, sid_, false, unwritten->body));
       for (auto& fn : written) unwritten->written_fns.push_back(std::move(fn));
     } else {
       issue(false, std::move(outgoing_), std::move(written));
@@ -101,21 +127,25 @@ void HttpLink::close() {
   post_timer_.cancel();
   for (auto& entry : requests_) {
     auto& request = entry.second;
+    auto& transport = request->channel->transport;
     if (request->body.empty()) {
       request->timer.cancel();
-      request->transport->close();
+      transport->close();
     } else if (request->written) {
       request->timer.cancel();
-      request->transport->close_after_flush();  // the pending write holds the transport
+      transport->close_after_flush();  // the pending write holds the transport
     } else {
       request->lingering = true;
       request->timer.expires_after(settings_.request_timeout);  // its old wait ends aborted
       request->timer.async_wait([request](std::error_code ec) {
-        if (!ec) request->transport->close();  // else written or refused: released here
+        if (!ec) request->channel->transport->close();  // else written or refused: released here
       });
     }
   }
   requests_.clear();
+  for (auto& channel : channels_)
+    if (!channel->busy) channel->transport->close();
+  channels_.clear();
 }
 
 void HttpLink::fail(std::error_code ec, const std::string& detail) {
@@ -127,65 +157,24 @@ void HttpLink::fail(std::error_code ec, const std::string& detail) {
 
 void HttpLink::end_all() {
   post_timer_.cancel();
-  for (auto& [id, request] : requests_) {
-    request->timer.cancel();
-    if (request->transport) request->transport->close();
-  }
+  for (auto& [id, request] : requests_) request->timer.cancel();
   requests_.clear();
+  for (auto& channel : channels_) channel->transport->close();
+  channels_.clear();
 }
 
 void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> written) {
   auto request = std::make_shared<Request>(strand_, settings_.max_response_size);
   request->id = next_request_++;
   request->handshake = handshake;
-  request->bytes = make_poll_request(target_.to_string(), settings_.path, sid_, handshake, body);
+  request->bytes = std::make_shared<const std::string>(
+      make_poll_request(target_.to_string(), settings_.path, sid_, handshake, body));
   if (!handshake) request->body = std::move(body);
   request->written_fns = std::move(written);
   requests_.emplace(request->id, request);
 
   std::weak_ptr<HttpLink> weak = shared_from_this();
   std::weak_ptr<Request> weak_request = request;
-  Transport::Callbacks callbacks;
-  callbacks.on_connected = [weak_request] {
-    auto r = weak_request.lock();
-    if (!r) return;
-    r->written = true;
-    r->transport->write(std::move(r->bytes));
-    auto fns = std::move(r->written_fns);
-    r->written_fns.clear();
-    for (auto& fn : fns)
-      if (fn) fn({});
-    if (r->lingering) {
-      r->transport->close_after_flush();
-      r->timer.cancel();
-    }
-  };
-  callbacks.on_data = [weak, weak_request](const std::shared_ptr<ReadChunk>&, const char* data,
-                                           std::size_t n) {
-    auto self = weak.lock();
-    auto r = weak_request.lock();
-    if (!self || !r || self->ended_) return;
-    self->handler_.on_link_activity(self.get());
-    if (auto ec = r->reader.feed(std::string_view(data, n)))
-      return self->fail(ec, self->endpoint() + ": " + r->reader.why());
-    if (r->reader.complete()) return self->on_response(r);
-    // A response begun must complete within frame_timeout, however slowly it drips.
-    r->transport->frame_state(true, false);
-  };
-  callbacks.on_closed = [weak, weak_request](std::error_code ec, const std::string& detail) {
-    auto r = weak_request.lock();
-    if (r && r->lingering) {
-      r->timer.cancel();  // the link is closed: nobody to tell
-      return;
-    }
-    auto self = weak.lock();
-    if (!self || !r || self->ended_) return;
-    if (!r->reader.finish()) return self->on_response(r);
-    self->fail(ec ? ec : make_error_code(polybus::errc::disconnected),
-               detail.empty() ? self->endpoint() + ": " + r->reader.why() : detail);
-  };
-  request->transport = Transport::create(strand_, transport_settings_, std::move(callbacks),
-                                         stats_ ? &*stats_ : nullptr);
   request->timer.expires_after(settings_.request_timeout);
   request->timer.async_wait([weak, weak_request](std::error_code ec) {
     auto self = weak.lock();
@@ -193,12 +182,120 @@ void HttpLink::issue(bool handshake, std::string body, std::vector<WrittenFn> wr
     self->fail(make_error_code(polybus::errc::timeout),
                self->endpoint() + ": HTTP request unanswered within http_request_timeout");
   });
-  request->transport->connect(target_);
+  attach(request);
+}
+
+bool HttpLink::same_target(const Channel& channel) const {
+  return channel.target.host == target_.host && channel.target.port == target_.port;
+}
+
+void HttpLink::attach(const std::shared_ptr<Request>& request) {
+  for (auto& channel : channels_) {
+    if (channel->busy || !channel->connected || !same_target(*channel)) continue;
+    channel->busy = true;
+    channel->request = request;
+    request->channel = channel;
+    request->write();
+    return;
+  }
+  open_channel(request);
+}
+
+void HttpLink::open_channel(const std::shared_ptr<Request>& request) {
+  // An idle connection to a host no longer used (before the handshake named the server) goes.
+  for (auto it = channels_.begin(); it != channels_.end();) {
+    if (!(*it)->busy && !same_target(**it)) {
+      (*it)->dropped = true;
+      (*it)->transport->close();
+      it = channels_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto channel = std::make_shared<Channel>();
+  channel->target = target_;
+  channel->busy = true;
+  channel->request = request;
+  request->channel = channel;
+  channels_.push_back(channel);
+
+  std::weak_ptr<HttpLink> weak = shared_from_this();
+  std::weak_ptr<Channel> weak_channel = channel;
+  Transport::Callbacks callbacks;
+  callbacks.on_connected = [weak_channel] {
+    auto c = weak_channel.lock();
+    if (!c) return;
+    c->connected = true;
+    if (auto r = c->busy ? c->request.lock() : nullptr) r->write();
+  };
+  callbacks.on_data = [weak, weak_channel](const std::shared_ptr<ReadChunk>&, const char* data,
+                                           std::size_t n) {
+    auto self = weak.lock();
+    auto c = weak_channel.lock();
+    if (!self || !c || self->ended_ || c->dropped) return;
+    self->handler_.on_link_activity(self.get());
+    auto r = c->busy ? c->request.lock() : nullptr;
+    if (!r)
+      return self->fail(make_error_code(polybus::errc::protocol_error),
+                        self->endpoint() + ": HTTP bytes on a connection with no request out");
+    r->answered = true;
+    if (auto ec = r->reader.feed(std::string_view(data, n)))
+      return self->fail(ec, self->endpoint() + ": " + r->reader.why());
+    if (r->reader.complete()) return self->on_response(r);
+    // A response begun must complete within frame_timeout, however slowly it drips.
+    c->transport->frame_state(true, false);
+  };
+  callbacks.on_closed = [weak, weak_channel](std::error_code ec, const std::string& detail) {
+    auto c = weak_channel.lock();
+    if (!c) return;
+    auto r = c->busy ? c->request.lock() : nullptr;
+    if (r && r->lingering) {
+      r->timer.cancel();  // the link is closed: nobody to tell
+      return;
+    }
+    auto self = weak.lock();
+    if (!self || self->ended_ || c->dropped) return;
+    self->on_channel_closed(c, ec, detail);
+  };
+  channel->transport = Transport::create(strand_, transport_settings_, std::move(callbacks),
+                                         stats_ ? &*stats_ : nullptr);
+  channel->transport->connect(target_);
+}
+
+void HttpLink::drop_channel(const std::shared_ptr<Channel>& channel) {
+  channel->dropped = true;
+  channels_.erase(std::remove(channels_.begin(), channels_.end(), channel), channels_.end());
+}
+
+void HttpLink::on_channel_closed(const std::shared_ptr<Channel>& channel, std::error_code ec,
+                                 const std::string& detail) {
+  drop_channel(channel);
+  auto r = channel->busy ? channel->request.lock() : nullptr;
+  if (!r) return;  // an idle connection the server ended: the next request opens another
+  if (channel->reused && r->written && !r->answered && !r->resent) {
+    // The server ended the kept-alive connection as this request went out, so it never read
+    // it: the request goes again on a new connection (its reader has seen nothing yet).
+    r->resent = true;
+    return open_channel(r);
+  }
+  if (!r->reader.finish()) return on_response(r);
+  fail(ec ? ec : make_error_code(polybus::errc::disconnected),
+       detail.empty() ? endpoint() + ": " + r->reader.why() : detail);
 }
 
 void HttpLink::on_response(const std::shared_ptr<Request>& request) {
   request->timer.cancel();
-  request->transport->close();
+  if (auto channel = std::exchange(request->channel, nullptr)) {
+    channel->busy = false;
+    channel->request.reset();
+    channel->transport->frame_state(false, true);
+    if (!channel->dropped && request->reader.reusable() && request->reader.status() == 200) {
+      channel->reused = true;
+    } else {
+      channel->transport->close();
+      drop_channel(channel);
+    }
+  }
   requests_.erase(request->id);
   int status = request->reader.status();
   if (status != 200)

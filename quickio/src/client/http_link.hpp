@@ -1,5 +1,9 @@
-// HTTP long polling as a link. Each request is a POST on a TCP connection of its own
-// (Connection: close). The first carries /qio/hostname:1=null with connect=true; its answer
+// HTTP long polling as a link. Requests are POSTs on kept-alive TCP connections: one answered
+// leaves its connection for the next request (so two connections serve a whole session, where
+// a connection per request cost a handshake each way and a TIME_WAIT per poll). A connection the
+// server ends while idle is dropped; one it ends as a request goes out, before any byte of the
+// answer, is taken for that race and the request goes again, once, on a new connection.
+// The first carries /qio/hostname:1=null with connect=true; its answer
 // names the host every later request goes to. Then: at most two requests outstanding, the held
 // poll and one carrying events; events gathered while two are out wait for one to finish and
 // go together in one POST; each POST leaves 0..poll_delay_max after the last response (or after
@@ -42,7 +46,15 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
 
  private:
   struct Request;
+  struct Channel;  // one TCP connection, and the request it carries (none while idle)
   void issue(bool handshake, std::string body, std::vector<WrittenFn> written = {});
+  // On an idle connection to the target if there is one, else on a new one.
+  void attach(const std::shared_ptr<Request>& request);
+  void open_channel(const std::shared_ptr<Request>& request);
+  void drop_channel(const std::shared_ptr<Channel>& channel);
+  bool same_target(const Channel& channel) const;
+  void on_channel_closed(const std::shared_ptr<Channel>& channel, std::error_code ec,
+                         const std::string& detail);
   void on_response(const std::shared_ptr<Request>& request);
   void after_response();
   void schedule_post();
@@ -59,6 +71,8 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   std::mt19937_64 random_;
   std::string sid_;
   std::map<std::uint64_t, std::shared_ptr<Request>> requests_;
+  // At most one per request out (two) and one for close()'s last POST; idle ones are reused.
+  std::vector<std::shared_ptr<Channel>> channels_;
   std::uint64_t next_request_ = 1;
   asio::steady_timer post_timer_;
   bool post_scheduled_ = false;

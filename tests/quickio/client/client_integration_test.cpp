@@ -72,6 +72,28 @@ TEST_CASE("native client: an event reaches every subscriber of its path, over ea
   if (scheme == "quickio") CHECK(server->raw_connections() == 2);
 }
 
+TEST_CASE("native client: HTTP long polling keeps its connections alive between requests") {
+  auto server = Server::launch();
+  Client subscriber(url_for("quickio+http", *server));
+  Client publisher(url_for("quickio+http", *server));
+  Collector got;
+  subscribe(subscriber, "/kept", got);
+  REQUIRE_FALSE(publisher.send("/kept", "0"));
+  REQUIRE(got.wait_for_count(1));
+  const auto accepted = server->metrics().connections_accepted;
+  // Each event is a POST from the publisher and ends the subscriber's held poll, which another
+  // replaces: two requests at least per event, on a connection each when none is kept.
+  constexpr int kEvents = 30;
+  for (int i = 1; i <= kEvents; ++i) {
+    REQUIRE_FALSE(publisher.send("/kept", std::to_string(i)));
+    REQUIRE(got.wait_for_count(static_cast<std::size_t>(i) + 1));
+  }
+  const auto opened = server->metrics().connections_accepted - accepted;
+  CAPTURE(opened);
+  CHECK(opened <= 4);  // a kept connection that did end (a race) costs one more, not one per event
+  CHECK(server->http_sessions() == 2);
+}
+
 TEST_CASE("native client: a callback gets the answer of the client that served the request") {
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);

@@ -307,3 +307,32 @@ TEST_CASE("requests: what the reader refuses, with the status to answer", "[http
   CHECK(r.status == RequestReader::Status::error);
   CHECK(r.error_status == 501);
 }
+
+TEST_CASE("a response leaves its connection reusable only when its end is its own", "[http]") {
+  const auto reusable = [](const std::string& response, bool close_stream = false) {
+    ResponseReader reader(1024);
+    REQUIRE_FALSE(reader.feed(response));
+    if (close_stream) REQUIRE_FALSE(reader.finish());
+    REQUIRE(reader.complete());
+    return reader.reusable();
+  };
+  CHECK(reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"));
+  CHECK(reusable("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"));
+  CHECK(reusable("HTTP/1.1 204 No Content\r\n\r\n"));
+  // QuickIO's server: HTTP/1.0 to an HTTP/1.1 request, and the connection kept.
+  CHECK(reusable("HTTP/1.0 200 OK\r\nContent-Length: 0\r\nContent-Type: text/plain\r\n\r\n"));
+  CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"));
+  CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: Close\r\n\r\n"));
+  CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\n\r\nto the end", true));  // no length: read to close
+  // Bytes after the response: nobody asked for them, so the connection is not trusted again.
+  CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n"));
+
+  ResponseReader incomplete(1024);
+  REQUIRE_FALSE(incomplete.feed("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nh"));
+  CHECK_FALSE(incomplete.reusable());
+  ResponseReader later(1024);
+  REQUIRE_FALSE(later.feed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  CHECK(later.reusable());
+  REQUIRE_FALSE(later.feed("x"));  // after the response, in a later read
+  CHECK_FALSE(later.reusable());
+}

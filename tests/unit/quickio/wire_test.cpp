@@ -68,6 +68,8 @@ TEST_CASE("http requests carry the session id, connect=true only first, and the 
   CHECK_THAT(first, Catch::EndsWith("\r\n\r\n/qio/hostname:1=null"));
   auto next = detail::make_poll_request("h:1", "/qio", sid, false, "");
   CHECK_THAT(next, Catch::StartsWith("POST /qio?sid=" + sid + " HTTP/1.1\r\n"));
+  // Kept alive: HTTP/1.1 without "Connection: close" (the real server then keeps it too).
+  CHECK_THAT(next, !Catch::Contains("Connection:"));
 }
 
 TEST_CASE("WebSocket wire: a status outside 100-511 is refused before websocketpp parses it, "

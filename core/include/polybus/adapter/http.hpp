@@ -61,6 +61,12 @@ class ResponseReader {
   std::error_code finish();
 
   bool complete() const { return state_ == State::done; }
+  // Complete, and the connection may carry another request: the body had its own end (a length,
+  // chunks, or none), nothing followed the response, and no "Connection: close". The version is
+  // not asked: QuickIO's server answers an HTTP/1.1 request with HTTP/1.0 and keeps the
+  // connection. A caller reusing a connection the server then ends anyway must be ready to
+  // send again a request that got no answer.
+  bool reusable() const;
   int status() const { return status_; }
   // The first header of that (lower-case) name, or null.
   const std::string* header(std::string_view lower_name) const;
@@ -94,6 +100,8 @@ class ResponseReader {
   std::error_code error_;
   HeadLines head_;
   bool chunked_ = false;
+  bool to_close_ = false;     // the body ran to the end of the stream
+  bool extra_bytes_ = false;  // bytes came after the response
   std::optional<std::size_t> content_length_;
   int interim_responses_ = 0;
   std::string line_;  // a framing line of a chunked body so far
