@@ -36,6 +36,14 @@ struct WsWire::State {
   bool partial = false;
   bool too_big = false;  // websocketpp refused a message over max_frame_size
   std::string status_line;  // the upgrade answer's first line, checked before websocketpp sees it
+  // The upgrade answer's head until its blank line: websocketpp reads exactly that, and frames
+  // after it are ours.
+  std::string head;
+  bool head_done = false;
+  // Part of a frame, held across reads (at most a header and max_frame_size).
+  std::string pending;
+  // websocketpp holds a fragmented message begun: its frames go to websocketpp until it ends.
+  bool websocketpp_message = false;
   // Masking keys for the events we frame ourselves, drawn from OpenSSL's generator a batch at
   // a time: websocketpp reads std::random_device once per frame, a system call each.
   std::array<std::uint32_t, 256> masks{};
@@ -139,58 +147,174 @@ void WsWire::start() {
   s.endpoint.connect(s.connection);
 }
 
-std::error_code WsWire::receive(const std::shared_ptr<const void>&, std::string_view bytes,
+namespace {
+
+constexpr std::size_t kMaxUpgradeHead = 16 * 1024;
+
+// A frame's header (RFC 6455 5.2) at the front of bytes: false while incomplete.
+struct FrameHead {
+  bool fin = false;
+  bool plain_text = false;  // FIN, no RSV bits, opcode 1 (text), unmasked
+  int opcode = 0;
+  std::size_t header = 0;
+  std::uint64_t length = 0;
+};
+bool read_frame_head(std::string_view bytes, FrameHead& out) {
+  if (bytes.size() < 2) return false;
+  const auto b0 = static_cast<unsigned char>(bytes[0]);
+  const auto b1 = static_cast<unsigned char>(bytes[1]);
+  const bool masked = b1 & 0x80;
+  std::size_t header = 2;
+  std::uint64_t length = b1 & 0x7F;
+  if (length == 126) header = 4;
+  if (length == 127) header = 10;
+  if (masked) header += 4;
+  if (bytes.size() < header) return false;
+  if (length >= 126) {
+    length = 0;
+    for (std::size_t i = 2; i < (header - (masked ? 4 : 0)); ++i)
+      length = (length << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  out.fin = b0 & 0x80;
+  out.opcode = b0 & 0x0F;
+  out.plain_text = out.fin && (b0 & 0x70) == 0 && out.opcode == 1 && !masked;
+  out.header = header;
+  out.length = length;
+  return true;
+}
+
+}  // namespace
+
+std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::string_view bytes,
                                 std::string& why) {
   State& s = *state_;
-  if (!s.connection || !s.failure.empty()) {
-    why = s.failure;
-    return make_error_code(client_errc::handshake_refused);
-  }
-  if (!bytes.empty() && (s.status_line.empty() || s.status_line.back() != '\n')) {
-    const std::size_t newline = bytes.find('\n');
-    s.status_line.append(bytes.substr(0, newline == std::string_view::npos ? bytes.size() : newline + 1));
-    const bool complete = s.status_line.back() == '\n';
-    if ((complete && http_status_of(s.status_line) < 0) || (!complete && s.status_line.size() > 8 * 1024)) {
-      s.failure = "the WebSocket upgrade answer has no HTTP status from 100 to 511: " +
-                  s.status_line.substr(0, 64);
-      why = s.failure;
-      return make_error_code(client_errc::handshake_refused);
-    }
-  }
-  const std::uint64_t frames_before = s.frames;
-  std::size_t used = s.connection->read_all(bytes.data(), bytes.size());
-  if (!bytes.empty()) s.partial = s.frames == frames_before;
-  auto received = std::move(s.received);
-  s.received.clear();
-  for (auto& msg : received) {
-    if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO is text only
-    const std::string& text = msg->get_payload();
-    if (!s.open) {
-      if (text != kHandshake) {
-        s.failure = "the server's first WebSocket message is not /qio/ohai";
-        break;
-      }
-      s.open = true;
-      s.handler.on_wire_open();
-      continue;
-    }
-    std::shared_ptr<const void> owner(msg, &text);  // the message keeps its payload
-    s.handler.on_wire_event(text, owner);
-  }
-  if (s.failure.empty() && used < bytes.size()) {
-    if (s.connection->get_ec() == websocketpp::processor::error::message_too_big) {
-      s.too_big = true;
-      s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
-    } else {
-      s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
-    }
-  }
-  if (!s.failure.empty()) {
+  const auto failed = [&]() -> std::error_code {
     why = s.failure;
     if (s.too_big) return make_error_code(codec_errc::frame_too_large);
     return s.open ? make_error_code(codec_errc::malformed_frame)
                   : make_error_code(client_errc::handshake_refused);
+  };
+  if (!s.connection || !s.failure.empty()) {
+    why = s.failure;
+    return make_error_code(client_errc::handshake_refused);
   }
+  if (!s.head_done) {
+    if (!bytes.empty() && (s.status_line.empty() || s.status_line.back() != '\n')) {
+      const std::size_t newline = bytes.find('\n');
+      s.status_line.append(
+          bytes.substr(0, newline == std::string_view::npos ? bytes.size() : newline + 1));
+      const bool complete = s.status_line.back() == '\n';
+      if ((complete && http_status_of(s.status_line) < 0) ||
+          (!complete && s.status_line.size() > 8 * 1024)) {
+        s.failure = "the WebSocket upgrade answer has no HTTP status from 100 to 511: " +
+                    s.status_line.substr(0, 64);
+        why = s.failure;
+        return make_error_code(client_errc::handshake_refused);
+      }
+    }
+    // websocketpp is given the head only, up to its blank line.
+    const std::size_t had = s.head.size();
+    s.head.append(bytes.substr(0, std::min(bytes.size(), kMaxUpgradeHead + 4 - had)));
+    const std::size_t end = s.head.find("\r\n\r\n", had >= 3 ? had - 3 : 0);
+    const std::size_t take = end == std::string::npos ? s.head.size() - had : end + 4 - had;
+    if (end == std::string::npos && s.head.size() > kMaxUpgradeHead) {
+      s.failure = "the WebSocket upgrade answer's head is over " + std::to_string(kMaxUpgradeHead) +
+                  " bytes";
+      return failed();
+    }
+    const std::uint64_t frames_before = s.frames;
+    const std::size_t used = s.connection->read_all(bytes.data(), take);
+    s.partial = s.frames == frames_before;
+    if (s.failure.empty() && used < take)
+      s.failure =
+          "the WebSocket upgrade answer could not be read: " + s.connection->get_ec().message();
+    if (!s.failure.empty()) return failed();
+    if (end == std::string::npos) return {};
+    s.head_done = true;
+    s.head = std::string();
+    if (!s.upgraded) {
+      s.failure = "the WebSocket upgrade was not completed";
+      return failed();
+    }
+    bytes.remove_prefix(take);
+  }
+
+  // Frames. Whole plain text frames (all the server sends but for its rare pings and close) are
+  // read here, their events views of the bytes read; anything else goes whole to websocketpp.
+  std::string_view data = bytes;
+  const bool held = !s.pending.empty();
+  if (held) {
+    s.pending.append(bytes);
+    data = s.pending;
+  }
+  std::size_t consumed = 0;
+  while (s.failure.empty()) {
+    std::string_view rest = data.substr(consumed);
+    FrameHead frame;
+    if (!read_frame_head(rest, frame)) break;
+    if (frame.length > s.max_frame_size) {
+      s.too_big = true;
+      s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
+      break;
+    }
+    if (rest.size() - frame.header < frame.length) break;
+    const std::size_t size = frame.header + static_cast<std::size_t>(frame.length);
+    consumed += size;
+    ++s.frames;
+    if (frame.plain_text && !s.websocketpp_message) {
+      const std::string_view text = rest.substr(frame.header, size - frame.header);
+      if (!s.open) {
+        if (text != kHandshake) {
+          s.failure = "the server's first WebSocket message is not /qio/ohai";
+          break;
+        }
+        s.open = true;
+        s.handler.on_wire_open();
+      } else if (held) {
+        auto copy = std::make_shared<const std::string>(text);  // pending is reused
+        s.handler.on_wire_event(*copy, copy);
+      } else {
+        s.handler.on_wire_event(text, owner);
+      }
+      continue;
+    }
+    if (frame.opcode == 1 || frame.opcode == 2) s.websocketpp_message = !frame.fin;
+    if (frame.opcode == 0 && frame.fin) s.websocketpp_message = false;
+    const std::size_t used = s.connection->read_all(rest.data(), size);
+    auto received = std::move(s.received);
+    s.received.clear();
+    for (auto& msg : received) {
+      if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO: text only
+      const std::string& text = msg->get_payload();
+      if (!s.open) {
+        if (text != kHandshake) {
+          s.failure = "the server's first WebSocket message is not /qio/ohai";
+          break;
+        }
+        s.open = true;
+        s.handler.on_wire_open();
+        continue;
+      }
+      std::shared_ptr<const void> message_owner(msg, &text);  // the message keeps its payload
+      s.handler.on_wire_event(text, message_owner);
+    }
+    if (s.failure.empty() && used < size) {
+      if (s.connection->get_ec() == websocketpp::processor::error::message_too_big) {
+        s.too_big = true;
+        s.failure =
+            "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
+      } else {
+        s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
+      }
+    }
+  }
+  if (!s.failure.empty()) return failed();
+  if (held) {
+    s.pending.erase(0, consumed);
+  } else if (consumed < data.size()) {
+    s.pending.assign(data.substr(consumed));
+  }
+  s.partial = !s.pending.empty();
   return {};
 }
 

@@ -1,5 +1,7 @@
 // The raw TCP wire and the HTTP response reader, fed byte by byte.
 #include <catch2/catch.hpp>
+#include <websocketpp/base64/base64.hpp>
+#include <websocketpp/sha1/sha1.hpp>
 
 #include "http_exchange.hpp"
 #include "polybus/error.hpp"
@@ -20,6 +22,32 @@ struct Recorder : detail::WireHandler {
     events.emplace_back(text);
   }
 };
+
+// The server's 101 to the upgrade request the wire wrote.
+std::string upgrade_answer(const std::string& request) {
+  const std::string field = "Sec-WebSocket-Key: ";
+  const auto at = request.find(field) + field.size();
+  std::string key = request.substr(at, request.find("\r\n", at) - at);
+  key += "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+  unsigned char digest[20];
+  websocketpp::sha1::calc(key.data(), key.size(), digest);
+  return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Accept: " +
+         websocketpp::base64_encode(digest, 20) + "\r\nSec-WebSocket-Protocol: quickio\r\n\r\n";
+}
+
+// An unmasked frame as a server sends it.
+std::string server_frame(unsigned char first, std::string_view payload) {
+  std::string out(1, static_cast<char>(first));
+  if (payload.size() < 126) {
+    out.push_back(static_cast<char>(payload.size()));
+  } else {
+    out.push_back(126);
+    out.push_back(static_cast<char>(payload.size() >> 8));
+    out.push_back(static_cast<char>(payload.size() & 0xff));
+  }
+  return out.append(payload);
+}
 
 }  // namespace
 
@@ -98,4 +126,73 @@ TEST_CASE("WebSocket wire: a status outside 100-511 is refused before websocketp
   CHECK(detail::http_status_of("HTTP/1.1 577 X\r\n") == -1);  // past websocketpp's enum
   CHECK(detail::http_status_of("HTTP/1.1 511 X\r\n") == 511);
   CHECK(detail::http_status_of("HTTX/1.1 200 X\r\n") == -1);
+}
+
+TEST_CASE(
+    "WebSocket wire: events come whole, split, fragmented or between control frames, "
+    "in order",
+    "[quickio][ws]") {
+  Recorder recorder;
+  detail::WsWire wire("127.0.0.1:1", "/", 1 << 20, recorder);
+  wire.start();
+  const std::string request = wire.output();
+  wire.output().clear();
+  const std::string big(300, 'x');  // the 16-bit length form
+  // The 101, /qio/ohai and a first event in one read, as a server may send them.
+  std::string bytes =
+      upgrade_answer(request) + server_frame(0x81, kHandshake) + server_frame(0x81, "/a:0=1");
+  bytes += server_frame(0x89, "hi");                    // a ping, answered with a pong
+  bytes += server_frame(0x81, "/b:0=\"" + big + "\"");  // split below, a byte at a time
+  bytes += server_frame(0x01, "/c:0=") + server_frame(0x89, "") + server_frame(0x80, "[3]");
+  bytes += server_frame(0x81, "/d:0=4");
+  const auto owner = std::make_shared<std::string>();
+  std::string why;
+  const std::size_t whole = upgrade_answer(request).size() + 30;  // into the ping
+  REQUIRE_FALSE(wire.receive(owner, std::string_view(bytes).substr(0, whole), why));
+  CHECK(recorder.open);
+  CHECK(wire.output().find("/qio/ohai") == std::string::npos);  // masked: not in clear
+  bool held_part = false;
+  for (std::size_t at = whole; at < bytes.size(); ++at) {
+    REQUIRE_FALSE(wire.receive(owner, std::string_view(bytes).substr(at, 1), why));
+    held_part = held_part || wire.partial_frame();
+  }
+  CHECK(held_part);
+  CHECK(recorder.events ==
+        std::vector<std::string>{"/a:0=1", "/b:0=\"" + big + "\"", "/c:0=[3]", "/d:0=4"});
+  CHECK_FALSE(wire.partial_frame());
+  // Two pongs (opcode 0x8A, masked), the ohai, nothing else.
+  std::size_t pongs = 0;
+  for (std::size_t at = wire.output().find('\x8a'); at != std::string::npos;
+       at = wire.output().find('\x8a', at + 1))
+    ++pongs;
+  CHECK(pongs == 2);
+}
+
+TEST_CASE(
+    "WebSocket wire: a frame over max_frame_size is refused from its header, and a "
+    "masked frame from the server is an error",
+    "[quickio][ws]") {
+  for (int masked = 0; masked < 2; ++masked) {
+    Recorder recorder;
+    detail::WsWire wire("127.0.0.1:1", "/", 64, recorder);
+    wire.start();
+    const std::string request = wire.output();
+    const auto owner = std::make_shared<std::string>();
+    std::string why;
+    REQUIRE_FALSE(
+        wire.receive(owner, upgrade_answer(request) + server_frame(0x81, kHandshake), why));
+    REQUIRE(recorder.open);
+    if (masked == 0) {
+      // Only the header of a 300-byte frame: refused before its body is waited for.
+      const std::string header = server_frame(0x81, std::string(300, 'x')).substr(0, 4);
+      CHECK(wire.receive(owner, header, why) == codec_errc::frame_too_large);
+      CHECK_THAT(why, Catch::Contains("max_frame_size=64"));
+    } else {
+      std::string frame = server_frame(0x81, "/a:0=1");
+      frame[1] = static_cast<char>(frame[1] | 0x80);
+      frame.insert(2, std::string(4, '\0'));
+      CHECK(wire.receive(owner, frame, why));
+      CHECK(recorder.events.empty());
+    }
+  }
 }
