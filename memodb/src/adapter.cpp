@@ -24,8 +24,10 @@ OptionTable memodb_options() {
   constexpr std::int64_t hour = 3'600'000;
   OptionTable table = core_option_table();
   table.add({
-      {"max_requests", OptionType::integer, "64", 1, 65536,
-       "requests sent to the broker at once; more wait, in order, up to their deadline"},
+      {"max_requests", OptionType::integer, "8", 1, 65536,
+       "requests sent to the broker at once; more wait, in order, up to their deadline (the real "
+       "broker serves jobs queued beyond its workers out of order: raise it toward the number of "
+       "workers, not past it; docs/memodb.md)"},
       {"workers", OptionType::integer, "0", 0, 1024,
        "workers per serve() (0: one per handler the serve runs at once, SubscribeOptions::"
        "concurrency, else handler_concurrency); Subscription::set_max_in_flight changes it"},

@@ -28,7 +28,7 @@ struct ConnectionSettings {
   std::chrono::milliseconds heartbeat_timeout{10'000};
   std::chrono::milliseconds queue_timeout{10'000};
   std::chrono::milliseconds job_timeout{0};  // 0: each request's remaining deadline
-  std::uint32_t max_requests = 64;
+  std::uint32_t max_requests = 8;
   std::size_t max_message = 16 << 20;
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds frame_timeout{30'000};

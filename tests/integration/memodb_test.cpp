@@ -479,7 +479,8 @@ TEST_CASE(
     if (e.state == ConnectionState::connected) ++client_connects;
   };
   auto server = connect(url_of(*broker, options, "workers=4&handler_concurrency=4"));
-  auto client = connect(url_of(*broker, options), watch);
+  // All 34 requests at the broker at once (the default sends 8).
+  auto client = connect(url_of(*broker, options, "max_requests=64"), watch);
   Gate release;
   Latch entered;
   std::mutex calls_mutex;
