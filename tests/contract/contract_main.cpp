@@ -1,9 +1,9 @@
-#define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 
+#include "catch_session.hpp"
 #include "contract.hpp"
 #include "figg_server_broker.hpp"
 #include "nsq_harness_broker.hpp"
@@ -105,7 +105,7 @@ int main(int argc, char* argv[]) {
       for (const auto& title : polybus::contract::cases()) std::cout << broker << ' ' << title << '\n';
     return 0;
   }
-  const int result = Catch::Session().run(argc, argv);
+  const int result = polybus::test::run_catch_session(argc, argv);
   // Every run this process made was skipped: ctest's SKIP_RETURN_CODE.
   if (result == 0 && polybus::contract::ran == 0 && polybus::contract::skipped > 0) return 77;
   return result;

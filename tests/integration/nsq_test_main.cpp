@@ -1,9 +1,9 @@
 // NSQ integration tests against real nsqd/nsqlookupd 1.3 (the Go harness). Without
 // POLYBUS_NSQ_HARNESS they cannot run: the binary exits with 77, which ctest reports as skipped.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <iostream>
 
+#include "catch_session.hpp"
 #include "nsq_harness_broker.hpp"
 #include "polybus/all.hpp"
 
@@ -15,5 +15,5 @@ int main(int argc, char* argv[]) {
     std::cout << "skipped: POLYBUS_NSQ_HARNESS is not set (bash .ci/test builds the real nsqd harness)\n";
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return polybus::test::run_catch_session(argc, argv);
 }
