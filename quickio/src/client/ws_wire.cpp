@@ -49,6 +49,22 @@ struct WsWire::State {
   std::array<std::uint32_t, 256> masks{};
   std::size_t next_mask = masks.size();
 
+  // A whole text message: /qio/ohai first, events after it. False (with failure set) when the
+  // first is not /qio/ohai.
+  bool take_text(std::string_view text, const std::shared_ptr<const void>& owner) {
+    if (open) {
+      handler.on_wire_event(text, owner);
+      return true;
+    }
+    if (text != kHandshake) {
+      failure = "the server's first WebSocket message is not /qio/ohai";
+      return false;
+    }
+    open = true;
+    handler.on_wire_open();
+    return true;
+  }
+
   std::uint32_t mask_key() {
     if (next_mask == masks.size()) {
       if (RAND_bytes(reinterpret_cast<unsigned char*>(masks.data()),
@@ -263,18 +279,11 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
     ++s.frames;
     if (frame.plain_text && !s.websocketpp_message) {
       const std::string_view text = rest.substr(frame.header, size - frame.header);
-      if (!s.open) {
-        if (text != kHandshake) {
-          s.failure = "the server's first WebSocket message is not /qio/ohai";
-          break;
-        }
-        s.open = true;
-        s.handler.on_wire_open();
-      } else if (held) {
+      if (held && s.open) {
         auto copy = std::make_shared<const std::string>(text);  // pending is reused
-        s.handler.on_wire_event(*copy, copy);
-      } else {
-        s.handler.on_wire_event(text, owner);
+        s.take_text(*copy, copy);
+      } else if (!s.take_text(text, owner)) {
+        break;
       }
       continue;
     }
@@ -286,17 +295,8 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
     for (auto& msg : received) {
       if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO: text only
       const std::string& text = msg->get_payload();
-      if (!s.open) {
-        if (text != kHandshake) {
-          s.failure = "the server's first WebSocket message is not /qio/ohai";
-          break;
-        }
-        s.open = true;
-        s.handler.on_wire_open();
-        continue;
-      }
-      std::shared_ptr<const void> message_owner(msg, &text);  // the message keeps its payload
-      s.handler.on_wire_event(text, message_owner);
+      // The message keeps its payload.
+      if (!s.take_text(text, std::shared_ptr<const void>(msg, &text))) break;
     }
     if (s.failure.empty() && used < size) {
       if (s.connection->get_ec() == websocketpp::processor::error::message_too_big) {
