@@ -40,6 +40,21 @@ std::string_view without_cr(std::string_view line) {
   return line;
 }
 
+// Whether a Connection header (a comma-separated token list, RFC 9110 7.6.1) names `token`
+// (lower case): "Keep-Alive, Upgrade" names "upgrade", "closed-ish" does not name "close".
+bool names_connection_token(const std::string* connection, std::string_view token) {
+  if (!connection) return false;
+  const std::string value = text::ascii_lower(*connection);
+  std::string_view rest(value);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    if (text::trim_http_space(rest.substr(0, comma)) == token) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 }  // namespace
 
 int status_of(std::string_view line) {
@@ -107,8 +122,7 @@ std::error_code ResponseReader::feed(std::string_view bytes) {
 
 bool ResponseReader::reusable() const {
   if (state_ != State::done || to_close_ || extra_bytes_) return false;
-  const std::string* connection = header("connection");
-  return !connection || text::ascii_lower(*connection).find("close") == std::string::npos;
+  return !names_connection_token(header("connection"), "close");
 }
 
 void ResponseReader::consume_head(std::string_view& bytes) {
@@ -330,9 +344,8 @@ const std::string* Request::header(std::string_view lower_name) const {
 
 bool Request::keep_alive() const {
   const std::string* connection = header("connection");
-  const std::string value = connection ? text::ascii_lower(*connection) : std::string();
-  if (value.find("close") != std::string::npos) return false;
-  return http_1_1 || value.find("keep-alive") != std::string::npos;
+  if (names_connection_token(connection, "close")) return false;
+  return http_1_1 || names_connection_token(connection, "keep-alive");
 }
 
 std::optional<std::string> Request::query_parameter(std::string_view key) const {

@@ -272,6 +272,16 @@ TEST_CASE("requests: head fields, keep-alive and query parameters", "[http]") {
   REQUIRE(closing.feed("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").status ==
           RequestReader::Status::head_ready);
   CHECK_FALSE(closing.request().keep_alive());
+  // Connection is a token list: matched token by token, not as a substring.
+  const auto keeps = [](const std::string& head) {
+    RequestReader one(1024, 1024);
+    REQUIRE(one.feed(head).status == RequestReader::Status::head_ready);
+    return one.request().keep_alive();
+  };
+  CHECK_FALSE(keeps("GET / HTTP/1.1\r\nConnection: Upgrade , CLOSE\r\n\r\n"));
+  CHECK(keeps("GET / HTTP/1.1\r\nConnection: x-not-close\r\n\r\n"));
+  CHECK_FALSE(keeps("GET / HTTP/1.0\r\nConnection: not-keep-alive\r\n\r\n"));
+  CHECK(keeps("GET / HTTP/1.0\r\nConnection: upgrade,Keep-Alive\r\n\r\n"));
 }
 
 TEST_CASE("requests: what the reader refuses, with the status to answer", "[http]") {
@@ -323,6 +333,8 @@ TEST_CASE("a response leaves its connection reusable only when its end is its ow
   CHECK(reusable("HTTP/1.0 200 OK\r\nContent-Length: 0\r\nContent-Type: text/plain\r\n\r\n"));
   CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"));
   CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: Close\r\n\r\n"));
+  CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: x, close\r\n\r\n"));
+  CHECK(reusable("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: closer\r\n\r\n"));
   CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\n\r\nto the end", true));  // no length: read to close
   // Bytes after the response: nobody asked for them, so the connection is not trusted again.
   CHECK_FALSE(reusable("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n"));
