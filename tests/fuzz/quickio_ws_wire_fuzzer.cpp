@@ -4,19 +4,20 @@
 // frames built from the operation stream (any opcode, FIN and RSV bits, lengths in all three
 // forms) or raw bytes. Input: byte 0 picks max_frame_size and the kind of upgrade answer, then
 // operations. Checks: no exception escapes; once receive() fails the wire stays failed; events
-// are delivered only after /qio/ohai, and their owners keep them alive; no leak.
-#include <websocketpp/base64/base64.hpp>
-#include <websocketpp/sha1/sha1.hpp>
-
+// are delivered only after /qio/ohai, and their owners keep them alive; no leak. The codec's
+// read_ws_frame_head reads back each frame built (and the client's masked frame of the same
+// payload), says nothing of a cut header, and keeps within any bytes it is given.
 #include <deque>
 
 #include "fuzz_util.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "ws_frames.hpp"
 #include "ws_wire.hpp"
 
 using namespace polybus::quickio;
 using namespace polybus::quickio::detail;
 using polybus::fuzz::ByteReader;
+using polybus::test::ws_frame;
 
 namespace {
 
@@ -37,34 +38,33 @@ struct Handler : WireHandler {
   }
 };
 
-std::string accept_for(const std::string& request) {
-  const std::string header = "Sec-WebSocket-Key: ";
-  auto at = request.find(header);
-  if (at == std::string::npos) return "x";
-  auto end = request.find("\r\n", at);
-  std::string key = request.substr(at + header.size(), end - at - header.size());
-  key += "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-  unsigned char digest[20];
-  websocketpp::sha1::calc(key.data(), key.size(), digest);
-  return websocketpp::base64_encode(digest, 20);
+// The codec's frame-header reader on bytes: within them, and only once the header is whole.
+void check_frame_head(std::string_view bytes) {
+  WsFrameHead head;
+  if (!read_ws_frame_head(bytes, head)) return;
+  FUZZ_CHECK(head.header <= bytes.size());
+  FUZZ_CHECK(head.header == 2 + (head.masked ? 4u : 0u) +
+                                ((bytes[1] & 0x7F) == 126   ? 2u
+                                 : (bytes[1] & 0x7F) == 127 ? 8u
+                                                            : 0u));
+  WsFrameHead again;
+  FUZZ_CHECK(!read_ws_frame_head(bytes.substr(0, head.header - 1), again));
 }
 
-std::string ws_frame(std::uint8_t first, std::string_view payload, std::uint8_t length_form) {
-  std::string out;
-  out.push_back(static_cast<char>(first));
-  const std::uint64_t n = payload.size();
-  if (length_form == 0 && n < 126) {
-    out.push_back(static_cast<char>(n));
-  } else if (length_form <= 1 && n < 65536) {
-    out.push_back(126);
-    out.push_back(static_cast<char>(n >> 8));
-    out.push_back(static_cast<char>(n & 0xff));
-  } else {
-    out.push_back(127);
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
-  }
-  out.append(payload);
-  return out;
+// A frame built from first and payload reads back as built.
+void check_built_frame(const std::string& frame, std::uint8_t first, std::string_view payload) {
+  check_frame_head(frame);
+  WsFrameHead head;
+  FUZZ_CHECK(read_ws_frame_head(frame, head));
+  FUZZ_CHECK(head.fin == ((first & 0x80) != 0) && head.rsv == ((first >> 4) & 7u));
+  FUZZ_CHECK(head.opcode == (first & 0x0F) && !head.masked);
+  FUZZ_CHECK(head.length == payload.size() && head.header + payload.size() == frame.size());
+  FUZZ_CHECK(head.plain_text() == (first == 0x81));
+  std::string masked;
+  append_masked_text_frame(masked, payload, 0x5A0FF0A5u);
+  FUZZ_CHECK(read_ws_frame_head(masked, head));
+  FUZZ_CHECK(head.fin && head.rsv == 0 && head.opcode == 1 && head.masked && !head.plain_text());
+  FUZZ_CHECK(head.length == payload.size() && head.header + payload.size() == masked.size());
 }
 
 }  // namespace
@@ -110,8 +110,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch ((config >> 1) & 3) {
     case 0:
     case 1:
-      answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Accept: " + accept_for(request) + "\r\n";
+      answer =
+          "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          "Sec-WebSocket-Accept: " +
+          polybus::test::ws_accept_for(request) + "\r\n";
       if (((config >> 1) & 3) == 0) answer += "Sec-WebSocket-Protocol: quickio\r\n";
       answer += "\r\n";
       break;
@@ -139,7 +141,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 1: {  // any frame
         std::uint8_t first = in.u8();
         std::uint8_t form = in.u8() % 3;
-        bytes = ws_frame(first, in.short_bytes(), form);
+        const std::string_view payload = in.short_bytes();
+        bytes = ws_frame(first, payload, form);
+        check_built_frame(bytes, first, payload);
         break;
       }
       case 2:  // the handshake message
@@ -147,6 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       default:
         bytes = std::string(in.bytes(std::size_t{in.u8()} + 1));
+        check_frame_head(bytes);
     }
     const std::size_t split = in.u8();
     if (split == 0 || split >= bytes.size()) {

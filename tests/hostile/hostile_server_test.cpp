@@ -12,18 +12,17 @@
 #include <set>
 #include <thread>
 
-#include "hostile_server.hpp"
 #include <nng/nng.h>
-#include <websocketpp/base64/base64.hpp>
-#include <websocketpp/sha1/sha1.hpp>
 #include <nng/protocol/reqrep0/rep.h>
+#include "hostile_server.hpp"
 
-#include "polybus/memodb/codec.hpp"
 #include "polybus/figg_testing.hpp"
+#include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/compression.hpp"
 #include "polybus/nsq/error.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
+#include "ws_frames.hpp"
 
 using namespace polybus;
 using namespace polybus::test;
@@ -857,21 +856,17 @@ namespace {
 // The server side of a QuickIO WebSocket: the 101 with the quickio subprotocol, then /qio/ohai
 // both ways. Server frames are unmasked.
 std::string ws_text_frame(std::string_view text) {
-  return std::string{'\x81', static_cast<char>(text.size())} + std::string(text);
+  return polybus::test::ws_frame(0x81, text);
 }
 bool qio_ws_handshake(HostileConnection& c) {
   if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
     return false;
-  const std::string& request = c.received();
-  const auto key_at = request.find("Sec-WebSocket-Key: ") + 19;
-  const std::string key = request.substr(key_at, request.find("\r\n", key_at) - key_at);
-  const std::string magic = key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-  unsigned char digest[20];
-  websocketpp::sha1::calc(magic.data(), magic.size(), digest);
+  const std::string accept = polybus::test::ws_accept_for(c.received());
   c.received().clear();
-  return c.send("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                "Sec-WebSocket-Protocol: quickio\r\nSec-WebSocket-Accept: " +
-                websocketpp::base64_encode(digest, 20) + "\r\n\r\n") &&
+  return c.send(
+             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Protocol: quickio\r\nSec-WebSocket-Accept: " +
+             accept + "\r\n\r\n") &&
          c.send(ws_text_frame("/qio/ohai"));
 }
 }  // namespace

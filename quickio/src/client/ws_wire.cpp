@@ -167,38 +167,6 @@ namespace {
 
 constexpr std::size_t kMaxUpgradeHead = 16 * 1024;
 
-// A frame's header (RFC 6455 5.2) at the front of bytes: false while incomplete.
-struct FrameHead {
-  bool fin = false;
-  bool plain_text = false;  // FIN, no RSV bits, opcode 1 (text), unmasked
-  int opcode = 0;
-  std::size_t header = 0;
-  std::uint64_t length = 0;
-};
-bool read_frame_head(std::string_view bytes, FrameHead& out) {
-  if (bytes.size() < 2) return false;
-  const auto b0 = static_cast<unsigned char>(bytes[0]);
-  const auto b1 = static_cast<unsigned char>(bytes[1]);
-  const bool masked = b1 & 0x80;
-  std::size_t header = 2;
-  std::uint64_t length = b1 & 0x7F;
-  if (length == 126) header = 4;
-  if (length == 127) header = 10;
-  if (masked) header += 4;
-  if (bytes.size() < header) return false;
-  if (length >= 126) {
-    length = 0;
-    for (std::size_t i = 2; i < (header - (masked ? 4 : 0)); ++i)
-      length = (length << 8) | static_cast<unsigned char>(bytes[i]);
-  }
-  out.fin = b0 & 0x80;
-  out.opcode = b0 & 0x0F;
-  out.plain_text = out.fin && (b0 & 0x70) == 0 && out.opcode == 1 && !masked;
-  out.header = header;
-  out.length = length;
-  return true;
-}
-
 }  // namespace
 
 std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::string_view bytes,
@@ -266,8 +234,8 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
   std::size_t consumed = 0;
   while (s.failure.empty()) {
     std::string_view rest = data.substr(consumed);
-    FrameHead frame;
-    if (!read_frame_head(rest, frame)) break;
+    WsFrameHead frame;
+    if (!read_ws_frame_head(rest, frame)) break;
     if (frame.length > s.max_frame_size) {
       s.too_big = true;
       s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
@@ -277,7 +245,7 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
     const std::size_t size = frame.header + static_cast<std::size_t>(frame.length);
     consumed += size;
     ++s.frames;
-    if (frame.plain_text && !s.websocketpp_message) {
+    if (frame.plain_text() && !s.websocketpp_message) {
       const std::string_view text = rest.substr(frame.header, size - frame.header);
       if (held && s.open) {
         auto copy = std::make_shared<const std::string>(text);  // pending is reused

@@ -40,4 +40,24 @@ void append_masked_text_frame(std::string& out, std::string_view payload, std::u
   for (; i < n; ++i) dst[i] = static_cast<char>(src[i] ^ static_cast<char>(key[i % 4]));
 }
 
+bool read_ws_frame_head(std::string_view bytes, WsFrameHead& out) {
+  if (bytes.size() < 2) return false;
+  const auto b0 = static_cast<unsigned char>(bytes[0]);
+  const auto b1 = static_cast<unsigned char>(bytes[1]);
+  const bool masked = b1 & 0x80;
+  const std::size_t length_bytes = (b1 & 0x7F) == 126 ? 2 : (b1 & 0x7F) == 127 ? 8 : 0;
+  const std::size_t header = 2 + length_bytes + (masked ? 4 : 0);
+  if (bytes.size() < header) return false;
+  std::uint64_t length = length_bytes == 0 ? (b1 & 0x7F) : 0;
+  for (std::size_t i = 0; i < length_bytes; ++i)
+    length = (length << 8) | static_cast<unsigned char>(bytes[2 + i]);
+  out.fin = b0 & 0x80;
+  out.rsv = (b0 >> 4) & 0x07;
+  out.opcode = b0 & 0x0F;
+  out.masked = masked;
+  out.header = header;
+  out.length = length;
+  return true;
+}
+
 }  // namespace polybus::quickio

@@ -13,6 +13,7 @@
 
 #include "polybus/quickio/codec.hpp"
 #include "test_support.hpp"
+#include "ws_frames.hpp"
 
 namespace polybus::quickio::test {
 
@@ -99,22 +100,11 @@ struct WsFrame {
   }
 };
 
+// A client's frame: masked unless told otherwise (a server must refuse that).
 inline std::string ws_frame(int opcode, std::string_view payload, bool masked = true) {
-  std::string out;
-  out.push_back(static_cast<char>(0x80 | opcode));
-  unsigned char mask_bit = masked ? 0x80 : 0;
-  if (payload.size() < 126) {
-    out.push_back(static_cast<char>(mask_bit | payload.size()));
-  } else {
-    out.push_back(static_cast<char>(mask_bit | 126));
-    out.push_back(static_cast<char>(payload.size() >> 8));
-    out.push_back(static_cast<char>(payload.size() & 0xff));
-  }
-  const unsigned char key[4] = {0x12, 0x34, 0x56, 0x78};
-  if (masked) out.append(reinterpret_cast<const char*>(key), 4);
-  for (std::size_t i = 0; i < payload.size(); ++i)
-    out.push_back(masked ? static_cast<char>(payload[i] ^ key[i % 4]) : payload[i]);
-  return out;
+  static constexpr unsigned char kKey[4] = {0x12, 0x34, 0x56, 0x78};
+  return ::polybus::test::ws_frame(static_cast<unsigned char>(0x80 | opcode), payload, 0,
+                                   masked ? kKey : nullptr);
 }
 
 inline std::string ws_upgrade_request(std::string_view extra_headers) {

@@ -7,6 +7,7 @@
 
 #include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "ws_frames.hpp"
 
 using namespace polybus::quickio;
 using polybus::text::is_valid_utf8;
@@ -424,4 +425,50 @@ TEST_CASE("a WebSocket frame's mask is the key's four bytes in memory order", "[
   REQUIRE(out.size() == 2 + 4 + 4);
   CHECK(out.substr(2, 4) == std::string("\x01\x02\x03\x04", 4));
   CHECK(out.substr(6, 4) == std::string("\x01\x02\x03\x04", 4));  // zeros masked show the key
+}
+
+TEST_CASE("a WebSocket frame's header is read whole or not at all, in any length form",
+          "[quickio][codec]") {
+  const unsigned char key[4] = {9, 8, 7, 6};
+  struct Case {
+    std::string frame;
+    bool fin;
+    unsigned rsv;
+    int opcode;
+    bool masked;
+    std::size_t header;
+    std::uint64_t length;
+    bool plain_text;
+  };
+  const std::string big(70000, 'b');
+  for (const Case& c : {
+           Case{polybus::test::ws_frame(0x81, "/a:0=1"), true, 0, 1, false, 2, 6, true},
+           Case{polybus::test::ws_frame(0x81, "/a:0=1", 1), true, 0, 1, false, 4, 6, true},
+           Case{polybus::test::ws_frame(0x81, "/a:0=1", 2), true, 0, 1, false, 10, 6, true},
+           Case{polybus::test::ws_frame(0x81, big), true, 0, 1, false, 10, 70000, true},
+           Case{polybus::test::ws_frame(0x01, "/a"), false, 0, 1, false, 2, 2, false},
+           Case{polybus::test::ws_frame(0xC1, "x"), true, 4, 1, false, 2, 1, false},
+           Case{polybus::test::ws_frame(0x82, "x"), true, 0, 2, false, 2, 1, false},
+           Case{polybus::test::ws_frame(0x89, ""), true, 0, 9, false, 2, 0, false},
+           Case{polybus::test::ws_frame(0x81, "x", 0, key), true, 0, 1, true, 6, 1, false},
+           Case{polybus::test::ws_frame(0x81, std::string(300, 'y'), 0, key), true, 0, 1, true, 8,
+                300, false},
+       }) {
+    INFO("header " << c.header << ", length " << c.length);
+    WsFrameHead head;
+    for (std::size_t cut = 0; cut < c.header; ++cut)
+      CHECK_FALSE(read_ws_frame_head(std::string_view(c.frame).substr(0, cut), head));
+    REQUIRE(read_ws_frame_head(std::string_view(c.frame).substr(0, c.header), head));
+    CHECK(head.fin == c.fin);
+    CHECK(head.rsv == c.rsv);
+    CHECK(head.opcode == c.opcode);
+    CHECK(head.masked == c.masked);
+    CHECK(head.header == c.header);
+    CHECK(head.length == c.length);
+    CHECK(head.plain_text() == c.plain_text);
+  }
+  // A 64-bit length is read as sent, for the caller to refuse against its limit.
+  WsFrameHead head;
+  REQUIRE(read_ws_frame_head(std::string("\x81\x7f\xff\xff\xff\xff\xff\xff\xff\xff", 10), head));
+  CHECK(head.length == ~std::uint64_t{0});
 }

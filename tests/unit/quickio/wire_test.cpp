@@ -1,18 +1,18 @@
 // The raw TCP wire and the HTTP response reader, fed byte by byte.
 #include <catch2/catch.hpp>
-#include <websocketpp/base64/base64.hpp>
-#include <websocketpp/sha1/sha1.hpp>
 
 #include "http_exchange.hpp"
 #include "polybus/error.hpp"
-#include "polybus/quickio/codec.hpp"
 #include "polybus/quickio/client_errc.hpp"
+#include "polybus/quickio/codec.hpp"
 #include "raw_wire.hpp"
+#include "ws_frames.hpp"
 #include "ws_wire.hpp"
 
 namespace {
 
 using namespace polybus::quickio;
+using polybus::test::ws_frame;
 
 struct Recorder : detail::WireHandler {
   bool open = false;
@@ -25,28 +25,9 @@ struct Recorder : detail::WireHandler {
 
 // The server's 101 to the upgrade request the wire wrote.
 std::string upgrade_answer(const std::string& request) {
-  const std::string field = "Sec-WebSocket-Key: ";
-  const auto at = request.find(field) + field.size();
-  std::string key = request.substr(at, request.find("\r\n", at) - at);
-  key += "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-  unsigned char digest[20];
-  websocketpp::sha1::calc(key.data(), key.size(), digest);
   return "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
          "Sec-WebSocket-Accept: " +
-         websocketpp::base64_encode(digest, 20) + "\r\nSec-WebSocket-Protocol: quickio\r\n\r\n";
-}
-
-// An unmasked frame as a server sends it.
-std::string server_frame(unsigned char first, std::string_view payload) {
-  std::string out(1, static_cast<char>(first));
-  if (payload.size() < 126) {
-    out.push_back(static_cast<char>(payload.size()));
-  } else {
-    out.push_back(126);
-    out.push_back(static_cast<char>(payload.size() >> 8));
-    out.push_back(static_cast<char>(payload.size() & 0xff));
-  }
-  return out.append(payload);
+         polybus::test::ws_accept_for(request) + "\r\nSec-WebSocket-Protocol: quickio\r\n\r\n";
 }
 
 }  // namespace
@@ -140,11 +121,11 @@ TEST_CASE(
   const std::string big(300, 'x');  // the 16-bit length form
   // The 101, /qio/ohai and a first event in one read, as a server may send them.
   std::string bytes =
-      upgrade_answer(request) + server_frame(0x81, kHandshake) + server_frame(0x81, "/a:0=1");
-  bytes += server_frame(0x89, "hi");                    // a ping, answered with a pong
-  bytes += server_frame(0x81, "/b:0=\"" + big + "\"");  // split below, a byte at a time
-  bytes += server_frame(0x01, "/c:0=") + server_frame(0x89, "") + server_frame(0x80, "[3]");
-  bytes += server_frame(0x81, "/d:0=4");
+      upgrade_answer(request) + ws_frame(0x81, kHandshake) + ws_frame(0x81, "/a:0=1");
+  bytes += ws_frame(0x89, "hi");                    // a ping, answered with a pong
+  bytes += ws_frame(0x81, "/b:0=\"" + big + "\"");  // split below, a byte at a time
+  bytes += ws_frame(0x01, "/c:0=") + ws_frame(0x89, "") + ws_frame(0x80, "[3]");
+  bytes += ws_frame(0x81, "/d:0=4");
   const auto owner = std::make_shared<std::string>();
   std::string why;
   const std::size_t whole = upgrade_answer(request).size() + 30;  // into the ping
@@ -179,16 +160,15 @@ TEST_CASE(
     const std::string request = wire.output();
     const auto owner = std::make_shared<std::string>();
     std::string why;
-    REQUIRE_FALSE(
-        wire.receive(owner, upgrade_answer(request) + server_frame(0x81, kHandshake), why));
+    REQUIRE_FALSE(wire.receive(owner, upgrade_answer(request) + ws_frame(0x81, kHandshake), why));
     REQUIRE(recorder.open);
     if (masked == 0) {
       // Only the header of a 300-byte frame: refused before its body is waited for.
-      const std::string header = server_frame(0x81, std::string(300, 'x')).substr(0, 4);
+      const std::string header = ws_frame(0x81, std::string(300, 'x')).substr(0, 4);
       CHECK(wire.receive(owner, header, why) == codec_errc::frame_too_large);
       CHECK_THAT(why, Catch::Contains("max_frame_size=64"));
     } else {
-      std::string frame = server_frame(0x81, "/a:0=1");
+      std::string frame = ws_frame(0x81, "/a:0=1");
       frame[1] = static_cast<char>(frame[1] | 0x80);
       frame.insert(2, std::string(4, '\0'));
       CHECK(wire.receive(owner, frame, why));

@@ -140,6 +140,21 @@ class RawFrameDecoder {
 // client's events are (their paths are clean, their data checked JSON).
 void append_masked_text_frame(std::string& out, std::string_view payload, std::uint32_t mask);
 
+// The header of one WebSocket frame (RFC 6455 5.2), as read from the front of the bytes.
+struct WsFrameHead {
+  bool fin = false;
+  unsigned rsv = 0;  // the three reserved bits: 0 without an extension
+  int opcode = 0;
+  bool masked = false;
+  std::size_t header = 0;    // the header's bytes, the mask key included
+  std::uint64_t length = 0;  // the payload's bytes after the header, as the frame says
+  // All a server sends but its pings and close: a whole, unmasked text message.
+  bool plain_text() const { return fin && rsv == 0 && opcode == 1 && !masked; }
+};
+// False while bytes hold less than the whole header. Any length form is read (a peer may use a
+// longer one than needed); the caller bounds the length.
+bool read_ws_frame_head(std::string_view bytes, WsFrameHead& out);
+
 // ---- HTTP long polling bodies ----
 // Calls fn(std::string_view line) for each '\n'-separated line; a trailing empty line (the body
 // ending in '\n', or an empty body) is not a line.
