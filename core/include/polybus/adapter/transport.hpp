@@ -79,8 +79,9 @@ class Transport : public std::enable_shared_from_this<Transport> {
                                            const AdapterContext* stats = nullptr);
 
   void connect(const HostPort& target);
-  // Queued and written in order; the string is moved in, so payloads are not copied. Queueing
-  // more than max_write_buffer unwritten bytes fails the connection (errc::limit_exceeded).
+  // Queued and written in order; the string is moved in, so payloads are not copied (but for
+  // small ones, gathered into one buffer with their neighbours). Queueing more than
+  // max_write_buffer unwritten bytes fails the connection (errc::limit_exceeded).
   void write(std::string bytes);
   // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
   void write(std::shared_ptr<const std::string> bytes);
@@ -189,6 +190,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::vector<Piece> in_flight_;
   std::vector<asio::const_buffer> buffers_;  // in_flight_'s bytes, for the write under way
   std::vector<std::string> spare_strings_;   // owned pieces written, emptied, capacity kept
+  std::size_t spare_bytes_ = 0;              // their capacity
   std::size_t queued_bytes_ = 0;
   std::uint64_t total_queued_ = 0;
   std::uint64_t total_written_ = 0;
