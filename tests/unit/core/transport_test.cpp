@@ -204,8 +204,17 @@ TEST_CASE("bytes written arrive in order and echo back", "[transport]") {
 
 TEST_CASE("copied, owned and shared writes interleave in order, over many writes",
           "[transport]") {
-  // write_copy appends to a queued piece or reuses strings kept from earlier writes; the queue
-  // slides and compacts as it drains. Whatever the mix, the bytes arrive as written.
+  // write_copy appends to a queued piece or reuses strings kept from earlier writes; small
+  // owned and shared bytes are copied into those pieces, large ones queued as their own (either
+  // side of kCopyAtMost); the queue slides and compacts as it drains. Whatever the mix, the
+  // bytes arrive as written.
+  const auto body_of = [](int i) {
+    const std::size_t n = i % 25 == 0 ? 1025 + static_cast<std::size_t>(i) : i % 7;
+    return std::string(n, static_cast<char>('a' + i % 26)) + ";";
+  };
+  const auto tail_of = [](int i) {
+    return std::string(static_cast<std::size_t>(i * 13 % 2500), 't');
+  };
   TestServer server(Mode::echo);
   Client client;
   client.run([&] { client.transport_->connect(server.address()); });
@@ -214,18 +223,15 @@ TEST_CASE("copied, owned and shared writes interleave in order, over many writes
     std::string sent;
     for (int i = 0; i < 300; ++i) {
       const std::string head = "h" + std::to_string(round) + "." + std::to_string(i) + "|";
-      const std::string body = std::string(static_cast<std::size_t>(i % 7), 'a' + i % 26) + ";";
-      const std::string tail = std::string(static_cast<std::size_t>(i % 300), 't');
-      sent += head + body + (i % 3 == 0 ? tail : "");
+      sent += head + body_of(i) + (i % 3 == 0 ? tail_of(i) : "");
     }
     expected += sent;
-    client.run([&client, round] {
+    client.run([&client, round, &body_of, &tail_of] {
       for (int i = 0; i < 300; ++i) {
         const std::string head = "h" + std::to_string(round) + "." + std::to_string(i) + "|";
         client.transport_->write_copy(head);
-        client.transport_->write(std::make_shared<const std::string>(
-            std::string(static_cast<std::size_t>(i % 7), 'a' + i % 26) + ";"));
-        if (i % 3 == 0) client.transport_->write(std::string(static_cast<std::size_t>(i % 300), 't'));
+        client.transport_->write(std::make_shared<const std::string>(body_of(i)));
+        if (i % 3 == 0) client.transport_->write(tail_of(i));
       }
     });
     REQUIRE(client.wait_received(expected));  // drained before the next round: strings recycled
