@@ -8,6 +8,15 @@
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
+namespace {
+
+// Gathering single publishes into one MPUB (Producer::gathering_): within every nsqd's default
+// limits (max-msg-size 1 MiB, max-body-size 5 MiB); one that nsqd refuses is split again.
+constexpr std::size_t kGatherAtMost = 64 * 1024;
+constexpr std::size_t kMaxGathered = 512;
+constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
+
+}  // namespace
 
 Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
                    Discover discover)
@@ -82,7 +91,7 @@ void Producer::publish(PublishWork work) {
   if (work.defer.count() > 3'600'000)
     return work.done(make_error_code(polybus::errc::invalid_argument), {},
                      "deferred publish over nsqd's maximum (1h by default)");
-  Outgoing out{std::move(work.topic), nullptr, {}, work.defer, std::move(work.done)};
+  Outgoing out{std::move(work.topic), nullptr, {}, work.defer, std::move(work.done), {}};
   if (work.payloads.size() == 1) {
     out.body = std::make_shared<const std::string>(std::move(work.payloads.front()));
   } else {
@@ -90,13 +99,73 @@ void Producer::publish(PublishWork work) {
     for (auto& payload : work.payloads)
       out.bodies.push_back(std::make_shared<const std::string>(std::move(payload)));
   }
+  const std::size_t size = out.body ? out.body->size() : 0;
+  const bool gatherable = out.body && out.defer.count() == 0 && size > 0 && size <= kGatherAtMost;
+  if (!gatherable) {
+    flush_gathered();  // what came before goes first
+    return route(std::move(out));
+  }
+  if (gathering_.gathered() &&
+      (gathering_.topic != out.topic || gathering_.dones.size() >= kMaxGathered ||
+       gathering_bytes_ + size > kMaxGatheredBytes))
+    flush_gathered();
+  if (!gathering_.gathered()) gathering_.topic = std::move(out.topic);
+  gathering_.bodies.push_back(std::move(out.body));
+  gathering_.dones.push_back(std::move(out.done));
+  gathering_bytes_ += size;
+  if (gather_flush_posted_) return;
+  gather_flush_posted_ = true;
+  asio::post(context_->strand(), [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->gather_flush_posted_ = false;
+    self->flush_gathered();
+  });
+}
+
+void Producer::flush_gathered() {
+  if (!gathering_.gathered()) return;
+  Outgoing out = std::move(gathering_);
+  gathering_ = Outgoing{};
+  gathering_bytes_ = 0;
+  if (closed_) return complete(out, make_error_code(polybus::errc::closed), "client closed");
+  route(std::move(out));
+}
+
+void Producer::route(Outgoing out) {
   if (Node* node = usable_node()) return send(*node, out);
   waiting_.push_back(std::move(out));
   connect_some();
 }
 
+void Producer::complete(Outgoing& out, std::error_code ec, const std::string& detail) {
+  if (!out.gathered()) return out.done(ec, {}, detail);
+  auto dones = std::move(out.dones);
+  out.dones.clear();
+  for (auto& done : dones) done(ec, {}, detail);
+}
+
 void Producer::send(Node& node, Outgoing& work) {
-  if (work.done.done()) return;  // its deadline passed while it waited
+  if (work.gathered()) {
+    // Those whose deadline passed while they waited go no further.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < work.dones.size(); ++i) {
+      if (work.dones[i].done()) continue;
+      work.dones[kept] = std::move(work.dones[i]);
+      work.bodies[kept] = std::move(work.bodies[i]);
+      ++kept;
+    }
+    work.dones.resize(kept);
+    work.bodies.resize(kept);
+    if (kept == 0) return;
+    if (kept == 1) {  // a PUB, as it would have gone alone
+      work.body = std::move(work.bodies.front());
+      work.done = std::move(work.dones.front());
+      work.bodies.clear();
+      work.dones.clear();
+    }
+  }
+  if (!work.gathered() && work.done.done()) return;  // its deadline passed while it waited
   // Awaiting its answer before it is written: a write over max_write_buffer ends the connection
   // at once, and on_closed must find it there to send it again.
   node.awaiting.push_back(std::move(work));
@@ -109,7 +178,7 @@ void Producer::send(Node& node, Outgoing& work) {
     // Refused before anything was written: still the last one awaiting.
     Outgoing refused = std::move(node.awaiting.back());
     node.awaiting.pop_back();
-    refused.done(ec, {}, "cannot publish to '" + refused.topic + "': " + ec.message());
+    complete(refused, ec, "cannot publish to '" + refused.topic + "': " + ec.message());
   }
 }
 
@@ -222,9 +291,9 @@ void Producer::on_response(Node& node, std::string_view body) {
     return;
   }
   node.reconnect->proven();
-  auto done = std::move(node.awaiting.front().done);
+  Outgoing answered = std::move(node.awaiting.front());
   node.awaiting.pop_front();
-  done({});
+  complete(answered, {}, {});
 }
 
 void Producer::on_server_error(Node& node, const ServerError& error) {
@@ -234,10 +303,24 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
                    node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
     return;
   }
-  auto done = std::move(node.awaiting.front().done);
+  Outgoing refused = std::move(node.awaiting.front());
   node.awaiting.pop_front();
-  done(make_error_code(error.code), {},
-       node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
+  if (refused.gathered() &&
+      (error.code_text == "E_BAD_MESSAGE" || error.code_text == "E_BAD_BODY")) {
+    // nsqd checks a whole MPUB before it keeps any of it, so none was kept: each publish goes
+    // again alone, first in line, and only the one at fault fails.
+    for (std::size_t i = refused.dones.size(); i-- > 0;)
+      waiting_.push_front(Outgoing{
+          refused.topic, std::move(refused.bodies[i]), {}, {}, std::move(refused.dones[i]), {}});
+    if (usable_node())
+      flush_waiting();
+    else
+      connect_some();
+    return;
+  }
+  complete(refused, make_error_code(error.code),
+           node.target.to_string() + ": " + std::string(error.code_text) + " " +
+               std::string(error.description));
 }
 
 void Producer::on_closed(Node& node, std::error_code ec, const std::string& detail) {
@@ -304,10 +387,16 @@ void Producer::close() {
     if (node->reconnect) node->reconnect->closed();
     if (node->connection) node->connection->close_after_flush();
     auto awaiting = std::move(node->awaiting);
-    for (auto& work : awaiting) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
+    for (auto& work : awaiting)
+      complete(work, make_error_code(polybus::errc::closed), "client closed");
   }
-  for (auto& work : waiting_) work.done(make_error_code(polybus::errc::closed), {}, "client closed");
+  for (auto& work : waiting_)
+    complete(work, make_error_code(polybus::errc::closed), "client closed");
   waiting_.clear();
+  Outgoing gathered = std::move(gathering_);
+  gathering_ = Outgoing{};
+  if (gathered.gathered())
+    complete(gathered, make_error_code(polybus::errc::closed), "client closed");
 }
 
 }  // namespace polybus::nsq

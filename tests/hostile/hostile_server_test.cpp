@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -230,6 +231,64 @@ TEST_CASE("nsq: a publish refused by nsqd fails with broker_error and nsqd's wor
   CHECK(refused == errc::broker_error);
   CHECK(refused == make_error_code(nsq::errc::e_unauthorized));
   CHECK_THAT(refused.cause(), Catch::Contains("E_UNAUTHORIZED AUTH failed"));
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq: single publishes of one burst reach nsqd as one MPUB, each completed by its answer",
+          "[hostile][nsq]") {
+  // What nsqd reads: the first PUB, then the twenty published from its completion (on the
+  // client's strand, so they are taken from the intake in one turn) in one MPUB, in order.
+  std::promise<std::string> mpub;
+  auto mpub_read = mpub.get_future();
+  HostileServer server([&](HostileConnection& c, std::size_t index) {
+    if (index > 0 || !nsq_handshake(c, false)) return;
+    const auto whole_command = [](const std::string& verb) {
+      return [verb](std::string& r) {
+        const auto at = r.find(verb);
+        if (at == std::string::npos) return false;
+        const auto size_at = r.find('\n', at) + 1;
+        if (size_at == 0 || r.size() < size_at + 4) return false;
+        const std::uint32_t size = (std::uint32_t(std::uint8_t(r[size_at])) << 24) |
+                                   (std::uint32_t(std::uint8_t(r[size_at + 1])) << 16) |
+                                   (std::uint32_t(std::uint8_t(r[size_at + 2])) << 8) |
+                                   std::uint8_t(r[size_at + 3]);
+        return r.size() >= size_at + 4 + size;
+      };
+    };
+    if (!c.read_until(whole_command("PUB burst\n"))) return;
+    c.received().clear();
+    if (!c.send(nsq_response("OK"))) return;
+    if (!c.read_until(whole_command("MPUB burst\n"))) return;
+    mpub.set_value(c.received());
+    c.send(nsq_response("OK"));
+    c.hold_open();
+  });
+  auto client = connect("nsq://" + server.address());
+  Latch completed;
+  std::mutex mutex;
+  std::vector<Status> statuses(20);
+  client.publish("burst", "first", [&](const Status& first) {
+    REQUIRE_FALSE(first);
+    for (int i = 0; i < 20; ++i)
+      client.publish("burst", "m" + std::to_string(i), [&, i](const Status& status) {
+        std::lock_guard<std::mutex> lock(mutex);
+        statuses[static_cast<std::size_t>(i)] = status;
+        completed.count_down();
+      });
+  });
+  REQUIRE(mpub_read.wait_for(kWaitBound) == std::future_status::ready);
+  const std::string command = mpub_read.get();
+  std::string expected = "MPUB burst\n";
+  std::string body = be32(20);
+  for (int i = 0; i < 20; ++i) {
+    const std::string payload = "m" + std::to_string(i);
+    body += be32(static_cast<std::uint32_t>(payload.size())) + payload;
+  }
+  expected += be32(static_cast<std::uint32_t>(body.size())) + body;
+  CHECK(command == expected);  // nothing else: no PUB of its own for any of them
+  REQUIRE(completed.wait_for(20));
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& status : statuses) CHECK_FALSE(status);
   client.close_sync(5s);
 }
 

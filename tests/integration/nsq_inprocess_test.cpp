@@ -264,6 +264,54 @@ TEST_CASE("nsq: an nsqd whose max_rdy_count is below max_in_flight gets RDY with
   CHECK(disconnects == 0);
 }
 
+TEST_CASE(
+    "nsq: a burst gathered into one MPUB that nsqd refuses for one message fails only that "
+    "one; the rest are kept once each",
+    "[nsq][publish]") {
+  nsq::testing::NsqdOptions small;
+  small.max_msg_size = 100;  // E_BAD_MESSAGE for the whole MPUB holding the 150-byte one
+  auto nsqd = Nsqd::start(small);
+  auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  REQUIRE(producer.publish_sync("split", "warm") == std::error_code{});
+  Latch completed;
+  std::mutex mutex;
+  std::vector<Status> statuses(20);
+  // Published from a completion, on the client's strand: one burst, so one MPUB.
+  producer.publish("split", "first", [&](const Status& first) {
+    REQUIRE_FALSE(first);
+    for (int i = 0; i < 20; ++i) {
+      const std::string payload = i == 7 ? std::string(150, 'x') : "m" + std::to_string(i);
+      producer.publish("split", payload, [&, i](const Status& status) {
+        std::lock_guard<std::mutex> lock(mutex);
+        statuses[static_cast<std::size_t>(i)] = status;
+        completed.count_down();
+      });
+    }
+  });
+  REQUIRE(completed.wait_for(20));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (std::size_t i = 0; i < statuses.size(); ++i) {
+      INFO("publish " << i << ": " << statuses[i].message());
+      if (i == 7) {
+        CHECK(statuses[i] == make_error_code(nsq::errc::e_bad_message));
+        CHECK_THAT(statuses[i].cause(), Catch::Contains("too big"));
+      } else {
+        CHECK_FALSE(statuses[i]);
+      }
+    }
+  }
+  CHECK(nsqd->topic_message_count("split") == 2 + 19);  // warm, first, and 19 of the burst
+  Collector got;
+  SubscribeOptions group;
+  group.group = "all";
+  auto consumer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  auto sub =
+      consumer.subscribe("split", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(got.wait_for_distinct(21));
+  CHECK(got.total() == 21);  // each once
+}
+
 TEST_CASE("nsq: a handler that keeps failing is requeued with a growing delay up to its cap",
           "[nsq][requeue]") {
   auto nsqd = Nsqd::start();
