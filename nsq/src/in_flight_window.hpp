@@ -76,6 +76,13 @@ class InFlightWindow {
 
   std::size_t tracked() const { return size_; }           // ids held (tests)
   std::size_t capacity() const { return table_.size(); }  // the table's room (tests)
+  // The farthest any id held sits from where its hash put it (tests: lookups stay short).
+  std::size_t longest_probe() const {
+    std::size_t longest = 0;
+    for (std::size_t i = 0; i < table_.size(); ++i)
+      if (table_[i].used) longest = std::max(longest, (i - hash(table_[i].id)) & mask());
+    return longest;
+  }
 
  private:
   static constexpr std::int64_t kSlices = 16;
@@ -115,12 +122,21 @@ class InFlightWindow {
     std::memcpy(key.data(), id.data(), std::min(id.size(), key.size()));
     return key;
   }
+  // Every byte of the id reaches the low bits the table uses. nsqd's ids are the hex of a
+  // counter whose last characters change fastest: a mix that left those to the high bits (as
+  // this one once did) put a whole stream in one run, 166 probes per insert at 2500 in flight.
+  static std::uint64_t mix(std::uint64_t h) {  // MurmurHash3's finalizer
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+  }
   static std::size_t hash(const std::array<char, kMessageIdSize>& key) {
     std::uint64_t a, b;
     std::memcpy(&a, key.data(), 8);
     std::memcpy(&b, key.data() + 8, 8);
-    std::uint64_t h = (a ^ (b * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
-    return static_cast<std::size_t>(h ^ (h >> 31));
+    return static_cast<std::size_t>(mix(a ^ mix(b)));
   }
   std::size_t mask() const { return table_.size() - 1; }
 

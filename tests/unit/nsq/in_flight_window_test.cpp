@@ -125,3 +125,21 @@ TEST_CASE("nsq in-flight window: erasing keeps every other id findable", "[nsq][
   CHECK(window.recent(t0) == 0);
   CHECK(window.tracked() == 0);
 }
+
+TEST_CASE("nsq in-flight window: ids as nsqd makes them spread over the table (short probes)",
+          "[nsq][in_flight]") {
+  // nsqd's ids: the hex of (milliseconds << 22 | node << 12 | sequence), the last digits
+  // changing fastest. 2500 in flight (max_rdy_count), 300 a millisecond.
+  InFlightWindow window;
+  window.reset(milliseconds(60000));
+  const std::uint64_t ms = 1'700'000'000'000ull;
+  for (std::uint64_t i = 0; i < 2500; ++i)
+    window.arrived(id_of(((ms + i / 300) << 22) | (1u << 12) | (i % 300)), t0);
+  REQUIRE(window.tracked() == 2500);
+  INFO("capacity " << window.capacity());
+  CHECK(window.longest_probe() <= 32);  // the mix that kept the fast digits high: over 1000
+  for (std::uint64_t i = 0; i < 2500; i += 2)
+    window.answered(id_of(((ms + i / 300) << 22) | (1u << 12) | (i % 300)));
+  CHECK(window.tracked() == 1250);
+  CHECK(window.recent(t0) == 1250);
+}
