@@ -53,8 +53,9 @@ void ClientCore::start(const SchemeInfo& scheme) {
   });
 }
 
-Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout) const {
-  return Clock::now() + (timeout.count() > 0 ? timeout : op_timeout_);
+Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout,
+                                            Clock::time_point now) const {
+  return now + (timeout.count() > 0 ? timeout : op_timeout_);
 }
 
 void ClientCore::fail_now(Completion done, Status status) {
@@ -89,7 +90,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     return fail_now(std::move(done), refused);
   }
   const auto issued = Clock::now();
-  const auto deadline = deadline_from(options.timeout);
+  const auto deadline = deadline_from(options.timeout, issued);
   std::lock_guard<std::mutex> lock(intake_mutex_);
   const bool first = intake_.empty();
   intake_.push_back(IntakePublish{std::string(topic), std::move(payloads), std::move(done),
@@ -220,10 +221,12 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
     return;
   }
   sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
-  auto op = ops_->add(deadline_from({}), [done = std::move(done), adapter_sub](
-                                             std::error_code ec, std::string, std::string cause) {
-    if (done) done(Status(ec, std::move(cause)));
-  }, "unsubscribe from " + sub->topic());
+  auto op = ops_->add(
+      deadline_from({}, Clock::now()),
+      [done = std::move(done), adapter_sub](std::error_code ec, std::string, std::string cause) {
+        if (done) done(Status(ec, std::move(cause)));
+      },
+      "unsubscribe from " + sub->topic());
   adapter_sub->unsubscribe(std::move(op));
   check_drain();
 }
@@ -246,7 +249,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     return;
   }
   const auto issued = Clock::now();
-  auto deadline = deadline_from(options.timeout);
+  auto deadline = deadline_from(options.timeout, issued);
   asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
                                payload = std::move(payload), done = std::move(done),
                                deadline, issued]() mutable {
@@ -280,7 +283,7 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
   if (state_.load() != State::open)
     return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
   const auto issued = Clock::now();
-  auto deadline = deadline_from(timeout);
+  auto deadline = deadline_from(timeout, issued);
   asio::post(
       shared_->strand,
       [self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {

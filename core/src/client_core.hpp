@@ -159,7 +159,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
  private:
   enum class State { open, closing, closed };
-  Clock::time_point deadline_from(std::chrono::milliseconds timeout) const;
+  // timeout from now (one clock read per operation, shared with its issue time), or op_timeout.
+  Clock::time_point deadline_from(std::chrono::milliseconds timeout, Clock::time_point now) const;
   // deadline_passed: the close timer fired before everything drained.
   void finish_close(bool deadline_passed);
   Status what_the_close_deadline_cut_off() const;

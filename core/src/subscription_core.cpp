@@ -65,7 +65,13 @@ void SubscriptionCore::enqueue(Message message) {
     shared_->log(LogLevel::warn, over_text);
     apply_flow();
   }
-  if (start) pool_->post([self = shared_from_this()] { self->run_queue(); });
+  // A handler thread is woken once the strand's turn ends, not for the first message of it: the
+  // rest of a read's messages are queued by then, and it takes them in one wake-up. Woken at
+  // once, it drained the queue faster than the io thread filled it and slept again, a context
+  // switch each way for every few messages.
+  if (start)
+    asio::post(shared_->strand,
+               [self = shared_from_this()] { self->pool_->post([self] { self->run_queue(); }); });
 }
 
 std::string SubscriptionCore::check_over_budget() {
