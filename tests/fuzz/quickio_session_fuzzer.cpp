@@ -58,7 +58,7 @@ struct Harness : MachineHandler {
   std::size_t pending_unsent = 0;
   // What the machine sent and the "socket" has not written yet.
   std::deque<std::pair<std::string, SentFn>> out;
-  void send(std::string text, SentFn sent) override {
+  void send(std::string text, SentFn sent, ExpiredFn) override {
     FUZZ_CHECK(session->is_open());  // the machine sends only on an open connection
     out.emplace_back(std::move(text), std::move(sent));
   }

@@ -87,12 +87,12 @@ void Connection::start() {
   asio::post(strand_, [self = shared_from_this()] { self->connect(); });
 }
 
-void Connection::send(std::string text, SentFn sent) {
+void Connection::send(std::string text, SentFn sent, ExpiredFn expired) {
   // A send completes when its bytes reach the socket: a publisher waiting on completions is
   // paced by the connection.
   if (link_ && link_open_) {
     in_send_ = true;
-    link_->send(std::move(text), std::move(sent));
+    link_->send(std::move(text), WrittenFn(std::move(sent), std::move(expired)));
     in_send_ = false;
   } else if (sent) {
     sent(make_error_code(polybus::errc::disconnected));
@@ -190,9 +190,19 @@ void Connection::on_link_closed(Link* link, std::error_code ec, const std::strin
     return;
   }
   bool was_open = link_open_;
+  std::vector<UnsentEvent> unsent = link->take_unsent();
   retire_link();
   open_connection_.store(0);  // before /close's listeners run
   if (was_open) machine_.closed();
+  if (!unsent.empty()) {
+    // Never written, so never seen by the server: they go on the next link, not fail.
+    std::vector<Machine::Unsent> events;
+    events.reserve(unsent.size());
+    for (auto& event : unsent)
+      events.push_back(
+          {std::move(event.text), std::move(event.written.fn), std::move(event.written.expired)});
+    machine_.requeue(std::move(events));
+  }
   update_counters();
   if (closed_) return;
   reconnect_.ended(ec, detail);

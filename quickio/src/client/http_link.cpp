@@ -151,8 +151,30 @@ void HttpLink::close() {
 void HttpLink::fail(std::error_code ec, const std::string& detail) {
   if (ended_) return;
   ended_ = true;
+  keep_unsent();
   end_all();
   handler_.on_link_closed(this, ec, detail, false);
+}
+
+// The events of the requests no socket took (in request order), then those waiting for the next
+// POST: their order of sending. Events are '\n'-separated and never contain one.
+void HttpLink::keep_unsent() {
+  const auto give_back = [this](const std::string& body, auto& fns) {
+    std::size_t start = 0;
+    for (auto& fn : fns) {
+      if (start > body.size()) break;
+      const std::size_t end = std::min(body.find('\n', start), body.size());
+      unsent_.push_back({body.substr(start, end - start), std::move(fn)});
+      fn = {};
+      start = end + 1;
+    }
+  };
+  for (auto& [id, request] : requests_)
+    if (!request->handshake && !request->written && !request->body.empty())
+      give_back(request->body, request->written_fns);
+  give_back(outgoing_, outgoing_written_);
+  outgoing_.clear();
+  outgoing_written_.clear();
 }
 
 void HttpLink::end_all() {

@@ -43,6 +43,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
   std::size_t unsent_bytes() const override;
+  std::vector<UnsentEvent> take_unsent() override { return std::move(unsent_); }
 
  private:
   struct Request;
@@ -78,6 +79,8 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   bool post_scheduled_ = false;
   std::string outgoing_;  // events for the next POST, '\n'-separated
   std::deque<WrittenFn> outgoing_written_;  // one per event in outgoing_ (may be empty)
+  std::vector<UnsentEvent> unsent_;         // kept by fail() for take_unsent()
+  void keep_unsent();
   bool open_ = false;
   bool ended_ = false;
 };

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace polybus::quickio::detail {
 
@@ -26,8 +27,22 @@ class LinkHandler {
 };
 
 // Called once when an event sent through a link reached the socket, or with an error when it
-// never will (the link ended first).
-using WrittenFn = std::function<void(std::error_code)>;
+// never will (the link ended first). expired, when set, says the sender no longer wants the
+// event (its deadline passed): one given back unsent (take_unsent) is then not sent again.
+struct WrittenFn {
+  WrittenFn(std::function<void(std::error_code)> fn = {}, std::function<bool()> expired = {})
+      : fn(std::move(fn)), expired(std::move(expired)) {}
+  explicit operator bool() const { return static_cast<bool>(fn); }
+  void operator()(std::error_code ec) const { fn(ec); }
+  std::function<void(std::error_code)> fn;
+  std::function<bool()> expired;
+};
+
+// An event given to send() that no socket ever took, given back when the link fails.
+struct UnsentEvent {
+  std::string text;
+  WrittenFn written;
+};
 
 class Link {
  public:
@@ -38,6 +53,10 @@ class Link {
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;
   virtual std::size_t unsent_bytes() const = 0;  // given to send() and not yet written
+  // After on_link_closed: the events it held that never reached a socket, in order (their
+  // WrittenFn now the taker's), to go again on the next link. A link that hands every event to
+  // its socket at once has none.
+  virtual std::vector<UnsentEvent> take_unsent() { return {}; }
 };
 
 }  // namespace polybus::quickio::detail

@@ -45,7 +45,7 @@ void Machine::opened() {
       if (item.sent) item.sent(make_error_code(polybus::errc::timeout));
       continue;
     }
-    write(std::move(item.text), std::move(item.sent));
+    write(std::move(item.text), std::move(item.sent), std::move(item.expired));
   }
   emit_local("/open", "null");
 }
@@ -156,7 +156,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
     if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
       return make_error_code(client_errc::queue_full);
-    write(std::move(text), std::move(sent));
+    write(std::move(text), std::move(sent), std::move(expired));
     return {};
   }
   if (queued_bytes_ + text.size() > limits_.max_queued_bytes)
@@ -165,6 +165,27 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   queue_.push_back({std::move(text), std::move(sent), std::move(expired)});
   handler_.queue_changed();
   return {};
+}
+
+void Machine::requeue(std::vector<Unsent> unsent) {
+  std::deque<Queued> front;
+  std::size_t bytes = 0;
+  for (auto& [text, sent, expired] : unsent) {
+    const std::size_t colon = text.find(':');
+    const bool callback =
+        colon == std::string::npos || text.compare(colon, 3, ":0=") != 0;  // never queued
+    if (open_ || callback || queued_bytes_ + bytes + text.size() > limits_.max_queued_bytes) {
+      if (sent) sent(make_error_code(polybus::errc::disconnected));
+      continue;
+    }
+    bytes += text.size();
+    front.push_back({std::move(text), std::move(sent), std::move(expired)});
+  }
+  if (front.empty()) return;
+  queue_.insert(queue_.begin(), std::make_move_iterator(front.begin()),
+                std::make_move_iterator(front.end()));
+  queued_bytes_ += bytes;
+  handler_.queue_changed();
 }
 
 std::error_code Machine::answer(std::uint64_t connection, std::uint64_t callback_id, int code,
@@ -230,8 +251,8 @@ bool Machine::has_listeners(std::string_view path) const {
   return it != paths_.end() && !it->second.listeners.empty();
 }
 
-void Machine::write(std::string text, SentFn sent) {
-  handler_.send(std::move(text), std::move(sent));
+void Machine::write(std::string text, SentFn sent, ExpiredFn expired) {
+  handler_.send(std::move(text), std::move(sent), std::move(expired));
 }
 
 void Machine::subscribe(const std::string& path) {

@@ -44,7 +44,8 @@ class MachineHandler {
   virtual ~MachineHandler() = default;
   // An event's text to write, in order, while a connection is open; sent gets its outcome ({}
   // once written to the socket).
-  virtual void send(std::string text, SentFn sent) = 0;
+  // expired: as Machine::send's, for an event the link gives back unsent.
+  virtual void send(std::string text, SentFn sent, ExpiredFn expired) = 0;
   // The bytes queued while disconnected changed (queued_bytes()).
   virtual void queue_changed() {}
   // /qio/move: the server wants the client elsewhere (it closes the connection next).
@@ -94,6 +95,15 @@ class Machine {
   std::error_code send(std::string_view path, std::string_view json, CallbackFn callback = {},
                        SentFn sent = {}, ExpiredFn expired = {},
                        JsonIs json_is = JsonIs::unchecked);
+  // Events the last connection took and never wrote, while closed: first in the queue again, in
+  // their order, as events sent while disconnected (within max_queued_bytes; one over it, or
+  // one asking for a callback, which is never queued, gets errc::disconnected).
+  struct Unsent {
+    std::string text;
+    SentFn sent;
+    ExpiredFn expired;
+  };
+  void requeue(std::vector<Unsent> unsent);
   // Answers a server callback of the given connection (errc::disconnected for an old one).
   std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                          std::string_view data_json, std::string_view err_msg = {});
@@ -132,7 +142,7 @@ class Machine {
     ExpiredFn expired;
   };
 
-  void write(std::string text, SentFn sent = {});
+  void write(std::string text, SentFn sent = {}, ExpiredFn expired = {});
   void subscribe(const std::string& path);
   void unsubscribe(const std::string& path);
   void on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,

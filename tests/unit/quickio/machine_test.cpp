@@ -15,8 +15,10 @@ using polybus::quickio::detail::Machine;
 
 struct Hooks : detail::MachineHandler {
   std::vector<std::pair<std::string, detail::SentFn>> sent;  // what the machine sent, in order
-  void send(std::string text, detail::SentFn done) override {
+  std::vector<detail::ExpiredFn> expired;                    // with each, its sender's check
+  void send(std::string text, detail::SentFn done, detail::ExpiredFn gone) override {
     sent.emplace_back(std::move(text), std::move(done));
+    expired.push_back(std::move(gone));
   }
   std::vector<std::string> moves;
   std::vector<std::string> refused;
@@ -32,6 +34,7 @@ struct Hooks : detail::MachineHandler {
 std::vector<std::string> drain(Hooks& hooks) {
   auto sent = std::move(hooks.sent);
   hooks.sent.clear();
+  hooks.expired.clear();
   std::vector<std::string> texts;
   for (auto& [text, done] : sent) {
     texts.push_back(text);
@@ -171,6 +174,52 @@ TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {
   REQUIRE(outcomes.size() == 2);
   CHECK(outcomes[0] == make_error_code(polybus::errc::timeout));
   CHECK_FALSE(outcomes[1]);
+}
+
+TEST_CASE(
+    "events a link gives back unsent go first on the next connection, but for those "
+    "that asked for a callback or whose sender gave up") {
+  Hooks hooks;
+  Machine session({}, hooks);
+  session.opened();
+  drain(hooks);
+  std::vector<std::string> outcomes;
+  const auto note = [&](std::string name) {
+    return [&outcomes, name](std::error_code ec) {
+      outcomes.push_back(name + (ec ? " " + ec.message() : ""));
+    };
+  };
+  bool late_gone = false;
+  REQUIRE_FALSE(session.send("/a", "1", {}, note("a")));
+  REQUIRE_FALSE(session.send("/late", "2", {}, note("late"), [&] { return late_gone; }));
+  REQUIRE_FALSE(session.send("/b", "3", {}, note("b")));
+  // The link took them and never wrote them: what it gives back is what the machine sent.
+  REQUIRE(hooks.sent.size() == 3);
+  CHECK(hooks.expired[1]);  // the sender's check travels with the event
+  std::vector<Machine::Unsent> unsent;
+  for (std::size_t i = 0; i < hooks.sent.size(); ++i)
+    unsent.push_back({hooks.sent[i].first, std::move(hooks.sent[i].second), hooks.expired[i]});
+  unsent.push_back({"/ask:7=null", note("ask"), {}});  // a callback's: never sent again
+  hooks.sent.clear();
+  hooks.expired.clear();
+  session.closed();
+  REQUIRE_FALSE(session.send("/c", "4", {}, note("c")));  // sent while disconnected: after them
+  session.requeue(std::move(unsent));
+  CHECK(outcomes ==
+        std::vector<std::string>{"ask " + make_error_code(polybus::errc::disconnected).message()});
+  CHECK(session.queued_bytes() == std::string("/a:0=1/late:0=2/b:0=3/c:0=4").size());
+  late_gone = true;  // its deadline passed before the next connection
+  session.opened();
+  CHECK(drain(hooks) == std::vector<std::string>{"/a:0=1", "/b:0=3", "/c:0=4"});
+  CHECK(outcomes.size() == 5);
+  CHECK(outcomes[1] == "late " + make_error_code(polybus::errc::timeout).message());
+
+  // While open (a new link already took over), nothing is queued: each fails as before.
+  std::vector<Machine::Unsent> again;
+  again.push_back({"/d:0=5", note("d"), {}});
+  session.requeue(std::move(again));
+  CHECK(outcomes.back() == "d " + make_error_code(polybus::errc::disconnected).message());
+  CHECK(hooks.sent.empty());
 }
 
 TEST_CASE("a heartbeat challenge with a callback id is answered 200 null") {
