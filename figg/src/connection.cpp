@@ -39,9 +39,8 @@ void Connection::publish(PublishWork work) {
 
 void Connection::send_to_window(PublishWork& work) {
   if (work.done.done()) return;  // its deadline passed while it waited
-  auto data = std::make_shared<const std::string>(std::move(work.payloads.front()));
   in_window_.push_back(std::move(work.done));
-  machine_.publish(std::move(work.topic), std::move(data));
+  machine_.publish(std::move(work.topic), std::move(work.payloads.front()));
 }
 
 void Connection::release_waiting() {

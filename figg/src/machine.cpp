@@ -9,9 +9,17 @@ namespace polybus::figg {
 Machine::Machine(std::size_t window, std::size_t max_payload, MachineHandler& handler)
     : handler_(handler), parser_(max_payload), ring_(std::max<std::size_t>(1, window)) {}
 
-void Machine::publish(std::string topic, std::shared_ptr<const std::string> data) {
+void Machine::publish(std::string topic, std::string data) {
   Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
-  slot = Slot{next_seq_++, std::move(topic), std::move(data)};
+  slot.seq = next_seq_++;
+  slot.topic = std::move(topic);
+  if (data.size() > kSharedAbove) {
+    slot.large = std::make_shared<const std::string>(std::move(data));
+    slot.data.clear();
+  } else {
+    slot.large.reset();
+    slot.data = std::move(data);
+  }
   ++unacked_;
   if (connected_) send_publish(slot);
 }
@@ -21,9 +29,12 @@ void Machine::send_publish(const Slot& slot) {
   // allocation per publish once both have grown to a header's size.
   header_scratch_.clear();
   highest_sent_ = std::max(highest_sent_, slot.seq);
-  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.data->size());
+  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.size());
   handler_.send_copy(header_scratch_);
-  handler_.send(slot.data);  // shared: kept in the ring for resending
+  if (slot.large)
+    handler_.send(slot.large);  // shared: kept in the ring for resending
+  else
+    handler_.send_copy(slot.data);
 }
 
 void Machine::acked(std::uint64_t seq) {

@@ -47,7 +47,11 @@ class Machine {
   // completes it, in the same order, until on_acked() or abandon().
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
-  void publish(std::string topic, std::shared_ptr<const std::string> data);
+  // A payload up to kSharedAbove is kept by value and written by copy (the transport copies one
+  // that small into its buffer anyway); a larger one is kept shared and written from the copy
+  // kept, never copied.
+  static constexpr std::size_t kSharedAbove = 1024;
+  void publish(std::string topic, std::string data);
 
   // Attachments: one per topic. attach() fails with errc::already_subscribed for a topic that is
   // attached or attaching. from: resume from this offset; empty: the latest message.
@@ -89,7 +93,9 @@ class Machine {
   struct Slot {
     std::uint64_t seq = 0;
     std::string topic;
-    std::shared_ptr<const std::string> data;
+    std::string data;                          // a small payload
+    std::shared_ptr<const std::string> large;  // or a large one
+    std::size_t size() const { return large ? large->size() : data.size(); }
   };
 
   void send_attach(const std::string& topic, const Attachment& a);

@@ -164,8 +164,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           break;
         case 2:
           if (!protocol.window_full()) {
-            auto body = std::make_shared<const std::string>(in.short_bytes());
-            protocol.publish(kTopics[in.u8() % 4], body);
+            protocol.publish(kTopics[in.u8() % 4], std::string(in.short_bytes()));
             ++handler.published;
             ++next_seq;
           }
