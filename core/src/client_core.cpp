@@ -60,7 +60,10 @@ Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout,
 
 void ClientCore::fail_now(Completion done, Status status) {
   if (!done) return;
-  asio::post(shared_->strand, [done = std::move(done), status = std::move(status)] { done(status); });
+  asio::post(shared_->strand,
+             [shared = shared_, done = std::move(done), status = std::move(status)] {
+               shared->complete("an operation refused", done, status);
+             });
 }
 
 void ClientCore::publish(std::string_view topic, Payloads payloads, Completion done,
@@ -115,8 +118,9 @@ void ClientCore::drain_publish_intake() {
     if (state_.load() != State::open || !adapter_) {
       shared_->stats.publish_failed += count;
       bump(shared_->publish_refused, count);
-      if (work.done)
-        work.done(Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
+      shared_->complete(
+          "publish to " + work.topic, work.done,
+          Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
       continue;
     }
     // Kept by shared_, which the completion holds.
@@ -132,7 +136,7 @@ void ClientCore::drain_publish_intake() {
         bump(cells->confirmed, count);
         cells->confirm_latency.observe(Clock::now() - issued);
       }
-      if (done) done(Status(ec, std::move(cause)));
+      if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
     }, "publish to ", work.topic, work.issued);
     adapter_->publish(
         PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
@@ -217,14 +221,15 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
   subs.erase(std::remove(subs.begin(), subs.end(), sub), subs.end());
   auto adapter_sub = sub->adapter();
   if (!adapter_sub || !ops_) {
-    if (done) done({});
+    shared_->complete("unsubscribe from " + sub->topic(), done, Status{});
     return;
   }
   sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
   auto op = ops_->add(
       deadline_from({}, Clock::now()),
-      [done = std::move(done), adapter_sub](std::error_code ec, std::string, std::string cause) {
-        if (done) done(Status(ec, std::move(cause)));
+      [shared = shared_, done = std::move(done), adapter_sub](std::error_code ec, std::string,
+                                                              std::string cause) {
+        shared->complete("unsubscribe", done, Status(ec, std::move(cause)));
       },
       "unsubscribe from " + sub->topic());
   adapter_sub->unsubscribe(std::move(op));
@@ -243,8 +248,8 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   ++shared_->stats.requests;
   if (refused) {
     if (done)
-      asio::post(shared_->strand, [done = std::move(done), refused] {
-        done(Reply{refused.code(), {}, refused.cause(), {}});
+      asio::post(shared_->strand, [shared = shared_, done = std::move(done), refused] {
+        shared->complete("request", done, Reply{refused.code(), {}, refused.cause(), {}});
       });
     return;
   }
@@ -254,7 +259,8 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
                                payload = std::move(payload), done = std::move(done),
                                deadline, issued]() mutable {
     if (self->state_.load() != State::open || !self->adapter_) {
-      if (done) done(Reply{make_error_code(errc::closed), {}, "client is closed"});
+      self->shared_->complete("request", done,
+                              Reply{make_error_code(errc::closed), {}, "client is closed"});
       return;
     }
     auto op = self->ops_->add(
@@ -272,7 +278,8 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
                 shared->log(LogLevel::debug, "a reply is not an envelope (" + why + "): raw");
             }
           }
-          if (done) done(Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
+          shared->complete("request", done,
+                           Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
         },
         "request to ", topic, issued);
     self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
@@ -288,13 +295,14 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
       shared_->strand,
       [self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
         if (self->state_.load() != State::open || !self->adapter_) {
-          if (done) done(Status(errc::closed, "ping: the client is closed"));
+          self->shared_->complete("ping", done, Status(errc::closed, "ping: the client is closed"));
           return;
         }
         auto op = self->ops_->add(
             deadline,
-            [done = std::move(done)](std::error_code ec, std::string, std::string cause) {
-              if (done) done(Status(ec, std::move(cause)));
+            [shared = self->shared_, done = std::move(done)](std::error_code ec, std::string,
+                                                             std::string cause) {
+              shared->complete("ping", done, Status(ec, std::move(cause)));
             },
             "ping", issued);
         self->adapter_->ping(std::move(op));
@@ -305,7 +313,7 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
   asio::post(shared_->strand,
              [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
                if (self->state_.load() == State::closed) {
-                 if (done) done({});
+                 self->shared_->complete("close", done, Status{});
                  return;
                }
                if (done) self->close_waiters_.push_back(std::move(done));
@@ -380,11 +388,11 @@ void ClientCore::finish_close(bool deadline_passed) {
     self->state_.store(State::closed);
     self->close_timer_.reset();
     self->ops_->set_on_idle(nullptr);
-    if (self->shared_->on_state)
-      self->shared_->on_state(StateEvent{ConnectionState::closed, {}, {}});
+    self->shared_->complete("the closed state", self->shared_->on_state,
+                            StateEvent{ConnectionState::closed, {}, {}});
     self->shared_->closed.store(true);
     auto waiters = std::move(self->close_waiters_);
-    for (auto& waiter : waiters) waiter(result);
+    for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
     self->adapter_.reset();
   };
   close_timer_->expires_at(adapter_deadline);

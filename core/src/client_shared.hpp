@@ -54,6 +54,23 @@ class ClientShared {
   std::atomic<bool> closed{false};
 
   void emit_error(std::error_code ec, const std::string& message) const;
+  // Calls an application's completion (when set) from the strand: what it throws is reported
+  // (errc::handler_failed, naming `what`) instead of unwinding through the adapter's state and
+  // out of the io thread, which would end the process.
+  template <typename What, typename Fn, typename Arg>
+  void complete(const What& what, const Fn& fn, Arg&& arg) const {
+    if (!fn) return;
+    try {
+      fn(std::forward<Arg>(arg));
+    } catch (const std::exception& e) {
+      emit_error(make_error_code(errc::handler_failed),
+                 std::string(what) + ": the application's completion threw: " + e.what());
+    } catch (...) {
+      emit_error(
+          make_error_code(errc::handler_failed),
+          std::string(what) + ": the application's completion threw a non-standard exception");
+    }
+  }
   void log(LogLevel level, std::string_view text) const;
   bool logs(LogLevel level) const { return log_sink && level >= log_level; }
 };

@@ -80,6 +80,33 @@ TEST_CASE("a handler that throws is reported through the error callback", "[clie
   CHECK(message.find("t") != std::string::npos);
 }
 
+TEST_CASE("a completion that throws is reported, and the client carries on", "[client]") {
+  // Completions run on the io thread, inside the adapter's handling of the broker's answer: an
+  // exception let through would unwind the adapter's state and end the process.
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  Latch reported;
+  ConnectOptions options;
+  options.on_error = [&](std::error_code ec, const std::string& text) {
+    if (ec != errc::handler_failed) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    reports.push_back(text);
+    reported.count_down();
+  };
+  auto client = connect("mem://" + unique_name("throwing"), options);
+  client.publish("t", "x", [](const Status&) { throw std::runtime_error("publish callback bug"); });
+  client.ping([](const Status&) { throw 42; });
+  REQUIRE(reported.wait_for(2));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    REQUIRE(reports.size() == 2);
+    CHECK_THAT(reports[0], Catch::Contains("publish") && Catch::Contains("publish callback bug"));
+    CHECK_THAT(reports[1], Catch::Contains("ping") && Catch::Contains("non-standard exception"));
+  }
+  CHECK(client.publish_sync("t", "y") == std::error_code{});  // still serving
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
 TEST_CASE("handlers run off the io thread, completions on it", "[client]") {
   auto client = connect("mem://" + unique_name("threads"));
   std::thread::id completion_thread, handler_thread;
