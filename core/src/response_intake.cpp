@@ -12,19 +12,31 @@ void ResponseIntake::push(Task task, const std::shared_ptr<ClientShared>& owner)
   pending_.push_back(std::move(task));
   // Posted under the lock: an answer that finds the intake non-empty knows a drain is queued
   // ahead of whatever its thread posts next.
-  if (first) asio::post(owner->strand, [owner] { owner->responses.drain(); });
+  if (first) asio::post(owner->strand, [owner] { owner->responses.drain(*owner); });
 }
 
-void ResponseIntake::drain() {
-  // Taken into a local vector: should a task throw, the rest go with the exception instead of
-  // blocking the next drain.
+void ResponseIntake::drain(const ClientShared& shared) {
   std::vector<Task> taken;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     taken.swap(pending_);
     pending_.swap(spare_);
   }
-  for (auto& task : taken) task();
+  // One answer that fails (an adapter's exception) is said, and the others still go: dropped
+  // with it, their messages would wait in flight until the broker's timeout.
+  for (auto& task : taken) {
+    try {
+      task();
+    } catch (const std::exception& e) {
+      shared.log(
+          LogLevel::error,
+          std::string("an answer to a message (ack, nack, touch or reply) failed: ") + e.what());
+    } catch (...) {
+      shared.log(LogLevel::error,
+                 "an answer to a message (ack, nack, touch or reply) failed: a non-standard "
+                 "exception");
+    }
+  }
   taken.clear();
   std::lock_guard<std::mutex> lock(mutex_);
   if (spare_.capacity() < taken.capacity()) spare_.swap(taken);

@@ -24,7 +24,7 @@ class ResponseIntake {
   void push(Task task, const std::shared_ptr<ClientShared>& owner);
 
  private:
-  void drain();  // strand
+  void drain(const ClientShared& shared);  // strand
 
   std::mutex mutex_;
   std::vector<Task> pending_;  // guarded by mutex_
