@@ -196,7 +196,7 @@ void Connection::on_link_closed(Link* link, std::error_code ec, const std::strin
   if (was_open) machine_.closed();
   if (!unsent.empty()) {
     // Never written, so never seen by the server: they go on the next link, not fail.
-    std::vector<Machine::Unsent> events;
+    std::vector<Machine::Queued> events;
     events.reserve(unsent.size());
     for (auto& event : unsent)
       events.push_back(

@@ -167,19 +167,19 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   return {};
 }
 
-void Machine::requeue(std::vector<Unsent> unsent) {
+void Machine::requeue(std::vector<Queued> unsent) {
   std::deque<Queued> front;
   std::size_t bytes = 0;
-  for (auto& [text, sent, expired] : unsent) {
-    const std::size_t colon = text.find(':');
-    const bool callback =
-        colon == std::string::npos || text.compare(colon, 3, ":0=") != 0;  // never queued
-    if (open_ || callback || queued_bytes_ + bytes + text.size() > limits_.max_queued_bytes) {
-      if (sent) sent(make_error_code(polybus::errc::disconnected));
+  for (auto& item : unsent) {
+    Event event;
+    const bool callback =  // never queued (rule 1); the machine made the text, so it parses
+        parse_event(item.text, event, nullptr, limits_.max_json_depth) || event.callback_id != 0;
+    if (open_ || callback || queued_bytes_ + bytes + item.text.size() > limits_.max_queued_bytes) {
+      if (item.sent) item.sent(make_error_code(polybus::errc::disconnected));
       continue;
     }
-    bytes += text.size();
-    front.push_back({std::move(text), std::move(sent), std::move(expired)});
+    bytes += item.text.size();
+    front.push_back(std::move(item));
   }
   if (front.empty()) return;
   queue_.insert(queue_.begin(), std::make_move_iterator(front.begin()),

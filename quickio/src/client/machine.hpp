@@ -98,12 +98,14 @@ class Machine {
   // Events the last connection took and never wrote, while closed: first in the queue again, in
   // their order, as events sent while disconnected (within max_queued_bytes; one over it, or
   // one asking for a callback, which is never queued, gets errc::disconnected).
-  struct Unsent {
+  // An event waiting for a connection: its text, who hears its fate, and whether its sender
+  // still wants it.
+  struct Queued {
     std::string text;
     SentFn sent;
     ExpiredFn expired;
   };
-  void requeue(std::vector<Unsent> unsent);
+  void requeue(std::vector<Queued> unsent);
   // Answers a server callback of the given connection (errc::disconnected for an old one).
   std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                          std::string_view data_json, std::string_view err_msg = {});
@@ -136,12 +138,6 @@ class Machine {
     std::uint64_t epoch = 0;  // bumped per /qio/on: only the latest answer counts
     bool confirmed = false;   // the server accepted the /qio/on of this connection
   };
-  struct Queued {
-    std::string text;
-    SentFn sent;
-    ExpiredFn expired;
-  };
-
   void write(std::string text, SentFn sent = {}, ExpiredFn expired = {});
   void subscribe(const std::string& path);
   void unsubscribe(const std::string& path);

@@ -196,7 +196,7 @@ TEST_CASE(
   // The link took them and never wrote them: what it gives back is what the machine sent.
   REQUIRE(hooks.sent.size() == 3);
   CHECK(hooks.expired[1]);  // the sender's check travels with the event
-  std::vector<Machine::Unsent> unsent;
+  std::vector<Machine::Queued> unsent;
   for (std::size_t i = 0; i < hooks.sent.size(); ++i)
     unsent.push_back({hooks.sent[i].first, std::move(hooks.sent[i].second), hooks.expired[i]});
   unsent.push_back({"/ask:7=null", note("ask"), {}});  // a callback's: never sent again
@@ -215,7 +215,7 @@ TEST_CASE(
   CHECK(outcomes[1] == "late " + make_error_code(polybus::errc::timeout).message());
 
   // While open (a new link already took over), nothing is queued: each fails as before.
-  std::vector<Machine::Unsent> again;
+  std::vector<Machine::Queued> again;
   again.push_back({"/d:0=5", note("d"), {}});
   session.requeue(std::move(again));
   CHECK(outcomes.back() == "d " + make_error_code(polybus::errc::disconnected).message());
