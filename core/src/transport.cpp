@@ -23,12 +23,7 @@ constexpr std::size_t kMaxGather = 64;  // buffers per write
 constexpr std::size_t kSpareStrings = 256;
 constexpr std::size_t kSpareBytes = 256 * 1024;
 constexpr std::size_t kCoalesceLimit = 8192;  // write_copy() appends to a piece up to this size
-// Shared bytes up to this size are copied into the queue's owned pieces rather than queued as
-// pieces of their own. A write gathers at most 16 buffers (asio's max_iov_len without IOV_MAX):
-// one buffer per small payload capped a write at 8 frames of Figg or NSQ, and the kernel's
-// per-write cost, paid again by the server's reads, outweighed the copy many times over. Larger
-// payloads still go out from the caller's bytes.
-constexpr std::size_t kCopyAtMost = 1024;
+constexpr std::size_t kCopyAtMost = Transport::kCopiedAtMost;
 
 // The buffers of a write, viewed in place (a vector would be copied, and allocated, per write).
 struct BufferSpan {

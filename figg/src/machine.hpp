@@ -48,8 +48,8 @@ class Machine {
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
   // A payload up to kSharedAbove is kept by value and written by copy (the transport copies one
-  // that small into its buffer anyway); a larger one is kept shared and written from the copy
-  // kept, never copied.
+  // that small into its buffer anyway: Transport::kCopiedAtMost, checked where both are seen);
+  // a larger one is kept shared and written from the copy kept, never copied.
   static constexpr std::size_t kSharedAbove = 1024;
   void publish(std::string topic, std::string data);
 

@@ -85,6 +85,12 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void write(std::string bytes);
   // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
   void write(std::shared_ptr<const std::string> bytes);
+  // Bytes up to this size given to write() are copied into the queue's own pieces rather than
+  // queued as pieces of their own. A write gathers at most 16 buffers (asio's max_iov_len
+  // without IOV_MAX): a buffer per small payload capped a write at 8 frames of Figg or NSQ, and
+  // the kernel's per-write cost, paid again by the server's reads, outweighed the copy many
+  // times over. Larger payloads still go out from the caller's bytes.
+  static constexpr std::size_t kCopiedAtMost = 1024;
   // Small bytes (a frame header), copied: appended to the last queued piece of owned bytes, or
   // to a string kept from an earlier write, so a steady stream of them allocates nothing.
   void write_copy(std::string_view bytes);
