@@ -105,16 +105,23 @@ std::string nsq_message(std::uint64_t n, std::string_view body) {
   id.resize(16, '0');
   return nsq_frame(2, be64(1) + std::string("\x00\x01", 2) + id + std::string(body));
 }
+// Whether r holds the whole of a sized command (its line, a 4-byte size, that many bytes)
+// whose line begins with `line` ("IDENTIFY\n", "MPUB t\n").
+bool holds_sized_command(const std::string& r, std::string_view line) {
+  const auto at = r.find(line);
+  if (at == std::string::npos) return false;
+  const auto size_at = r.find('\n', at) + 1;
+  if (size_at == 0 || r.size() < size_at + 4) return false;
+  const std::uint32_t size = (std::uint32_t(std::uint8_t(r[size_at])) << 24) |
+                             (std::uint32_t(std::uint8_t(r[size_at + 1])) << 16) |
+                             (std::uint32_t(std::uint8_t(r[size_at + 2])) << 8) |
+                             std::uint8_t(r[size_at + 3]);
+  return r.size() >= size_at + 4 + size;
+}
+
 // Magic, IDENTIFY (answered OK) and, for a consumer, SUB (answered OK).
 bool nsq_handshake(HostileConnection& c, bool subscribe) {
-  if (!c.read_until([](const std::string& r) {
-        auto at = r.find("IDENTIFY\n");
-        if (at == std::string::npos || r.size() < at + 13) return false;
-        auto size = (std::uint32_t(std::uint8_t(r[at + 9])) << 24) |
-                    (std::uint32_t(std::uint8_t(r[at + 10])) << 16) |
-                    (std::uint32_t(std::uint8_t(r[at + 11])) << 8) | std::uint8_t(r[at + 12]);
-        return r.size() >= at + 13 + size;
-      }))
+  if (!c.read_until([](const std::string& r) { return holds_sized_command(r, "IDENTIFY\n"); }))
     return false;
   if (!c.send(nsq_response("OK"))) return false;
   if (!subscribe) return true;
@@ -242,23 +249,11 @@ TEST_CASE("nsq: single publishes of one burst reach nsqd as one MPUB, each compl
   auto mpub_read = mpub.get_future();
   HostileServer server([&](HostileConnection& c, std::size_t index) {
     if (index > 0 || !nsq_handshake(c, false)) return;
-    const auto whole_command = [](const std::string& verb) {
-      return [verb](std::string& r) {
-        const auto at = r.find(verb);
-        if (at == std::string::npos) return false;
-        const auto size_at = r.find('\n', at) + 1;
-        if (size_at == 0 || r.size() < size_at + 4) return false;
-        const std::uint32_t size = (std::uint32_t(std::uint8_t(r[size_at])) << 24) |
-                                   (std::uint32_t(std::uint8_t(r[size_at + 1])) << 16) |
-                                   (std::uint32_t(std::uint8_t(r[size_at + 2])) << 8) |
-                                   std::uint8_t(r[size_at + 3]);
-        return r.size() >= size_at + 4 + size;
-      };
-    };
-    if (!c.read_until(whole_command("PUB burst\n"))) return;
+    if (!c.read_until([](std::string& r) { return holds_sized_command(r, "PUB burst\n"); })) return;
     c.received().clear();
     if (!c.send(nsq_response("OK"))) return;
-    if (!c.read_until(whole_command("MPUB burst\n"))) return;
+    if (!c.read_until([](std::string& r) { return holds_sized_command(r, "MPUB burst\n"); }))
+      return;
     mpub.set_value(c.received());
     c.send(nsq_response("OK"));
     c.hold_open();
