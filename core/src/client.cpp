@@ -179,9 +179,12 @@ Backoff AdapterContext::backoff() const {
 
 std::shared_ptr<detail::MessageState> AdapterContext::make_message(
     std::weak_ptr<MessageBackend> backend) const {
-  auto state = std::make_shared<detail::MessageState>();
+  // The allocator holds the client's shared state for as long as the message lives.
+  auto state =
+      std::allocate_shared<detail::MessageState>(detail::PooledAllocator<detail::MessageState>(
+          std::shared_ptr<detail::BlockPool>(shared_, &shared_->message_blocks)));
   state->backend = std::move(backend);
-  state->client = shared_;
+  state->client = shared_.get();
   return state;
 }
 

@@ -5,9 +5,11 @@
 #include <optional>
 #include <string>
 
+#include "block_pool.hpp"
 #include "connectivity.hpp"
 #include "envelope.hpp"
 #include "metric_cells.hpp"
+#include "operations.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
 #include "response_intake.hpp"
@@ -23,9 +25,13 @@ struct AtomicStats {
 
 struct Runtime;
 
-class ClientShared {
+class ClientShared : public std::enable_shared_from_this<ClientShared> {
  public:
-  ClientShared(Strand strand, std::string scheme) : strand(std::move(strand)), scheme(std::move(scheme)) {}
+  ClientShared(Strand strand, std::string scheme)
+      : strand(std::move(strand)),
+        scheme(std::move(scheme)),
+        message_blocks(this->strand, shared_block_size<MessageState>(), kSpareBlocks),
+        operation_blocks(this->strand, shared_block_size<Operation>(), kSpareBlocks) {}
 
   // Keeps the io_context alive for as long as anything that may hold io objects exists. Declared
   // first so that it is destroyed last, after the strand below.
@@ -52,6 +58,11 @@ class ClientShared {
   std::function<void()> on_retry_scheduled;
   // Set once close has completed: no state event or error reaches the application after it.
   std::atomic<bool> closed{false};
+  // Memory for the state of each delivered message and the operation of each publish, reused
+  // (block_pool.hpp). Each block keeps this object alive while it is out.
+  static constexpr std::size_t kSpareBlocks = 4096;
+  BlockPool message_blocks;
+  BlockPool operation_blocks;
 
   void emit_error(std::error_code ec, const std::string& message) const;
   // Calls an application's completion (when set) from the strand: what it throws is reported

@@ -44,7 +44,7 @@ std::error_code respond(const std::shared_ptr<detail::MessageState>& state, bool
   if (!backend) return make_error_code(errc::closed);
   state->client->responses.push(
       [state, backend = std::move(backend), fn = std::move(fn)]() mutable { fn(*backend, *state); },
-      state->client);
+      *state->client);
   return {};
 }
 

@@ -48,7 +48,8 @@ namespace detail {
 
 OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
                                    std::string subject, Clock::time_point issued) {
-  auto op = std::make_shared<Operation>();
+  auto op = blocks_ ? std::allocate_shared<Operation>(PooledAllocator<Operation>(blocks_))
+                    : std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
   op->started = issued == Clock::time_point::min() ? Clock::now() : issued;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "block_pool.hpp"
 #include "connectivity.hpp"
 #include "inplace_function.hpp"
 #include "polybus/adapter/adapter.hpp"
@@ -36,9 +37,11 @@ struct Operation {
 
 class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
  public:
-  // connectivity may be null (no causes from connections, no early failure).
-  OperationTracker(const Strand& strand, std::shared_ptr<const Connectivity> connectivity)
-      : timer_(strand), connectivity_(std::move(connectivity)) {}
+  // connectivity may be null (no causes from connections, no early failure); blocks too (each
+  // operation is then an allocation of its own).
+  OperationTracker(const Strand& strand, std::shared_ptr<const Connectivity> connectivity,
+                   std::shared_ptr<BlockPool> blocks = nullptr)
+      : timer_(strand), connectivity_(std::move(connectivity)), blocks_(std::move(blocks)) {}
 
   // Strand only.
   // issued: when the caller asked (the deadline was computed from it); default: now.
@@ -66,6 +69,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
 
   asio::steady_timer timer_;
   std::shared_ptr<const Connectivity> connectivity_;  // shares the client's state: outlives it
+  std::shared_ptr<BlockPool> blocks_;                 // the same
   Clock::time_point armed_for_ = Clock::time_point::max();
   std::vector<std::shared_ptr<Operation>> heap_;
   std::size_t live_ = 0;

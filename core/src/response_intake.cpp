@@ -6,13 +6,15 @@
 
 namespace polybus::detail {
 
-void ResponseIntake::push(Task task, const std::shared_ptr<ClientShared>& owner) {
+void ResponseIntake::push(Task task, ClientShared& owner) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool first = pending_.empty();
   pending_.push_back(std::move(task));
   // Posted under the lock: an answer that finds the intake non-empty knows a drain is queued
   // ahead of whatever its thread posts next.
-  if (first) asio::post(owner->strand, [owner] { owner->responses.drain(*owner); });
+  if (first)
+    asio::post(owner.strand,
+               [owner = owner.shared_from_this()] { owner->responses.drain(*owner); });
 }
 
 void ResponseIntake::drain(const ClientShared& shared) {

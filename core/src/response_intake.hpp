@@ -21,7 +21,7 @@ class ResponseIntake {
   using Task = InplaceFunction<void(), 96>;
 
   // Any thread. `owner` owns this intake; the drain it posts holds it.
-  void push(Task task, const std::shared_ptr<ClientShared>& owner);
+  void push(Task task, ClientShared& owner);
 
  private:
   void drain(const ClientShared& shared);  // strand

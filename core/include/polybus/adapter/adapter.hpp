@@ -185,7 +185,8 @@ struct MessageState {
   bool expects_reply = false;
   std::uint64_t adapter_token = 0;  // the adapter's own (connection generation, etc.)
   std::weak_ptr<MessageBackend> backend;
-  std::shared_ptr<ClientShared> client;
+  // Kept alive by the state's own allocation (AdapterContext::make_message), which holds it.
+  ClientShared* client = nullptr;
   std::shared_ptr<SubscriptionCells> subscription_cells;  // set by the subscription it reached
   std::atomic<bool> responded{false};
   std::atomic<bool> manual{false};

@@ -1,0 +1,55 @@
+#include "block_pool.hpp"
+
+namespace polybus::detail {
+
+BlockPool::~BlockPool() {
+  collect_returned();
+  while (spare_) {
+    Node* next = spare_->next;
+    ::operator delete(spare_);
+    spare_ = next;
+  }
+}
+
+void* BlockPool::take() {
+  if (!strand_.running_in_this_thread()) return ::operator new(block_size_);
+  if (!spare_) collect_returned();
+  if (!spare_) return ::operator new(block_size_);
+  Node* node = spare_;
+  spare_ = node->next;
+  --spare_count_;
+  node->~Node();
+  return node;
+}
+
+void BlockPool::give(void* block) noexcept {
+  Node* node = new (block) Node{nullptr};
+  if (strand_.running_in_this_thread()) return push_spare(node);
+  node->next = returned_.load(std::memory_order_relaxed);
+  while (!returned_.compare_exchange_weak(node->next, node, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+  }
+}
+
+// Strand (or the destructor): everything given back elsewhere joins the strand's list.
+void BlockPool::collect_returned() {
+  Node* node = returned_.exchange(nullptr, std::memory_order_acquire);
+  while (node) {
+    Node* next = node->next;
+    push_spare(node);
+    node = next;
+  }
+}
+
+void BlockPool::push_spare(Node* node) noexcept {
+  if (spare_count_ >= max_spare_) {
+    node->~Node();
+    ::operator delete(node);
+    return;
+  }
+  node->next = spare_;
+  spare_ = node;
+  ++spare_count_;
+}
+
+}  // namespace polybus::detail

@@ -1,0 +1,105 @@
+// Internal: spare memory for the objects a client makes once per message (a delivered message's
+// state, a publish's operation), so that steady traffic allocates nothing. They are made on the
+// client's strand and freed on any thread: a delivered message dies wherever its handler lets it
+// go. The strand takes blocks from a list of its own, without a lock or an atomic; a block freed
+// on the strand goes back to that list, one freed elsewhere onto a second list with one
+// compare-exchange, which the strand takes whole when its own runs dry. At most max_spare blocks
+// stay spare; the rest go back to the heap.
+//
+// Why not a mutex-guarded free list: session 13 measured one (docs/performance.md); its lock,
+// taken by the io thread and the handler threads in turn, cost more than glibc's malloc.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <utility>
+
+#include "polybus/adapter/adapter.hpp"
+
+namespace polybus::detail {
+
+class BlockPool {
+ public:
+  // Blocks of block_size bytes, aligned for any object (operator new's alignment).
+  BlockPool(Strand strand, std::size_t block_size, std::size_t max_spare)
+      : strand_(std::move(strand)), block_size_(block_size), max_spare_(max_spare) {}
+  ~BlockPool();
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  std::size_t block_size() const { return block_size_; }
+  // Any thread; off the strand it is operator new.
+  void* take();
+  // Any thread: a block from take().
+  void give(void* block) noexcept;
+  // The spare blocks the strand holds now (its own list only; for tests).
+  std::size_t spare() const { return spare_count_; }
+
+ private:
+  struct Node {
+    Node* next;
+  };
+  void collect_returned();
+  void push_spare(Node* node) noexcept;
+
+  const Strand strand_;
+  const std::size_t block_size_;
+  const std::size_t max_spare_;
+  Node* spare_ = nullptr;  // the strand's own
+  std::size_t spare_count_ = 0;
+  // Given back off the strand; on a cache line of its own, away from the strand's fields.
+  alignas(64) std::atomic<Node*> returned_{nullptr};
+};
+
+// An allocator for std::allocate_shared that takes its block (the object and its control block
+// together) from a BlockPool. `pool` may point into its owner (an aliasing shared_ptr): each
+// shared object keeps the owner alive through its copy of the allocator, so the pool outlives
+// every block it handed out.
+template <typename T>
+class PooledAllocator {
+ public:
+  using value_type = T;
+
+  explicit PooledAllocator(std::shared_ptr<BlockPool> pool) : pool_(std::move(pool)) {}
+  template <typename U>
+  PooledAllocator(const PooledAllocator<U>& other) : pool_(other.pool_) {}
+
+  T* allocate(std::size_t n) {
+    if (fits(n)) return static_cast<T*>(pool_->take());
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (fits(n)) return pool_->give(p);
+    ::operator delete(p);
+  }
+
+  template <typename U>
+  bool operator==(const PooledAllocator<U>& other) const {
+    return pool_ == other.pool_;
+  }
+  template <typename U>
+  bool operator!=(const PooledAllocator<U>& other) const {
+    return pool_ != other.pool_;
+  }
+
+ private:
+  template <typename U>
+  friend class PooledAllocator;
+  bool fits(std::size_t n) const {
+    return n == 1 && sizeof(T) <= pool_->block_size() &&
+           alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  }
+
+  std::shared_ptr<BlockPool> pool_;
+};
+
+// The block size for a T made by std::allocate_shared: T, and its control block (counts, a
+// vtable pointer, the allocator) with room to spare.
+template <typename T>
+constexpr std::size_t shared_block_size() {
+  return (sizeof(T) + 64 + 15) / 16 * 16;
+}
+
+}  // namespace polybus::detail

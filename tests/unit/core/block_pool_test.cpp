@@ -1,0 +1,169 @@
+// detail::BlockPool: blocks come back to the strand that takes them, from any thread, and the
+// spare ones stay within their bound.
+#include <catch2/catch.hpp>
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/src/block_pool.hpp"
+
+using polybus::Strand;
+using polybus::detail::BlockPool;
+using polybus::detail::PooledAllocator;
+
+namespace {
+
+// Runs fn on the strand and waits for it.
+template <typename Fn>
+auto on_strand(asio::io_context& io, const Strand& strand, Fn fn) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto result = task.get_future();
+  asio::post(strand, [&task] { task(); });
+  io.restart();
+  io.run();
+  return result.get();
+}
+
+}  // namespace
+
+TEST_CASE("block pool: the strand takes back the blocks it gave, up to its bound", "[block_pool]") {
+  asio::io_context io;
+  Strand strand(io.get_executor());
+  BlockPool pool(strand, 64, 2);
+  on_strand(io, strand, [&] {
+    void* a = pool.take();
+    void* b = pool.take();
+    void* c = pool.take();
+    pool.give(a);
+    pool.give(b);
+    pool.give(c);  // over the bound: back to the heap
+    CHECK(pool.spare() == 2);
+    std::set<void*> again{pool.take(), pool.take()};
+    CHECK(again == std::set<void*>{a, b});
+    CHECK(pool.spare() == 0);
+    for (void* block : again) pool.give(block);
+    return 0;
+  });
+}
+
+TEST_CASE("block pool: blocks given back on other threads reach the strand when it runs dry",
+          "[block_pool]") {
+  asio::io_context io;
+  Strand strand(io.get_executor());
+  BlockPool pool(strand, 64, 4096);
+  constexpr int kBlocks = 1000;
+  auto blocks = on_strand(io, strand, [&] {
+    std::vector<void*> taken;
+    for (int i = 0; i < kBlocks; ++i) taken.push_back(pool.take());
+    return taken;
+  });
+  // Given back by four threads at once, none of them the strand's.
+  std::vector<std::thread> givers;
+  for (int t = 0; t < 4; ++t)
+    givers.emplace_back([&, t] {
+      for (int i = t; i < kBlocks; i += 4) pool.give(blocks[static_cast<std::size_t>(i)]);
+    });
+  for (auto& giver : givers) giver.join();
+  CHECK(pool.spare() == 0);  // not collected yet
+  const std::set<void*> given(blocks.begin(), blocks.end());
+  on_strand(io, strand, [&] {
+    std::set<void*> again;
+    for (int i = 0; i < kBlocks; ++i) again.insert(pool.take());
+    CHECK(again == given);  // every one reused, no new block
+    for (void* block : again) pool.give(block);
+    return 0;
+  });
+}
+
+TEST_CASE("block pool: blocks taken off the strand are the heap's, and may still come back",
+          "[block_pool]") {
+  asio::io_context io;
+  Strand strand(io.get_executor());
+  BlockPool pool(strand, 64, 8);
+  void* outside = pool.take();  // not on the strand: operator new
+  pool.give(outside);           // not on the strand either: onto the returned list
+  on_strand(io, strand, [&] {
+    CHECK(pool.take() == outside);
+    pool.give(outside);
+    CHECK(pool.spare() == 1);
+    return 0;
+  });
+}
+
+TEST_CASE("block pool: the strand takes while other threads give back, without a race",
+          "[block_pool]") {
+  // For TSan: the strand takes and hands blocks to a consumer thread that gives them back.
+  asio::io_context io;
+  Strand strand(io.get_executor());
+  BlockPool pool(strand, 64, 64);
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::vector<void*> handed;
+  bool done = false;
+  std::thread consumer([&] {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex);
+      ready.wait(lock, [&] { return done || !handed.empty(); });
+      auto batch = std::move(handed);
+      handed.clear();
+      const bool last = done;
+      lock.unlock();
+      for (void* block : batch) {
+        static_cast<char*>(block)[63] = 1;  // the block is the consumer's while it holds it
+        pool.give(block);
+      }
+      if (last && batch.empty()) return;
+    }
+  });
+  on_strand(io, strand, [&] {
+    for (int i = 0; i < 20000; ++i) {
+      void* block = pool.take();
+      static_cast<char*>(block)[0] = 1;
+      std::lock_guard<std::mutex> lock(mutex);
+      handed.push_back(block);
+      ready.notify_one();
+    }
+    return 0;
+  });
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    ready.notify_one();
+  }
+  consumer.join();
+}
+
+TEST_CASE("block pool: shared objects keep the pool's owner alive and reuse its blocks",
+          "[block_pool]") {
+  asio::io_context io;
+  Strand strand(io.get_executor());
+  struct Owner {
+    explicit Owner(const Strand& s) : pool(s, polybus::detail::shared_block_size<std::string>(), 8) {}
+    BlockPool pool;
+  };
+  auto owner = std::make_shared<Owner>(strand);
+  std::weak_ptr<Owner> watch = owner;
+  const void* first = nullptr;
+  auto kept = on_strand(io, strand, [&] {
+    auto one = std::allocate_shared<std::string>(
+        PooledAllocator<std::string>(std::shared_ptr<BlockPool>(owner, &owner->pool)), "one");
+    first = one.get();
+    one.reset();  // its block is spare now
+    auto two = std::allocate_shared<std::string>(
+        PooledAllocator<std::string>(std::shared_ptr<BlockPool>(owner, &owner->pool)), "two");
+    CHECK(static_cast<const void*>(two.get()) == first);  // the same block again
+    return two;
+  });
+  owner.reset();
+  CHECK_FALSE(watch.expired());  // `kept` holds it through its allocator
+  CHECK(*kept == "two");
+  kept.reset();  // freed off the strand: the pool takes it back, then goes with its owner
+  CHECK(watch.expired());
+}
