@@ -7,11 +7,15 @@
 #include <mutex>
 #include <tuple>
 
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/protocol_guess.hpp"
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
 
 namespace polybus {
+
+// A payload adapters keep by value is one the transport copies anyway.
+static_assert(KeptPayload::kSharedAbove <= Transport::kCopiedAtMost);
 
 namespace {
 

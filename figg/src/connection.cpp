@@ -6,9 +6,6 @@
 
 namespace polybus::figg {
 
-// A payload the window keeps by value is one the transport copies anyway.
-static_assert(Machine::kSharedAbove <= Transport::kCopiedAtMost);
-
 Connection::Connection(const AdapterContext& context, HostPort endpoint)
     : ctx_(context),
       endpoint_(std::move(endpoint)),

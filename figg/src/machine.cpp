@@ -13,13 +13,7 @@ void Machine::publish(std::string topic, std::string data) {
   Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
   slot.seq = next_seq_++;
   slot.topic = std::move(topic);
-  if (data.size() > kSharedAbove) {
-    slot.large = std::make_shared<const std::string>(std::move(data));
-    slot.data.clear();
-  } else {
-    slot.large.reset();
-    slot.data = std::move(data);
-  }
+  slot.data.assign(std::move(data));
   ++unacked_;
   if (connected_) send_publish(slot);
 }
@@ -29,12 +23,12 @@ void Machine::send_publish(const Slot& slot) {
   // allocation per publish once both have grown to a header's size.
   header_scratch_.clear();
   highest_sent_ = std::max(highest_sent_, slot.seq);
-  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.size());
+  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.data.size());
   handler_.send_copy(header_scratch_);
-  if (slot.large)
-    handler_.send(slot.large);  // shared: kept in the ring for resending
+  if (slot.data.shared())
+    handler_.send(slot.data.shared());  // kept in the ring for resending, not copied
   else
-    handler_.send_copy(slot.data);
+    handler_.send_copy(slot.data.view());
 }
 
 void Machine::acked(std::uint64_t seq) {

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/figg/codec.hpp"
 
 namespace polybus::figg {
@@ -47,10 +48,7 @@ class Machine {
   // completes it, in the same order, until on_acked() or abandon().
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
-  // A payload up to kSharedAbove is kept by value and written by copy (the transport copies one
-  // that small into its buffer anyway: Transport::kCopiedAtMost, checked where both are seen);
-  // a larger one is kept shared and written from the copy kept, never copied.
-  static constexpr std::size_t kSharedAbove = 1024;
+  // The payload is kept (KeptPayload: by value when small, else shared) until it is acked.
   void publish(std::string topic, std::string data);
 
   // Attachments: one per topic. attach() fails with errc::already_subscribed for a topic that is
@@ -93,9 +91,7 @@ class Machine {
   struct Slot {
     std::uint64_t seq = 0;
     std::string topic;
-    std::string data;                          // a small payload
-    std::shared_ptr<const std::string> large;  // or a large one
-    std::size_t size() const { return large ? large->size() : data.size(); }
+    KeptPayload data;
   };
 
   void send_attach(const std::string& topic, const Attachment& a);

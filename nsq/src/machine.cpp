@@ -244,30 +244,31 @@ void Machine::close_wait() {
 }
 
 std::error_code Machine::publish(std::string_view topic, const Body& body, std::uint32_t defer_ms) {
-  if (!body || body->empty()) return make_error_code(errc::empty_body);
+  if (body.empty()) return make_error_code(errc::empty_body);
   scratch_.clear();
-  auto ec = defer_ms ? append_dpub_header(scratch_, topic, defer_ms, body->size())
-                     : append_pub_header(scratch_, topic, body->size());
+  auto ec = defer_ms ? append_dpub_header(scratch_, topic, defer_ms, body.size())
+                     : append_pub_header(scratch_, topic, body.size());
   if (ec) return ec;
   if (codec_) {
-    scratch_ += *body;
+    scratch_ += body.view();
     emit_scratch();
   } else {
     handler_.send_copy(scratch_);
-    handler_.send(body);  // gather-written: the payload is not copied
+    send_body(body);
   }
   return {};
 }
 
 std::error_code Machine::publish_batch(std::string_view topic, const std::vector<Body>& bodies) {
   std::vector<std::string_view> views;
-  for (const auto& body : bodies) views.emplace_back(body ? std::string_view(*body) : std::string_view());
+  views.reserve(bodies.size());
+  for (const auto& body : bodies) views.push_back(body.view());
   std::string header;
   if (auto ec = append_mpub_header(header, topic, views)) return ec;
   if (codec_) {
     for (const auto& body : bodies) {
-      append_size_prefix(header, static_cast<std::uint32_t>(body->size()));
-      header += *body;
+      append_size_prefix(header, static_cast<std::uint32_t>(body.size()));
+      header += body.view();
     }
     emit(std::move(header));
     return {};
@@ -275,11 +276,18 @@ std::error_code Machine::publish_batch(std::string_view topic, const std::vector
   handler_.send(std::move(header));
   for (const auto& body : bodies) {
     scratch_.clear();
-    append_size_prefix(scratch_, static_cast<std::uint32_t>(body->size()));
+    append_size_prefix(scratch_, static_cast<std::uint32_t>(body.size()));
     handler_.send_copy(scratch_);
-    handler_.send(body);
+    send_body(body);
   }
   return {};
+}
+
+void Machine::send_body(const Body& body) {
+  if (body.shared())
+    handler_.send(body.shared());  // gather-written: the payload is not copied
+  else
+    handler_.send_copy(body.view());
 }
 
 }  // namespace polybus::nsq

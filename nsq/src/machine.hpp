@@ -11,6 +11,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
 
@@ -71,9 +72,9 @@ class Machine {
   std::error_code requeue(std::string_view id, std::uint32_t delay_ms);
   std::error_code touch(std::string_view id);
   void close_wait();  // CLS
-  // Bodies are shared, not copied, when the stream is not compressed: the producer keeps them to
-  // publish again after a reconnect.
-  using Body = std::shared_ptr<const std::string>;
+  // The producer keeps bodies to publish again after a reconnect; a large one is written from
+  // the kept bytes, not copied, when the stream is not compressed (KeptPayload).
+  using Body = KeptPayload;
   std::error_code publish(std::string_view topic, const Body& body, std::uint32_t defer_ms = 0);
   std::error_code publish_batch(std::string_view topic, const std::vector<Body>& bodies);
 
@@ -92,6 +93,7 @@ class Machine {
   void after_tls();
   void after_compression();
   void emit(std::string bytes);
+  void send_body(const Body& body);  // uncompressed: shared when kept shared, else copied
   // Writes scratch_ (a command or header built in it): copied by the handler, or compressed.
   void emit_scratch();
   void fail(std::error_code ec, const std::string& detail);

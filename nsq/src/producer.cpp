@@ -91,16 +91,16 @@ void Producer::publish(PublishWork work) {
   if (work.defer.count() > 3'600'000)
     return work.done(make_error_code(polybus::errc::invalid_argument), {},
                      "deferred publish over nsqd's maximum (1h by default)");
-  Outgoing out{std::move(work.topic), nullptr, {}, work.defer, std::move(work.done), {}};
+  Outgoing out{std::move(work.topic), {}, {}, work.defer, std::move(work.done), {}, false};
   if (work.payloads.size() == 1) {
-    out.body = std::make_shared<const std::string>(std::move(work.payloads.front()));
+    out.body.assign(std::move(work.payloads.front()));
   } else {
+    out.batch = true;
     out.bodies.reserve(work.payloads.size());
-    for (auto& payload : work.payloads)
-      out.bodies.push_back(std::make_shared<const std::string>(std::move(payload)));
+    for (auto& payload : work.payloads) out.bodies.emplace_back(std::move(payload));
   }
-  const std::size_t size = out.body ? out.body->size() : 0;
-  const bool gatherable = out.body && out.defer.count() == 0 && size > 0 && size <= kGatherAtMost;
+  const std::size_t size = out.body.size();
+  const bool gatherable = !out.batch && out.defer.count() == 0 && size > 0 && size <= kGatherAtMost;
   if (!gatherable) {
     flush_gathered();  // what came before goes first
     return route(std::move(out));
@@ -109,7 +109,10 @@ void Producer::publish(PublishWork work) {
       (gathering_.topic != out.topic || gathering_.dones.size() >= kMaxGathered ||
        gathering_bytes_ + size > kMaxGatheredBytes))
     flush_gathered();
-  if (!gathering_.gathered()) gathering_.topic = std::move(out.topic);
+  if (!gathering_.gathered()) {
+    gathering_.topic = std::move(out.topic);
+    gathering_.batch = true;
+  }
   gathering_.bodies.push_back(std::move(out.body));
   gathering_.dones.push_back(std::move(out.done));
   gathering_bytes_ += size;
@@ -151,8 +154,10 @@ void Producer::send(Node& node, Outgoing& work) {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < work.dones.size(); ++i) {
       if (work.dones[i].done()) continue;
-      work.dones[kept] = std::move(work.dones[i]);
-      work.bodies[kept] = std::move(work.bodies[i]);
+      if (kept != i) {  // a string moved onto itself is left empty
+        work.dones[kept] = std::move(work.dones[i]);
+        work.bodies[kept] = std::move(work.bodies[i]);
+      }
       ++kept;
     }
     work.dones.resize(kept);
@@ -163,6 +168,7 @@ void Producer::send(Node& node, Outgoing& work) {
       work.done = std::move(work.dones.front());
       work.bodies.clear();
       work.dones.clear();
+      work.batch = false;
     }
   }
   if (!work.gathered() && work.done.done()) return;  // its deadline passed while it waited
@@ -171,9 +177,9 @@ void Producer::send(Node& node, Outgoing& work) {
   node.awaiting.push_back(std::move(work));
   const Outgoing& sent = node.awaiting.back();
   auto& machine = node.connection->machine();
-  std::error_code ec = sent.body ? machine.publish(sent.topic, sent.body,
-                                                   static_cast<std::uint32_t>(sent.defer.count()))
-                                 : machine.publish_batch(sent.topic, sent.bodies);
+  std::error_code ec = sent.batch ? machine.publish_batch(sent.topic, sent.bodies)
+                                  : machine.publish(sent.topic, sent.body,
+                                                    static_cast<std::uint32_t>(sent.defer.count()));
   if (ec) {
     // Refused before anything was written: still the last one awaiting.
     Outgoing refused = std::move(node.awaiting.back());
@@ -310,8 +316,13 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
     // nsqd checks a whole MPUB before it keeps any of it, so none was kept: each publish goes
     // again alone, first in line, and only the one at fault fails.
     for (std::size_t i = refused.dones.size(); i-- > 0;)
-      waiting_.push_front(Outgoing{
-          refused.topic, std::move(refused.bodies[i]), {}, {}, std::move(refused.dones[i]), {}});
+      waiting_.push_front(Outgoing{refused.topic,
+                                   std::move(refused.bodies[i]),
+                                   {},
+                                   {},
+                                   std::move(refused.dones[i]),
+                                   {},
+                                   false});
     if (usable_node())
       flush_waiting();
     else

@@ -45,6 +45,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
     // Single publishes gathered into this MPUB (publish()): dones[i] is bodies[i]'s, and done
     // is empty.
     std::vector<OpCompletion> dones;
+    bool batch = false;  // an MPUB: publish_batch()'s, or gathered
     bool gathered() const { return !dones.empty(); }
   };
   struct Node {

@@ -116,8 +116,8 @@ TEST_CASE("small and large payloads go out whole, and again whole after a reconn
   Recorder r;
   Machine p(4, 1 << 20, r);
   p.connected();
-  const std::string small(Machine::kSharedAbove, 's');
-  const std::string large(Machine::kSharedAbove + 1, 'L');
+  const std::string small(KeptPayload::kSharedAbove, 's');
+  const std::string large(KeptPayload::kSharedAbove + 1, 'L');
   p.publish("t", small);
   p.publish("t", large);
   const std::string first = r.wire;

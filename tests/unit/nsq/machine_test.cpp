@@ -242,21 +242,35 @@ TEST_CASE("hostile input ends the session with a clear error, never a crash", "[
   }
 }
 
-TEST_CASE("publishes are gathered without copying the body", "[nsq][machine]") {
+TEST_CASE("a large body is written from the kept bytes, a small one is copied", "[nsq][machine]") {
   Recorder r;
   Machine s(config(), r);
   s.start();
   s.receive(nullptr, frame(FrameType::response, "OK"));
   drain(r);
-  auto body = std::make_shared<const std::string>(1000, 'x');
-  REQUIRE_FALSE(s.publish("t", body));
+  const Machine::Body large(std::string(polybus::KeptPayload::kSharedAbove + 1, 'L'));
+  REQUIRE(large.shared());
+  REQUIRE_FALSE(s.publish("t", large));
   REQUIRE(r.sent.size() == 2);
-  CHECK(r.sent[0].first == std::string("PUB t\n\0\0\x03\xe8", 10));
-  CHECK(r.sent[1].second == body);  // the same buffer, shared
-  CHECK(s.publish("bad topic!", std::make_shared<const std::string>("x")) == errc::invalid_name);
-  CHECK(s.publish("t", std::make_shared<const std::string>()) == errc::empty_body);
-}
+  CHECK(r.sent[0].first == std::string("PUB t\n\0\0\x04\x01", 10));
+  CHECK(r.sent[1].second == large.shared());  // the same buffer, shared
+  r.sent.clear();
 
+  const Machine::Body small(std::string(polybus::KeptPayload::kSharedAbove, 's'));
+  REQUIRE_FALSE(small.shared());
+  REQUIRE_FALSE(s.publish_batch("t", {small, large}));
+  std::string wire;
+  for (const auto& [bytes, shared] : r.sent) {
+    if (shared) CHECK(shared == large.shared());  // only the large one is shared
+    wire += shared ? *shared : bytes;
+  }
+  const std::string sizes = std::string("\0\0\x08\x0d", 4) + std::string("\0\0\0\x02", 4);
+  CHECK(wire == "MPUB t\n" + sizes + std::string("\0\0\x04\0", 4) + std::string(1024, 's') +
+                    std::string("\0\0\x04\x01", 4) + std::string(1025, 'L'));
+
+  CHECK(s.publish("bad topic!", Machine::Body("x")) == errc::invalid_name);
+  CHECK(s.publish("t", Machine::Body()) == errc::empty_body);
+}
 
 TEST_CASE("heartbeats wait while the last NOP is unsent: one pending answer at a time",
           "[nsq][machine]") {

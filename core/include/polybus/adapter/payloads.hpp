@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +33,41 @@ class Payloads {
   std::string one_;
   std::vector<std::string> many_;
   bool single_ = false;
+};
+
+// A payload an adapter keeps until the broker confirms it, to send it again after a reconnect.
+// Up to kSharedAbove bytes it is kept by value and written by copy: the transport copies a
+// payload that small into its own buffer anyway (Transport::kCopiedAtMost; transport.cpp checks
+// that the two agree), so sharing it would cost an allocation per publish for nothing. A larger
+// one is kept shared and written from the kept bytes, never copied.
+class KeptPayload {
+ public:
+  static constexpr std::size_t kSharedAbove = 1024;
+
+  KeptPayload() = default;
+  explicit KeptPayload(std::string bytes) { assign(std::move(bytes)); }
+  void assign(std::string bytes) {
+    if (bytes.size() > kSharedAbove) {
+      large_ = std::make_shared<const std::string>(std::move(bytes));
+      small_.clear();
+    } else {
+      large_.reset();
+      small_ = std::move(bytes);
+    }
+  }
+
+  std::string_view view() const {
+    return large_ ? std::string_view(*large_) : std::string_view(small_);
+  }
+  std::size_t size() const { return view().size(); }
+  bool empty() const { return size() == 0; }
+  // Set when the payload is kept shared: write these bytes without copying them. Null when it is
+  // kept by value: copy view().
+  const std::shared_ptr<const std::string>& shared() const { return large_; }
+
+ private:
+  std::string small_;
+  std::shared_ptr<const std::string> large_;
 };
 
 }  // namespace polybus
