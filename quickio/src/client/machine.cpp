@@ -205,7 +205,8 @@ std::uint64_t Machine::on(std::string_view path, ListenerFn listener, bool once,
   bool first = entry.listeners.empty();
   if (id == 0) id = next_listener_id_++;
   bool settled = is_local_path(clean) || entry.confirmed;
-  entry.listeners.push_back({id, std::move(listener), once, settled ? nullptr : std::move(result)});
+  entry.listeners.push_back({id, std::make_shared<const ListenerFn>(std::move(listener)), once,
+                             settled ? nullptr : std::move(result)});
   if (first && open_ && !is_local_path(clean)) subscribe(clean);
   if (settled && result) result(200, "");
   return id;
@@ -297,12 +298,18 @@ void Machine::fail_callbacks(std::string_view why) {
 void Machine::deliver(const std::string& path, const Incoming& event) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return;
-  // Copied: a listener may call on/off. One-shot listeners are removed before they run.
-  std::vector<ListenerFn> targets;
+  // Held first: a listener may call on/off. One-shot listeners are removed before they run.
+  // One listener (a subscription's) needs no list.
   auto& listeners = it->second.listeners;
-  targets.reserve(listeners.size());
+  const bool one = listeners.size() == 1;
+  std::shared_ptr<const ListenerFn> only;
+  std::vector<std::shared_ptr<const ListenerFn>> several;
+  if (one)
+    only = listeners.front().fn;
+  else
+    several.reserve(listeners.size());
   for (auto l = listeners.begin(); l != listeners.end();) {
-    targets.push_back(l->fn);
+    if (!one) several.push_back(l->fn);
     if (l->once)
       l = listeners.erase(l);
     else
@@ -312,8 +319,9 @@ void Machine::deliver(const std::string& path, const Incoming& event) {
     paths_.erase(it);
     if (open_ && !is_local_path(path)) unsubscribe(path);
   }
-  for (auto& fn : targets)
-    if (fn) fn(event);
+  if (only && *only) (*only)(event);
+  for (auto& fn : several)
+    if (*fn) (*fn)(event);
 }
 
 void Machine::finish_results(PathEntry& entry, int code, std::string_view err_msg) {

@@ -129,7 +129,9 @@ class Machine {
  private:
   struct ListenerEntry {
     std::uint64_t id;
-    ListenerFn fn;
+    // Shared: a delivery holds it while it runs (the listener may remove itself) without
+    // copying the function, which would allocate per event.
+    std::shared_ptr<const ListenerFn> fn;
     bool once;
     SubscribeResultFn result;  // cleared once called
   };

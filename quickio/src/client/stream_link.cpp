@@ -114,7 +114,12 @@ void StreamLink::on_wire_event(std::string_view text, const std::shared_ptr<cons
 void StreamLink::flush() {
   auto& out = wire_->output();
   if (out.empty() || ended_) return out.clear();
-  transport_->write(std::move(out));
+  // Small output is copied into the transport's buffers (as write() would) and this buffer kept
+  // for the next event: no allocation per event. Larger output is handed over whole.
+  if (out.size() <= Transport::kCopiedAtMost)
+    transport_->write_copy(out);
+  else
+    transport_->write(std::move(out));
   out.clear();
 }
 

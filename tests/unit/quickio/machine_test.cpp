@@ -1,6 +1,9 @@
 // The sans-IO session, driven event by event: no socket, no thread, no clock.
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <string>
+
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
@@ -289,6 +292,38 @@ TEST_CASE("a one-shot listener hears one event, then the path is unsubscribed") 
   REQUIRE_FALSE(feed(session, "/once:0=2"));
   CHECK(heard == 1);
   CHECK(drain(hooks) == std::vector<std::string>{R"(/qio/off:0="/once")"});
+}
+
+TEST_CASE("listeners that remove themselves or others while they run hear each event whole") {
+  // The lone listener of a path runs without a list of its own; it still outlives its off().
+  Hooks hooks;
+  Machine session({}, hooks);
+  session.opened();
+  std::string alone_heard;
+  auto big = std::make_shared<std::string>(200, 'k');  // a capture std::function cannot hold inline
+  session.on("/alone", [&session, &alone_heard, big](const Incoming& e) {
+    session.off("/alone");  // destroys this listener's entry while it runs
+    alone_heard += std::string(e.json) + *big;
+  });
+  drain(hooks);
+  REQUIRE_FALSE(feed(session, "/alone:0=1"));
+  REQUIRE_FALSE(feed(session, "/alone:0=2"));
+  CHECK(alone_heard == "1" + std::string(200, 'k'));
+  CHECK(drain(hooks) == std::vector<std::string>{R"(/qio/off:0="/alone")"});
+
+  // Two listeners: the first removes the second; both hear the event that was under way.
+  int first_heard = 0, second_heard = 0;
+  std::uint64_t second = 0;
+  session.on("/pair", [&](const Incoming&) {
+    ++first_heard;
+    session.off("/pair", second);
+  });
+  second = session.on("/pair", [&](const Incoming&) { ++second_heard; });
+  drain(hooks);
+  REQUIRE_FALSE(feed(session, "/pair:0=1"));
+  REQUIRE_FALSE(feed(session, "/pair:0=2"));
+  CHECK(first_heard == 2);
+  CHECK(second_heard == 1);
 }
 
 TEST_CASE("a server callback can be answered only on the connection it came on") {
