@@ -20,24 +20,35 @@ using polybus::detail::PooledAllocator;
 
 namespace {
 
-// Runs fn on the strand and waits for it.
-template <typename Fn>
-auto on_strand(asio::io_context& io, const Strand& strand, Fn fn) {
-  std::packaged_task<decltype(fn())()> task(std::move(fn));
-  auto result = task.get_future();
-  asio::post(strand, [&task] { task(); });
-  io.restart();
-  io.run();
-  return result.get();
+// An io_context and a strand of it; run() runs fn on the strand and waits for it.
+struct StrandRunner {
+  asio::io_context io;
+  Strand strand{io.get_executor()};
+  template <typename Fn>
+  auto run(Fn fn) {
+    std::packaged_task<decltype(fn())()> task(std::move(fn));
+    auto result = task.get_future();
+    asio::post(strand, [&task] { task(); });
+    io.restart();
+    io.run();
+    return result.get();
+  }
+};
+
+// n blocks taken, then given back: the pool must hand out distinct blocks.
+std::set<void*> take_and_give_back(BlockPool& pool, int n) {
+  std::set<void*> blocks;
+  for (int i = 0; i < n; ++i) blocks.insert(pool.take());
+  for (void* block : blocks) pool.give(block);
+  return blocks;
 }
 
 }  // namespace
 
 TEST_CASE("block pool: the strand takes back the blocks it gave, up to its bound", "[block_pool]") {
-  asio::io_context io;
-  Strand strand(io.get_executor());
-  BlockPool pool(strand, 64, 2);
-  on_strand(io, strand, [&] {
+  StrandRunner runner;
+  BlockPool pool(runner.strand, 64, 2);
+  runner.run([&] {
     void* a = pool.take();
     void* b = pool.take();
     void* c = pool.take();
@@ -45,21 +56,17 @@ TEST_CASE("block pool: the strand takes back the blocks it gave, up to its bound
     pool.give(b);
     pool.give(c);  // over the bound: back to the heap
     CHECK(pool.spare() == 2);
-    std::set<void*> again{pool.take(), pool.take()};
-    CHECK(again == std::set<void*>{a, b});
-    CHECK(pool.spare() == 0);
-    for (void* block : again) pool.give(block);
-    return 0;
+    CHECK(take_and_give_back(pool, 2) == std::set<void*>{a, b});
+    CHECK(pool.spare() == 2);
   });
 }
 
 TEST_CASE("block pool: blocks given back on other threads reach the strand when it runs dry",
           "[block_pool]") {
-  asio::io_context io;
-  Strand strand(io.get_executor());
-  BlockPool pool(strand, 64, 4096);
+  StrandRunner runner;
+  BlockPool pool(runner.strand, 64, 4096);
   constexpr int kBlocks = 1000;
-  auto blocks = on_strand(io, strand, [&] {
+  auto blocks = runner.run([&] {
     std::vector<void*> taken;
     for (int i = 0; i < kBlocks; ++i) taken.push_back(pool.take());
     return taken;
@@ -73,36 +80,29 @@ TEST_CASE("block pool: blocks given back on other threads reach the strand when 
   for (auto& giver : givers) giver.join();
   CHECK(pool.spare() == 0);  // not collected yet
   const std::set<void*> given(blocks.begin(), blocks.end());
-  on_strand(io, strand, [&] {
-    std::set<void*> again;
-    for (int i = 0; i < kBlocks; ++i) again.insert(pool.take());
-    CHECK(again == given);  // every one reused, no new block
-    for (void* block : again) pool.give(block);
-    return 0;
+  runner.run([&] {
+    CHECK(take_and_give_back(pool, kBlocks) == given);  // every one reused, no new block
   });
 }
 
 TEST_CASE("block pool: blocks taken off the strand are the heap's, and may still come back",
           "[block_pool]") {
-  asio::io_context io;
-  Strand strand(io.get_executor());
-  BlockPool pool(strand, 64, 8);
+  StrandRunner runner;
+  BlockPool pool(runner.strand, 64, 8);
   void* outside = pool.take();  // not on the strand: operator new
   pool.give(outside);           // not on the strand either: onto the returned list
-  on_strand(io, strand, [&] {
+  runner.run([&] {
     CHECK(pool.take() == outside);
     pool.give(outside);
     CHECK(pool.spare() == 1);
-    return 0;
   });
 }
 
 TEST_CASE("block pool: the strand takes while other threads give back, without a race",
           "[block_pool]") {
   // For TSan: the strand takes and hands blocks to a consumer thread that gives them back.
-  asio::io_context io;
-  Strand strand(io.get_executor());
-  BlockPool pool(strand, 64, 64);
+  StrandRunner runner;
+  BlockPool pool(runner.strand, 64, 64);
   std::mutex mutex;
   std::condition_variable ready;
   std::vector<void*> handed;
@@ -122,7 +122,7 @@ TEST_CASE("block pool: the strand takes while other threads give back, without a
       if (last && batch.empty()) return;
     }
   });
-  on_strand(io, strand, [&] {
+  runner.run([&] {
     for (int i = 0; i < 20000; ++i) {
       void* block = pool.take();
       static_cast<char*>(block)[0] = 1;
@@ -130,7 +130,6 @@ TEST_CASE("block pool: the strand takes while other threads give back, without a
       handed.push_back(block);
       ready.notify_one();
     }
-    return 0;
   });
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -142,16 +141,15 @@ TEST_CASE("block pool: the strand takes while other threads give back, without a
 
 TEST_CASE("block pool: shared objects keep the pool's owner alive and reuse its blocks",
           "[block_pool]") {
-  asio::io_context io;
-  Strand strand(io.get_executor());
+  StrandRunner runner;
   struct Owner {
     explicit Owner(const Strand& s) : pool(s, polybus::detail::shared_block_size<std::string>(), 8) {}
     BlockPool pool;
   };
-  auto owner = std::make_shared<Owner>(strand);
+  auto owner = std::make_shared<Owner>(runner.strand);
   std::weak_ptr<Owner> watch = owner;
   const void* first = nullptr;
-  auto kept = on_strand(io, strand, [&] {
+  auto kept = runner.run([&] {
     auto one = std::allocate_shared<std::string>(
         PooledAllocator<std::string>(std::shared_ptr<BlockPool>(owner, &owner->pool)), "one");
     first = one.get();
