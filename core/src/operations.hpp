@@ -11,8 +11,8 @@
 
 #include "block_pool.hpp"
 #include "connectivity.hpp"
-#include "inplace_function.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/inplace_function.hpp"
 
 namespace polybus::detail {
 

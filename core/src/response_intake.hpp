@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-#include "inplace_function.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/inplace_function.hpp"
 
 namespace polybus::detail {
 

@@ -9,6 +9,8 @@
 #include <system_error>
 #include <vector>
 
+#include "machine.hpp"
+
 namespace polybus::quickio::detail {
 
 class Link;
@@ -30,12 +32,12 @@ class LinkHandler {
 // never will (the link ended first). expired, when set, says the sender no longer wants the
 // event (its deadline passed): one given back unsent (take_unsent) is then not sent again.
 struct WrittenFn {
-  WrittenFn(std::function<void(std::error_code)> fn = {}, std::function<bool()> expired = {})
+  WrittenFn(SentFn fn = {}, ExpiredFn expired = {})
       : fn(std::move(fn)), expired(std::move(expired)) {}
   explicit operator bool() const { return static_cast<bool>(fn); }
-  void operator()(std::error_code ec) const { fn(ec); }
-  std::function<void(std::error_code)> fn;
-  std::function<bool()> expired;
+  void operator()(std::error_code ec) { fn(ec); }
+  SentFn fn;
+  ExpiredFn expired;
 };
 
 // An event given to send() that no socket ever took, given back when the link fails.

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "polybus/adapter/inplace_function.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio::detail {
@@ -23,10 +24,11 @@ namespace polybus::quickio::detail {
 // The answer to a callback the client requested; code -1 when the client gave up on it.
 using CallbackFn =
     std::function<void(int code, std::string_view data_json, std::string_view err_msg)>;
-// Outcome of a queued or written event: {} when handed to the wire.
-using SentFn = std::function<void(std::error_code)>;
+// Outcome of a queued or written event: {} when handed to the wire. Kept inline (one of each
+// per published event: a std::function holding an operation would allocate).
+using SentFn = polybus::detail::InplaceFunction<void(std::error_code), 48>;
 // A queued event whose sender no longer wants it (its deadline passed) is dropped unsent.
-using ExpiredFn = std::function<bool()>;
+using ExpiredFn = polybus::detail::InplaceFunction<bool(), 32>;
 
 struct Incoming {
   std::string_view path;

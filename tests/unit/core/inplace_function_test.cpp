@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "core/src/inplace_function.hpp"
+#include "polybus/adapter/inplace_function.hpp"
 
 using polybus::detail::InplaceFunction;
 

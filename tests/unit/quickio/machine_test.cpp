@@ -201,7 +201,8 @@ TEST_CASE(
   CHECK(hooks.expired[1]);  // the sender's check travels with the event
   std::vector<Machine::Queued> unsent;
   for (std::size_t i = 0; i < hooks.sent.size(); ++i)
-    unsent.push_back({hooks.sent[i].first, std::move(hooks.sent[i].second), hooks.expired[i]});
+    unsent.push_back(
+        {hooks.sent[i].first, std::move(hooks.sent[i].second), std::move(hooks.expired[i])});
   unsent.push_back({"/ask:7=null", note("ask"), {}});  // a callback's: never sent again
   hooks.sent.clear();
   hooks.expired.clear();

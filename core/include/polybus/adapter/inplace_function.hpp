@@ -1,6 +1,6 @@
-// Internal: a move-only std::function that keeps its callable inside itself, never on the heap.
-// A callable larger than Capacity does not compile (raise Capacity, or capture less). Used where
-// an allocation per call would be paid per message (an operation's completion).
+// For adapters and the core: a move-only std::function that keeps its callable inside itself, never
+// on the heap. A callable larger than Capacity does not compile (raise Capacity, or capture less).
+// Used where an allocation per call would be paid per message (an operation's completion).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,8 @@ class InplaceFunction<R(Args...), Capacity> {
   InplaceFunction(F&& f) {  // NOLINT: like std::function
     static_assert(sizeof(Fn) <= Capacity, "the callable does not fit: raise Capacity");
     static_assert(alignof(Fn) <= alignof(std::max_align_t), "over-aligned callable");
-    static_assert(std::is_nothrow_move_constructible_v<Fn>, "the callable must move without throwing");
+    static_assert(std::is_nothrow_move_constructible_v<Fn>,
+                  "the callable must move without throwing");
     ::new (static_cast<void*>(&storage_)) Fn(std::forward<F>(f));
     ops_ = &kOps<Fn>;
   }
