@@ -58,9 +58,9 @@ struct Harness : MachineHandler {
   std::size_t pending_unsent = 0;
   // What the machine sent and the "socket" has not written yet.
   std::deque<std::pair<std::string, SentFn>> out;
-  void send(std::string text, SentFn sent, ExpiredFn) override {
+  void send(std::string_view text, SentFn sent, ExpiredFn) override {
     FUZZ_CHECK(session->is_open());  // the machine sends only on an open connection
-    out.emplace_back(std::move(text), std::move(sent));
+    out.emplace_back(std::string(text), std::move(sent));
   }
   int depth = 0;  // re-entry from listeners and callbacks
   bool infinite_number = false;  // the event being received holds known finding 5

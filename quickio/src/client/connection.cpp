@@ -87,12 +87,12 @@ void Connection::start() {
   asio::post(strand_, [self = shared_from_this()] { self->connect(); });
 }
 
-void Connection::send(std::string text, SentFn sent, ExpiredFn expired) {
+void Connection::send(std::string_view text, SentFn sent, ExpiredFn expired) {
   // A send completes when its bytes reach the socket: a publisher waiting on completions is
   // paced by the connection.
   if (link_ && link_open_) {
     in_send_ = true;
-    link_->send(std::move(text), WrittenFn(std::move(sent), std::move(expired)));
+    link_->send(text, WrittenFn(std::move(sent), std::move(expired)));
     in_send_ = false;
   } else if (sent) {
     sent(make_error_code(polybus::errc::disconnected));

@@ -79,7 +79,7 @@ class Connection : public LinkHandler,
   void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                       bool refused) override;
   // MachineHandler
-  void send(std::string text, SentFn sent, ExpiredFn expired) override;
+  void send(std::string_view text, SentFn sent, ExpiredFn expired) override;
   void queue_changed() override { update_counters(); }
   void move_to(const std::string& address) override;
   void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;

@@ -82,7 +82,7 @@ void HttpLink::start() {
   issue(true, make_event("/qio/hostname", 1, "null"));
 }
 
-void HttpLink::send(std::string event, WrittenFn written) {
+void HttpLink::send(std::string_view event, WrittenFn written) {
   if (ended_ || !open_) {
     if (written) written(make_error_code(polybus::errc::disconnected));
     return;

@@ -38,7 +38,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   ~HttpLink() override;
 
   void start() override;
-  void send(std::string event, WrittenFn written) override;
+  void send(std::string_view event, WrittenFn written) override;
   void close() override;
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }

@@ -50,7 +50,8 @@ class Link {
  public:
   virtual ~Link() = default;
   virtual void start() = 0;
-  virtual void send(std::string event, WrittenFn written = {}) = 0;  // after on_link_open
+  // After on_link_open; the link copies the event (or writes it) before it returns.
+  virtual void send(std::string_view event, WrittenFn written = {}) = 0;
   virtual void close() = 0;                  // no on_link_closed follows
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;

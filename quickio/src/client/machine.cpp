@@ -45,7 +45,7 @@ void Machine::opened() {
       if (item.sent) item.sent(make_error_code(polybus::errc::timeout));
       continue;
     }
-    write(std::move(item.text), std::move(item.sent), std::move(item.expired));
+    write(item.text, std::move(item.sent), std::move(item.expired));
   }
   emit_local("/open", "null");
 }
@@ -151,18 +151,21 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
     write(make_event(clean, id, json), std::move(sent));
     return {};
   }
-  std::string text = make_event(clean, 0, json);
+  // Built in a buffer the machine keeps: the link copies it (or writes it) at once.
+  std::string& text = event_scratch_;
+  text.clear();
+  append_event(text, clean, 0, json);
   if (open_) {
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
     if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
       return make_error_code(client_errc::queue_full);
-    write(std::move(text), std::move(sent), std::move(expired));
+    write(text, std::move(sent), std::move(expired));
     return {};
   }
   if (queued_bytes_ + text.size() > limits_.max_queued_bytes)
     return make_error_code(client_errc::queue_full);
   queued_bytes_ += text.size();
-  queue_.push_back({std::move(text), std::move(sent), std::move(expired)});
+  queue_.push_back({text, std::move(sent), std::move(expired)});
   handler_.queue_changed();
   return {};
 }
@@ -252,8 +255,8 @@ bool Machine::has_listeners(std::string_view path) const {
   return it != paths_.end() && !it->second.listeners.empty();
 }
 
-void Machine::write(std::string text, SentFn sent, ExpiredFn expired) {
-  handler_.send(std::move(text), std::move(sent), std::move(expired));
+void Machine::write(std::string_view text, SentFn sent, ExpiredFn expired) {
+  handler_.send(text, std::move(sent), std::move(expired));
 }
 
 void Machine::subscribe(const std::string& path) {

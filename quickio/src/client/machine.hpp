@@ -47,7 +47,8 @@ class MachineHandler {
   // An event's text to write, in order, while a connection is open; sent gets its outcome ({}
   // once written to the socket).
   // expired: as Machine::send's, for an event the link gives back unsent.
-  virtual void send(std::string text, SentFn sent, ExpiredFn expired) = 0;
+  // text is valid only during the call: the machine builds every event in one buffer.
+  virtual void send(std::string_view text, SentFn sent, ExpiredFn expired) = 0;
   // The bytes queued while disconnected changed (queued_bytes()).
   virtual void queue_changed() {}
   // /qio/move: the server wants the client elsewhere (it closes the connection next).
@@ -142,7 +143,7 @@ class Machine {
     std::uint64_t epoch = 0;  // bumped per /qio/on: only the latest answer counts
     bool confirmed = false;   // the server accepted the /qio/on of this connection
   };
-  void write(std::string text, SentFn sent = {}, ExpiredFn expired = {});
+  void write(std::string_view text, SentFn sent = {}, ExpiredFn expired = {});
   void subscribe(const std::string& path);
   void unsubscribe(const std::string& path);
   void on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
@@ -162,6 +163,7 @@ class Machine {
   std::map<std::string, PathEntry, std::less<>> paths_;
   std::deque<Queued> queue_;
   std::size_t queued_bytes_ = 0;
+  std::string event_scratch_;  // an event without a callback, built for the link to copy
   // A heartbeat answer is queued and not yet written (or dropped): later heartbeats wait for it.
   std::shared_ptr<bool> heartbeat_answer_unsent_ = std::make_shared<bool>(false);
 };

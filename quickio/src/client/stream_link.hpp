@@ -1,9 +1,10 @@
 // A link over one TCP connection (the core's Transport) speaking a Wire: raw TCP or WebSocket.
 #pragma once
 
-#include <deque>
-
 #include <asio/steady_timer.hpp>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "link.hpp"
 #include "polybus/adapter/transport.hpp"
@@ -24,7 +25,7 @@ class StreamLink : public Link,
   void set_wire(std::unique_ptr<Wire> wire) { wire_ = std::move(wire); }
 
   void start() override;
-  void send(std::string event, WrittenFn written) override;
+  void send(std::string_view event, WrittenFn written) override;
   void close() override;
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
@@ -54,7 +55,10 @@ class StreamLink : public Link,
   std::error_code end_reason_;  // why the link ended
   std::uint64_t events_ = 0;  // events received, so a read knows whether it completed one
   // Sends waiting for the socket: the transport's total_queued() after each, in order.
-  std::deque<std::pair<std::uint64_t, WrittenFn>> unwritten_;
+  // Oldest first, from unwritten_head_ on: a vector that keeps its capacity (a deque of these
+  // allocates a block every few events, for as long as events flow).
+  std::vector<std::pair<std::uint64_t, WrittenFn>> unwritten_;
+  std::size_t unwritten_head_ = 0;
 };
 
 }  // namespace polybus::quickio::detail

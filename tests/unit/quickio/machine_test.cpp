@@ -19,8 +19,8 @@ using polybus::quickio::detail::Machine;
 struct Hooks : detail::MachineHandler {
   std::vector<std::pair<std::string, detail::SentFn>> sent;  // what the machine sent, in order
   std::vector<detail::ExpiredFn> expired;                    // with each, its sender's check
-  void send(std::string text, detail::SentFn done, detail::ExpiredFn gone) override {
-    sent.emplace_back(std::move(text), std::move(done));
+  void send(std::string_view text, detail::SentFn done, detail::ExpiredFn gone) override {
+    sent.emplace_back(std::string(text), std::move(done));
     expired.push_back(std::move(gone));
   }
   std::vector<std::string> moves;
