@@ -13,6 +13,7 @@
 
 #include "machine.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/transport.hpp"
 
@@ -73,8 +74,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   std::chrono::milliseconds ping_interval_;
   asio::steady_timer ping_timer_;
   std::shared_ptr<Transport> transport_;
-  std::deque<OpCompletion> in_window_;  // the window's publishes, oldest first
-  std::deque<PublishWork> waiting_;     // no room in the window yet
+  Fifo<OpCompletion> in_window_;  // the window's publishes, oldest first
+  Fifo<PublishWork> waiting_;     // no room in the window yet
   std::map<std::string, SinkEntry> sinks_;
   std::deque<std::pair<std::uint64_t, OpCompletion>> pings_;
   std::uint64_t ping_counter_ = 0;

@@ -72,30 +72,17 @@ void StreamLink::send(std::string_view event, WrittenFn written) {
 }
 
 void StreamLink::on_written(std::uint64_t total_written) {
-  // By index: a callback may send (appending) or fail the link (taking them all).
-  while (unwritten_head_ < unwritten_.size() &&
-         unwritten_[unwritten_head_].first <= total_written) {
-    auto written = std::move(unwritten_[unwritten_head_++].second);
+  while (!unwritten_.empty() && unwritten_.front().first <= total_written) {
+    auto written = std::move(unwritten_.front().second);
+    unwritten_.pop_front();
     written({});
-  }
-  if (unwritten_head_ == unwritten_.size()) {
-    // Drained: a burst's peak stays allocated only while it is modest.
-    if (unwritten_.capacity() > 4096) decltype(unwritten_)().swap(unwritten_);
-    unwritten_.clear();
-    unwritten_head_ = 0;
-  } else if (unwritten_head_ > unwritten_.size() / 2) {
-    unwritten_.erase(unwritten_.begin(),
-                     unwritten_.begin() + static_cast<std::ptrdiff_t>(unwritten_head_));
-    unwritten_head_ = 0;
   }
 }
 
 void StreamLink::fail_unwritten(std::error_code ec) {
   auto pending = std::move(unwritten_);
-  const std::size_t head = unwritten_head_;
   unwritten_.clear();
-  unwritten_head_ = 0;
-  for (std::size_t i = head; i < pending.size(); ++i) pending[i].second(ec);
+  for (auto& entry : pending) entry.second(ec);
 }
 
 void StreamLink::close() {

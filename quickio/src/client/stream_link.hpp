@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "link.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/transport.hpp"
 #include "wire.hpp"
 
@@ -55,10 +56,7 @@ class StreamLink : public Link,
   std::error_code end_reason_;  // why the link ended
   std::uint64_t events_ = 0;  // events received, so a read knows whether it completed one
   // Sends waiting for the socket: the transport's total_queued() after each, in order.
-  // Oldest first, from unwritten_head_ on: a vector that keeps its capacity (a deque of these
-  // allocates a block every few events, for as long as events flow).
-  std::vector<std::pair<std::uint64_t, WrittenFn>> unwritten_;
-  std::size_t unwritten_head_ = 0;
+  Fifo<std::pair<std::uint64_t, WrittenFn>> unwritten_;
 };
 
 }  // namespace polybus::quickio::detail
