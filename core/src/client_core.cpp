@@ -93,58 +93,73 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     bump(shared_->publish_refused, count);
     return fail_now(std::move(done), refused);
   }
-  const auto issued = Clock::now();
-  const auto deadline = deadline_from(options.timeout, issued);
-  std::lock_guard<std::mutex> lock(intake_mutex_);
-  const bool first = intake_.empty();
-  intake_.push_back(IntakePublish{std::string(topic), std::move(payloads), std::move(done),
-                                  options.defer, deadline, issued});
-  // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
-  // queued on the strand, ahead of whatever that thread posts next (a close, a subscribe).
-  if (first)
-    asio::post(shared_->strand, [self = shared_from_this()] { self->drain_publish_intake(); });
+  IntakeWork work;
+  work.topic = std::string(topic);
+  work.payloads = std::move(payloads);
+  work.done = std::move(done);
+  work.defer = options.defer;
+  work.issued = Clock::now();
+  work.deadline = deadline_from(options.timeout, work.issued);
+  take_in(std::move(work));
 }
 
-void ClientCore::drain_publish_intake() {
+void ClientCore::take_in(IntakeWork work) {
+  std::lock_guard<std::mutex> lock(intake_mutex_);
+  const bool first = intake_.empty();
+  intake_.push_back(std::move(work));
+  // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
+  // queued on the strand, ahead of whatever that thread posts next (a close, a subscribe).
+  if (first) asio::post(shared_->strand, [self = shared_from_this()] { self->drain_intake(); });
+}
+
+void ClientCore::drain_intake() {
   // Taken into a local vector: should a completion throw, what is left goes with the exception
   // instead of staying behind to block the next drain (the intake would never be empty again).
-  std::vector<IntakePublish> taken;
+  std::vector<IntakeWork> taken;
   {
     std::lock_guard<std::mutex> lock(intake_mutex_);
     taken.swap(intake_);
     intake_.swap(intake_spare_);  // an empty vector with the capacity of an earlier burst
   }
   for (auto& work : taken) {
-    const std::size_t count = work.payloads.size();
-    if (state_.load() != State::open || !adapter_) {
-      shared_->stats.publish_failed += count;
-      bump(shared_->publish_refused, count);
-      shared_->complete(
-          "publish to " + work.topic, work.done,
-          Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
-      continue;
-    }
-    // Kept by shared_, which the completion holds.
-    TopicCells* cells = &shared_->publish_topics.cells_for(work.topic);
-    bump(cells->published, count);
-    auto op = ops_->add(work.deadline, [shared = shared_, done = std::move(work.done), count, cells,
-                                        issued = work.issued](std::error_code ec, std::string,
-                                                              std::string cause) {
-      (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
-      if (ec) {
-        bump(cells->failed, count);
-      } else {
-        bump(cells->confirmed, count);
-        cells->confirm_latency.observe(Clock::now() - issued);
-      }
-      if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
-    }, "publish to ", work.topic, work.issued);
-    adapter_->publish(
-        PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
+    if (work.request)
+      start_request(work);
+    else
+      start_publish(work);
   }
   taken.clear();
   std::lock_guard<std::mutex> lock(intake_mutex_);
   intake_spare_.swap(taken);  // kept for the next drain: no allocation per burst
+}
+
+void ClientCore::start_publish(IntakeWork& work) {
+  const std::size_t count = work.payloads.size();
+  if (state_.load() != State::open || !adapter_) {
+    shared_->stats.publish_failed += count;
+    bump(shared_->publish_refused, count);
+    shared_->complete("publish to " + work.topic, work.done,
+                      Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
+    return;
+  }
+  // Kept by shared_, which the completion holds.
+  TopicCells* cells = &shared_->publish_topics.cells_for(work.topic);
+  bump(cells->published, count);
+  auto op = ops_->add(
+      work.deadline,
+      [shared = shared_, done = std::move(work.done), count, cells, issued = work.issued](
+          std::error_code ec, std::string, std::string cause) {
+        (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
+        if (ec) {
+          bump(cells->failed, count);
+        } else {
+          bump(cells->confirmed, count);
+          cells->confirm_latency.observe(Clock::now() - issued);
+        }
+        if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
+      },
+      "publish to ", work.topic, work.issued);
+  adapter_->publish(
+      PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
 }
 
 Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,
@@ -254,37 +269,43 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
       });
     return;
   }
-  const auto issued = Clock::now();
-  auto deadline = deadline_from(options.timeout, issued);
-  asio::post(shared_->strand, [self = shared_from_this(), topic = std::string(topic),
-                               payload = std::move(payload), done = std::move(done),
-                               deadline, issued]() mutable {
-    if (self->state_.load() != State::open || !self->adapter_) {
-      self->shared_->complete("request", done,
-                              Reply{make_error_code(errc::closed), {}, "client is closed"});
-      return;
-    }
-    auto op = self->ops_->add(
-        deadline,
-        [shared = self->shared_, done = std::move(done), issued](
-            std::error_code ec, std::string reply, std::string detail) {
-          Headers headers;
-          if (!ec) {
-            ++shared->stats.replies;
-            shared->request_latency.observe(Clock::now() - issued);
-            std::string why;
-            if (shared->envelope.on() && !shared->envelope.unwrap(reply, headers, why)) {
-              ++shared->stats.delivered_raw;
-              if (shared->logs(LogLevel::debug))
-                shared->log(LogLevel::debug, "a reply is not an envelope (" + why + "): raw");
-            }
+  IntakeWork work;
+  work.topic = std::string(topic);
+  work.payloads = Payloads(std::move(payload));
+  work.reply = std::move(done);
+  work.request = true;
+  work.issued = Clock::now();
+  work.deadline = deadline_from(options.timeout, work.issued);
+  take_in(std::move(work));
+}
+
+void ClientCore::start_request(IntakeWork& work) {
+  if (state_.load() != State::open || !adapter_) {
+    shared_->complete("request", work.reply,
+                      Reply{make_error_code(errc::closed), {}, "client is closed"});
+    return;
+  }
+  auto op = ops_->add(
+      work.deadline,
+      [shared = shared_, done = std::move(work.reply), issued = work.issued](
+          std::error_code ec, std::string reply, std::string detail) {
+        Headers headers;
+        if (!ec) {
+          ++shared->stats.replies;
+          shared->request_latency.observe(Clock::now() - issued);
+          std::string why;
+          if (shared->envelope.on() && !shared->envelope.unwrap(reply, headers, why)) {
+            ++shared->stats.delivered_raw;
+            if (shared->logs(LogLevel::debug))
+              shared->log(LogLevel::debug, "a reply is not an envelope (" + why + "): raw");
           }
-          shared->complete("request", done,
-                           Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
-        },
-        "request to ", topic, issued);
-    self->adapter_->request(RequestWork{std::move(topic), std::move(payload), std::move(op)});
-  });
+        }
+        shared->complete("request", done,
+                         Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
+      },
+      "request to ", work.topic, work.issued);
+  adapter_->request(
+      RequestWork{std::move(work.topic), std::move(work.payloads.front()), std::move(op)});
 }
 
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {

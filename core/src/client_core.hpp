@@ -165,24 +165,29 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void finish_close(bool deadline_passed);
   Status what_the_close_deadline_cut_off() const;
   void fail_now(Completion done, Status status);
-  // Strand: hands every publish taken in since the last call to the adapter, in order.
-  void drain_publish_intake();
-
-  // Publishes from any thread wait here for the strand. Only the first into an empty intake
-  // posts to the strand (under the lock): a burst of publishes costs one post (and at most one
-  // wake of the io thread), not one each. Order is kept: a later post from any thread that saw
-  // its publish go in (a close, say) runs after the drain that publish relies on.
-  struct IntakePublish {
+  // Publishes and requests from any thread wait here for the strand. Only the first into an
+  // empty intake posts to the strand (under the lock): a burst costs one post (and at most one
+  // wake of the io thread), not one each. Order is kept, publishes and requests together: a
+  // later post from any thread that saw its work go in (a close, say) runs after the drain
+  // that work relies on.
+  struct IntakeWork {
     std::string topic;
-    Payloads payloads;
-    Completion done;
-    std::chrono::milliseconds defer;
+    Payloads payloads;      // a request's one payload is the first
+    Completion done;        // a publish's
+    ReplyCompletion reply;  // a request's
+    bool request = false;
+    std::chrono::milliseconds defer{0};
     Clock::time_point deadline;
     Clock::time_point issued;
   };
+  void take_in(IntakeWork work);
+  // Strand: hands everything taken in since the last call to the adapter, in order.
+  void drain_intake();
+  void start_publish(IntakeWork& work);  // strand
+  void start_request(IntakeWork& work);  // strand
   std::mutex intake_mutex_;
-  std::vector<IntakePublish> intake_;        // guarded by intake_mutex_
-  std::vector<IntakePublish> intake_spare_;  // guarded by intake_mutex_: an empty one, reused
+  std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
+  std::vector<IntakeWork> intake_spare_;  // guarded by intake_mutex_: an empty one, reused
 
   std::shared_ptr<ClientShared> shared_;
   Url url_;

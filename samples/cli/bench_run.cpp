@@ -269,33 +269,20 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
           note_failure(publisher.first_error());
         }
       } else {
-        std::mutex mutex;
-        std::condition_variable cv;
-        std::uint64_t in_flight = 0;
+        WindowedPublisher requester(c, s.topic, std::chrono::seconds(60), s.window);
         for (std::uint64_t i = begin; i < end; ++i) {
           const auto due = pacer.wait(i - begin);
-          std::unique_lock<std::mutex> lock(mutex);
-          cv.wait(lock, [&] { return in_flight < s.window; });
-          ++in_flight;
-          lock.unlock();
-          c.request(
-              s.topic, bench_payload(i, s.size, filler, stamp_of(due)),
-              [&](Reply reply) {
-                if (reply.ec) {
-                  ++publish_failures;
-                  note_failure(reply.status().message());
-                } else
-                  latencies.record(sent_at(reply.payload));
-                if (++received == target)
-                  finished.store(SteadyClock::now().time_since_epoch().count());
-                std::lock_guard<std::mutex> guard(mutex);
-                --in_flight;
-                cv.notify_all();
-              },
-              std::chrono::seconds(60));
+          requester.request(bench_payload(i, s.size, filler, stamp_of(due)),
+                            [&](const Reply& reply) {
+                              if (!reply.ec) latencies.record(sent_at(reply.payload));
+                              if (++received == target)
+                                finished.store(SteadyClock::now().time_since_epoch().count());
+                            });
         }
-        std::unique_lock<std::mutex> lock(mutex);
-        cv.wait(lock, [&] { return in_flight == 0; });
+        if (const auto failed = requester.finish()) {
+          publish_failures += failed;
+          note_failure(requester.first_error());
+        }
       }
       std::int64_t t = now_ns();
       std::int64_t prev = publish_done_ns.load();

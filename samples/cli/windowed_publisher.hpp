@@ -1,6 +1,6 @@
-// Publishes with a bounded number in flight, so that stdin, a large --count or a benchmark
-// streams without holding every payload in memory. A full window is waited on until half of it
-// has completed, not one completion: woken once per half window rather than once per message,
+// Publishes (or requests) with a bounded number in flight, so that stdin, a large --count or a
+// benchmark streams without holding every payload in memory. A full window is waited on until half
+// of it has completed, not one completion: woken once per half window rather than once per message,
 // the publishing thread and the io thread stop trading places on every completion.
 #pragma once
 
@@ -66,7 +66,22 @@ class WindowedPublisher {
     }, options);
   }
 
-  // Waits for every publish to complete; returns how many failed.
+  // A request in the same window; on_reply runs on the io thread with its reply. A reply with an
+  // error counts as a failure.
+  void request(std::string payload, std::function<void(const Reply&)> on_reply) {
+    enter_window();
+    client_.request(
+        topic_, std::move(payload),
+        [this, on_reply = std::move(on_reply)](Reply reply) {
+          on_reply(reply);
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (reply.ec && failed_++ == 0) first_error_ = reply.status().message();
+          leave_window();
+        },
+        timeout_);
+  }
+
+  // Waits for every publish (or request) to complete; returns how many failed.
   std::size_t finish() {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_at_ = 0;
