@@ -54,7 +54,12 @@ struct Req0Socket::Link {
   asio::steady_timer timer;        // the connect and the SP headers
   asio::steady_timer frame_timer;  // a message begun and not finished (frame_timeout)
   bool frame_timer_armed = false;
-  asio::steady_timer write_timer;  // a write that makes no progress (write_timeout)
+  // A write that makes no progress (write_timeout). A watchdog, not a timer per write: armed
+  // when a write starts and none is armed, it looks at the write under way when it fires (and
+  // waits again for that one's time), so a stream of writes resets no timer per write.
+  asio::steady_timer write_timer;
+  bool write_timer_armed = false;
+  std::chrono::steady_clock::time_point write_started;
   std::vector<asio::ip::tcp::endpoint> endpoints;
   std::size_t next_endpoint = 0;
   std::string last_error;
@@ -371,14 +376,8 @@ void Req0Socket::write_next() {
   writing_ = true;
   auto link = link_;
   if (settings_.write_timeout.count() > 0) {
-    link->write_timer.expires_after(settings_.write_timeout);
-    link->write_timer.async_wait([self = shared_from_this(), link](std::error_code ec) {
-      if (ec || link != self->link_ || !self->writing_) return;
-      self->link_ended(make_error_code(errc::timeout),
-                       "writing to the broker at " + self->settings_.address +
-                           " made no progress for " +
-                           std::to_string(self->settings_.write_timeout.count()) + "ms");
-    });
+    link->write_started = std::chrono::steady_clock::now();
+    if (!link->write_timer_armed) watch_write(*link);
   }
   const Write& next = writes_.front();
   const std::array<asio::const_buffer, 2> buffers{
@@ -387,7 +386,6 @@ void Req0Socket::write_next() {
       link->socket, buffers, [self = shared_from_this(), link](std::error_code ec, std::size_t) {
         if (link != self->link_) return;
         self->writing_ = false;
-        link->write_timer.cancel();
         if (ec)
           return self->link_ended(make_error_code(errc::disconnected),
                                   "writing to the broker at " + self->settings_.address +
@@ -407,6 +405,21 @@ void Req0Socket::write_next() {
         }
         self->write_next();
       });
+}
+
+void Req0Socket::watch_write(Link& link) {
+  link.write_timer_armed = true;
+  link.write_timer.expires_at(link.write_started + settings_.write_timeout);
+  link.write_timer.async_wait([self = shared_from_this(), current = link_](std::error_code ec) {
+    current->write_timer_armed = false;
+    if (ec || current != self->link_ || !self->writing_) return;
+    if (std::chrono::steady_clock::now() - current->write_started < self->settings_.write_timeout)
+      return self->watch_write(*current);  // a later write, still within its time
+    self->link_ended(make_error_code(errc::timeout),
+                     "writing to the broker at " + self->settings_.address +
+                         " made no progress for " +
+                         std::to_string(self->settings_.write_timeout.count()) + "ms");
+  });
 }
 
 void Req0Socket::on_message(std::string message) {

@@ -93,6 +93,7 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
   void frame_clock(Link& link, bool completed);
   void write(ExchangeId id);
   void write_next();
+  void watch_write(Link& link);  // write_timeout's watchdog
   void on_message(std::string message);
   void arm_resend(ExchangeId id, Exchange& exchange);
   void finish(ExchangeId id, std::error_code ec, std::string reply, std::string detail);
