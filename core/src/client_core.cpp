@@ -118,14 +118,29 @@ void ClientCore::drain_intake() {
   std::vector<IntakeWork> taken;
   {
     std::lock_guard<std::mutex> lock(intake_mutex_);
-    taken.swap(intake_);
-    intake_.swap(intake_spare_);  // an empty vector with the capacity of an earlier burst
+    if (!sealed_.empty()) {  // the oldest batch is this drain's
+      taken = std::move(sealed_.front());
+      sealed_.pop_front();
+    } else {
+      taken.swap(intake_);
+      intake_.swap(intake_spare_);  // an empty vector with the capacity of an earlier burst
+    }
   }
+  // One that fails (an adapter's exception) is reported, and the others still go: before, it
+  // took the rest of the burst with it. Its operation, once made, completes at its deadline.
   for (auto& work : taken) {
-    if (work.request)
-      start_request(work);
-    else
-      start_publish(work);
+    const char* what = work.request ? "request to " : "publish to ";
+    try {
+      if (work.request)
+        start_request(work);
+      else
+        start_publish(work);
+    } catch (const std::exception& e) {
+      shared_->log(LogLevel::error,
+                   what + work.topic + ": the adapter failed to take it: " + e.what());
+    } catch (...) {
+      shared_->log(LogLevel::error, what + work.topic + ": the adapter failed to take it");
+    }
   }
   taken.clear();
   std::lock_guard<std::mutex> lock(intake_mutex_);
@@ -210,7 +225,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
                      options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
   ServeSpec serve_spec{std::string(topic), concurrency};
-  asio::post(shared_->strand, [self = shared_from_this(), sub, spec, serve_spec, serving] {
+  post_in_order([self = shared_from_this(), sub, spec, serve_spec, serving] {
     if (self->state_.load() != State::open || !self->adapter_) {
       sub->ready(make_error_code(errc::closed), "client is closed");
       sub->deactivate();
@@ -313,8 +328,7 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
     return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
   const auto issued = Clock::now();
   auto deadline = deadline_from(timeout, issued);
-  asio::post(
-      shared_->strand,
+  post_in_order(
       [self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
         if (self->state_.load() != State::open || !self->adapter_) {
           self->shared_->complete("ping", done, Status(errc::closed, "ping: the client is closed"));
@@ -332,28 +346,27 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
 }
 
 void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
-  asio::post(shared_->strand,
-             [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
-               if (self->state_.load() == State::closed) {
-                 self->shared_->complete("close", done, Status{});
-                 return;
-               }
-               if (done) self->close_waiters_.push_back(std::move(done));
-               if (self->state_.load() == State::closing) return;
-               self->state_.store(State::closing);
-               self->close_deadline_ = Clock::now() + timeout;
-               self->close_timeout_ = timeout;
-               // Stop intake: no new messages reach handlers that will have to be drained.
-               for (auto& sub : self->subscriptions_)
-                 if (sub->adapter()) sub->adapter()->pause();
-               self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
-               self->close_timer_->expires_at(self->close_deadline_);
-               self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
-                 if (ec) return;
-                 if (auto me = weak.lock()) me->finish_close(true);
-               });
-               self->check_drain();
-             });
+  post_in_order([self = shared_from_this(), timeout, done = std::move(done)]() mutable {
+    if (self->state_.load() == State::closed) {
+      self->shared_->complete("close", done, Status{});
+      return;
+    }
+    if (done) self->close_waiters_.push_back(std::move(done));
+    if (self->state_.load() == State::closing) return;
+    self->state_.store(State::closing);
+    self->close_deadline_ = Clock::now() + timeout;
+    self->close_timeout_ = timeout;
+    // Stop intake: no new messages reach handlers that will have to be drained.
+    for (auto& sub : self->subscriptions_)
+      if (sub->adapter()) sub->adapter()->pause();
+    self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
+    self->close_timer_->expires_at(self->close_deadline_);
+    self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto me = weak.lock()) me->finish_close(true);
+    });
+    self->check_drain();
+  });
 }
 
 void ClientCore::check_drain() {

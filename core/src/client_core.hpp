@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <condition_variable>
 #include <deque>
@@ -155,6 +156,19 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                    std::function<void(const Status&)> done);
 
+  // Posts fn to the strand after every publish and request taken in so far and before any taken
+  // in later: the order the calling thread made them in. Without this, a publish or request made
+  // after fn was posted could join a drain queued before it and run first.
+  template <typename Fn>
+  void post_in_order(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(intake_mutex_);
+    if (!intake_.empty()) {  // its drain is queued already: it takes this batch
+      sealed_.push_back(std::move(intake_));
+      intake_.clear();
+    }
+    asio::post(shared_->strand, std::forward<Fn>(fn));
+  }
+
   metrics::ClientMetrics metrics() const;
 
  private:
@@ -187,6 +201,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void start_request(IntakeWork& work);  // strand
   std::mutex intake_mutex_;
   std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
+  // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by
+  // intake_mutex_.
+  std::deque<std::vector<IntakeWork>> sealed_;
   std::vector<IntakeWork> intake_spare_;  // guarded by intake_mutex_: an empty one, reused
 
   std::shared_ptr<ClientShared> shared_;

@@ -463,7 +463,7 @@ void SubscriptionCore::unsubscribe(std::function<void(const Status&)> done) {
     if (done) done(make_error_code(errc::closed));
     return;
   }
-  asio::post(shared_->strand, [client, self = shared_from_this(), done = std::move(done)]() mutable {
+  client->post_in_order([client, self = shared_from_this(), done = std::move(done)]() mutable {
     client->unsubscribe(self, std::move(done));
   });
 }

@@ -2,6 +2,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <future>
 #include <thread>
 
 #include "polybus/polybus.hpp"
@@ -105,6 +106,29 @@ TEST_CASE("a completion that throws is reported, and the client carries on", "[c
   }
   CHECK(client.publish_sync("t", "y") == std::error_code{});  // still serving
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
+TEST_CASE("a request made after close() on the same thread fails as closed, even behind a publish",
+          "[client]") {
+  // Publishes and requests wait in one intake, drained by one post per burst. A close posted
+  // while a drain is queued must not let a later request join that drain and go out first.
+  const std::string name = unique_name("order");
+  auto responder = connect("mem://" + name);
+  auto serving = responder.serve("svc", [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  auto client = connect("mem://" + name);
+  std::promise<Reply> replied;
+  Latch closed;
+  // Inside a completion the strand is busy: everything below is queued behind it, in order.
+  client.publish("warm", "up", [&](const Status&) {
+    client.publish("t", "queued first", nullptr);  // posts the drain
+    client.close(kWaitBound, [&](const Status&) { closed.count_down(); });
+    client.request("svc", "after close", [&](Reply reply) { replied.set_value(std::move(reply)); });
+  });
+  auto reply = replied.get_future();
+  REQUIRE(reply.wait_for(kWaitBound) == std::future_status::ready);
+  CHECK(reply.get().ec == errc::closed);
+  REQUIRE(closed.wait_for(1));
 }
 
 TEST_CASE("handlers run off the io thread, completions on it", "[client]") {
