@@ -1,5 +1,7 @@
 #include "connection.hpp"
 
+#include <asio/post.hpp>
+
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -69,15 +71,24 @@ void Connection::connect() {
 // Only while this attempt is live: a machine that failed, or a connection being closed, writes
 // nothing more.
 void Connection::send(std::string bytes) {
-  if (transport_ && (connecting_ || ready_)) transport_->write(std::move(bytes));
+  if (!transport_ || !(connecting_ || ready_)) return;
+  writing_ = true;
+  transport_->write(std::move(bytes));
+  writing_ = false;
 }
 
 void Connection::send(std::shared_ptr<const std::string> body) {
-  if (transport_ && (connecting_ || ready_)) transport_->write(std::move(body));
+  if (!transport_ || !(connecting_ || ready_)) return;
+  writing_ = true;
+  transport_->write(std::move(body));
+  writing_ = false;
 }
 
 void Connection::send_copy(std::string_view bytes) {
-  if (transport_ && (connecting_ || ready_)) transport_->write_copy(bytes);
+  if (!transport_ || !(connecting_ || ready_)) return;
+  writing_ = true;
+  transport_->write_copy(bytes);
+  writing_ = false;
 }
 
 void Connection::on_heartbeat() {
@@ -116,7 +127,15 @@ void Connection::closed(std::error_code ec, const std::string& detail) {
   if (!connecting_ && !ready_) return;
   ++generation_;
   ready_ = connecting_ = false;
-  if (events_.on_closed) events_.on_closed(ec, detail);
+  if (!events_.on_closed) return;
+  if (!writing_) return events_.on_closed(ec, detail);
+  // Ended by a write: told once the writer's call has returned (writing_ says why), unless the
+  // owner closed this connection or started another attempt meanwhile.
+  asio::post(context_->strand(), [weak = weak_from_this(), generation = generation_, ec, detail] {
+    auto self = weak.lock();
+    if (self && self->generation_ == generation && self->events_.on_closed)
+      self->events_.on_closed(ec, detail);
+  });
 }
 
 void Connection::on_start_tls() {

@@ -74,6 +74,10 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   std::uint64_t heartbeat_answer_mark_ = 0;  // total_queued() after the last NOP: written once reached
   bool connecting_ = false;
   bool ready_ = false;
+  // A write is under way (send*): a connection it ends (over max_write_buffer) is reported after
+  // the write returns, not under it. The machine's caller (the producer, in the middle of a
+  // publish) still reads what it passed, which its on_closed would move away.
+  bool writing_ = false;
 };
 
 }  // namespace polybus::nsq

@@ -107,16 +107,20 @@ std::string nsq_message(std::uint64_t n, std::string_view body) {
 }
 // Whether r holds the whole of a sized command (its line, a 4-byte size, that many bytes)
 // whose line begins with `line` ("IDENTIFY\n", "MPUB t\n").
-bool holds_sized_command(const std::string& r, std::string_view line) {
+// Where the first whole `line` + 4-byte size + body in r ends (0: none whole yet).
+std::size_t sized_command_end(const std::string& r, std::string_view line) {
   const auto at = r.find(line);
-  if (at == std::string::npos) return false;
+  if (at == std::string::npos) return 0;
   const auto size_at = r.find('\n', at) + 1;
-  if (size_at == 0 || r.size() < size_at + 4) return false;
+  if (size_at == 0 || r.size() < size_at + 4) return 0;
   const std::uint32_t size = (std::uint32_t(std::uint8_t(r[size_at])) << 24) |
                              (std::uint32_t(std::uint8_t(r[size_at + 1])) << 16) |
                              (std::uint32_t(std::uint8_t(r[size_at + 2])) << 8) |
                              std::uint8_t(r[size_at + 3]);
-  return r.size() >= size_at + 4 + size;
+  return r.size() >= size_at + 4 + size ? size_at + 4 + size : 0;
+}
+bool holds_sized_command(const std::string& r, std::string_view line) {
+  return sized_command_end(r, line) != 0;
 }
 
 // Magic, IDENTIFY (answered OK) and, for a consumer, SUB (answered OK).
@@ -878,6 +882,51 @@ TEST_CASE("nsq: a server that stops reading trips max_write_buffer, not memory",
   CHECK(reports.wait_text("exceeds max_write_buffer=1048576"));
   CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
   CHECK(done.wait_for(400));  // every publish completed, one way or the other
+  client.close_sync(5s);
+}
+
+TEST_CASE(
+    "nsq: a publish whose own header trips max_write_buffer ends the connection after the call",
+    "[hostile][nsq]") {
+  // Each DPUB (header 16 bytes, body 65,520) fills max_write_buffer exactly, so once the server
+  // stops reading, the next publish's header is the write over the limit. The connection ends
+  // under the producer's publish call, which still reads the body it passed (under ASan, a read
+  // of freed memory before the end was told only after the call returns).
+  HostileServer server([&](HostileConnection& c, std::size_t index) {
+    if (!nsq_handshake(c, false)) return;
+    if (index == 0) {
+      while (!c.stopping()) std::this_thread::sleep_for(20ms);  // never reads again
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("nsq://" + server.address() +
+                            "?max_write_buffer=65536&reconnect_initial=10ms&write_timeout=0",
+                        reports.options());
+  constexpr int kPublishes = 200;
+  Latch done;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  PublishOptions options = within(20s);
+  options.defer = std::chrono::milliseconds(1000);
+  const std::string payload(65520, 'x');
+  for (int i = 0; i < kPublishes; ++i)
+    client.publish(
+        "t", payload,
+        [&](const Status& status) {
+          if (status) {
+            std::lock_guard<std::mutex> lock(mutex);
+            failures.push_back(status.message());
+          }
+          done.count_down();
+        },
+        options);
+  // The limit was crossed by a header: 16 bytes over.
+  CHECK(reports.wait_text("65552 exceeds max_write_buffer=65536"));
+  REQUIRE(done.wait_for(kPublishes));  // every publish completed, one way or the other
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& failure : failures) CHECK_THAT(failure, Catch::Contains("max_write_buffer"));
   client.close_sync(5s);
 }
 
