@@ -92,7 +92,11 @@ TEST_CASE("figg: 10,000 messages across repeated broker restarts: every acknowle
   std::set<std::uint64_t> distinct(offsets.begin(), offsets.end());
   CHECK(distinct.size() == broker->messages("restarts"));
   CHECK(*distinct.rbegin() == broker->end_offset("restarts"));
-  CHECK(subscriber.stats().reconnects >= 4);
+  // The first restart came while the subscriber was attached, and the messages acknowledged
+  // after it reached it: it reconnected at least once. How many more depends on timing: a
+  // restart that comes while it is still reconnecting from the last one costs it no new
+  // reconnect (this asked for four, and saw three once).
+  CHECK(subscriber.stats().reconnects >= 1);
 }
 
 TEST_CASE("figg: a publish waits while the window is full and fails at its deadline", "[figg]") {
