@@ -254,16 +254,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           session.close_wait();
         } else if (which == 6) {
           std::string topic = name(in);
-          auto body = std::make_shared<const std::string>(in.short_bytes());
+          const Machine::Body body(std::string(in.short_bytes()));
           auto ec = session.publish(topic, body, in.flag() ? in.u32() : 0);
-          FUZZ_CHECK(static_cast<bool>(ec) != (valid_topic_name(topic) && !body->empty()));
+          FUZZ_CHECK(static_cast<bool>(ec) != (valid_topic_name(topic) && !body.empty()));
         } else {
           std::string topic = name(in);
           std::vector<Machine::Body> bodies;
           for (std::uint8_t n = in.u8() % 5; n > 0; --n)
-            bodies.push_back(std::make_shared<const std::string>(in.short_bytes()));
+            bodies.emplace_back(std::string(in.short_bytes()));
           bool valid = valid_topic_name(topic) && !bodies.empty();
-          for (const auto& b : bodies) valid = valid && !b->empty();
+          for (const auto& b : bodies) valid = valid && !b.empty();
           FUZZ_CHECK(static_cast<bool>(session.publish_batch(topic, bodies)) != valid);
         }
         (void)ok_state;
