@@ -70,25 +70,27 @@ void Connection::connect() {
 
 // Only while this attempt is live: a machine that failed, or a connection being closed, writes
 // nothing more.
-void Connection::send(std::string bytes) {
+template <class Write>
+void Connection::write_while_live(Write&& write) {
   if (!transport_ || !(connecting_ || ready_)) return;
   writing_ = true;
-  transport_->write(std::move(bytes));
-  writing_ = false;
+  struct ClearOnExit {
+    bool& flag;
+    ~ClearOnExit() { flag = false; }
+  } clear_on_exit{writing_};
+  write(*transport_);
+}
+
+void Connection::send(std::string bytes) {
+  write_while_live([&](Transport& transport) { transport.write(std::move(bytes)); });
 }
 
 void Connection::send(std::shared_ptr<const std::string> body) {
-  if (!transport_ || !(connecting_ || ready_)) return;
-  writing_ = true;
-  transport_->write(std::move(body));
-  writing_ = false;
+  write_while_live([&](Transport& transport) { transport.write(std::move(body)); });
 }
 
 void Connection::send_copy(std::string_view bytes) {
-  if (!transport_ || !(connecting_ || ready_)) return;
-  writing_ = true;
-  transport_->write_copy(bytes);
-  writing_ = false;
+  write_while_live([&](Transport& transport) { transport.write_copy(bytes); });
 }
 
 void Connection::on_heartbeat() {

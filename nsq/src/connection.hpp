@@ -60,6 +60,9 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
 
  private:
   void closed(std::error_code ec, const std::string& detail);
+  // Runs write(transport) with writing_ set, while this attempt is live.
+  template <class Write>
+  void write_while_live(Write&& write);
 
   std::shared_ptr<const AdapterContext> context_;
   HostPort target_;

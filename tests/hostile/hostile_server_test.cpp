@@ -137,6 +137,16 @@ bool nsq_handshake(HostileConnection& c, bool subscribe) {
   return c.send(nsq_response("OK"));
 }
 
+// An nsqd that shakes hands with a producer, then reads nothing more on its first connection;
+// later connections are held open.
+HostileServer::Script nsqd_that_stops_reading() {
+  return [](HostileConnection& c, std::size_t index) {
+    if (!nsq_handshake(c, false)) return;
+    if (index == 0) return c.stop_reading();
+    c.hold_open();
+  };
+}
+
 SubscribeOptions group(std::string name) {
   SubscribeOptions o;
   o.group = std::move(name);
@@ -780,7 +790,7 @@ TEST_CASE("memodb: a broker that stops reading trips write_timeout, and the requ
           "[hostile][memodb]") {
   HostileServer server([](HostileConnection& c, std::size_t) {
     if (!sp_headers(c)) return;
-    while (!c.stopping()) std::this_thread::sleep_for(20ms);  // reads nothing more
+    c.stop_reading();
   });
   Reports reports;
   auto client =
@@ -863,14 +873,7 @@ TEST_CASE("quickio+ws: a client closed while its upgrade hangs or is refused lea
 
 TEST_CASE("nsq: a server that stops reading trips max_write_buffer, not memory",
           "[hostile][nsq]") {
-  HostileServer server([](HostileConnection& c, std::size_t index) {
-    if (!nsq_handshake(c, false)) return;
-    if (index == 0) {
-      while (!c.stopping()) std::this_thread::sleep_for(20ms);  // never reads again
-      return;
-    }
-    c.hold_open();
-  });
+  HostileServer server(nsqd_that_stops_reading());
   Reports reports;
   auto client = connect("nsq://" + server.address() +
                             "?max_write_buffer=1048576&reconnect_initial=10ms&write_timeout=0",
@@ -892,14 +895,7 @@ TEST_CASE(
   // stops reading, the next publish's header is the write over the limit. The connection ends
   // under the producer's publish call, which still reads the body it passed (under ASan, a read
   // of freed memory before the end was told only after the call returns).
-  HostileServer server([&](HostileConnection& c, std::size_t index) {
-    if (!nsq_handshake(c, false)) return;
-    if (index == 0) {
-      while (!c.stopping()) std::this_thread::sleep_for(20ms);  // never reads again
-      return;
-    }
-    c.hold_open();
-  });
+  HostileServer server(nsqd_that_stops_reading());
   Reports reports;
   auto client = connect("nsq://" + server.address() +
                             "?max_write_buffer=65536&reconnect_initial=10ms&write_timeout=0",

@@ -63,6 +63,10 @@ void HostileConnection::hold_open() {
   }
 }
 
+void HostileConnection::stop_reading() {
+  while (!stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(kPollStepMs));
+}
+
 HostileServer::HostileServer(Script script) : script_(std::move(script)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   if (listen_fd_ < 0) throw std::runtime_error("socket() failed");

@@ -31,6 +31,8 @@ class HostileConnection {
   bool stopping() const { return stopping_.load(); }
   // Waits (reading and discarding nothing) until the peer closes or the server stops.
   void hold_open();
+  // Waits until the server stops, reading nothing more, so the peer's writes back up.
+  void stop_reading();
 
  private:
   int fd_;
