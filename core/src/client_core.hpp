@@ -15,9 +15,10 @@
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
 #include "operations.hpp"
-#include "runtime.hpp"
-#include "polybus/client.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/registry.hpp"
+#include "polybus/client.hpp"
+#include "runtime.hpp"
 
 namespace polybus::detail {
 
@@ -97,7 +98,7 @@ class SubscriptionCore : public SubscriptionSink,
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
   std::optional<Status> ready_result_;
-  std::deque<Message> queue_;
+  Fifo<Message> queue_;
   std::uint32_t running_ = 0;
   // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,
   // DETACH, ...) until half of it has drained: back-pressure, never an unbounded queue.

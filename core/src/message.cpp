@@ -15,7 +15,9 @@ const Headers kNoHeaders;
 
 const std::string& Message::topic() const { return state_ ? state_->topic : kEmpty; }
 std::string_view Message::payload() const { return state_ ? state_->payload : std::string_view{}; }
-const std::string& Message::id() const { return state_ ? state_->id : kEmpty; }
+const std::string& Message::id() const {
+  return state_ ? state_->id.text() : kEmpty;
+}
 std::uint32_t Message::attempts() const { return state_ ? state_->attempts : 0; }
 std::optional<std::int64_t> Message::timestamp_ns() const {
   return state_ ? state_->timestamp_ns : std::nullopt;

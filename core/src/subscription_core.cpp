@@ -436,11 +436,11 @@ void SubscriptionCore::deactivate() {
     retries_waiting_ -= retries_.size();
   }
   retries_.clear();  // cancels their timers
-  std::deque<Message> left;
+  Fifo<Message> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (running_ == 0) {
-      left.swap(queue_);  // otherwise the running loop releases them
+      left = std::move(queue_);  // otherwise the running loop releases them
       held_bytes_ = 0;
     }
   }

@@ -352,7 +352,7 @@ void Transport::write_copy(std::string_view bytes) {
   if (bytes.empty() || !admit(bytes.size())) return;
   queued_bytes_ += bytes.size();
   total_queued_ += bytes.size();
-  if (queue_empty() || queue_.back().shared || queue_.back().owned.size() >= kCoalesceLimit) {
+  if (queue_.empty() || queue_.back().shared || queue_.back().owned.size() >= kCoalesceLimit) {
     Piece piece;
     if (!spare_strings_.empty()) {
       piece.owned = std::move(spare_strings_.back());
@@ -381,19 +381,12 @@ void Transport::write(std::shared_ptr<const std::string> bytes) {
 
 void Transport::flush() {
   // Once an upgrade is asked for, what is queued goes out over TLS, after the handshake.
-  if (!connected_ || writing_ || pending_tls_ || queue_empty()) return;
+  if (!connected_ || writing_ || pending_tls_ || queue_.empty()) return;
   in_flight_.clear();
   buffers_.clear();
-  while (!queue_empty() && in_flight_.size() < kMaxGather)
-    in_flight_.push_back(std::move(queue_[queue_head_++]));
-  if (queue_empty()) {
-    // Drained: a burst's peak stays allocated only while it is modest.
-    if (queue_.capacity() > 4096) std::vector<Piece>().swap(queue_);
-    queue_.clear();
-    queue_head_ = 0;
-  } else if (queue_head_ > queue_.size() / 2) {
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
-    queue_head_ = 0;
+  while (!queue_.empty() && in_flight_.size() < kMaxGather) {
+    in_flight_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
   }
   for (auto& piece : in_flight_) buffers_.push_back(asio::buffer(piece.bytes()));
   const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
@@ -445,7 +438,7 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
     callbacks_.on_written(total_written_);
     if (gen != generation_) return;  // the callback ended this connection
   }
-  if (close_when_flushed_ && queue_empty()) return close();
+  if (close_when_flushed_ && queue_.empty()) return close();
   if (pending_tls_) return read_next();  // the upgrade waited for this write
   flush();
 }
@@ -515,7 +508,7 @@ void Transport::close() {
 }
 
 void Transport::close_after_flush() {
-  if (!connected_ || (!writing_ && queue_empty())) return close();
+  if (!connected_ || (!writing_ && queue_.empty())) return close();
   close_when_flushed_ = true;
 }
 
@@ -548,7 +541,6 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
     stream_->socket.close(ignored);
   }
   queue_.clear();
-  queue_head_ = 0;
   in_flight_.clear();
   queued_bytes_ = 0;
   total_queued_ = total_written_;  // what was dropped is never written: marks before this are void

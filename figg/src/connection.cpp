@@ -142,7 +142,7 @@ void Connection::on_data(const std::string& topic, std::uint64_t offset, std::st
   state->buffer = owner;
   state->payload = data;
   state->offset = offset;
-  state->id = std::to_string(offset);
+  state->id.assign_number(offset);
   it->second.sink->deliver(Message(std::move(state)));
 }
 

@@ -134,7 +134,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   void respond(detail::MessageState& m, const char* what, Fn fn) {
     std::error_code ec = session_ == 0 ? make_error_code(errc::disconnected) : fn();
     if (ec)
-      ctx_.error(ec, endpoint_ + ": " + what + " of message " + m.id + " on '" + m.topic +
+      ctx_.error(ec, endpoint_ + ": " + what + " of message " + m.id.text() + " on '" + m.topic +
                          "' failed: it was given back to the broker (timed out or disconnected) "
                          "and will be redelivered");
   }
@@ -277,7 +277,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     state->topic = it->second.spec.topic;
     state->payload = *d.payload;
     state->buffer = std::move(d.payload);
-    state->id = d.request ? std::to_string(d.delivery_id) : std::to_string(d.offset);
+    state->id.assign_number(d.request ? d.delivery_id : d.offset);
     state->attempts = d.attempts;
     state->timestamp_ns = d.timestamp_ns;
     if (!d.request) state->offset = d.offset + 1;

@@ -188,7 +188,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   state->topic = topic_;
   state->buffer = owner;
   state->payload = view.body;
-  state->id = std::string(view.id);
+  state->id.assign(view.id);
   state->attempts = view.attempts;
   state->timestamp_ns = view.timestamp_ns;
   state->adapter_token = token_of(conn.key, conn.connection->generation());
@@ -201,25 +201,27 @@ void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
   if (!conn || !conn->connection->ready() ||
       (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token)) {
     context_->error(make_error_code(polybus::errc::disconnected),
-                    std::string(what) + " of message " + message.id + " on '" + topic_ +
+                    std::string(what) + " of message " + message.id.text() + " on '" + topic_ +
                         "' not sent: its connection ended, so nsqd will redeliver the message");
     return;
   }
   if (auto ec = fn(conn->connection->machine())) {
-    context_->error(ec, std::string(what) + " of message " + message.id + " refused: " + ec.message());
+    context_->error(
+        ec, std::string(what) + " of message " + message.id.text() + " refused: " + ec.message());
     return;
   }
 }
 
 void Consumer::ack(detail::MessageState& message) {
-  respond(message, "FIN", [&](Machine& s) { return s.finish(message.id); });
+  respond(message, "FIN", [&](Machine& s) { return s.finish(message.id.view()); });
   answered(message);
   signal(Signal::success);
 }
 
 void Consumer::nack(detail::MessageState& message, std::chrono::milliseconds delay) {
   auto ms = std::clamp<std::int64_t>(delay.count(), 0, settings_.max_requeue_delay.count());
-  respond(message, "REQ", [&](Machine& s) { return s.requeue(message.id, static_cast<std::uint32_t>(ms)); });
+  respond(message, "REQ",
+          [&](Machine& s) { return s.requeue(message.id.view(), static_cast<std::uint32_t>(ms)); });
   answered(message);
   signal(Signal::failure);
 }
@@ -231,17 +233,17 @@ void Consumer::answered(const detail::MessageState& message) {
   if (!conn || (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
     return;
   if (conn->in_flight > 0) --conn->in_flight;
-  conn->recent_in_flight.answered(message.id);
+  conn->recent_in_flight.answered(message.id.view());
   if (conn->closing && conn->in_flight == 0) remove_conn(conn->key), check_stopped();
 }
 
 void Consumer::touch(detail::MessageState& message) {
-  respond(message, "TOUCH", [&](Machine& s) { return s.touch(message.id); });
+  respond(message, "TOUCH", [&](Machine& s) { return s.touch(message.id.view()); });
 }
 
 void Consumer::reply(detail::MessageState& message, std::string, std::error_code, std::string) {
   context_->error(make_error_code(polybus::errc::not_supported),
-                  "NSQ has no request/reply: message " + message.id + " cannot be answered");
+                  "NSQ has no request/reply: message " + message.id.text() + " cannot be answered");
 }
 
 void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& detail) {

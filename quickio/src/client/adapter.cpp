@@ -2,6 +2,7 @@
 // = listeners (on); request = an event with a callback; ping = /qio/ping with a callback.
 // Payloads are JSON strings (payload=text) or JSON text (payload=json).
 #include <asio/post.hpp>
+#include <charconv>
 
 #include "connection.hpp"
 #include "options.hpp"
@@ -207,7 +208,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       if (serving) {
         state->expects_reply = true;
         state->adapter_token = event.connection;
-        state->id = std::to_string(event.server_callback);
+        state->id.assign_number(event.server_callback);
       }
       target->deliver(Message(std::move(state)));
     };
@@ -285,7 +286,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void touch(polybus::detail::MessageState&) override {}
   void reply(polybus::detail::MessageState& message, std::string payload, std::error_code ec,
              std::string detail) override {
-    std::uint64_t callback_id = std::stoull(message.id);
+    std::uint64_t callback_id = 0;  // the adapter's own decimal, set at delivery
+    const std::string_view id = message.id.view();
+    std::from_chars(id.data(), id.data() + id.size(), callback_id);
     std::string why;
     std::error_code answered;
     if (ec) {

@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "polybus/adapter/budget.hpp"
+#include "polybus/adapter/message_id.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/backoff.hpp"
-#include "polybus/adapter/budget.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
 #include "polybus/message.hpp"
@@ -178,7 +179,7 @@ struct MessageState {
   Headers headers;        // from the envelope, when the client has one
   std::string unwrapped;  // the envelope's data, when it is not a view into buffer
   bool envelope_read = false;  // the client's envelope looked at it (once, however often handled)
-  std::string id;
+  MessageId id;
   std::uint32_t attempts = 1;
   std::optional<std::int64_t> timestamp_ns;
   std::optional<std::uint64_t> offset;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/url.hpp"
 
 namespace polybus {
@@ -188,11 +189,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
     std::shared_ptr<const std::string> shared;
     const std::string& bytes() const { return shared ? *shared : owned; }
   };
-  // Waiting to be written: queue_[queue_head_...]. A vector with a moving head, compacted as it
-  // drains, instead of a deque: no node allocated and freed as the queue slides.
-  std::vector<Piece> queue_;
-  std::size_t queue_head_ = 0;
-  bool queue_empty() const { return queue_head_ == queue_.size(); }
+  // Waiting to be written (a Fifo, not a deque: no node allocated and freed as it slides).
+  Fifo<Piece> queue_;
   std::vector<Piece> in_flight_;
   std::vector<asio::const_buffer> buffers_;  // in_flight_'s bytes, for the write under way
   std::vector<std::string> spare_strings_;   // owned pieces written, emptied, capacity kept
