@@ -2,6 +2,7 @@
 
 #include <asio/post.hpp>
 
+#include "arrival_clock.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::detail {
@@ -168,7 +169,7 @@ void ClientCore::start_publish(IntakeWork& work) {
           bump(cells->failed, count);
         } else {
           bump(cells->confirmed, count);
-          cells->confirm_latency.observe(Clock::now() - issued);
+          cells->confirm_latency.observe(ArrivalClock::now() - issued);
         }
         if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
       },
@@ -307,7 +308,7 @@ void ClientCore::start_request(IntakeWork& work) {
         Headers headers;
         if (!ec) {
           ++shared->stats.replies;
-          shared->request_latency.observe(Clock::now() - issued);
+          shared->request_latency.observe(ArrivalClock::now() - issued);
           std::string why;
           if (shared->envelope.on() && !shared->envelope.unwrap(reply, headers, why)) {
             ++shared->stats.delivered_raw;

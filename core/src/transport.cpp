@@ -7,6 +7,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/protocol_guess.hpp"
 #include "polybus/error.hpp"
@@ -326,7 +327,10 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
     first_bytes_.append(chunk_->data.data(), std::min(n, kFirstBytesKept - first_bytes_.size()));
   auto chunk = chunk_;
   const std::uint64_t gen = generation_;
-  if (callbacks_.on_data) callbacks_.on_data(chunk, chunk->data.data(), n);
+  if (callbacks_.on_data) {
+    detail::ArrivalClock::Scope arrived(last_read_);
+    callbacks_.on_data(chunk, chunk->data.data(), n);
+  }
   if (gen == generation_) read_next();
 }
 
