@@ -329,6 +329,46 @@ TEST_CASE("silence past the idle timeout calls the idle hook", "[transport]") {
   REQUIRE(idle.wait_for(2));
 }
 
+TEST_CASE("a peer that stops reading trips write_timeout, named with the endpoint", "[transport]") {
+  TestServer server(Mode::silent);  // reads once, then never again
+  TransportSettings settings;
+  settings.write_timeout = std::chrono::milliseconds(200);
+  settings.max_write_buffer = std::size_t{1} << 30;
+  Client client(settings);
+  client.run([&] { client.transport_->connect(server.address()); });
+  REQUIRE(client.events_.wait_for_count(1));
+  // Far more than loopback's socket buffers hold, so a write is left waiting.
+  const auto chunk = std::make_shared<const std::string>(std::size_t{1} << 20, 'w');
+  client.run([&] {
+    for (int i = 0; i < 64; ++i) client.transport_->write(chunk);
+  });
+  REQUIRE(client.events_.wait_for_count(2));
+  CHECK(client.events_.count("closed") == 1);
+  CHECK(client.closed_ec() == errc::timeout);
+  CHECK_THAT(client.closed_detail(), Catch::Contains("made no progress for 200ms") &&
+                                         Catch::Contains(server.address().to_string()));
+}
+
+TEST_CASE("writes past max_write_buffer end the connection with limit_exceeded, naming both",
+          "[transport]") {
+  TestServer server(Mode::silent);
+  TransportSettings settings;
+  settings.write_timeout = std::chrono::milliseconds(0);  // only the buffer bound is at work
+  settings.max_write_buffer = std::size_t{1} << 20;
+  Client client(settings);
+  client.run([&] { client.transport_->connect(server.address()); });
+  REQUIRE(client.events_.wait_for_count(1));
+  const auto chunk = std::make_shared<const std::string>(std::size_t{64} << 10, 'b');
+  client.run([&] {
+    for (int i = 0; i < 1024 && client.transport_->connected(); ++i)
+      client.transport_->write(chunk);
+  });
+  REQUIRE(client.events_.wait_for_count(2));
+  CHECK(client.events_.count("closed") == 1);
+  CHECK(client.closed_ec() == errc::limit_exceeded);
+  CHECK_THAT(client.closed_detail(), Catch::Contains("max_write_buffer=1048576"));
+}
+
 TEST_CASE("TLS with the test CA verifies and carries data", "[transport][tls]") {
   TestCertificates certs;
   TestServer server(Mode::tls_echo, &certs);
