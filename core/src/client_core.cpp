@@ -9,7 +9,15 @@ namespace polybus::detail {
 
 namespace {
 constexpr std::size_t kMaxHandlerThreads = 256;
+
+// What an adapter's exception completes its operation with: its own code where it has one.
+std::error_code code_of(const std::exception& e) {
+  if (const auto* system = dynamic_cast<const std::system_error*>(&e)) return system->code();
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return std::make_error_code(std::errc::not_enough_memory);
+  return make_error_code(errc::invalid_argument);  // a value the adapter could not take
 }
+}  // namespace
 
 ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions options,
                        ConnectOptions connect, Strand strand)
@@ -130,22 +138,27 @@ void ClientCore::drain_intake() {
   // One that fails (an adapter's exception) is reported, and the others still go: before, it
   // took the rest of the burst with it. Its operation, once made, completes at its deadline.
   for (auto& work : taken) {
-    const char* what = work.request ? "request to " : "publish to ";
     try {
       if (work.request)
         start_request(work);
       else
         start_publish(work);
     } catch (const std::exception& e) {
-      shared_->log(LogLevel::error,
-                   what + work.topic + ": the adapter failed to take it: " + e.what());
+      adapter_failed(work, code_of(e), std::string("the adapter failed to take it: ") + e.what());
     } catch (...) {
-      shared_->log(LogLevel::error, what + work.topic + ": the adapter failed to take it");
+      adapter_failed(work, make_error_code(errc::invalid_argument),
+                     "the adapter failed to take it (a non-standard exception)");
     }
   }
   taken.clear();
   std::lock_guard<std::mutex> lock(intake_mutex_);
   intake_spare_.swap(taken);  // kept for the next drain: no allocation per burst
+}
+
+void ClientCore::adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why) {
+  const std::string what = (work.request ? "request to " : "publish to ") + work.topic;
+  shared_->log(LogLevel::error, what + ": " + why);
+  if (work.made) ops_->complete_if_pending(work.made, ec, why);
 }
 
 void ClientCore::start_publish(IntakeWork& work) {
@@ -174,6 +187,7 @@ void ClientCore::start_publish(IntakeWork& work) {
         if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
       },
       "publish to ", work.topic, work.issued);
+  work.made = op.operation();
   adapter_->publish(
       PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
 }
@@ -320,6 +334,7 @@ void ClientCore::start_request(IntakeWork& work) {
                          Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
       },
       "request to ", work.topic, work.issued);
+  work.made = op.operation();
   adapter_->request(
       RequestWork{std::move(work.topic), std::move(work.payloads.front()), std::move(op)});
 }

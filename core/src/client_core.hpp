@@ -194,12 +194,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::chrono::milliseconds defer{0};
     Clock::time_point deadline;
     Clock::time_point issued;
+    const Operation* made = nullptr;  // its operation, once made: completed at once if the
+                                      // adapter throws instead of at its deadline
   };
   void take_in(IntakeWork work);
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();
   void start_publish(IntakeWork& work);  // strand
   void start_request(IntakeWork& work);  // strand
+  // Strand: an adapter threw while taking `work`: logged, and its operation completed now.
+  void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
   std::mutex intake_mutex_;
   std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
   // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by

@@ -124,6 +124,15 @@ void OperationTracker::on_timer() {
   if (!heap_.empty()) arm();
 }
 
+void OperationTracker::complete_if_pending(const Operation* made, std::error_code ec,
+                                           const std::string& detail) {
+  for (const auto& op : heap_) {
+    if (op.get() != made) continue;
+    if (!op->done) OpCompletion{op}(ec, {}, detail);
+    return;
+  }
+}
+
 void OperationTracker::recheck_connectivity() {
   if (!connectivity_) return;
   bool moved = false;

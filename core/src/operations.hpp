@@ -53,6 +53,9 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
                    std::string subject, Clock::time_point issued);
   void fail_all(std::error_code ec, const std::string& detail);
+  // Completes `made` now unless it is done already: its maker failed before handing it on (an
+  // adapter that threw). Linear in the pending operations; for failures only.
+  void complete_if_pending(const Operation* made, std::error_code ec, const std::string& detail);
   std::size_t live() const { return live_; }
   const Connectivity* connectivity() const { return connectivity_.get(); }
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }

@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "polybus/adapter/registry.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 
@@ -240,4 +241,87 @@ TEST_CASE("statistics count publishes, deliveries and bytes", "[client]") {
   CHECK(s.received == 5);
   CHECK(s.bytes_out == 25);
   CHECK(s.bytes_in == 25);
+}
+
+namespace {
+// An adapter that throws while taking some publishes and requests (a bug, or a value it cannot
+// take) and completes the others at once.
+class ThrowingAdapter : public Adapter {
+ public:
+  Capabilities capabilities() const override {
+    Capabilities caps;
+    caps.request_reply = true;
+    caps.subscribe = false;
+    return caps;
+  }
+  void publish(PublishWork work) override {
+    if (work.topic == "refused")
+      throw Error(errc::frame_too_large, "payload over the adapter's bound");
+    if (work.topic == "bug") throw std::runtime_error("adapter bug");
+    work.done({});
+  }
+  void request(RequestWork work) override {
+    if (work.topic == "stored-then-threw") {
+      kept_ = std::move(work.done);  // made its own, then failed: completes once all the same
+      throw std::bad_alloc();
+    }
+    work.done({}, "pong");
+  }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
+                                                 std::shared_ptr<SubscriptionSink>) override {
+    return nullptr;
+  }
+  void close(Clock::time_point, std::function<void()> done) override {
+    if (kept_) kept_({}, "late");  // too late: the operation completed when the adapter threw
+    done();
+  }
+
+ private:
+  OpCompletion kept_;
+};
+}  // namespace
+
+TEST_CASE("a publish or request whose adapter throws completes at once with the exception's cause",
+          "[client]") {
+  SchemeInfo info;
+  info.scheme = "throwing-test";
+  info.summary = "unit test: an adapter that throws";
+  info.options = core_option_table();
+  info.capabilities = ThrowingAdapter().capabilities();
+  info.factory = [](AdapterContext&) -> std::unique_ptr<Adapter> {
+    return std::make_unique<ThrowingAdapter>();
+  };
+  register_scheme(std::move(info));
+  auto client = connect("throwing-test://x?op_timeout=1h");  // a deadline no test waits for
+  // Each waits kWaitBound at most: before the fix they completed at their deadline, an hour on.
+  auto publish = [&](const std::string& topic) {
+    auto result = std::make_shared<std::promise<Status>>();
+    auto done = result->get_future();
+    PublishOptions within_an_hour;
+    within_an_hour.timeout = std::chrono::hours(1);
+    client.publish(
+        topic, "x", [result](const Status& s) { result->set_value(s); }, within_an_hour);
+    REQUIRE(done.wait_for(kWaitBound) == std::future_status::ready);
+    return done.get();
+  };
+  const Status refused = publish("refused");
+  CHECK(refused.code() == errc::frame_too_large);
+  CHECK_THAT(refused.cause(), Catch::Contains("publish to refused") &&
+                                  Catch::Contains("payload over the adapter's bound"));
+  const Status bug = publish("bug");
+  CHECK(bug.code() == errc::invalid_argument);
+  CHECK_THAT(bug.cause(), Catch::Contains("adapter bug"));
+  auto result = std::make_shared<std::promise<Reply>>();
+  auto replied = result->get_future();
+  client.request(
+      "stored-then-threw", "x", [result](Reply r) { result->set_value(std::move(r)); },
+      std::chrono::hours(1));
+  REQUIRE(replied.wait_for(kWaitBound) == std::future_status::ready);
+  const Reply stored = replied.get();
+  CHECK(stored.ec == std::errc::not_enough_memory);
+  CHECK_THAT(stored.detail, Catch::Contains("request to stored-then-threw"));
+  // The others still go, before and after.
+  CHECK(client.publish_sync("fine", "x") == std::error_code{});
+  CHECK(client.request_sync("fine", "x").payload == "pong");
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }

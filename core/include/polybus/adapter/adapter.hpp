@@ -40,6 +40,8 @@ class OpCompletion {
   bool done() const;  // completed already (by the deadline, for instance): skip the work
   Clock::time_point deadline() const;
   explicit operator bool() const { return static_cast<bool>(op_); }
+  // Which operation this is (for the core's bookkeeping; adapters need not use it).
+  const detail::Operation* operation() const { return op_.get(); }
 
  private:
   std::shared_ptr<detail::Operation> op_;
