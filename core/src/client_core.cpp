@@ -2,7 +2,7 @@
 
 #include <asio/post.hpp>
 
-#include "arrival_clock.hpp"
+#include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::detail {
@@ -136,7 +136,8 @@ void ClientCore::drain_intake() {
     }
   }
   // One that fails (an adapter's exception) is reported, and the others still go: before, it
-  // took the rest of the burst with it. Its operation, once made, completes at its deadline.
+  // took the rest of the burst with it. Its operation, once made, completes at once with the
+  // exception's cause (adapter_failed), not at its deadline.
   for (auto& work : taken) {
     try {
       if (work.request)
@@ -156,9 +157,10 @@ void ClientCore::drain_intake() {
 }
 
 void ClientCore::adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why) {
-  const std::string what = (work.request ? "request to " : "publish to ") + work.topic;
+  // The topic went to the adapter with the work; the operation, once made, keeps its name.
+  std::string what = work.made ? ops_->complete_if_pending(work.made, ec, why) : std::string();
+  if (what.empty()) what = (work.request ? "request to " : "publish to ") + work.topic;
   shared_->log(LogLevel::error, what + ": " + why);
-  if (work.made) ops_->complete_if_pending(work.made, ec, why);
 }
 
 void ClientCore::start_publish(IntakeWork& work) {

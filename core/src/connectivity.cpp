@@ -68,6 +68,7 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
       attempting_.clear();
       break;
   }
+  any_up_.store(!up_.empty(), std::memory_order_release);
 }
 
 Clock::time_point Connectivity::look_by(Clock::time_point started,
@@ -82,6 +83,7 @@ bool Connectivity::exhausted(Clock::time_point started, Clock::time_point deadli
 
 Clock::time_point Connectivity::first_look(Clock::time_point now,
                                            Clock::time_point deadline) const {
+  if (any_up_.load(std::memory_order_acquire)) return deadline;  // look_by's, when connected
   std::lock_guard<std::mutex> lock(mutex_);
   return exhausted(now, deadline) ? now : look_by(now, deadline);
 }

@@ -4,6 +4,7 @@
 // connect_timeout rather than at their deadlines.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -53,6 +54,10 @@ class Connectivity {
   bool exhausted(Clock::time_point started, Clock::time_point deadline) const;
 
   mutable std::mutex mutex_;
+  // !up_.empty(), readable without the lock: first_look() of a connected client (every
+  // publish's) is its deadline, whatever else is known. A state change after the read is seen
+  // by the tracker's recheck, as it was when first_look() took the lock.
+  std::atomic<bool> any_up_{false};
   std::chrono::milliseconds connect_timeout_{5000};
   std::set<std::string> up_;          // endpoints connected now
   std::set<std::string> attempting_;  // endpoints whose connection attempt is under way

@@ -7,15 +7,6 @@
 
 namespace polybus {
 
-namespace {
-struct LaterDeadline {
-  bool operator()(const std::shared_ptr<detail::Operation>& a,
-                  const std::shared_ptr<detail::Operation>& b) const {
-    return a->due > b->due;
-  }
-};
-}  // namespace
-
 void OpCompletion::operator()(std::error_code ec, std::string reply, std::string detail) {
   if (!op_ || op_->done) return;
   op_->done = true;
@@ -46,6 +37,15 @@ Clock::time_point OpCompletion::deadline() const {
 
 namespace detail {
 
+namespace {
+struct LaterDue {
+  template <typename Pending>
+  bool operator()(const Pending& a, const Pending& b) const {
+    return a.due > b.due;
+  }
+};
+}  // namespace
+
 OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
                                    std::string subject, Clock::time_point issued) {
   auto op = blocks_ ? std::allocate_shared<Operation>(PooledAllocator<Operation>(blocks_))
@@ -53,15 +53,15 @@ OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn,
   op->fn = std::move(fn);
   op->deadline = deadline;
   op->started = issued == Clock::time_point::min() ? Clock::now() : issued;
-  op->due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
+  const auto due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
   op->verb = verb;
   op->subject = std::move(subject);
   op->tracker = weak_from_this();
-  heap_.push_back(op);
-  std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  heap_.push_back(Pending{due, op});
+  std::push_heap(heap_.begin(), heap_.end(), LaterDue{});
   ++live_;
   if (heap_.size() > 1024 && heap_.size() > 4 * live_) prune();
-  if (op->due < armed_for_) arm();
+  if (due < armed_for_) arm();
   return OpCompletion(std::move(op));
 }
 
@@ -75,14 +75,14 @@ void OperationTracker::completed() {
 
 void OperationTracker::prune() {
   heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
-                             [](const std::shared_ptr<Operation>& op) { return op->done; }),
+                             [](const Pending& pending) { return pending.op->done; }),
               heap_.end());
-  std::make_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  std::make_heap(heap_.begin(), heap_.end(), LaterDue{});
 }
 
 void OperationTracker::arm() {
-  while (!heap_.empty() && heap_.front()->done) {
-    std::pop_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  while (!heap_.empty() && heap_.front().op->done) {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
     heap_.pop_back();
   }
   if (heap_.empty()) {
@@ -90,7 +90,7 @@ void OperationTracker::arm() {
     timer_.cancel();
     return;
   }
-  armed_for_ = heap_.front()->due;
+  armed_for_ = heap_.front().due;
   timer_.expires_at(armed_for_);
   timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;
@@ -101,10 +101,10 @@ void OperationTracker::arm() {
 void OperationTracker::on_timer() {
   auto now = Clock::now();
   armed_for_ = Clock::time_point::max();
-  std::vector<std::shared_ptr<Operation>> later;  // looked at early, not over yet
-  while (!heap_.empty() && (heap_.front()->done || heap_.front()->due <= now)) {
-    std::pop_heap(heap_.begin(), heap_.end(), LaterDeadline{});
-    auto op = std::move(heap_.back());
+  std::vector<Pending> later;  // looked at early, not over yet
+  while (!heap_.empty() && (heap_.front().op->done || heap_.front().due <= now)) {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
+    auto op = std::move(heap_.back().op);
     heap_.pop_back();
     if (op->done) continue;
     Status verdict = connectivity_
@@ -113,45 +113,50 @@ void OperationTracker::on_timer() {
     if (verdict) {
       OpCompletion{op}(verdict.code(), {}, verdict.cause());
     } else {
-      op->due = op->deadline;
-      later.push_back(std::move(op));
+      const Clock::time_point deadline = op->deadline;  // looked at again then
+      later.push_back(Pending{deadline, std::move(op)});
     }
   }
-  for (auto& op : later) {
-    heap_.push_back(std::move(op));
-    std::push_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  for (auto& pending : later) {
+    heap_.push_back(std::move(pending));
+    std::push_heap(heap_.begin(), heap_.end(), LaterDue{});
   }
   if (!heap_.empty()) arm();
 }
 
-void OperationTracker::complete_if_pending(const Operation* made, std::error_code ec,
-                                           const std::string& detail) {
-  for (const auto& op : heap_) {
-    if (op.get() != made) continue;
+std::string OperationTracker::complete_if_pending(const Operation* made, std::error_code ec,
+                                                  const std::string& detail) {
+  for (const auto& pending : heap_) {
+    if (pending.op.get() != made) continue;
+    auto op = pending.op;  // held: completing may clear the heap
     if (!op->done) OpCompletion{op}(ec, {}, detail);
-    return;
+    return op->what();
   }
+  return {};
 }
 
 void OperationTracker::recheck_connectivity() {
   if (!connectivity_) return;
   bool moved = false;
   const auto now = Clock::now();
-  for (auto& op : heap_)
-    if (!op->done && op->due > now && connectivity_->attempts_exhausted(op->started, op->deadline)) {
-      op->due = now;
+  for (auto& pending : heap_) {
+    const Operation& op = *pending.op;
+    if (!op.done && pending.due > now &&
+        connectivity_->attempts_exhausted(op.started, op.deadline)) {
+      pending.due = now;
       moved = true;
     }
+  }
   if (!moved) return;
-  std::make_heap(heap_.begin(), heap_.end(), LaterDeadline{});
+  std::make_heap(heap_.begin(), heap_.end(), LaterDue{});
   arm();
 }
 
 void OperationTracker::fail_all(std::error_code ec, const std::string& detail) {
   auto pending = std::move(heap_);
   heap_.clear();
-  for (auto& op : pending)
-    if (!op->done) OpCompletion{op}(ec, {}, detail);
+  for (auto& entry : pending)
+    if (!entry.op->done) OpCompletion{entry.op}(ec, {}, detail);
   timer_.cancel();
   armed_for_ = Clock::time_point::max();
 }

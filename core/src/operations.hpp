@@ -23,7 +23,6 @@ struct Operation {
   using Fn = InplaceFunction<void(std::error_code, std::string reply, std::string detail), 96>;
   Fn fn;
   Clock::time_point deadline;
-  Clock::time_point due;      // when the tracker looks at it next (deadline, or earlier)
   Clock::time_point started;
   // "publish to t" (verb + subject): names it in a failure's cause. Kept in two parts and joined
   // only when a failure needs it: a short topic fits the string's own storage, so a publish that
@@ -54,8 +53,10 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
                    std::string subject, Clock::time_point issued);
   void fail_all(std::error_code ec, const std::string& detail);
   // Completes `made` now unless it is done already: its maker failed before handing it on (an
-  // adapter that threw). Linear in the pending operations; for failures only.
-  void complete_if_pending(const Operation* made, std::error_code ec, const std::string& detail);
+  // adapter that threw). Returns its name ("publish to t"), empty if it is no longer held.
+  // Linear in the pending operations; for failures only.
+  std::string complete_if_pending(const Operation* made, std::error_code ec,
+                                  const std::string& detail);
   std::size_t live() const { return live_; }
   const Connectivity* connectivity() const { return connectivity_.get(); }
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
@@ -74,7 +75,13 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   std::shared_ptr<const Connectivity> connectivity_;  // shares the client's state: outlives it
   std::shared_ptr<BlockPool> blocks_;                 // the same
   Clock::time_point armed_for_ = Clock::time_point::max();
-  std::vector<std::shared_ptr<Operation>> heap_;
+  // An operation and when it is looked at next (its deadline, or earlier): the heap orders
+  // these without following a pointer per comparison.
+  struct Pending {
+    Clock::time_point due;
+    std::shared_ptr<Operation> op;
+  };
+  std::vector<Pending> heap_;
   std::size_t live_ = 0;
   std::function<void()> on_idle_;
 };

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "arrival_clock.hpp"
+#include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/protocol_guess.hpp"
 #include "polybus/error.hpp"
@@ -328,7 +328,7 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   auto chunk = chunk_;
   const std::uint64_t gen = generation_;
   if (callbacks_.on_data) {
-    detail::ArrivalClock::Scope arrived(last_read_);
+    ArrivalClock::Scope arrived(last_read_);
     callbacks_.on_data(chunk, chunk->data.data(), n);
   }
   if (gen == generation_) read_next();

@@ -1,6 +1,7 @@
 #include "connection.hpp"
 
 #include <asio/post.hpp>
+#include <utility>
 
 #include "polybus/error.hpp"
 
@@ -73,11 +74,11 @@ void Connection::connect() {
 template <class Write>
 void Connection::write_while_live(Write&& write) {
   if (!transport_ || !(connecting_ || ready_)) return;
-  writing_ = true;
-  struct ClearOnExit {
+  struct RestoreOnExit {
     bool& flag;
-    ~ClearOnExit() { flag = false; }
-  } clear_on_exit{writing_};
+    bool before;
+    ~RestoreOnExit() { flag = before; }
+  } restore_on_exit{writing_, std::exchange(writing_, true)};
   write(*transport_);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -169,7 +170,7 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
 void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared_ptr<const void>& owner) {
   // Frames left in a read after this connection was failed: nsqd requeues them.
   if (!conn.connection->ready()) return;
-  const auto now = Clock::now();
+  const auto now = ArrivalClock::now();  // when the read that carried it came
   ++conn.in_flight;
   conn.recent_in_flight.arrived(view.id, now);
   // The unanswered count overstates nsqd's once it timed some out (see InFlightWindow), so

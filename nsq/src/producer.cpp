@@ -131,10 +131,10 @@ void Producer::flush_gathered() {
   Outgoing out = std::move(gathering_);
   gathering_ = Outgoing{};
   gathering_bytes_ = 0;
+  if (closed_) return complete(out, make_error_code(polybus::errc::closed), "client closed");
   // The next burst is likely this one's size: two allocations for it, not a doubling series.
   gathering_.bodies.reserve(out.bodies.size());
   gathering_.dones.reserve(out.dones.size());
-  if (closed_) return complete(out, make_error_code(polybus::errc::closed), "client closed");
   route(std::move(out));
 }
 

@@ -1,13 +1,13 @@
-// detail::ArrivalClock: within a read's scope "now" is the read's time, on that thread only;
+// ArrivalClock: within a read's scope "now" is the read's time, on that thread only;
 // outside any scope it is the clock.
 #include <catch2/catch.hpp>
 
 #include <thread>
 
-#include "core/src/arrival_clock.hpp"
+#include "polybus/adapter/arrival_clock.hpp"
 
-using polybus::Clock;
-using polybus::detail::ArrivalClock;
+using polybus::ArrivalClock;
+using Clock = polybus::ArrivalClock::Clock;
 
 TEST_CASE("ArrivalClock gives a read's time within its scope and the clock outside",
           "[unit][core]") {

@@ -1,6 +1,7 @@
 // Behaviour of the client front that every adapter shares, exercised over mem://.
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -313,8 +314,12 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
   CHECK_THAT(bug.cause(), Catch::Contains("adapter bug"));
   auto result = std::make_shared<std::promise<Reply>>();
   auto replied = result->get_future();
+  auto calls = std::make_shared<std::atomic<int>>(0);
   client.request(
-      "stored-then-threw", "x", [result](Reply r) { result->set_value(std::move(r)); },
+      "stored-then-threw", "x",
+      [result, calls](Reply r) {
+        if (calls->fetch_add(1) == 0) result->set_value(std::move(r));
+      },
       std::chrono::hours(1));
   REQUIRE(replied.wait_for(kWaitBound) == std::future_status::ready);
   const Reply stored = replied.get();
@@ -324,4 +329,5 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
   CHECK(client.publish_sync("fine", "x") == std::error_code{});
   CHECK(client.request_sync("fine", "x").payload == "pong");
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
+  CHECK(calls->load() == 1);  // the adapter's late completion at close() found it done
 }

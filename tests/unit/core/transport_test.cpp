@@ -366,7 +366,8 @@ TEST_CASE("writes past max_write_buffer end the connection with limit_exceeded, 
   REQUIRE(client.events_.wait_for_count(2));
   CHECK(client.events_.count("closed") == 1);
   CHECK(client.closed_ec() == errc::limit_exceeded);
-  CHECK_THAT(client.closed_detail(), Catch::Contains("max_write_buffer=1048576"));
+  CHECK_THAT(client.closed_detail(), Catch::Contains("max_write_buffer=1048576") &&
+                                         Catch::Contains(server.address().to_string()));
 }
 
 TEST_CASE("TLS with the test CA verifies and carries data", "[transport][tls]") {
