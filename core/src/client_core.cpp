@@ -375,8 +375,10 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
     self->close_deadline_ = Clock::now() + timeout;
     self->close_timeout_ = timeout;
     // Stop intake: no new messages reach handlers that will have to be drained.
-    for (auto& sub : self->subscriptions_)
+    for (auto& sub : self->subscriptions_) {
       if (sub->adapter()) sub->adapter()->pause();
+      sub->drain_held();
+    }
     self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
     self->close_timer_->expires_at(self->close_deadline_);
     self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {

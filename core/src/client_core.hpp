@@ -54,10 +54,12 @@ class SubscriptionCore : public SubscriptionSink,
   void attach(std::shared_ptr<AdapterSubscription> adapter) { adapter_ = std::move(adapter); }
   const std::shared_ptr<AdapterSubscription>& adapter() const { return adapter_; }
   void deactivate();  // stop handing messages to the handler; release queued ones
+  void drain_held();  // closing: what a pause held goes to the handler after all
   void drop_handlers();  // after close: break reference cycles through user lambdas
 
  private:
   void run_queue();
+  void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
   void handle(Message& message);
   void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
@@ -106,6 +108,9 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t max_held_bytes_;
   std::size_t held_bytes_ = 0;
   bool over_budget_ = false;  // guarded by mutex_
+  // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on
+  // the strand: what the broker had sent before it heard of the pause is held too.
+  bool delivery_paused_ = false;
   // Strand only:
   bool user_paused_ = false;
   bool adapter_paused_ = false;

@@ -55,7 +55,7 @@ void SubscriptionCore::enqueue(Message message) {
     std::lock_guard<std::mutex> lock(mutex_);
     held_bytes_ += message.payload().size();
     queue_.push_back(std::move(message));
-    if (running_ < concurrency_) {
+    if (running_ < concurrency_ && !delivery_paused_) {
       ++running_;
       start = true;
     }
@@ -134,7 +134,7 @@ void SubscriptionCore::run_queue() {
     Message message;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty()) {
+      if (queue_.empty() || (delivery_paused_ && active_.load())) {
         --running_;
         // Only a close waits for handlers to fall idle: posting this on every idle moment
         // woke the io thread once per burst of messages. The state is read after running_ was
@@ -468,7 +468,32 @@ void SubscriptionCore::unsubscribe(std::function<void(const Status&)> done) {
   });
 }
 
+void SubscriptionCore::start_handlers() {
+  std::uint32_t start = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (delivery_paused_ && active_.load()) return;
+    start = static_cast<std::uint32_t>(
+        std::min<std::size_t>(concurrency_ - std::min(concurrency_, running_), queue_.size()));
+    running_ += start;
+  }
+  for (std::uint32_t i = 0; i < start; ++i)
+    pool_->post([self = shared_from_this()] { self->run_queue(); });
+}
+
+void SubscriptionCore::drain_held() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivery_paused_ = false;
+  }
+  start_handlers();
+}
+
 void SubscriptionCore::pause() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivery_paused_ = true;
+  }
   asio::post(shared_->strand, [self = shared_from_this()] {
     self->user_paused_ = true;
     self->apply_flow();
@@ -476,6 +501,11 @@ void SubscriptionCore::pause() {
 }
 
 void SubscriptionCore::resume() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivery_paused_ = false;
+  }
+  start_handlers();
   asio::post(shared_->strand, [self = shared_from_this()] {
     self->user_paused_ = false;
     self->apply_flow();

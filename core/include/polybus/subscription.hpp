@@ -61,6 +61,9 @@ class Subscription {
   // Stops delivery at once; completes when the broker was told (or the deadline passed).
   void unsubscribe(std::function<void(const Status&)> done = {});
   Status unsubscribe_sync(std::chrono::milliseconds timeout);
+  // Stops handing messages to the handler at once (a handler already running finishes) and asks
+  // the broker to stop sending. What the broker sent before it heard waits, within the client's
+  // max_held_* budget, until resume(); close() hands it to the handler, unsubscribe gives it back.
   void pause();
   void resume();
   void set_max_in_flight(std::uint32_t n);

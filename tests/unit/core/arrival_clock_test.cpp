@@ -7,7 +7,7 @@
 #include "polybus/adapter/arrival_clock.hpp"
 
 using polybus::ArrivalClock;
-using Clock = polybus::ArrivalClock::Clock;
+using polybus::Clock;
 
 TEST_CASE("ArrivalClock gives a read's time within its scope and the clock outside",
           "[unit][core]") {

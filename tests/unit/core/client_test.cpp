@@ -331,3 +331,87 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
   CHECK(calls->load() == 1);  // the adapter's late completion at close() found it done
 }
+
+namespace {
+// A broker that had already sent: its subscriptions deliver every publish to their topic at once,
+// paused or not, the way messages on the wire still arrive after a pause was sent.
+class AlreadySentAdapter : public Adapter {
+ public:
+  explicit AlreadySentAdapter(AdapterContext ctx) : ctx_(std::move(ctx)) {}
+  Capabilities capabilities() const override { return Capabilities{}; }
+  void publish(PublishWork work) override {
+    for (const auto& sink : sinks_) {
+      auto state = ctx_.make_message({});
+      state->topic = work.topic;
+      auto payload = std::make_shared<std::string>(work.payloads.front());
+      state->payload = *payload;
+      state->buffer = std::move(payload);
+      sink->deliver(Message(std::move(state)));
+    }
+    work.done({});
+  }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
+                                                 std::shared_ptr<SubscriptionSink> sink) override {
+    sink->ready({});
+    sinks_.push_back(std::move(sink));
+    return std::make_shared<Deaf>();
+  }
+  void close(Clock::time_point, std::function<void()> done) override { done(); }
+
+ private:
+  struct Deaf : AdapterSubscription {
+    void unsubscribe(OpCompletion done) override { done({}); }
+    void pause() override {}
+    void resume() override {}
+    void set_max_in_flight(std::uint32_t) override {}
+  };
+  AdapterContext ctx_;
+  std::vector<std::shared_ptr<SubscriptionSink>> sinks_;
+};
+}  // namespace
+
+TEST_CASE("a paused subscription holds what arrives until resume, and a close drains it",
+          "[client]") {
+  SchemeInfo info;
+  info.scheme = "already-sent-test";
+  info.summary = "unit test: a broker that delivers whether paused or not";
+  info.options = core_option_table();
+  info.factory = [](AdapterContext& ctx) -> std::unique_ptr<Adapter> {
+    return std::make_unique<AlreadySentAdapter>(ctx);
+  };
+  register_scheme(std::move(info));
+  // Declared before the client: handlers may still run while it closes.
+  Collector got, witness;
+  auto client = connect("already-sent-test://x");
+  auto collect = [](Collector& into) {
+    return [&into](Message& m) { into.add(std::string(m.payload())); };
+  };
+  auto sub = client.subscribe("t", {}, collect(got));
+  auto other = client.subscribe("t", {}, collect(witness));
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(other.wait_ready(kWaitBound) == std::error_code{});
+  sub.pause();
+  REQUIRE(client.publish_sync("t", "held") == std::error_code{});
+  REQUIRE(client.publish_sync("t", "held2") == std::error_code{});
+  REQUIRE(witness.wait_for_distinct(2));
+  CHECK(got.total() == 0);
+  CHECK(sub.pending() == 2);
+  sub.resume();
+  REQUIRE(got.wait_for_distinct(2));
+  CHECK(got.order() == std::vector<std::string>{"held", "held2"});
+  sub.pause();
+  REQUIRE(client.publish_sync("t", "at-close") == std::error_code{});
+  REQUIRE(witness.wait_for_distinct(3));
+  CHECK(got.count("at-close") == 0);
+  // Unsubscribing gives back what the pause held: nothing waits for a handler after it.
+  auto third = client.subscribe("t", {}, [](Message&) {});
+  REQUIRE(third.wait_ready(kWaitBound) == std::error_code{});
+  third.pause();
+  REQUIRE(client.publish_sync("t", "given-back") == std::error_code{});
+  CHECK(third.pending() == 1);
+  CHECK(third.unsubscribe_sync(kWaitBound) == std::error_code{});
+  CHECK(third.pending() == 0);
+  // Closing drains: what the pause held is handled, not left behind.
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
+  CHECK(got.count("at-close") == 1);
+}

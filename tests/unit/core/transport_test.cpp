@@ -150,6 +150,13 @@ class Client {
   void run(Fn fn) {
     asio::post(strand_, fn);
   }
+  // Connects; returns what the transport reported first ("connected" or "closed").
+  std::string connect(const HostPort& address) {
+    const auto before = events_.total();
+    run([this, address] { transport_->connect(address); });
+    if (!events_.wait_for_count(before + 1)) return "nothing within the wait bound";
+    return events_.order()[before];
+  }
   bool wait_received(const std::string& expected) {
     std::unique_lock<std::mutex> lock(mutex_);
     return cv_.wait_for(lock, kWaitBound, [&] { return received_ == expected; });
@@ -292,8 +299,7 @@ TEST_CASE("a peer that closes is reported once as disconnected", "[transport]") 
   Client client;
   {
     TestServer server(Mode::echo);
-    client.run([&] { client.transport_->connect(server.address()); });
-    REQUIRE(client.events_.wait_for_count(1));
+    REQUIRE(client.connect(server.address()) == "connected");
   }  // the server goes away
   REQUIRE(client.events_.wait_for_count(2));
   CHECK(client.events_.count("closed") == 1);
@@ -303,8 +309,7 @@ TEST_CASE("a peer that closes is reported once as disconnected", "[transport]") 
 TEST_CASE("close() ends the connection without reporting it", "[transport]") {
   TestServer server(Mode::echo);
   Client client;
-  client.run([&] { client.transport_->connect(server.address()); });
-  REQUIRE(client.events_.wait_for_count(1));
+  REQUIRE(client.connect(server.address()) == "connected");
   Latch closed;
   std::atomic<bool> still_connected{true};
   client.run([&] {
@@ -335,8 +340,7 @@ TEST_CASE("a peer that stops reading trips write_timeout, named with the endpoin
   settings.write_timeout = std::chrono::milliseconds(200);
   settings.max_write_buffer = std::size_t{1} << 30;
   Client client(settings);
-  client.run([&] { client.transport_->connect(server.address()); });
-  REQUIRE(client.events_.wait_for_count(1));
+  REQUIRE(client.connect(server.address()) == "connected");
   // Far more than loopback's socket buffers hold, so a write is left waiting.
   const auto chunk = std::make_shared<const std::string>(std::size_t{1} << 20, 'w');
   client.run([&] {
@@ -356,8 +360,7 @@ TEST_CASE("writes past max_write_buffer end the connection with limit_exceeded, 
   settings.write_timeout = std::chrono::milliseconds(0);  // only the buffer bound is at work
   settings.max_write_buffer = std::size_t{1} << 20;
   Client client(settings);
-  client.run([&] { client.transport_->connect(server.address()); });
-  REQUIRE(client.events_.wait_for_count(1));
+  REQUIRE(client.connect(server.address()) == "connected");
   const auto chunk = std::make_shared<const std::string>(std::size_t{64} << 10, 'b');
   client.run([&] {
     for (int i = 0; i < 1024 && client.transport_->connected(); ++i)
@@ -391,8 +394,7 @@ TEST_CASE("TLS verification fails against an unrelated CA, and passes with verif
     settings.tls.enabled = true;
     settings.tls.ca_file = certs.other_ca_file;
     Client client(settings);
-    client.run([&] { client.transport_->connect(server.address()); });
-    REQUIRE(client.events_.wait_for_count(1));
+    REQUIRE(client.connect(server.address()) == "closed");
     CHECK(client.closed_ec() == errc::tls_error);
   }
   {
@@ -414,8 +416,7 @@ TEST_CASE("TLS verification fails for a name the certificate does not carry", "[
   settings.tls.ca_file = certs.ca_file;
   settings.tls.server_name = "not-this-host.example";
   Client client(settings);
-  client.run([&] { client.transport_->connect(server.address()); });
-  REQUIRE(client.events_.wait_for_count(1));
+  REQUIRE(client.connect(server.address()) == "closed");
   CHECK(client.closed_ec() == errc::tls_error);
 }
 
@@ -453,8 +454,7 @@ TEST_CASE("a TLS handshake the server never answers times out", "[transport][tls
   settings.tls.enabled = true;
   settings.connect_timeout = std::chrono::milliseconds(200);
   Client client(settings);
-  client.run([&] { client.transport_->connect(server.address()); });
-  REQUIRE(client.events_.wait_for_count(1));
+  REQUIRE(client.connect(server.address()) == "closed");
   CHECK(client.closed_ec() == errc::timeout);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "polybus/adapter/budget.hpp"
+#include "polybus/adapter/clock.hpp"
 #include "polybus/adapter/message_id.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/backoff.hpp"
@@ -23,7 +24,6 @@
 
 namespace polybus {
 
-using Clock = std::chrono::steady_clock;
 using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace detail {

@@ -5,14 +5,12 @@
 // reads the clock. The transport opens the scope; adapters with links of their own may too.
 #pragma once
 
-#include <chrono>
+#include "polybus/adapter/clock.hpp"
 
 namespace polybus {
 
 class ArrivalClock {
  public:
-  using Clock = std::chrono::steady_clock;  // polybus::Clock
-
   // While one lives, now() on this thread is `arrived`.
   class Scope {
    public:
