@@ -8,6 +8,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <unistd.h>
 
+#include <asio.hpp>
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "polybus/memodb.hpp"
 #include "polybus/memodb/codec.hpp"
+#include "polybus/memodb/sp.hpp"
 #include "polybus/memodb_testing.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
@@ -582,6 +584,101 @@ TEST_CASE("memodb: a broker down when requests start: they wait for it, up to th
   auto reply = replies.all()[0][0];
   CHECK(reply.ec == std::error_code{});
   CHECK(reply.payload == "after");
+}
+
+namespace {
+// A requester that speaks SP over a plain socket, so that it can leave the broker's answers unread.
+class FloodingRequester {
+ public:
+  explicit FloodingRequester(const Broker& broker) : socket_(io_) {
+    const std::string url = broker.url();  // tcp://127.0.0.1:port
+    const auto port = static_cast<unsigned short>(std::stoi(url.substr(url.rfind(':') + 1)));
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+    asio::write(socket_, asio::buffer(memodb::sp::connection_header(memodb::sp::Protocol::req0)));
+    char header[memodb::sp::kHeaderSize];
+    asio::read(socket_, asio::buffer(header));
+  }
+  // `count` JOBs for `service`, each with `payload`, as one write on a thread of its own: the
+  // broker may stop reading them.
+  void flood(const std::string& service, std::uint32_t count, const std::string& payload) {
+    std::string bytes;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      std::string body;
+      REQUIRE(memodb::append_job(body, {}, service, 60'000) == std::error_code{});
+      body += payload;
+      const std::string id = memodb::sp::encode_request_id(memodb::sp::request_id(i));
+      bytes += memodb::sp::frame_prefix(memodb::sp::Carrier::tcp, id.size() + body.size());
+      bytes += id + body;
+    }
+    writer_ = std::thread([this, bytes = std::move(bytes)] {
+      std::error_code ec;
+      asio::write(socket_, asio::buffer(bytes), ec);
+    });
+  }
+  // Reads and discards `bytes` of answers.
+  void read(std::size_t bytes) {
+    std::vector<char> sink(bytes);
+    asio::read(socket_, asio::buffer(sink));
+  }
+  ~FloodingRequester() {
+    std::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket socket_;
+  std::thread writer_;
+};
+}  // namespace
+
+TEST_CASE(
+    "memodb: the in-process broker reads no further from a client that holds max_held_requests",
+    "[memodb][budget]") {
+  auto options = fast();
+  options.queue_timeout = 50ms;  // jobs nobody takes expire, and free the budget in turn
+  options.max_held_requests = 100;
+  auto broker = Broker::launch(options);
+  FloodingRequester requester(*broker);
+  constexpr std::uint32_t kJobs = 1000;
+  requester.flood("nobody", kJobs, "x");
+  REQUIRE(wait(*broker, [&](const BrokerStats& s) {
+    return s.received == kJobs && s.queue_expired == kJobs;
+  }));
+  const auto s = broker->stats();
+  CHECK(s.read_stalls >= 1);
+  CHECK(s.held_requests_peak == options.max_held_requests);
+}
+
+TEST_CASE(
+    "memodb: the in-process broker's answers to a client that does not read stay within "
+    "max_held_bytes",
+    "[memodb][budget]") {
+  auto options = fast();
+  options.max_held_bytes = std::size_t{256} << 10;
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options));
+  auto sub = server.serve("echo", [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  FloodingRequester requester(*broker);
+  // 16 MiB of answers: more than loopback's socket buffers take.
+  constexpr std::uint32_t kJobs = 256;
+  const std::string payload(std::size_t{64} << 10, 'p');
+  requester.flood("echo", kJobs, payload);
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.read_stalls > 0; }));
+  // Now read every answer: the broker goes on where it stopped.
+  std::string result;
+  REQUIRE(memodb::append_result(result, {}) == std::error_code{});
+  const std::size_t answer = memodb::sp::frame_prefix(memodb::sp::Carrier::tcp, 0).size() + 4 +
+                             result.size() + payload.size();
+  requester.read(answer * kJobs);
+  const auto s = broker->stats();
+  CHECK(s.results == kJobs);
+  // One JOB or answer past the bound at most: the check comes before each request is read, and
+  // an answer is queued before its request is let go.
+  const std::size_t message = answer + 64;
+  CHECK(s.held_bytes_peak <= options.max_held_bytes + 2 * message);
 }
 
 TEST_CASE("memodb: the in-process broker survives hostile CBOR and keeps serving", "[memodb]") {

@@ -42,15 +42,24 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
     std::function<void(std::uint64_t id)> opened;  // the headers are exchanged
     std::function<void(std::uint64_t id, std::string backtrace, std::string_view body)> request;
     std::function<void(std::uint64_t id)> closed;  // after opened, once
+    std::function<void()> stalled;                 // a connection's reading stopped (budget)
     std::uint64_t bytes_received = 0;              // by every connection
     std::uint64_t bytes_sent = 0;
+    std::uint64_t held_requests_peak = 0;  // the most any one connection held
+    std::uint64_t held_bytes_peak = 0;
+  };
+  // What one connection may make the broker hold (BrokerOptions::max_held_*).
+  struct Budget {
+    std::size_t requests;
+    std::size_t bytes;
   };
 
-  SpConnection(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events)
+  SpConnection(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events, Budget budget)
       : socket_(std::move(socket)),
         carrier_(carrier),
         id_(id),
         events_(events),
+        budget_(budget),
         decoder_(carrier, kMaxMessage) {}
 
   std::uint64_t id() const { return id_; }
@@ -78,6 +87,13 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
     send_raw(std::move(frame));
   }
 
+  // A request of this connection was answered or dropped: the broker holds it no longer.
+  void released(std::size_t bytes) {
+    held_requests_ -= std::min<std::size_t>(held_requests_, 1);
+    held_bytes_ -= std::min(held_bytes_, bytes);
+    resume_when_room();
+  }
+
   // Ends the connection without telling the broker (it is closing everything).
   void close_quietly() {
     events_ = nullptr;
@@ -99,6 +115,14 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
 
   void received(std::string_view bytes) {
     while (!closed_) {
+      if (held_requests_ >= budget_.requests || held_bytes_ >= budget_.bytes) {
+        // Over budget: the rest of this read waits, and no read is started, until half of what
+        // the connection holds is gone. The peer's writes then wait in TCP.
+        unread_ = bytes;
+        stalled_ = true;
+        if (events_ && events_->stalled) events_->stalled();
+        return;
+      }
       std::error_code ec;
       bytes.remove_prefix(decoder_.feed(bytes, ec));
       if (ec) return close();
@@ -109,13 +133,39 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
       if (sp::split_request(message, backtrace, body, too_many_hops))
         return close();             // no request ID: rep0 closes on such a peer
       if (too_many_hops) continue;  // dropped without a word, as rep0 does
+      hold(message.size());
       if (events_) events_->request(id_, std::string(backtrace), body);
     }
     if (!closed_) read();
   }
 
+  void hold(std::size_t bytes) {
+    ++held_requests_;
+    held_bytes_ += bytes;
+    if (!events_) return;
+    events_->held_requests_peak =
+        std::max<std::uint64_t>(events_->held_requests_peak, held_requests_);
+    events_->held_bytes_peak = std::max<std::uint64_t>(events_->held_bytes_peak, held_bytes_);
+  }
+
+  // Posted: the caller may be the broker in the middle of another connection's request.
+  void resume_when_room() {
+    if (!stalled_ || closed_ || held_requests_ > budget_.requests / 2 ||
+        held_bytes_ > budget_.bytes / 2)
+      return;
+    stalled_ = false;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      const std::string_view rest = self->unread_;
+      self->unread_ = {};
+      self->received(rest);
+    });
+  }
+
   void send_raw(std::string bytes) {
     if (closed_) return;
+    held_bytes_ += bytes.size();
+    if (events_)
+      events_->held_bytes_peak = std::max<std::uint64_t>(events_->held_bytes_peak, held_bytes_);
     writes_.push_back(std::move(bytes));
     if (writes_.size() == 1) write_next();
   }
@@ -125,7 +175,10 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
                       [self = shared_from_this()](std::error_code ec, std::size_t n) {
                         if (ec) return self->close();
                         if (self->events_) self->events_->bytes_sent += n;
+                        self->held_bytes_ -=
+                            std::min(self->held_bytes_, self->writes_.front().size());
                         self->writes_.pop_front();
+                        self->resume_when_room();
                         if (!self->writes_.empty() && !self->closed_) self->write_next();
                       });
   }
@@ -143,10 +196,17 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
   const sp::Carrier carrier_;
   const std::uint64_t id_;
   Events* events_;
+  const Budget budget_;
   char peer_header_[sp::kHeaderSize] = {};
   char buffer_[64 * 1024];
   sp::FrameDecoder decoder_;
   std::deque<std::string> writes_;
+  // Held for this connection: its requests not yet answered, their bytes and the bytes of the
+  // answers not yet written.
+  std::size_t held_requests_ = 0;
+  std::size_t held_bytes_ = 0;
+  bool stalled_ = false;
+  std::string_view unread_;  // in buffer_: the rest of the read that stalled
   bool opened_ = false;
   bool closed_ = false;
 };
@@ -160,10 +220,18 @@ class BrokerImpl {
       connections_.erase(id);
       connection_count(-1);
     };
+    events_.stalled = [this] {
+      {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        ++stats_.read_stalls;
+      }
+      publish_stats();
+    };
     events_.request = [this](std::uint64_t connection, std::string backtrace,
                              std::string_view body) {
       const std::uint64_t key = ++next_key_;
-      requests_[key] = Request{connection, std::move(backtrace)};
+      const std::size_t bytes = backtrace.size() + body.size();
+      requests_[key] = Request{connection, std::move(backtrace), bytes};
       handle(key, body);
       publish_stats();
     };
@@ -207,6 +275,7 @@ class BrokerImpl {
   struct Request {
     std::uint64_t connection = 0;
     std::string backtrace;
+    std::size_t bytes = 0;  // as its connection counted it
   };
 
   struct Worker {
@@ -341,9 +410,9 @@ void BrokerImpl::accept() {
                               std::error_code ec, asio::generic::stream_protocol::socket socket) {
     if (!running_ || acceptor != acceptor_.get()) return;  // closed, or an earlier listener's
     if (!ec) {
-      auto connection = std::make_shared<SpConnection>(std::move(socket),
-                                                       ipc_ ? sp::Carrier::ipc : sp::Carrier::tcp,
-                                                       ++next_connection_, &events_);
+      auto connection = std::make_shared<SpConnection>(
+          std::move(socket), ipc_ ? sp::Carrier::ipc : sp::Carrier::tcp, ++next_connection_,
+          &events_, SpConnection::Budget{options_.max_held_requests, options_.max_held_bytes});
       connections_[connection->id()] = connection;
       connection->start();
     }
@@ -388,12 +457,19 @@ void BrokerImpl::reply(std::uint64_t key, const std::string& header, std::string
   if (it == requests_.end()) return;
   Request request = std::move(it->second);
   requests_.erase(it);
-  if (auto c = connections_.find(request.connection); c != connections_.end())
+  if (auto c = connections_.find(request.connection); c != connections_.end()) {
     c->second->send(request.backtrace, header, payload);
+    c->second->released(request.bytes);
+  }
 }
 
 void BrokerImpl::drop(std::uint64_t key) {
-  if (requests_.erase(key) == 0) return;
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return;
+  const Request request = std::move(it->second);
+  requests_.erase(it);
+  if (auto c = connections_.find(request.connection); c != connections_.end())
+    c->second->released(request.bytes);
   std::lock_guard<std::mutex> lock(stats_mutex_);
   ++stats_.dropped;
 }
@@ -604,6 +680,8 @@ void BrokerImpl::publish_stats() {
       for (auto& s : w.services) ++stats_.workers_by_service[s];
     }
     stats_.queued = jobs_.size();
+    stats_.held_requests_peak = events_.held_requests_peak;
+    stats_.held_bytes_peak = events_.held_bytes_peak;
   }
   stats_cv_.notify_all();
 }

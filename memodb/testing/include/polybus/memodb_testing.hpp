@@ -32,6 +32,13 @@ struct BrokerOptions {
   std::chrono::milliseconds heartbeat_interval{10'000};
   std::chrono::milliseconds heartbeat_timeout{10'000};
   std::chrono::milliseconds queue_timeout{10'000};
+  // What one connection may make the broker hold: its requests waiting for an answer (a queued
+  // JOB, a waiting worker's READY), their bytes and the bytes of answers not yet written to it.
+  // Past either bound the broker stops reading that connection until half of it is gone (its
+  // writes then wait in TCP), so a client that floods requests or never reads its answers cannot
+  // grow the broker's memory. The real broker has no such bound.
+  std::size_t max_held_requests = 65'536;
+  std::size_t max_held_bytes = std::size_t{64} << 20;
 };
 
 struct BrokerStats {
@@ -47,6 +54,9 @@ struct BrokerStats {
   std::uint64_t queue_expired = 0;    // jobs dropped after queue_timeout
   std::uint64_t workers_expired = 0;  // workers forgotten (job or heartbeat timeout)
   std::uint64_t starts = 0;           // launch and every start() after a stop()
+  std::uint64_t read_stalls = 0;      // times a connection was over max_held_* and not read
+  std::uint64_t held_requests_peak = 0;  // the most requests one connection had held at once
+  std::uint64_t held_bytes_peak = 0;     // the most bytes one connection had held at once
   // Now:
   std::uint64_t connections = 0;  // SP connections (one per client socket)
   std::uint64_t workers = 0;  // registered
