@@ -334,6 +334,12 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   if (gen == generation_) read_next();
 }
 
+bool Transport::write_room() {
+  if (queued_bytes_ < settings_.max_write_buffer / 2) return true;
+  room_wanted_ = true;
+  return false;
+}
+
 bool Transport::admit(std::size_t n) {
   if (queued_bytes_ + n <= settings_.max_write_buffer) return true;
   if (connecting_ || connected_)
@@ -442,6 +448,14 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
     callbacks_.on_written(total_written_);
     if (gen != generation_) return;  // the callback ended this connection
   }
+  if (room_wanted_ && queued_bytes_ <= settings_.max_write_buffer / 4) {
+    room_wanted_ = false;
+    if (callbacks_.on_write_room) {
+      const std::uint64_t gen = generation_;
+      callbacks_.on_write_room();
+      if (gen != generation_) return;
+    }
+  }
   if (close_when_flushed_ && queue_.empty()) return close();
   if (pending_tls_) return read_next();  // the upgrade waited for this write
   flush();
@@ -547,6 +561,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   queue_.clear();
   in_flight_.clear();
   queued_bytes_ = 0;
+  room_wanted_ = false;
   total_queued_ = total_written_;  // what was dropped is never written: marks before this are void
   if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail + hint);
 }

@@ -201,6 +201,9 @@ void Connection::connect() {
   callbacks.on_closed = [weak](std::error_code ec, const std::string& detail) {
     if (auto self = weak.lock()) self->on_closed(ec, detail);
   };
+  callbacks.on_write_room = [weak] {
+    if (auto self = weak.lock()) self->machine_.send_unsent();
+  };
   transport_ = Transport::create(ctx_.strand(), settings_, std::move(callbacks), &ctx_);
   reconnect_.attempting();
   transport_->connect(endpoint_);

@@ -42,6 +42,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   void send(std::string bytes) override;
   void send(std::shared_ptr<const std::string> payload) override;
   void send_copy(std::string_view bytes) override;
+  bool write_room() override { return transport_ && transport_->write_room(); }
   void on_acked(std::size_t count) override;
   void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
                const std::shared_ptr<const void>& owner) override;

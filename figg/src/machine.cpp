@@ -15,7 +15,14 @@ void Machine::publish(std::string topic, std::string data) {
   slot.topic = std::move(topic);
   slot.data.assign(std::move(data));
   ++unacked_;
-  if (connected_) send_publish(slot);
+  send_unsent();
+}
+
+void Machine::send_unsent() {
+  while (connected_ && written_ < unacked_ && handler_.write_room()) {
+    send_publish(ring_[(head_ + written_) % ring_.size()]);
+    ++written_;
+  }
 }
 
 void Machine::send_publish(const Slot& slot) {
@@ -40,10 +47,12 @@ void Machine::acked(std::uint64_t seq) {
     --unacked_;
     ++released;
   }
+  written_ -= std::min(written_, released);
   if (released > 0) handler_.on_acked(released);
 }
 
 void Machine::abandon() {
+  written_ = 0;
   while (unacked_ > 0) {
     ring_[head_] = Slot{};
     head_ = (head_ + 1) % ring_.size();
@@ -132,11 +141,13 @@ void Machine::connected() {
       ++it;
     }
   }
-  for (std::size_t i = 0; i < unacked_; ++i) send_publish(ring_[(head_ + i) % ring_.size()]);
+  written_ = 0;
+  send_unsent();
 }
 
 void Machine::disconnected() {
   connected_ = false;
+  written_ = 0;
   parser_.reset();  // the next connection gets the resend
 }
 

@@ -26,6 +26,10 @@ class MachineHandler {
   virtual void send(std::shared_ptr<const std::string> payload) = 0;
   // Small bytes the machine reuses its buffer for (a header): the handler copies them.
   virtual void send_copy(std::string_view bytes) { send(std::string(bytes)); }
+  // Room to write more publishes (Transport::write_room). A "no" holds the window's unsent
+  // publishes until the owner calls send_unsent(): a large window of large payloads must not
+  // overfill the write queue, which would end the connection, and again after every reconnect.
+  virtual bool write_room() { return true; }
   // The oldest `count` publishes of the window are acknowledged, in the order published.
   virtual void on_acked(std::size_t count) = 0;
   virtual void on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
@@ -50,6 +54,8 @@ class Machine {
   std::size_t unacked() const { return unacked_; }
   // The payload is kept (KeptPayload: by value when small, else shared) until it is acked.
   void publish(std::string topic, std::string data);
+  // Writes the window's publishes not yet written on this connection, while write_room() says so.
+  void send_unsent();
 
   // Attachments: one per topic. attach() fails with errc::already_subscribed for a topic that is
   // attached or attaching. from: resume from this offset; empty: the latest message.
@@ -105,6 +111,7 @@ class Machine {
   std::string header_scratch_;  // a PUBLISH header, rebuilt for each publish
   std::size_t head_ = 0;  // oldest unacknowledged
   std::size_t unacked_ = 0;
+  std::size_t written_ = 0;  // of the unacknowledged, from head_: written on this connection
   std::uint64_t next_seq_ = 1;
   std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH
   std::map<std::string, Attachment> attachments_;

@@ -64,6 +64,11 @@ void Connection::connect() {
     if (!self || self->generation_ != generation) return;
     self->closed(ec, detail);
   };
+  callbacks.on_write_room = [weak, generation] {
+    auto self = weak.lock();
+    if (!self || self->generation_ != generation || !self->events_.on_write_room) return;
+    self->events_.on_write_room();
+  };
   // A fresh transport per attempt, whose callbacks carry this attempt's generation.
   transport_ = Transport::create(context_->strand(), transport_settings_, std::move(callbacks), context_.get());
   transport_->connect(target_);

@@ -19,6 +19,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
     std::function<void(std::string_view body)> on_response;
     std::function<void(const ServerError&)> on_server_error;
     std::function<void()> on_heartbeat;  // optional
+    std::function<void()> on_write_room;  // optional: see write_room()
     std::function<void(std::error_code, const std::string& detail)> on_closed;  // once per connect
   };
 
@@ -39,6 +40,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   Machine& machine() { return *machine_; }
 
   bool ready() const { return ready_; }
+  // Room to write more publishes (Transport::write_room); a "no" is followed by on_write_room.
+  bool write_room() { return transport_ && transport_->write_room(); }
   bool connecting() const { return connecting_; }
   const HostPort& target() const { return target_; }
   const std::string& endpoint() const { return endpoint_; }

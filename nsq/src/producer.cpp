@@ -83,6 +83,13 @@ Producer::Node* Producer::usable_node() {
   return nullptr;
 }
 
+Producer::Node* Producer::node_with_room() {
+  for (auto& node : nodes_)
+    if (node->connection && node->connection->ready() && node->connection->write_room())
+      return node.get();
+  return nullptr;
+}
+
 void Producer::publish(PublishWork work) {
   if (closed_) return work.done(make_error_code(polybus::errc::closed));
   if (!valid_topic_name(work.topic))
@@ -107,7 +114,7 @@ void Producer::publish(PublishWork work) {
   }
   if (gathering_.gathered() &&
       (gathering_.topic != out.topic || gathering_.dones.size() >= kMaxGathered ||
-       gathering_bytes_ + size > kMaxGatheredBytes))
+       gathering_bytes_ + size > max_gathered_bytes()))
     flush_gathered();
   if (!gathering_.gathered()) {
     gathering_.topic = std::move(out.topic);
@@ -126,6 +133,11 @@ void Producer::publish(PublishWork work) {
   });
 }
 
+std::size_t Producer::max_gathered_bytes() const {
+  // Within the write room (Transport::write_room) a small max_write_buffer leaves.
+  return std::min(kMaxGatheredBytes, settings_.transport.max_write_buffer / 4);
+}
+
 void Producer::flush_gathered() {
   if (!gathering_.gathered()) return;
   Outgoing out = std::move(gathering_);
@@ -139,7 +151,10 @@ void Producer::flush_gathered() {
 }
 
 void Producer::route(Outgoing out) {
-  if (Node* node = usable_node()) return send(*node, out);
+  // Behind what already waits (in order), and while the socket has room: a caller that publishes
+  // faster than it drains waits here, not in the transport, which would end the connection.
+  if (waiting_.empty())
+    if (Node* node = node_with_room()) return send(*node, out);
   waiting_.push_back(std::move(out));
   connect_some();
 }
@@ -193,7 +208,7 @@ void Producer::send(Node& node, Outgoing& work) {
 
 void Producer::flush_waiting() {
   while (!waiting_.empty()) {
-    Node* node = usable_node();
+    Node* node = node_with_room();
     if (!node) return;
     Outgoing work = std::move(waiting_.front());
     waiting_.pop_front();
@@ -277,6 +292,9 @@ std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node
   };
   events.on_heartbeat = [weak_node] {
     if (auto raw = weak_node.lock()) raw->reconnect->proven();
+  };
+  events.on_write_room = [weak] {
+    if (auto self = weak.lock()) self->flush_waiting();
   };
   events.on_server_error = [weak, weak_node](const ServerError& error) {
     auto self = weak.lock();

@@ -112,3 +112,45 @@ CONTRACT_CASE(a_message_over_max_frame_size_is_reported_as_frame_too_large_namin
   CHECK(named);
   sub.unsubscribe_sync(5s);
 }
+
+CONTRACT_CASE(publishes_faster_than_the_socket_drains_wait_for_room_and_all_complete) {
+  CONTRACT_REQUIRES(env.caps.publish);
+  // 2 MB published at once through a write queue of 64 KiB: before, the queue's bound ended the
+  // connection, and again after every reconnect, so publishes failed for want of a connection.
+  Options small;
+  small.set("max_write_buffer", "65536");
+  auto client = env.connect(small);
+  auto topic = unique_name("flood");
+  constexpr int kCount = 2000;
+  Latch completed;
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  const std::string payload(1000, 'f');
+  for (int i = 0; i < kCount; ++i)
+    client.publish(topic, payload, [&](const Status& status) {
+      if (status) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back(status.message());
+      }
+      completed.count_down();
+    });
+  REQUIRE(completed.wait_for(kCount));
+  std::lock_guard<std::mutex> lock(mutex);
+  INFO((failures.empty() ? std::string() : failures.front()));
+  CHECK(failures.empty());
+  CHECK(client.stats().publish_acked == static_cast<std::uint64_t>(kCount));
+}
+
+CONTRACT_CASE(a_publish_larger_than_a_quarter_of_max_write_buffer_is_refused_naming_the_limit) {
+  CONTRACT_REQUIRES(env.caps.publish);
+  Options small;
+  small.set("max_write_buffer", "65536");
+  auto client = env.connect(small);
+  const std::string topic = unique_name("big");
+  const Status status = client.publish_sync(topic, std::string(20000, 'b'));
+  CHECK(status.code() == errc::limit_exceeded);
+  CHECK_THAT(status.message(), Catch::Contains("max_write_buffer/4=16384") &&
+                                   Catch::Contains(std::to_string(20000 + topic.size() + 64)));
+  // The connection is not harmed: a publish that fits goes through.
+  CHECK(client.publish_sync(topic, std::string(1000, 'b')) == std::error_code{});
+}

@@ -23,7 +23,7 @@ class ClientCategory : public std::error_category {
   std::string message(int value) const override {
     switch (static_cast<client_errc>(value)) {
       case client_errc::queue_full:
-        return "the queue of events waiting for a connection is full (max_queued_bytes)";
+        return "the queue of events waiting to be written is full (max_queued_bytes)";
       case client_errc::handshake_refused:
         return "the server did not complete the QuickIO handshake";
       case client_errc::heartbeat_timeout:

@@ -180,6 +180,10 @@ void Connection::on_link_activity(Link* link) {
   if (link == link_.get()) last_activity_ = Clock::now();
 }
 
+void Connection::on_link_write_room(Link* link) {
+  if (link == link_.get()) machine_.flush_queue();
+}
+
 void Connection::on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                                 bool refused) {
   if (link != link_.get()) return;

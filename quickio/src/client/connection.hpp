@@ -76,6 +76,7 @@ class Connection : public LinkHandler,
   void on_link_event(Link* link, std::string_view text,
                      const std::shared_ptr<const void>& owner) override;
   void on_link_activity(Link* link) override;
+  void on_link_write_room(Link* link) override;
   void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
                       bool refused) override;
   // MachineHandler
@@ -84,6 +85,7 @@ class Connection : public LinkHandler,
   void move_to(const std::string& address) override;
   void subscription_refused(const std::string& path, int code, const std::string& err_msg) override;
   std::size_t unsent_bytes() const override { return link_ ? link_->unsent_bytes() : 0; }
+  bool write_room() override { return link_ && link_->write_room(); }
 
  private:
   void connect();

@@ -22,6 +22,8 @@ class LinkHandler {
   virtual void on_link_event(Link* link, std::string_view text,
                              const std::shared_ptr<const void>& owner) = 0;
   virtual void on_link_activity(Link* link) = 0;  // bytes arrived
+  // After write_room() said no: there is room again.
+  virtual void on_link_write_room(Link*) {}
   // Once per link, unless close() came first. refused: the server was reached but did not
   // complete the QuickIO handshake there (for WebSocket, the cue to fall back to HTTP).
   virtual void on_link_closed(Link* link, std::error_code ec, const std::string& detail,
@@ -56,6 +58,8 @@ class Link {
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;
   virtual std::size_t unsent_bytes() const = 0;  // given to send() and not yet written
+  // Room to send more events (Transport::write_room); a "no" is followed by on_link_write_room.
+  virtual bool write_room() { return true; }
   // After on_link_closed: the events it held that never reached a socket, in order (their
   // WrittenFn now the taker's), to go again on the next link. A link that hands every event to
   // its socket at once has none.

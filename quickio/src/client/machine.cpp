@@ -36,18 +36,23 @@ void Machine::opened() {
   for (auto& [path, entry] : paths_)
     if (!entry.listeners.empty() && !is_local_path(path)) subscribed.push_back(path);
   for (const auto& path : subscribed) subscribe(path);
-  auto queue = std::move(queue_);
-  queue_.clear();
-  queued_bytes_ = 0;
-  handler_.queue_changed();
-  for (auto& item : queue) {
+  flush_queue();
+  emit_local("/open", "null");
+}
+
+void Machine::flush_queue() {
+  if (queue_.empty()) return;
+  while (open_ && !queue_.empty() && handler_.write_room()) {
+    Queued item = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= std::min(queued_bytes_, item.text.size());
     if (item.expired && item.expired()) {
       if (item.sent) item.sent(make_error_code(polybus::errc::timeout));
       continue;
     }
     write(item.text, std::move(item.sent), std::move(item.expired));
   }
-  emit_local("/open", "null");
+  handler_.queue_changed();
 }
 
 void Machine::closed() {
@@ -155,7 +160,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   std::string& text = event_scratch_;
   text.clear();
   append_event(text, clean, 0, json);
-  if (open_) {
+  if (open_ && queue_.empty() && handler_.write_room()) {
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
     if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
       return make_error_code(client_errc::queue_full);

@@ -59,6 +59,10 @@ class MachineHandler {
   // Bytes handed to the open connection and not yet written to it: with the events queued while
   // disconnected, bounded by max_queued_bytes.
   virtual std::size_t unsent_bytes() const { return 0; }
+  // Room to write more events now (Transport::write_room). A "no" keeps events queued, as while
+  // disconnected, until the owner calls flush_queue(): a publisher faster than the socket waits
+  // within max_queued_bytes instead of overfilling max_write_buffer, which ends the connection.
+  virtual bool write_room() { return true; }
 };
 
 struct MachineLimits {
@@ -109,6 +113,8 @@ class Machine {
     ExpiredFn expired;
   };
   void requeue(std::vector<Queued> unsent);
+  // Writes queued events while open and the handler has room.
+  void flush_queue();
   // Answers a server callback of the given connection (errc::disconnected for an old one).
   std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                          std::string_view data_json, std::string_view err_msg = {});

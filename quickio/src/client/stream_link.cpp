@@ -50,6 +50,10 @@ void StreamLink::start() {
   callbacks.on_written = [weak](std::uint64_t total_written) {
     if (auto self = weak.lock()) self->on_written(total_written);
   };
+  callbacks.on_write_room = [weak] {
+    if (auto self = weak.lock(); self && !self->ended_)
+      self->handler_.on_link_write_room(self.get());
+  };
   transport_ =
       Transport::create(strand_, settings_, std::move(callbacks), stats_ ? &*stats_ : nullptr);
   transport_->connect(target_);

@@ -31,6 +31,7 @@ class StreamLink : public Link,
   void fail(std::error_code ec, const std::string& detail) override;
   std::string endpoint() const override { return target_.to_string(); }
   std::size_t unsent_bytes() const override { return transport_ ? transport_->queued_bytes() : 0; }
+  bool write_room() override { return transport_ && transport_->write_room(); }
 
   void on_wire_open() override;
   void on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) override;

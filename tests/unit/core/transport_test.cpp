@@ -118,6 +118,7 @@ class Client {
       : strand_(asio::make_strand(io_)), work_(asio::make_work_guard(io_)) {
     Transport::Callbacks callbacks;
     callbacks.on_connected = [this] { events_.add("connected"); };
+    callbacks.on_write_room = [this] { events_.add("write room"); };
     callbacks.on_written = [this](std::uint64_t total) {
       std::lock_guard<std::mutex> lock(mutex_);
       written_totals_.push_back(total);
@@ -371,6 +372,36 @@ TEST_CASE("writes past max_write_buffer end the connection with limit_exceeded, 
   CHECK(client.closed_ec() == errc::limit_exceeded);
   CHECK_THAT(client.closed_detail(), Catch::Contains("max_write_buffer=1048576") &&
                                          Catch::Contains(server.address().to_string()));
+}
+
+TEST_CASE("write_room says no past half of max_write_buffer and on_write_room follows the drain",
+          "[transport]") {
+  TestServer server(Mode::echo);
+  TransportSettings settings;
+  settings.max_write_buffer = std::size_t{1} << 20;
+  Client client(settings);
+  REQUIRE(client.connect(server.address()) == "connected");
+  const auto chunk = std::make_shared<const std::string>(std::size_t{64} << 10, 'r');
+  Latch filled;
+  std::size_t queued_at_no = 0;
+  int writes = 0;
+  client.run([&] {
+    // One strand turn: nothing is written meanwhile, so the queue only grows.
+    while (client.transport_->write_room()) {
+      client.transport_->write(chunk);
+      ++writes;
+    }
+    queued_at_no = client.transport_->queued_bytes();
+    filled.count_down();
+  });
+  REQUIRE(filled.wait_for(1));
+  CHECK(queued_at_no >= settings.max_write_buffer / 2);
+  CHECK(queued_at_no < settings.max_write_buffer);
+  REQUIRE(client.events_.wait_until([](const auto& seen) { return seen.count("write room") > 0; }));
+  CHECK(client.events_.count("closed") == 0);
+  CHECK(client.events_.count("write room") == 1);  // owed once per "no"
+  CHECK(client.wait_written(static_cast<std::uint64_t>(writes) * chunk->size()).back() ==
+        static_cast<std::uint64_t>(writes) * chunk->size());
 }
 
 TEST_CASE("TLS with the test CA verifies and carries data", "[transport][tls]") {

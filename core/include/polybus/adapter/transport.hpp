@@ -72,6 +72,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
     // total_queued() after its write() knows that write is out once the total reaches it (until
     // the connection ends: marks from before that are void).
     std::function<void(std::uint64_t total_written)> on_written;
+    // Optional: after write_room() said no, the queue drained to a quarter of max_write_buffer.
+    std::function<void()> on_write_room;
   };
 
   // Throws polybus::Error(errc::tls_error) when the TLS settings cannot be loaded.
@@ -124,6 +126,12 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool tls_active() const { return tls_active_; }
   const std::string& endpoint() const { return endpoint_; }
   std::size_t queued_bytes() const { return queued_bytes_; }
+  // Room for more of the caller's own traffic (publishes): under half of max_write_buffer is
+  // queued. A publisher that finds none keeps its publishes, which wait with their deadlines,
+  // and sends them at on_write_room. So max_write_buffer ends a connection whose peer stopped
+  // reading, never one whose application publishes faster than the socket drains. A "no" asks
+  // for one on_write_room call.
+  bool write_room();
   // Bytes ever given to write() / written to the socket, over every connection of this object.
   std::uint64_t total_queued() const { return total_queued_; }
   std::uint64_t total_written() const { return total_written_; }
@@ -182,6 +190,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool writing_ = false;
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
   bool close_when_flushed_ = false;
+  bool room_wanted_ = false;  // write_room() said no: on_write_room is owed
   std::function<void(std::error_code)> pending_tls_;
   // A queued piece: owned bytes, or bytes shared with the caller.
   struct Piece {
