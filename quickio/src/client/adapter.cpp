@@ -7,11 +7,13 @@
 #include "connection.hpp"
 #include "options.hpp"
 #include "paused_sink.hpp"
+#include "polybus/adapter/budget.hpp"
+#include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio.hpp"
+#include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
-#include "polybus/adapter/registry.hpp"
 
 namespace polybus::quickio {
 namespace {
@@ -162,6 +164,14 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     state.buffer = std::move(copy);
   }
 
+  // Why a publish was refused; over max_queued_bytes, with the limit and what was queued.
+  std::string refusal(std::error_code ec) const {
+    if (ec != make_error_code(client_errc::queue_full)) return "quickio: " + ec.message();
+    return "quickio: " + limit_exceeded_text("bytes of events waiting to be written, with this one",
+                                             "max_queued_bytes", connection_->max_queued_bytes(),
+                                             connection_->machine().refused_at());
+  }
+
   void publish(PublishWork work) {
     std::string path, why;
     if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
@@ -174,7 +184,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       auto ec = connection_->machine().send(
           path, encode(work.payloads[0]), {}, [done](std::error_code sent) mutable { done(sent); },
           [done] { return done.done(); }, JsonIs::valid);
-      if (ec) work.done(ec, {}, "quickio: " + ec.message());
+      if (ec) work.done(ec, {}, refusal(ec));
       return;
     }
     auto remaining = std::make_shared<std::size_t>(work.payloads.size());
@@ -189,7 +199,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
               done({});
           },
           [done] { return done.done(); }, JsonIs::valid);
-      if (ec) return work.done(ec, {}, "quickio: " + ec.message());
+      if (ec) return work.done(ec, {}, refusal(ec));
     }
   }
 

@@ -162,13 +162,17 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   append_event(text, clean, 0, json);
   if (open_ && queue_.empty() && handler_.write_room()) {
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
-    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes)
+    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes) {
+      refused_at_ = handler_.unsent_bytes() + text.size();
       return make_error_code(client_errc::queue_full);
+    }
     write(text, std::move(sent), std::move(expired));
     return {};
   }
-  if (queued_bytes_ + text.size() > limits_.max_queued_bytes)
+  if (queued_bytes_ + text.size() > limits_.max_queued_bytes) {
+    refused_at_ = queued_bytes_ + text.size();
     return make_error_code(client_errc::queue_full);
+  }
   queued_bytes_ += text.size();
   queue_.push_back({text, std::move(sent), std::move(expired)});
   handler_.queue_changed();

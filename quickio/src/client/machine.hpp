@@ -130,6 +130,8 @@ class Machine {
   bool has_listeners(std::string_view path) const;
 
   std::size_t queued_bytes() const { return queued_bytes_; }
+  // The bytes that the last send() refused with queue_full would have made (its own included).
+  std::size_t refused_at() const { return refused_at_; }
   std::size_t pending_callbacks() const { return callbacks_.size(); }
 
   // Paths that never go to the server in /qio/on.
@@ -168,6 +170,7 @@ class Machine {
   std::map<std::uint64_t, CallbackFn> callbacks_;
   std::map<std::string, PathEntry, std::less<>> paths_;
   std::deque<Queued> queue_;
+  std::size_t refused_at_ = 0;
   std::size_t queued_bytes_ = 0;
   std::string event_scratch_;  // an event without a callback, built for the link to copy
   // A heartbeat answer is queued and not yet written (or dropped): later heartbeats wait for it.

@@ -27,6 +27,8 @@ struct Hooks : detail::MachineHandler {
   std::vector<std::string> refused;
   std::size_t unsent = 0;  // what the "connection" has not written yet
   std::size_t unsent_bytes() const override { return unsent; }
+  bool room = true;  // the "connection" takes more now
+  bool write_room() override { return room; }
   void move_to(const std::string& address) override { moves.push_back(address); }
   void subscription_refused(const std::string& path, int code, const std::string& err) override {
     refused.push_back(path + " " + std::to_string(code) + " " + err);
@@ -163,6 +165,27 @@ TEST_CASE("while connected, events the connection has not written yet are bounde
   CHECK(drain(hooks).empty());
   hooks.unsent = 0;  // the connection caught up
   CHECK_FALSE(session.send("/a", "\"0123456789\""));
+}
+
+TEST_CASE("while the connection has no room, events wait in order within max_queued_bytes") {
+  Hooks hooks;
+  Machine session({40}, hooks);
+  session.opened();
+  drain(hooks);
+  hooks.room = false;
+  CHECK_FALSE(session.send("/a", "\"0123456789\""));  // 17 bytes, queued
+  CHECK_FALSE(session.send("/b", "\"0123456789\""));  // 34
+  CHECK(session.send("/c", "\"0123456789\"") == make_error_code(client_errc::queue_full));
+  CHECK(session.refused_at() == 51);
+  CHECK(drain(hooks).empty());
+  CHECK(session.queued_bytes() == 34);
+  hooks.room = true;  // the connection drained: its owner flushes
+  session.flush_queue();
+  CHECK(drain(hooks) == std::vector<std::string>{R"(/a:0="0123456789")", R"(/b:0="0123456789")"});
+  CHECK(session.queued_bytes() == 0);
+  // Room again: sent at once.
+  CHECK_FALSE(session.send("/d", "\"0123456789\""));
+  CHECK(drain(hooks).size() == 1);
 }
 
 TEST_CASE("a queued event whose sender gave up is dropped, not sent later") {

@@ -6,7 +6,7 @@
 namespace polybus::quickio {
 
 enum class client_errc {
-  queue_full = 1,     // an event queued while disconnected would exceed max_queued_bytes
+  queue_full = 1,     // an event waiting to be written would exceed max_queued_bytes
   handshake_refused,  // the peer answered but does not speak QuickIO there (no 101, no /qio/ohai)
   heartbeat_timeout,  // nothing received for heartbeat_timeout
   http_status,        // an HTTP long-polling request was answered with a status other than 200
