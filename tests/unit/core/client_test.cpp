@@ -245,16 +245,32 @@ TEST_CASE("statistics count publishes, deliveries and bytes", "[client]") {
 }
 
 namespace {
+// Registers an adapter class of this file under a scheme of its own.
+template <typename AdapterT>
+void register_test_adapter(const char* scheme, const char* summary) {
+  SchemeInfo info;
+  info.scheme = scheme;
+  info.summary = summary;
+  info.options = core_option_table();
+  info.capabilities = AdapterT::caps();
+  info.factory = [](AdapterContext& ctx) -> std::unique_ptr<Adapter> {
+    return std::make_unique<AdapterT>(ctx);
+  };
+  register_scheme(std::move(info));
+}
+
 // An adapter that throws while taking some publishes and requests (a bug, or a value it cannot
 // take) and completes the others at once.
 class ThrowingAdapter : public Adapter {
  public:
-  Capabilities capabilities() const override {
+  explicit ThrowingAdapter(const AdapterContext&) {}
+  static Capabilities caps() {
     Capabilities caps;
     caps.request_reply = true;
     caps.subscribe = false;
     return caps;
   }
+  Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override {
     if (work.topic == "refused")
       throw Error(errc::frame_too_large, "payload over the adapter's bound");
@@ -284,15 +300,7 @@ class ThrowingAdapter : public Adapter {
 
 TEST_CASE("a publish or request whose adapter throws completes at once with the exception's cause",
           "[client]") {
-  SchemeInfo info;
-  info.scheme = "throwing-test";
-  info.summary = "unit test: an adapter that throws";
-  info.options = core_option_table();
-  info.capabilities = ThrowingAdapter().capabilities();
-  info.factory = [](AdapterContext&) -> std::unique_ptr<Adapter> {
-    return std::make_unique<ThrowingAdapter>();
-  };
-  register_scheme(std::move(info));
+  register_test_adapter<ThrowingAdapter>("throwing-test", "unit test: an adapter that throws");
   auto client = connect("throwing-test://x?op_timeout=1h");  // a deadline no test waits for
   // Each waits kWaitBound at most: before the fix they completed at their deadline, an hour on.
   auto publish = [&](const std::string& topic) {
@@ -338,7 +346,8 @@ namespace {
 class AlreadySentAdapter : public Adapter {
  public:
   explicit AlreadySentAdapter(AdapterContext ctx) : ctx_(std::move(ctx)) {}
-  Capabilities capabilities() const override { return Capabilities{}; }
+  static Capabilities caps() { return Capabilities{}; }
+  Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override {
     for (const auto& sink : sinks_) {
       auto state = ctx_.make_message({});
@@ -372,14 +381,8 @@ class AlreadySentAdapter : public Adapter {
 
 TEST_CASE("a paused subscription holds what arrives until resume, and a close drains it",
           "[client]") {
-  SchemeInfo info;
-  info.scheme = "already-sent-test";
-  info.summary = "unit test: a broker that delivers whether paused or not";
-  info.options = core_option_table();
-  info.factory = [](AdapterContext& ctx) -> std::unique_ptr<Adapter> {
-    return std::make_unique<AlreadySentAdapter>(ctx);
-  };
-  register_scheme(std::move(info));
+  register_test_adapter<AlreadySentAdapter>(
+      "already-sent-test", "unit test: a broker that delivers whether paused or not");
   // Declared before the client: handlers may still run while it closes.
   Collector got, witness;
   auto client = connect("already-sent-test://x");
