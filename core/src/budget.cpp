@@ -17,6 +17,13 @@ Budget Budget::from_options(const ResolvedOptions& options) {
   return b;
 }
 
+std::string frame_over_write_room(const Budget& budget, std::size_t frame_bytes) {
+  const std::size_t half = budget.max_write_buffer / 2;
+  if (frame_bytes <= half) return {};
+  return "its frame would not fit the write queue: " +
+         limit_exceeded_text("bytes", "max_write_buffer/2", half, frame_bytes);
+}
+
 std::string limit_exceeded_text(std::string_view what, std::string_view option,
                                 std::uint64_t limit, std::uint64_t seen) {
   std::string text(what);

@@ -28,8 +28,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
       op_timeout_(options_.get_duration("op_timeout")),
       default_max_in_flight_(static_cast<std::uint32_t>(options_.get_int("max_in_flight"))),
       default_concurrency_(static_cast<std::uint32_t>(options_.get_int("handler_concurrency"))),
-      default_max_attempts_(static_cast<std::uint32_t>(options_.get_int("max_attempts"))),
-      max_payload_(Budget::from_options(options_).max_write_buffer / 4) {
+      default_max_attempts_(static_cast<std::uint32_t>(options_.get_int("max_attempts"))) {
   static std::atomic<std::uint64_t> clients_made{0};
   shared_->name = connect.name.empty() ? std::to_string(++clients_made) : std::move(connect.name);
   shared_->on_state = std::move(connect.on_state);
@@ -96,11 +95,6 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     refused = Status(errc::invalid_argument, "publish_batch: no messages");
   else
     refused = shared_->envelope.wrap(topic, payloads, std::move(options.headers));
-  if (!refused) {
-    std::size_t bytes = topic.size();  // a batch is one write: MPUB
-    for (const auto& payload : payloads) bytes += payload.size() + kFramingAllowance;
-    refused = check_payload_size("publish to", topic, bytes);
-  }
   const std::size_t count = payloads.size();
   shared_->stats.published += count;
   if (refused) {
@@ -116,15 +110,6 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
   take_in(std::move(work));
-}
-
-Status ClientCore::check_payload_size(const char* verb, std::string_view topic,
-                                      std::size_t bytes) const {
-  if (bytes <= max_payload_) return {};
-  return Status(
-      errc::limit_exceeded,
-      std::string(verb) + " " + std::string(topic) + ": " +
-          limit_exceeded_text("its bytes with framing", "max_write_buffer/4", max_payload_, bytes));
 }
 
 void ClientCore::take_in(IntakeWork work) {
@@ -308,9 +293,6 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     refused = Status(errc::not_supported, scheme() + " has no request/reply");
   else
     refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
-  if (!refused)
-    refused =
-        check_payload_size("request to", topic, topic.size() + payload.size() + kFramingAllowance);
   ++shared_->stats.requests;
   if (refused) {
     if (done)

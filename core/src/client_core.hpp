@@ -202,10 +202,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     const Operation* made = nullptr;  // its operation, once made: completed at once if the
                                       // adapter throws instead of at its deadline
   };
-  // bytes: the payloads' bytes, the topic's, and kFramingAllowance per payload.
-  Status check_payload_size(const char* verb, std::string_view topic, std::size_t bytes) const;
-  // Per message, more than any protocol's frame header (NSQ's MPUB: 4 bytes; Figg: 20).
-  static constexpr std::size_t kFramingAllowance = 64;
   void take_in(IntakeWork work);
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();
@@ -228,10 +224,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint32_t default_max_in_flight_;
   std::uint32_t default_concurrency_;
   std::uint32_t default_max_attempts_;
-  // A publish or request larger than this, framing allowed for, could overfill the write queue
-  // even when sent while it has room (Transport::write_room: under half of max_write_buffer):
-  // refused up front rather than ending the connection on every attempt.
-  std::size_t max_payload_;
 
   std::atomic<State> state_{State::open};
   // The subscriptions a metrics snapshot reports (any thread; pruned as they go).

@@ -490,6 +490,8 @@ void SubscriptionCore::drain_held() {
 }
 
 void SubscriptionCore::pause() {
+  // Closing: the client drains what is held (drain_held) and has paused the adapter itself.
+  if (auto client = client_.lock(); client && client->closing()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     delivery_paused_ = true;

@@ -456,7 +456,8 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
       if (gen != generation_) return;
     }
   }
-  if (close_when_flushed_ && queue_.empty()) return close();
+  // A callback above may have written: that write is in flight, not flushed.
+  if (close_when_flushed_ && queue_.empty() && !writing_) return close();
   if (pending_tls_) return read_next();  // the upgrade waited for this write
   flush();
 }

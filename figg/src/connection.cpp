@@ -2,6 +2,7 @@
 
 #include <asio/post.hpp>
 
+#include "polybus/adapter/budget.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::figg {
@@ -30,6 +31,11 @@ void Connection::publish(PublishWork work) {
   if (closed_) return work.done(make_error_code(polybus::errc::closed));
   if (work.topic.empty() || work.topic.size() > kMaxTopicLength)
     return work.done(make_error_code(errc::invalid_topic), {}, "figg: topic must be 1-1024 bytes");
+  // The PUBLISH frame: 8 bytes of header, the topic with its length, the sequence number.
+  if (auto text = frame_over_write_room(ctx_.budget(),
+                                        work.topic.size() + work.payloads.front().size() + 32);
+      !text.empty())
+    return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
   if (machine_.window_full() || !waiting_.empty()) {
     waiting_.push_back(std::move(work));  // released by ACKs, or failed by the deadline
     return;

@@ -141,6 +141,8 @@ void Machine::connected() {
       ++it;
     }
   }
+  // This connection has sent nothing yet: an ACK may confirm only what it resends.
+  highest_sent_ = unacked_ > 0 ? ring_[head_].seq - 1 : next_seq_ - 1;
   written_ = 0;
   send_unsent();
 }

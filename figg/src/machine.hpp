@@ -113,7 +113,7 @@ class Machine {
   std::size_t unacked_ = 0;
   std::size_t written_ = 0;  // of the unacknowledged, from head_: written on this connection
   std::uint64_t next_seq_ = 1;
-  std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH
+  std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH on this connection
   std::map<std::string, Attachment> attachments_;
   bool connected_ = false;
   std::uint64_t frames_ = 0;

@@ -98,6 +98,11 @@ void Producer::publish(PublishWork work) {
   if (work.defer.count() > 3'600'000)
     return work.done(make_error_code(polybus::errc::invalid_argument), {},
                      "deferred publish over nsqd's maximum (1h by default)");
+  // "MPUB <topic>\n", the body's size and count, a size before each message (PUB, DPUB: less).
+  std::size_t frame = work.topic.size() + 32;
+  for (const auto& payload : work.payloads) frame += payload.size() + 4;
+  if (auto text = frame_over_write_room(context_->budget(), frame); !text.empty())
+    return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
   Outgoing out{std::move(work.topic), {}, {}, work.defer, std::move(work.done), {}, false};
   if (work.payloads.size() == 1) {
     out.body.assign(std::move(work.payloads.front()));

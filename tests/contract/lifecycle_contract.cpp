@@ -47,6 +47,7 @@ CONTRACT_CASE(close_with_10000_publishes_in_flight_completes_each_exactly_once) 
       CHECK((results[i] == errc::closed || results[i] == errc::timeout));
   }
   if (env.caps.subscribe && env.caps.publish_confirmed) {
+    INFO(acked.size() << " acknowledged, " << got.distinct() << " received");
     REQUIRE(got.wait_for_distinct(acked.size()));
     for (auto& p : acked) CHECK(got.count(p) >= 1);
   }

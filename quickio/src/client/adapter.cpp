@@ -178,11 +178,22 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     // All checked first: a batch with one bad payload sends none.
     for (std::size_t i = 0; i < work.payloads.size(); ++i)
       if (auto ec = check(work.payloads[i], why)) return work.done(ec, {}, why);
+    // An event is "<path>:<id>=<json>\n", framed; the JSON is the payload as text escapes it.
+    auto over_write_room = [&](std::string_view json) {
+      return frame_over_write_room(ctx_.budget(), path.size() + json.size() + 32);
+    };
+    if (work.payloads.size() > 1)
+      for (const auto& payload : work.payloads)
+        if (auto text = over_write_room(encode(payload)); !text.empty())
+          return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
     using JsonIs = detail::Machine::JsonIs;
     if (work.payloads.size() == 1) {
       OpCompletion done = work.done;
+      const std::string_view json = encode(work.payloads[0]);
+      if (auto text = over_write_room(json); !text.empty())
+        return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
       auto ec = connection_->machine().send(
-          path, encode(work.payloads[0]), {}, [done](std::error_code sent) mutable { done(sent); },
+          path, json, {}, [done](std::error_code sent) mutable { done(sent); },
           [done] { return done.done(); }, JsonIs::valid);
       if (ec) work.done(ec, {}, refusal(ec));
       return;

@@ -29,6 +29,12 @@ struct Budget {
   static Budget from_options(const ResolvedOptions& options);
 };
 
+// A frame the application asks to send (a publish) that could overfill max_write_buffer: one is
+// sent only while under half of it is queued (Transport::write_room), so at most half fits. Empty
+// when it fits; else the text to refuse it with (errc::limit_exceeded), rather than sending it
+// and ending the connection, again on every attempt.
+std::string frame_over_write_room(const Budget& budget, std::size_t frame_bytes);
+
 // "<what>: <seen> exceeds <option>=<limit>": the text every budget violation carries.
 std::string limit_exceeded_text(std::string_view what, std::string_view option,
                                 std::uint64_t limit, std::uint64_t seen);
