@@ -102,6 +102,14 @@ OptionTable core_option_table() {
        "messages a subscription may hold unacknowledged (SubscribeOptions can override)"},
       {"handler_concurrency", OptionType::integer, "1", 1, 256,
        "handlers a subscription runs at once (1: in arrival order)"},
+      {"handler_thread",
+       OptionType::choice,
+       "pool",
+       0,
+       0,
+       "where handlers run: pool (threads of their own) or io (the client's io thread, one at a "
+       "time: no hand-off per message, but a handler that blocks stalls the whole client)",
+       {"pool", "io"}},
       {"max_attempts", OptionType::integer, "0", 0, 65535,
        "deliveries after which a message is discarded (0: no limit)"},
       {"requeue_delay", OptionType::duration, "1s", 0, hour,
@@ -345,6 +353,9 @@ void Subscription::unsubscribe(std::function<void(const Status&)> done) {
   sub_of(core_).unsubscribe(std::move(done));
 }
 Status Subscription::unsubscribe_sync(std::chrono::milliseconds timeout) {
+  // Confirmed on the strand: waited for there, it could only time out.
+  if (sub_of(core_).on_strand())
+    return Status(errc::would_block_io_thread, "unsubscribe_sync on the io thread");
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
   unsubscribe([promise](const Status& status) { promise->set_value(status); });

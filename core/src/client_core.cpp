@@ -28,6 +28,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
       op_timeout_(options_.get_duration("op_timeout")),
       default_max_in_flight_(static_cast<std::uint32_t>(options_.get_int("max_in_flight"))),
       default_concurrency_(static_cast<std::uint32_t>(options_.get_int("handler_concurrency"))),
+      handlers_on_io_thread_(options_.get_string("handler_thread") == "io"),
       default_max_attempts_(static_cast<std::uint32_t>(options_.get_int("max_attempts"))) {
   static std::atomic<std::uint64_t> clients_made{0};
   shared_->name = connect.name.empty() ? std::to_string(++clients_made) : std::move(connect.name);

@@ -56,10 +56,12 @@ class SubscriptionCore : public SubscriptionSink,
   void deactivate();  // stop handing messages to the handler; release queued ones
   void drain_held();  // closing: what a pause held goes to the handler after all
   void drop_handlers();  // after close: break reference cycles through user lambdas
+  bool on_strand() const { return shared_->strand.running_in_this_thread(); }
 
  private:
   void run_queue();
   void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
+  void post_run_queue();  // to a handler thread, or the strand (handler_thread=io)
   void handle(Message& message);
   void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
@@ -91,6 +93,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::shared_ptr<SubscriptionCells> cells_;
   MessageHandler handler_;
   ServeHandler serve_handler_;
+  const bool on_io_thread_;  // handlers run on the strand, one at a time (handler_thread=io)
   std::uint32_t concurrency_;
   std::uint32_t max_attempts_;
   DiscardCallback on_discard_;
@@ -143,6 +146,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const Capabilities& capabilities() const { return shared_->caps; }
   const std::shared_ptr<ClientShared>& shared() const { return shared_; }
   const std::shared_ptr<HandlerPool>& pool() const { return pool_; }
+  bool handlers_on_io_thread() const { return handlers_on_io_thread_; }
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
 
   void publish(std::string_view topic, Payloads payloads, Completion done,
@@ -223,6 +227,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::chrono::milliseconds op_timeout_;
   std::uint32_t default_max_in_flight_;
   std::uint32_t default_concurrency_;
+  bool handlers_on_io_thread_;  // handler_thread=io
   std::uint32_t default_max_attempts_;
 
   std::atomic<State> state_{State::open};

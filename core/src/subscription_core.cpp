@@ -22,7 +22,8 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
       cells_(std::make_shared<SubscriptionCells>()),
       handler_(std::move(handler)),
       serve_handler_(std::move(serve_handler)),
-      concurrency_(std::max<std::uint32_t>(1, concurrency)),
+      on_io_thread_(client->handlers_on_io_thread()),
+      concurrency_(on_io_thread_ ? 1 : std::max<std::uint32_t>(1, concurrency)),
       max_attempts_(max_attempts),
       on_discard_(std::move(on_discard)),
       dead_letter_(std::move(dead_letter)),
@@ -69,9 +70,17 @@ void SubscriptionCore::enqueue(Message message) {
   // rest of a read's messages are queued by then, and it takes them in one wake-up. Woken at
   // once, it drained the queue faster than the io thread filled it and slept again, a context
   // switch each way for every few messages.
-  if (start)
-    asio::post(shared_->strand,
-               [self = shared_from_this()] { self->pool_->post([self] { self->run_queue(); }); });
+  if (!start) return;
+  if (on_io_thread_) return post_run_queue();  // after this turn, as below
+  asio::post(shared_->strand,
+             [self = shared_from_this()] { self->pool_->post([self] { self->run_queue(); }); });
+}
+
+void SubscriptionCore::post_run_queue() {
+  if (on_io_thread_)
+    asio::post(shared_->strand, [self = shared_from_this()] { self->run_queue(); });
+  else
+    pool_->post([self = shared_from_this()] { self->run_queue(); });
 }
 
 std::string SubscriptionCore::check_over_budget() {
@@ -130,7 +139,11 @@ void SubscriptionCore::taken(const Message& message) {
 }
 
 void SubscriptionCore::run_queue() {
-  for (;;) {
+  // On the io thread a turn takes a bounded number, so reads, timers and other subscriptions
+  // interleave with a long queue.
+  constexpr std::uint32_t kMaxPerTurn = 64;
+  for (std::uint32_t handled = 0;; ++handled) {
+    if (on_io_thread_ && handled == kMaxPerTurn) return post_run_queue();  // still running_
     Message message;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -411,6 +424,10 @@ void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
 
 Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (ready_result_) return *ready_result_;
+  // Confirmed on the strand: waited for there, it could only time out.
+  if (on_strand())
+    return Status(errc::would_block_io_thread, topic_ + ": wait_ready on the io thread");
   if (ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
     return *ready_result_;
   lock.unlock();
@@ -477,8 +494,7 @@ void SubscriptionCore::start_handlers() {
         std::min<std::size_t>(concurrency_ - std::min(concurrency_, running_), queue_.size()));
     running_ += start;
   }
-  for (std::uint32_t i = 0; i < start; ++i)
-    pool_->post([self = shared_from_this()] { self->run_queue(); });
+  for (std::uint32_t i = 0; i < start; ++i) post_run_queue();
 }
 
 void SubscriptionCore::drain_held() {
@@ -503,11 +519,7 @@ void SubscriptionCore::pause() {
 }
 
 void SubscriptionCore::resume() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    delivery_paused_ = false;
-  }
-  start_handlers();
+  drain_held();
   asio::post(shared_->strand, [self = shared_from_this()] {
     self->user_paused_ = false;
     self->apply_flow();

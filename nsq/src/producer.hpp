@@ -58,8 +58,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   };
 
   Node* usable_node();
-  Node* node_with_room();
-  std::size_t max_gathered_bytes() const;  // usable, with room to write (Transport::write_room)
+  Node* node_with_room();  // usable, with room to write (Transport::write_room)
+  std::size_t max_gathered_bytes() const;
   void route(Outgoing work);  // to a ready nsqd, else to wait for one
   void send(Node& node, Outgoing& work);
   void flush_gathered();

@@ -56,11 +56,13 @@ class Subscription {
   Subscription() = default;
   explicit Subscription(std::shared_ptr<detail::SubscriptionCore> core) : core_(std::move(core)) {}
 
-  // Waits until the broker confirmed the subscription (or refused it), up to timeout.
+  // Waits until the broker confirmed the subscription (or refused it), up to timeout. On the
+  // io thread (a completion, a handler_thread=io handler) it does not wait: unconfirmed there
+  // is errc::would_block_io_thread.
   Status wait_ready(std::chrono::milliseconds timeout) const;
   // Stops delivery at once; completes when the broker was told (or the deadline passed).
   void unsubscribe(std::function<void(const Status&)> done = {});
-  Status unsubscribe_sync(std::chrono::milliseconds timeout);
+  Status unsubscribe_sync(std::chrono::milliseconds timeout);  // io thread: would_block_io_thread
   // Stops handing messages to the handler at once (a handler already running finishes) and asks
   // the broker to stop sending. What the broker sent before it heard waits, within the client's
   // max_held_* budget, until resume(); close() hands it to the handler, unsubscribe gives it back.
