@@ -94,6 +94,9 @@ OptionTable core_option_table() {
        "messages a subscription holds for its handlers before it stops taking more"},
       {"max_held_bytes", OptionType::integer, "67108864", 1024, std::int64_t{1} << 40,
        "payload bytes a subscription holds for its handlers before it stops taking more"},
+      {"max_outgoing_bytes", OptionType::integer, "1073741824", 1024, std::int64_t{1} << 40,
+       "payload bytes of publishes and requests not completed yet; past it a new one is "
+       "refused at once (limit_exceeded)"},
       {"max_json_depth", OptionType::integer, "64", 1, 10000,
        "nesting depth of any JSON read from or written to the wire"},
       {"max_redirects", OptionType::integer, "10", 0, 10000,

@@ -41,6 +41,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
   shared_->requeue_delay = options_.get_duration("requeue_delay");
   shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
   shared_->connectivity.set_connect_timeout(options_.get_duration("connect_timeout"));
+  shared_->outgoing.set_limit(static_cast<std::size_t>(options_.get_int("max_outgoing_bytes")));
   shared_->envelope.configure(options_, scheme.scheme, std::move(connect.trace));
 }
 
@@ -67,6 +68,15 @@ void ClientCore::start(const SchemeInfo& scheme) {
 Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout,
                                             Clock::time_point now) const {
   return now + (timeout.count() > 0 ? timeout : op_timeout_);
+}
+
+Status ClientCore::take_outgoing(std::string_view what, std::string_view topic, std::size_t bytes) {
+  std::size_t total = 0;
+  if (shared_->outgoing.take(bytes, total)) return {};
+  return Status(errc::limit_exceeded,
+                std::string(what) + " " + std::string(topic) + ": " +
+                    limit_exceeded_text("payload bytes not completed yet, with this one",
+                                        "max_outgoing_bytes", shared_->outgoing.limit(), total));
 }
 
 void ClientCore::fail_now(Completion done, Status status) {
@@ -96,6 +106,9 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     refused = Status(errc::invalid_argument, "publish_batch: no messages");
   else
     refused = shared_->envelope.wrap(topic, payloads, std::move(options.headers));
+  std::size_t bytes = 0;
+  for (const auto& payload : payloads) bytes += payload.size();
+  if (!refused) refused = take_outgoing("publish to", topic, bytes);
   const std::size_t count = payloads.size();
   shared_->stats.published += count;
   if (refused) {
@@ -106,6 +119,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
   IntakeWork work;
   work.topic = std::string(topic);
   work.payloads = std::move(payloads);
+  work.bytes = bytes;
   work.done = std::move(done);
   work.defer = options.defer;
   work.issued = Clock::now();
@@ -167,6 +181,7 @@ void ClientCore::adapter_failed(IntakeWork& work, std::error_code ec, const std:
 void ClientCore::start_publish(IntakeWork& work) {
   const std::size_t count = work.payloads.size();
   if (state_.load() != State::open || !adapter_) {
+    shared_->outgoing.give_back(work.bytes);
     shared_->stats.publish_failed += count;
     bump(shared_->publish_refused, count);
     shared_->complete("publish to " + work.topic, work.done,
@@ -178,8 +193,9 @@ void ClientCore::start_publish(IntakeWork& work) {
   bump(cells->published, count);
   auto op = ops_->add(
       work.deadline,
-      [shared = shared_, done = std::move(work.done), count, cells, issued = work.issued](
-          std::error_code ec, std::string, std::string cause) {
+      [shared = shared_, done = std::move(work.done), count, cells, issued = work.issued,
+       bytes = work.bytes](std::error_code ec, std::string, std::string cause) {
+        shared->outgoing.give_back(bytes);
         (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
         if (ec) {
           bump(cells->failed, count);
@@ -294,6 +310,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     refused = Status(errc::not_supported, scheme() + " has no request/reply");
   else
     refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
+  if (!refused) refused = take_outgoing("request to", topic, payload.size());
   ++shared_->stats.requests;
   if (refused) {
     if (done)
@@ -304,6 +321,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   }
   IntakeWork work;
   work.topic = std::string(topic);
+  work.bytes = payload.size();
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);
   work.request = true;
@@ -314,14 +332,16 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
 
 void ClientCore::start_request(IntakeWork& work) {
   if (state_.load() != State::open || !adapter_) {
+    shared_->outgoing.give_back(work.bytes);
     shared_->complete("request", work.reply,
                       Reply{make_error_code(errc::closed), {}, "client is closed"});
     return;
   }
   auto op = ops_->add(
       work.deadline,
-      [shared = shared_, done = std::move(work.reply), issued = work.issued](
+      [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes](
           std::error_code ec, std::string reply, std::string detail) {
+        shared->outgoing.give_back(bytes);
         Headers headers;
         if (!ec) {
           ++shared->stats.replies;

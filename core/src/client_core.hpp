@@ -189,6 +189,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void finish_close(bool deadline_passed);
   Status what_the_close_deadline_cut_off() const;
   void fail_now(Completion done, Status status);
+  // Takes a publish's or request's bytes from max_outgoing_bytes; the refusal when over it.
+  Status take_outgoing(std::string_view what, std::string_view topic, std::size_t bytes);
   // Publishes and requests from any thread wait here for the strand. Only the first into an
   // empty intake posts to the strand (under the lock): a burst costs one post (and at most one
   // wake of the io thread), not one each. Order is kept, publishes and requests together: a
@@ -197,6 +199,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   struct IntakeWork {
     std::string topic;
     Payloads payloads;      // a request's one payload is the first
+    std::size_t bytes = 0;  // the payloads', taken from max_outgoing_bytes until completed
     Completion done;        // a publish's
     ReplyCompletion reply;  // a request's
     bool request = false;

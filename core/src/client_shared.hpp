@@ -10,6 +10,7 @@
 #include "envelope.hpp"
 #include "metric_cells.hpp"
 #include "operations.hpp"
+#include "outgoing_bytes.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/events.hpp"
 #include "response_intake.hpp"
@@ -41,6 +42,7 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   std::string name;  // the metrics' client label
   AtomicStats stats;
   std::atomic<std::uint64_t> publish_refused{0};
+  OutgoingBytes outgoing;        // max_outgoing_bytes
   TopicCellsMap publish_topics;  // per-topic publish metrics
   LatencyCells request_latency;
   ResponseIntake responses;  // acks, nacks, touches and replies on their way to the strand

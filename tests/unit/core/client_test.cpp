@@ -418,3 +418,76 @@ TEST_CASE("a paused subscription holds what arrives until resume, and a close dr
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
   CHECK(got.count("at-close") == 1);
 }
+
+namespace {
+// A broker that confirms nothing until told: publishes to "release" complete every one held.
+class HoldingAdapter : public Adapter {
+ public:
+  explicit HoldingAdapter(const AdapterContext&) {}
+  static Capabilities caps() {
+    Capabilities caps;
+    caps.request_reply = true;
+    caps.subscribe = false;
+    return caps;
+  }
+  Capabilities capabilities() const override { return caps(); }
+  void publish(PublishWork work) override {
+    if (work.topic != "release") return held_.push_back(std::move(work.done));
+    for (auto& done : held_) done({});
+    held_.clear();
+    work.done({});
+  }
+  void request(RequestWork work) override { held_.push_back(std::move(work.done)); }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
+                                                 std::shared_ptr<SubscriptionSink>) override {
+    return nullptr;
+  }
+  void close(Clock::time_point, std::function<void()> done) override {
+    for (auto& held : held_) held(make_error_code(errc::closed));
+    held_.clear();
+    done();
+  }
+
+ private:
+  std::vector<OpCompletion> held_;
+};
+}  // namespace
+
+TEST_CASE("publishes and requests past max_outgoing_bytes are refused at once, naming the bound",
+          "[client]") {
+  register_test_adapter<HoldingAdapter>("holding-test",
+                                        "unit test: a broker that confirms only when told");
+  auto client = connect("holding-test://x?max_outgoing_bytes=1024");
+  const std::string part(400, 'p');
+  Latch first_two;
+  std::atomic<int> first_two_failed{0};
+  for (int i = 0; i < 2; ++i)
+    client.publish("t", part, [&](std::error_code ec) {
+      if (ec) ++first_two_failed;
+      first_two.count_down();
+    });
+  // 800 held: 400 more would be 1200.
+  const Status over = client.publish_sync("t", part);
+  CHECK(over.code() == errc::limit_exceeded);
+  CHECK_THAT(over.cause(), Catch::Contains("publish to t") && Catch::Contains("1200") &&
+                               Catch::Contains("max_outgoing_bytes=1024"));
+  const Reply refused = client.request_sync("t", part, 5s);
+  CHECK(refused.ec == errc::limit_exceeded);
+  CHECK_THAT(refused.detail, Catch::Contains("request to t") && Catch::Contains("1200"));
+  CHECK(first_two.count() == 0);  // the two taken still wait: a refusal completes only itself
+  // What completes gives its bytes back.
+  REQUIRE(client.publish_sync("release", "") == std::error_code{});
+  REQUIRE(first_two.wait_for(2));
+  CHECK(first_two_failed == 0);
+  Latch later;
+  std::error_code later_ec = make_error_code(errc::timeout);
+  client.publish("t", part, [&](std::error_code ec) {
+    later_ec = ec;
+    later.count_down();
+  });
+  client.publish("t", part, nullptr);
+  REQUIRE(client.publish_sync("release", "") == std::error_code{});
+  REQUIRE(later.wait_for(1));
+  CHECK(later_ec == std::error_code{});
+  CHECK(client.stats().publish_failed == 1);
+}
