@@ -86,11 +86,18 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     if (!connection_->machine().is_open()) {
       awaiting_open_.push_back([this, path = std::move(path), json = std::move(json), done,
                                 callback = std::move(callback)]() mutable {
-        if (!done.done()) connection_->machine().send(path, json, std::move(callback));
+        if (!done.done()) send_now(path, json, done, std::move(callback));
       });
       return;
     }
-    connection_->machine().send(path, json, std::move(callback));
+    send_now(path, json, done, std::move(callback));
+  }
+
+  void send_now(const std::string& path, const std::string& json, OpCompletion& done,
+                detail::CallbackFn callback) {
+    // Refused (over max_queued_bytes): the callback was not kept, so the operation ends here.
+    if (auto ec = connection_->machine().send(path, json, std::move(callback)))
+      done(ec, {}, refusal(ec));
   }
 
   ~QuickioBackend() override {

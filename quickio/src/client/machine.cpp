@@ -151,9 +151,17 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
       callback(-1, "null", "disconnected");
       return {};
     }
-    std::uint64_t id = next_callback_id_++;
+    const std::uint64_t id = next_callback_id_;
+    const std::string text = make_event(clean, id, json);
+    // Bounded as events are: a caller faster than the connection would otherwise grow the
+    // unsent bytes toward max_write_buffer, and a burst of them at open past it.
+    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes) {
+      refused_at_ = handler_.unsent_bytes() + text.size();
+      return make_error_code(client_errc::queue_full);
+    }
+    ++next_callback_id_;
     callbacks_.emplace(id, std::move(callback));
-    write(make_event(clean, id, json), std::move(sent));
+    write(text, std::move(sent));
     return {};
   }
   // Built in a buffer the machine keeps: the link copies it (or writes it) at once.

@@ -167,6 +167,30 @@ TEST_CASE("while connected, events the connection has not written yet are bounde
   CHECK_FALSE(session.send("/a", "\"0123456789\""));
 }
 
+TEST_CASE("requests the connection has not written yet are bounded like events, and answered") {
+  Hooks hooks;
+  Machine session({32}, hooks);
+  session.opened();
+  drain(hooks);
+  std::vector<int> answered;
+  const auto on_answer = [&](int code, std::string_view, std::string_view) {
+    answered.push_back(code);
+  };
+  hooks.unsent = 15;
+  CHECK_FALSE(session.send("/a", "\"012345678\"", on_answer));  // 15 + 16 fits in 32
+  CHECK(drain(hooks) == std::vector<std::string>{R"(/a:1="012345678")"});
+  hooks.unsent = 17;
+  CHECK(session.send("/a", "\"012345678\"", on_answer) == make_error_code(client_errc::queue_full));
+  CHECK(session.refused_at() == 33);
+  CHECK(drain(hooks).empty());
+  // The refused one kept no callback and used no id: the next is 2, and only 1 is answered.
+  hooks.unsent = 0;
+  CHECK_FALSE(session.send("/a", "\"012345678\"", on_answer));
+  CHECK(drain(hooks) == std::vector<std::string>{R"(/a:2="012345678")"});
+  CHECK_FALSE(feed(session, R"(/qio/callback/1:0={"code":200,"data":null})"));
+  CHECK(answered == std::vector<int>{200});
+}
+
 TEST_CASE("while the connection has no room, events wait in order within max_queued_bytes") {
   Hooks hooks;
   Machine session({40}, hooks);
