@@ -66,6 +66,9 @@ class SubscriptionCore : public SubscriptionSink,
   void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
+  // Strand: while the application pauses, touches what is held at the adapter's pace
+  // (held_touch_interval), so a long pause does not make the broker send it all again.
+  void touch_held_later();
   void taken(const Message& message);  // a handler took a message off the queue
   // With mutex_ held: what says the budget is now over (empty: it is not, or already was), and
   // the release once half has drained.
@@ -124,6 +127,7 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: messages waiting for their in-place retry. A close waits for them (within its
   // deadline); whatever is still waiting when the subscription ends is reported, not dropped
   // silently.
+  std::unique_ptr<asio::steady_timer> touch_timer_;  // strand: touch_held_later's, while armed
   struct Retry {
     asio::steady_timer timer;
     Message message;

@@ -439,6 +439,7 @@ Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
 
 void SubscriptionCore::deactivate() {
   active_.store(false);
+  touch_timer_.reset();  // cancels it
   // Strand: what waits for an in-place retry will not get it.
   for (auto& retry : retries_) {
     shared_->emit_error(make_error_code(errc::closed),
@@ -515,12 +516,35 @@ void SubscriptionCore::pause() {
   asio::post(shared_->strand, [self = shared_from_this()] {
     self->user_paused_ = true;
     self->apply_flow();
+    self->touch_held_later();
+  });
+}
+
+void SubscriptionCore::touch_held_later() {
+  if (touch_timer_ || !shared_->caps.touch || !adapter_ || !active()) return;
+  const auto interval = adapter_->held_touch_interval();
+  if (interval.count() <= 0) return;
+  touch_timer_ = std::make_unique<asio::steady_timer>(shared_->strand, interval);
+  touch_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;  // cancelled: resumed, ended or closed
+    self->touch_timer_.reset();
+    if (!self->user_paused_ || !self->active()) return;
+    std::vector<Message> held;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      held.assign(self->queue_.begin(), self->queue_.end());
+    }
+    for (auto& message : held)
+      if (!message.responded()) message.touch();
+    self->touch_held_later();
   });
 }
 
 void SubscriptionCore::resume() {
   drain_held();
   asio::post(shared_->strand, [self = shared_from_this()] {
+    self->touch_timer_.reset();  // cancels it
     self->user_paused_ = false;
     self->apply_flow();
   });

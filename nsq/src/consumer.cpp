@@ -562,6 +562,16 @@ void Consumer::resume() {
   update_rdy();
 }
 
+std::chrono::milliseconds Consumer::held_touch_interval() const {
+  std::int64_t shortest = 0;
+  for (const auto& [key, conn] : conns_) {
+    if (!conn->connection || !conn->connection->ready()) continue;
+    const std::int64_t timeout = conn->connection->machine().negotiated().msg_timeout;
+    if (timeout > 0 && (shortest == 0 || timeout < shortest)) shortest = timeout;
+  }
+  return std::chrono::milliseconds(shortest / 2);
+}
+
 void Consumer::set_max_in_flight(std::uint32_t n) {
   max_in_flight_ = n;
   update_rdy();

@@ -38,6 +38,8 @@ class Consumer : public AdapterSubscription,
   void pause() override;
   void resume() override;
   void set_max_in_flight(std::uint32_t n) override;
+  // Half the shortest msg_timeout negotiated: nsqd sends a message again once it passes.
+  std::chrono::milliseconds held_touch_interval() const override;
 
   // MessageBackend
   void ack(detail::MessageState& message) override;

@@ -670,3 +670,41 @@ TEST_CASE(
   REQUIRE(nsqd->wait_until([&] { return handled == 10; }));
   REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
 }
+
+TEST_CASE("nsq: what a long pause holds is touched, so nsqd does not send it again",
+          "[nsq][flow]") {
+  polybus::nsq::testing::NsqdOptions broker;
+  broker.msg_timeout = std::chrono::milliseconds(1000);  // nsqd's least
+  auto nsqd = Nsqd::start(broker);
+  std::promise<void> gate;
+  auto gate_open = gate.get_future().share();
+  Collector handled;
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  SubscribeOptions options;
+  options.group = "held";
+  options.max_in_flight = 10;
+  options.concurrency = 1;
+  auto sub = client.subscribe("held", options, [&](Message& m) {
+    if (m.payload() == "m0") gate_open.wait();  // the others arrive meanwhile
+    handled.add(std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(client.publish_sync("held", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 5; }));
+  sub.pause();
+  gate.set_value();
+  REQUIRE(handled.wait_for_distinct(1));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 4; }));
+  // Held past twice msg_timeout (a bound: nothing is expected to happen in it).
+  const bool timed_out = nsqd->wait_until([&] { return nsqd->timeout_count("held", "held") > 0; },
+                                          std::chrono::milliseconds(2500));
+  CHECK_FALSE(timed_out);
+  CHECK(handled.total() == 1);
+  sub.resume();
+  REQUIRE(handled.wait_for_distinct(5));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 0; }));
+  CHECK(handled.total() == 5);  // each once
+  CHECK(nsqd->timeout_count("held", "held") == 0);
+  REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}

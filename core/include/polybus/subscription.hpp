@@ -66,6 +66,8 @@ class Subscription {
   // Stops handing messages to the handler at once (a handler already running finishes) and asks
   // the broker to stop sending. What the broker sent before it heard waits, within the client's
   // max_held_* budget, until resume(); close() hands it to the handler, unsubscribe gives it back.
+  // Where the broker takes back what stays unacknowledged (NSQ's msg_timeout), what is held is
+  // touched at half that pace, so a long pause does not bring duplicates.
   void pause();
   void resume();
   void set_max_in_flight(std::uint32_t n);

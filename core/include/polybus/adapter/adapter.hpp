@@ -97,6 +97,12 @@ class AdapterSubscription {
   virtual bool has_own_hold() const { return false; }
   virtual void hold(bool) {}
   virtual void set_max_in_flight(std::uint32_t n) = 0;
+  // How often a delivered message must be touched not to be sent again (half of NSQ's
+  // msg_timeout, say): the core touches what an application's pause holds at this pace. Zero:
+  // the broker never takes a message back by itself. Strand.
+  virtual std::chrono::milliseconds held_touch_interval() const {
+    return std::chrono::milliseconds(0);
+  }
 };
 
 // Responses to delivered messages; a MessageState points at one of these.
