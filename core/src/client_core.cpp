@@ -258,7 +258,8 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
   }
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
                      options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
-  ServeSpec serve_spec{std::string(topic), concurrency};
+  // On the io thread one handler runs at a time: more workers would hold jobs others could take.
+  ServeSpec serve_spec{std::string(topic), handlers_on_io_thread_ ? 1 : concurrency};
   post_in_order([self = shared_from_this(), sub, spec, serve_spec, serving] {
     if (self->state_.load() != State::open || !self->adapter_) {
       sub->ready(make_error_code(errc::closed), "client is closed");

@@ -54,7 +54,7 @@ class SubscriptionCore : public SubscriptionSink,
   void attach(std::shared_ptr<AdapterSubscription> adapter) { adapter_ = std::move(adapter); }
   const std::shared_ptr<AdapterSubscription>& adapter() const { return adapter_; }
   void deactivate();  // stop handing messages to the handler; release queued ones
-  void drain_held();  // closing: what a pause held goes to the handler after all
+  void drain_held();  // resumed or closing: what a pause held goes to the handler
   void drop_handlers();  // after close: break reference cycles through user lambdas
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
 
@@ -66,9 +66,10 @@ class SubscriptionCore : public SubscriptionSink,
   void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
-  // Strand: while the application pauses, touches what is held at the adapter's pace
-  // (held_touch_interval), so a long pause does not make the broker send it all again.
-  void touch_held_later();
+  // Strand: while the application pauses, has what is held touched now and then at the
+  // adapter's pace (held_touch_interval), so a long pause does not make the broker send it again.
+  void touch_held();
+  void stop_touching();                // strand
   void taken(const Message& message);  // a handler took a message off the queue
   // With mutex_ held: what says the budget is now over (empty: it is not, or already was), and
   // the release once half has drained.
@@ -124,10 +125,11 @@ class SubscriptionCore : public SubscriptionSink,
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
 
+  std::unique_ptr<asio::steady_timer> touch_timer_;  // strand: touch_held's next, while armed
+  std::uint64_t touch_arming_ = 0;  // strand: which arming a wait belongs to (resets count too)
   // Strand: messages waiting for their in-place retry. A close waits for them (within its
   // deadline); whatever is still waiting when the subscription ends is reported, not dropped
   // silently.
-  std::unique_ptr<asio::steady_timer> touch_timer_;  // strand: touch_held_later's, while armed
   struct Retry {
     asio::steady_timer timer;
     Message message;

@@ -439,7 +439,7 @@ Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
 
 void SubscriptionCore::deactivate() {
   active_.store(false);
-  touch_timer_.reset();  // cancels it
+  stop_touching();
   // Strand: what waits for an in-place retry will not get it.
   for (auto& retry : retries_) {
     shared_->emit_error(make_error_code(errc::closed),
@@ -516,35 +516,44 @@ void SubscriptionCore::pause() {
   asio::post(shared_->strand, [self = shared_from_this()] {
     self->user_paused_ = true;
     self->apply_flow();
-    self->touch_held_later();
+    self->touch_held();  // at once too: what waited behind a slow handler may be old already
   });
 }
 
-void SubscriptionCore::touch_held_later() {
-  if (touch_timer_ || !shared_->caps.touch || !adapter_ || !active()) return;
+void SubscriptionCore::touch_held() {
+  if (!user_paused_ || !active() || !adapter_ || !shared_->caps.touch) return;
   const auto interval = adapter_->held_touch_interval();
   if (interval.count() <= 0) return;
+  std::vector<Message> held;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Resumed (or closing) already: handlers take these now, and ack them.
+    if (!delivery_paused_) return;
+    held.assign(queue_.begin(), queue_.end());
+  }
+  held.erase(
+      std::remove_if(held.begin(), held.end(), [](const Message& m) { return m.responded(); }),
+      held.end());
+  if (!held.empty()) adapter_->touch_held(held);
+  // A wait that had fired before its timer was reset or replaced still runs, with success: the
+  // arming it belongs to tells it apart.
   touch_timer_ = std::make_unique<asio::steady_timer>(shared_->strand, interval);
-  touch_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+  touch_timer_->async_wait([weak = weak_from_this(), arming = ++touch_arming_](std::error_code ec) {
     auto self = weak.lock();
-    if (ec || !self) return;  // cancelled: resumed, ended or closed
-    self->touch_timer_.reset();
-    if (!self->user_paused_ || !self->active()) return;
-    std::vector<Message> held;
-    {
-      std::lock_guard<std::mutex> lock(self->mutex_);
-      held.assign(self->queue_.begin(), self->queue_.end());
-    }
-    for (auto& message : held)
-      if (!message.responded()) message.touch();
-    self->touch_held_later();
+    if (ec || !self || self->touch_arming_ != arming) return;  // cancelled or replaced
+    self->touch_held();
   });
+}
+
+void SubscriptionCore::stop_touching() {
+  ++touch_arming_;
+  touch_timer_.reset();  // cancels it
 }
 
 void SubscriptionCore::resume() {
   drain_held();
   asio::post(shared_->strand, [self = shared_from_this()] {
-    self->touch_timer_.reset();  // cancels it
+    self->stop_touching();
     self->user_paused_ = false;
     self->apply_flow();
   });

@@ -196,11 +196,18 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   sink_->deliver(Message(std::move(state)));
 }
 
-template <typename Fn>
-void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
+Consumer::Conn* Consumer::live_conn_of(const detail::MessageState& message) {
   Conn* conn = find_conn(key_of(message.adapter_token));
   if (!conn || !conn->connection->ready() ||
-      (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token)) {
+      (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
+    return nullptr;
+  return conn;
+}
+
+template <typename Fn>
+void Consumer::respond(detail::MessageState& message, const char* what, Fn fn) {
+  Conn* conn = live_conn_of(message);
+  if (!conn) {
     context_->error(make_error_code(polybus::errc::disconnected),
                     std::string(what) + " of message " + message.id.text() + " on '" + topic_ +
                         "' not sent: its connection ended, so nsqd will redeliver the message");
@@ -559,6 +566,7 @@ void Consumer::pause() {
 
 void Consumer::resume() {
   paused_ = false;
+  touching_since_.reset();
   update_rdy();
 }
 
@@ -570,6 +578,25 @@ std::chrono::milliseconds Consumer::held_touch_interval() const {
     if (timeout > 0 && (shortest == 0 || timeout < shortest)) shortest = timeout;
   }
   return std::chrono::milliseconds(shortest / 2);
+}
+
+void Consumer::touch_held(const std::vector<Message>& held) {
+  // nsqd takes a message back max_msg_timeout after it sent it, touched or not. These were all
+  // sent before the pause began: past that since then, every touch would be refused.
+  const auto now = Clock::now();
+  if (!touching_since_) touching_since_ = now;
+  std::int64_t longest = 0;
+  for (const auto& [key, conn] : conns_)
+    if (conn->connection && conn->connection->ready())
+      longest = std::max(longest, conn->connection->machine().negotiated().max_msg_timeout);
+  if (longest > 0 && now - *touching_since_ >= std::chrono::milliseconds(longest)) return;
+  for (const auto& message : held) {
+    const auto& state = *message.state();
+    if (Conn* conn = live_conn_of(state))
+      if (auto ec = conn->connection->machine().touch(state.id.view()))
+        context_->error(ec,
+                        "TOUCH of held message " + state.id.text() + " refused: " + ec.message());
+  }
 }
 
 void Consumer::set_max_in_flight(std::uint32_t n) {

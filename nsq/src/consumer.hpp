@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "connection.hpp"
@@ -40,6 +41,7 @@ class Consumer : public AdapterSubscription,
   void set_max_in_flight(std::uint32_t n) override;
   // Half the shortest msg_timeout negotiated: nsqd sends a message again once it passes.
   std::chrono::milliseconds held_touch_interval() const override;
+  void touch_held(const std::vector<Message>& held) override;
 
   // MessageBackend
   void ack(detail::MessageState& message) override;
@@ -77,6 +79,8 @@ class Consumer : public AdapterSubscription,
   void on_closed(Conn& conn, std::error_code ec, const std::string& detail);
   void remove_conn(std::uint64_t key);
   Conn* find_conn(std::uint64_t key);
+  // Its message's connection, when that is still the one up (not ended, not replaced).
+  Conn* live_conn_of(const detail::MessageState& message);
   template <typename Fn>
   void respond(detail::MessageState& message, const char* what, Fn fn);
   // A FIN or REQ went out (or could not): the message no longer counts as in flight.
@@ -104,6 +108,7 @@ class Consumer : public AdapterSubscription,
   std::deque<HostPort> dial_queue_;  // found by discovery, not yet dialled
   std::size_t dialing_ = 0;
   bool paused_ = false;
+  std::optional<Clock::time_point> touching_since_;  // the first touch_held of this pause
   bool stopping_ = false;
   bool ready_reported_ = false;
   // Backoff (as go-nsq): failures count up, successes down; while the count is above zero every

@@ -85,13 +85,22 @@ CONTRACT_CASE(handlers_on_the_io_thread_get_every_message_one_at_a_time_and_sett
 CONTRACT_CASE(a_serve_handler_on_the_io_thread_answers_every_request) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   constexpr int kCount = 200;
-  Latch answered;
+  Latch answered, pinged;
   std::atomic<int> wrong{0};
+  Threads handler_threads, completion_threads;
   auto server = env.connect(handlers_on_io_thread());
   auto client = env.connect();
   auto topic = unique_name("iorpc");
-  auto sub = server.serve(topic, [](Message& m) { return "echo:" + std::string(m.payload()); });
+  auto sub = server.serve(topic, [&](Message& m) {
+    handler_threads.add(std::this_thread::get_id());
+    return "echo:" + std::string(m.payload());
+  });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  server.ping([&](std::error_code) {
+    completion_threads.add(std::this_thread::get_id());
+    pinged.count_down();
+  });
+  REQUIRE(pinged.wait_for(1));
   for (int i = 0; i < kCount; ++i) {
     const std::string question = "q" + std::to_string(i);
     client.request(topic, question, [&, question](Reply reply) {
@@ -101,6 +110,8 @@ CONTRACT_CASE(a_serve_handler_on_the_io_thread_answers_every_request) {
   }
   REQUIRE(answered.wait_for(kCount));
   CHECK(wrong == 0);
+  CHECK(handler_threads.ids().size() == 1);
+  CHECK(handler_threads.ids() == completion_threads.ids());  // the server's io thread
   CHECK(server.close_sync(10s) == std::error_code{});
 }
 

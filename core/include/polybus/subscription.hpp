@@ -62,12 +62,14 @@ class Subscription {
   Status wait_ready(std::chrono::milliseconds timeout) const;
   // Stops delivery at once; completes when the broker was told (or the deadline passed).
   void unsubscribe(std::function<void(const Status&)> done = {});
-  Status unsubscribe_sync(std::chrono::milliseconds timeout);  // io thread: would_block_io_thread
+  // On the io thread: errc::would_block_io_thread, and nothing is done (use unsubscribe()).
+  Status unsubscribe_sync(std::chrono::milliseconds timeout);
   // Stops handing messages to the handler at once (a handler already running finishes) and asks
   // the broker to stop sending. What the broker sent before it heard waits, within the client's
   // max_held_* budget, until resume(); close() hands it to the handler, unsubscribe gives it back.
   // Where the broker takes back what stays unacknowledged (NSQ's msg_timeout), what is held is
-  // touched at half that pace, so a long pause does not bring duplicates.
+  // touched at once and at half that pace, so a pause does not bring duplicates; NSQ's touches
+  // stop at its max_msg_timeout (15 min by default), past which nsqd sends them again anyway.
   void pause();
   void resume();
   void set_max_in_flight(std::uint32_t n);

@@ -98,11 +98,14 @@ class AdapterSubscription {
   virtual void hold(bool) {}
   virtual void set_max_in_flight(std::uint32_t n) = 0;
   // How often a delivered message must be touched not to be sent again (half of NSQ's
-  // msg_timeout, say): the core touches what an application's pause holds at this pace. Zero:
-  // the broker never takes a message back by itself. Strand.
+  // msg_timeout, say): the core has what an application's pause holds touched at this pace,
+  // through touch_held(). Zero: the broker never takes a message back by itself. Strand.
   virtual std::chrono::milliseconds held_touch_interval() const {
     return std::chrono::milliseconds(0);
   }
+  // Strand: touch these, held unacknowledged by a pause. Those whose connection has ended are
+  // skipped quietly: the broker sends them again whatever is done here.
+  virtual void touch_held(const std::vector<Message>& held) { (void)held; }
 };
 
 // Responses to delivered messages; a MessageState points at one of these.
