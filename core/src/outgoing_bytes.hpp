@@ -16,11 +16,16 @@ class OutgoingBytes {
   // Takes n bytes; false, taking nothing, when the total would pass the limit (`total` is then
   // what it would have been).
   bool take(std::size_t n, std::size_t& total) {
-    const std::size_t before = held_.fetch_add(n, std::memory_order_relaxed);
-    if (before + n <= limit_) return true;
-    held_.fetch_sub(n, std::memory_order_relaxed);
-    total = before + n;
-    return false;
+    // Compared before it is added: concurrent callers near the limit never refuse each other
+    // over bytes one of them is about to give back.
+    std::size_t held = held_.load(std::memory_order_relaxed);
+    do {
+      if (held + n > limit_) {
+        total = held + n;
+        return false;
+      }
+    } while (!held_.compare_exchange_weak(held, held + n, std::memory_order_relaxed));
+    return true;
   }
   void give_back(std::size_t n) { held_.fetch_sub(n, std::memory_order_relaxed); }
   std::size_t held() const { return held_.load(std::memory_order_relaxed); }

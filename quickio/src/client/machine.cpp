@@ -125,6 +125,12 @@ std::error_code Machine::receive(std::string_view text, const std::shared_ptr<co
   return {};
 }
 
+bool Machine::over_unsent_bound(std::size_t bytes) {
+  if (handler_.unsent_bytes() + bytes <= limits_.max_queued_bytes) return false;
+  refused_at_ = handler_.unsent_bytes() + bytes;
+  return true;
+}
+
 std::error_code Machine::send(std::string_view path, std::string_view json, CallbackFn callback,
                               SentFn sent, ExpiredFn expired, JsonIs json_is) {
   if (json_is != JsonIs::valid && !is_valid_json(json))
@@ -155,10 +161,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
     const std::string text = make_event(clean, id, json);
     // Bounded as events are: a caller faster than the connection would otherwise grow the
     // unsent bytes toward max_write_buffer, and a burst of them at open past it.
-    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes) {
-      refused_at_ = handler_.unsent_bytes() + text.size();
-      return make_error_code(client_errc::queue_full);
-    }
+    if (over_unsent_bound(text.size())) return make_error_code(client_errc::queue_full);
     ++next_callback_id_;
     callbacks_.emplace(id, std::move(callback));
     write(text, std::move(sent));
@@ -170,10 +173,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
   append_event(text, clean, 0, json);
   if (open_ && queue_.empty() && handler_.write_room()) {
     // A publisher faster than the connection would otherwise grow the unsent bytes without end.
-    if (handler_.unsent_bytes() + text.size() > limits_.max_queued_bytes) {
-      refused_at_ = handler_.unsent_bytes() + text.size();
-      return make_error_code(client_errc::queue_full);
-    }
+    if (over_unsent_bound(text.size())) return make_error_code(client_errc::queue_full);
     write(text, std::move(sent), std::move(expired));
     return {};
   }

@@ -152,6 +152,9 @@ class Machine {
     bool confirmed = false;   // the server accepted the /qio/on of this connection
   };
   void write(std::string_view text, SentFn sent = {}, ExpiredFn expired = {});
+  // Would `bytes` more pass max_queued_bytes with what the connection has not written yet?
+  // If so, refused_at() says the total.
+  bool over_unsent_bound(std::size_t bytes);
   void subscribe(const std::string& path);
   void unsubscribe(const std::string& path);
   void on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,

@@ -259,11 +259,9 @@ void register_test_adapter(const char* scheme, const char* summary) {
   register_scheme(std::move(info));
 }
 
-// An adapter that throws while taking some publishes and requests (a bug, or a value it cannot
-// take) and completes the others at once.
-class ThrowingAdapter : public Adapter {
+// A test adapter that publishes and answers requests, and cannot subscribe.
+class NoSubscribeAdapter : public Adapter {
  public:
-  explicit ThrowingAdapter(const AdapterContext&) {}
   static Capabilities caps() {
     Capabilities caps;
     caps.request_reply = true;
@@ -271,6 +269,17 @@ class ThrowingAdapter : public Adapter {
     return caps;
   }
   Capabilities capabilities() const override { return caps(); }
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
+                                                 std::shared_ptr<SubscriptionSink>) override {
+    return nullptr;
+  }
+};
+
+// An adapter that throws while taking some publishes and requests (a bug, or a value it cannot
+// take) and completes the others at once.
+class ThrowingAdapter : public NoSubscribeAdapter {
+ public:
+  explicit ThrowingAdapter(const AdapterContext&) {}
   void publish(PublishWork work) override {
     if (work.topic == "refused")
       throw Error(errc::frame_too_large, "payload over the adapter's bound");
@@ -283,10 +292,6 @@ class ThrowingAdapter : public Adapter {
       throw std::bad_alloc();
     }
     work.done({}, "pong");
-  }
-  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
-                                                 std::shared_ptr<SubscriptionSink>) override {
-    return nullptr;
   }
   void close(Clock::time_point, std::function<void()> done) override {
     if (kept_) kept_({}, "late");  // too late: the operation completed when the adapter threw
@@ -421,16 +426,9 @@ TEST_CASE("a paused subscription holds what arrives until resume, and a close dr
 
 namespace {
 // A broker that confirms nothing until told: publishes to "release" complete every one held.
-class HoldingAdapter : public Adapter {
+class HoldingAdapter : public NoSubscribeAdapter {
  public:
   explicit HoldingAdapter(const AdapterContext&) {}
-  static Capabilities caps() {
-    Capabilities caps;
-    caps.request_reply = true;
-    caps.subscribe = false;
-    return caps;
-  }
-  Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override {
     if (work.topic != "release") return held_.push_back(std::move(work.done));
     for (auto& done : held_) done({});
@@ -438,10 +436,6 @@ class HoldingAdapter : public Adapter {
     work.done({});
   }
   void request(RequestWork work) override { held_.push_back(std::move(work.done)); }
-  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
-                                                 std::shared_ptr<SubscriptionSink>) override {
-    return nullptr;
-  }
   void close(Clock::time_point, std::function<void()> done) override {
     for (auto& held : held_) held(make_error_code(errc::closed));
     held_.clear();
