@@ -10,6 +10,7 @@
 
 #include <asio.hpp>
 #include <catch2/catch.hpp>
+#include <future>
 #include <random>
 #include <set>
 #include <thread>
@@ -588,6 +589,7 @@ TEST_CASE("memodb: a broker down when requests start: they wait for it, up to th
 
 namespace {
 // A requester that speaks SP over a plain socket, so that it can leave the broker's answers unread.
+// Every socket operation runs on its own io thread: an asio socket is not for two threads at once.
 class FloodingRequester {
  public:
   explicit FloodingRequester(const Broker& broker) : socket_(io_) {
@@ -597,9 +599,10 @@ class FloodingRequester {
     asio::write(socket_, asio::buffer(memodb::sp::connection_header(memodb::sp::Protocol::req0)));
     char header[memodb::sp::kHeaderSize];
     asio::read(socket_, asio::buffer(header));
+    runner_ = std::thread([this] { io_.run(); });
   }
-  // `count` JOBs for `service`, each with `payload`, as one write on a thread of its own: the
-  // broker may stop reading them.
+  // `count` JOBs for `service`, each with `payload`, as one write: the broker may stop reading
+  // them.
   void flood(const std::string& service, std::uint32_t count, const std::string& payload) {
     std::string bytes;
     for (std::uint32_t i = 0; i < count; ++i) {
@@ -610,30 +613,39 @@ class FloodingRequester {
       bytes += memodb::sp::frame_prefix(memodb::sp::Carrier::tcp, id.size() + body.size());
       bytes += id + body;
     }
-    writer_ = std::thread([this, bytes = std::move(bytes)] {
-      std::error_code ec;
-      asio::write(socket_, asio::buffer(bytes), ec);
+    asio::post(io_, [this, bytes = std::move(bytes)]() mutable {
+      flooded_ = std::move(bytes);
+      asio::async_write(socket_, asio::buffer(flooded_), [](std::error_code, std::size_t) {});
     });
   }
   // Reads and discards `bytes` of answers; false if they did not all come within the wait bound.
   bool read(std::size_t bytes) {
-    std::vector<char> sink(bytes);
-    bool done = false;
-    asio::async_read(socket_, asio::buffer(sink),
-                     [&](std::error_code ec, std::size_t) { done = !ec; });
-    io_.run_for(kWaitBound);
-    return done;
+    auto done = std::make_shared<std::promise<bool>>();
+    auto result = done->get_future();
+    asio::post(io_, [this, bytes, done] {
+      sink_.resize(bytes);
+      asio::async_read(socket_, asio::buffer(sink_),
+                       [done](std::error_code ec, std::size_t) { done->set_value(!ec); });
+    });
+    return result.wait_for(kWaitBound) == std::future_status::ready && result.get();
   }
   ~FloodingRequester() {
-    std::error_code ignored;
-    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    if (writer_.joinable()) writer_.join();
+    asio::post(io_, [this] {
+      std::error_code ignored;
+      socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+      socket_.close(ignored);  // cancels what is pending
+    });
+    work_.reset();
+    runner_.join();
   }
 
  private:
   asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
   asio::ip::tcp::socket socket_;
-  std::thread writer_;
+  std::string flooded_;     // io thread
+  std::vector<char> sink_;  // io thread
+  std::thread runner_;
 };
 }  // namespace
 
