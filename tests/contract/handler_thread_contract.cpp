@@ -51,8 +51,7 @@ CONTRACT_CASE(handlers_on_the_io_thread_get_every_message_one_at_a_time_and_sett
   options.concurrency = 4;  // one at a time all the same: there is one io thread
   auto sub = client.subscribe(topic, options, [&](Message& m) {
     const int now = ++running;
-    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
-    }
+    test::raise_to(most, now);
     handler_threads.add(std::this_thread::get_id());
     if (m.payload() == "0") blocking_call = client.publish_sync(topic + "-x", "inner").value();
     got.add(std::string(m.payload()));

@@ -404,8 +404,7 @@ CONTRACT_CASE(handlers_run_in_parallel_up_to_the_subscription_s_concurrency_and_
   options.max_in_flight = kMessages;
   auto sub = client.subscribe(topic, options, [&](Message&) {
     const int now = ++running;
-    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
-    }
+    test::raise_to(most, now);
     if (now <= kConcurrency) three_running.count_down();
     else fourth_running.count_down();
     {

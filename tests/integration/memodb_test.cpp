@@ -274,9 +274,7 @@ TEST_CASE("memodb: 16 concurrent workers on one socket answer 2,000 requests, 16
       "work",
       [&](Message& m) {
         const int now = ++running;
-        int seen = peak.load();
-        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-        }
+        raise_to(peak, now);
         if (now == 16) all_running.open();
         all_running.wait();
         --running;

@@ -149,6 +149,12 @@ class StateRecorder {
 };
 
 // Topic names unique within the process, valid for every protocol ([.a-zA-Z0-9_-], < 64).
+// Raises `peak` to `now` if it is higher, from any thread (the most handlers seen running at once).
+inline void raise_to(std::atomic<int>& peak, int now) {
+  for (int seen = peak.load(); now > seen && !peak.compare_exchange_weak(seen, now);) {
+  }
+}
+
 inline std::string unique_name(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "-" + std::to_string(++counter);
