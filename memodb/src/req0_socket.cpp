@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <algorithm>
 #include <array>
 #include <asio/connect.hpp>
 #include <asio/local/stream_protocol.hpp>
@@ -72,7 +73,8 @@ Req0Socket::Req0Socket(const Strand& strand, Req0Settings settings, Events event
     : strand_(strand),
       settings_(std::move(settings)),
       events_(std::move(events)),
-      id_counter_(static_cast<std::uint32_t>(std::random_device{}())) {
+      id_counter_(static_cast<std::uint32_t>(std::random_device{}())),
+      deadline_timer_(strand_) {
   const std::string& a = settings_.address;
   if (a.rfind("ipc://", 0) == 0 && a.size() > 6) {
     carrier_ = sp::Carrier::ipc;
@@ -274,7 +276,7 @@ void Req0Socket::link_ended(std::error_code why, std::string detail) {
   for (auto& [id, exchange] : exchanges_) {
     if (!exchange.written) continue;
     exchange.written = false;
-    if (exchange.resend_timer) exchange.resend_timer->cancel();
+    exchange.resend_at = TimePoint::max();
     if (exchange.resend.count() == 0) failed.push_back(id);
   }
   for (auto id : failed)
@@ -290,6 +292,8 @@ void Req0Socket::close() {
   std::vector<ExchangeId> ids;
   for (auto& [id, exchange] : exchanges_) ids.push_back(id);
   for (auto id : ids) finish(id, make_error_code(errc::closed), {}, "client closed");
+  deadline_timer_.cancel();
+  deadline_armed_for_ = TimePoint::max();
 }
 
 // ---- exchanges ----
@@ -322,13 +326,9 @@ Req0Socket::ExchangeId Req0Socket::exchange(std::string request, std::chrono::mi
   exchange.replied = std::move(replied);
   by_request_id_[exchange.request_id] = id;
   if (give_up.count() > 0) {
-    exchange.give_up_timer = std::make_unique<asio::steady_timer>(strand_, give_up);
-    exchange.give_up_timer->async_wait([weak = weak_from_this(), id, give_up](std::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self) return;
-      self->finish(id, make_error_code(errc::timeout), {},
-                   "no reply within " + std::to_string(give_up.count()) + "ms");
-    });
+    exchange.give_up = give_up;
+    exchange.give_up_at = std::chrono::steady_clock::now() + give_up;
+    watch_deadline(exchange.give_up_at);
   }
   if (up_) write(id);
   return id;
@@ -354,21 +354,52 @@ void Req0Socket::write(ExchangeId id) {
   exchange.written = true;
   writes_.push_back(
       Write{sp::frame_prefix(carrier_, exchange.frame_body->size()), exchange.frame_body, id});
-  arm_resend(id, exchange);
+  if (exchange.resend.count() > 0) {
+    exchange.resend_at = std::chrono::steady_clock::now() + exchange.resend;
+    watch_deadline(exchange.resend_at);
+  }
   write_next();
 }
 
-void Req0Socket::arm_resend(ExchangeId id, Exchange& exchange) {
-  if (exchange.resend.count() <= 0) return;
-  if (!exchange.resend_timer) exchange.resend_timer = std::make_unique<asio::steady_timer>(strand_);
-  exchange.resend_timer->expires_after(exchange.resend);
-  exchange.resend_timer->async_wait([weak = weak_from_this(), id](std::error_code ec) {
+void Req0Socket::watch_deadline(TimePoint due) {
+  if (closed_ || due >= deadline_armed_for_) return;
+  deadline_armed_for_ = due;
+  deadline_timer_.expires_at(due);  // a wait armed for later ends with operation_aborted
+  deadline_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self) return;
-    auto it = self->exchanges_.find(id);
-    if (it == self->exchanges_.end() || !it->second.written) return;
-    self->write(id);  // unanswered for its resend time: again, on this connection
+    self->on_deadline();
   });
+}
+
+void Req0Socket::on_deadline() {
+  deadline_armed_for_ = TimePoint::max();
+  const TimePoint now = std::chrono::steady_clock::now();
+  std::vector<ExchangeId> expired, unanswered;
+  for (const auto& [id, exchange] : exchanges_) {
+    if (exchange.give_up_at <= now) {
+      expired.push_back(id);
+    } else if (exchange.written && exchange.resend_at <= now) {
+      unanswered.push_back(id);
+    }
+  }
+  // Each by its id again: finishing one runs its owner's code, which may end or add others.
+  for (auto id : expired) {
+    auto it = exchanges_.find(id);
+    if (it == exchanges_.end()) continue;
+    const auto limit = it->second.give_up;
+    finish(id, make_error_code(errc::timeout), {},
+           "no reply within " + std::to_string(limit.count()) + "ms");
+  }
+  for (auto id : unanswered) {
+    auto it = exchanges_.find(id);
+    if (it != exchanges_.end() && it->second.written)
+      write(id);  // unanswered for its resend time: again, on this connection
+  }
+  TimePoint next = TimePoint::max();
+  for (const auto& [id, exchange] : exchanges_)
+    next = std::min({next, exchange.give_up_at, exchange.resend_at});
+  if (next != TimePoint::max()) watch_deadline(next);
 }
 
 void Req0Socket::write_next() {
@@ -443,8 +474,6 @@ void Req0Socket::finish(ExchangeId id, std::error_code ec, std::string reply, st
   if (it == exchanges_.end()) return;
   Replied replied = std::move(it->second.replied);
   by_request_id_.erase(it->second.request_id);
-  if (it->second.resend_timer) it->second.resend_timer->cancel();
-  if (it->second.give_up_timer) it->second.give_up_timer->cancel();
   exchanges_.erase(it);
   if (replied) replied(ec, std::move(reply), std::move(detail));
 }

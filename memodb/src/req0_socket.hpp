@@ -52,6 +52,7 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
   using Sent = std::function<void()>;
   using Replied = std::function<void(std::error_code, std::string reply, std::string detail)>;
   using ExchangeId = std::uint64_t;
+  using TimePoint = std::chrono::steady_clock::time_point;
 
   // Throws polybus::Error (invalid_url) for an address it cannot use.
   Req0Socket(const Strand& strand, Req0Settings settings, Events events);
@@ -82,8 +83,9 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
     Replied replied;
     bool written = false;       // on the current connection (waiting for its reply)
     bool ever_written = false;  // `sent` has run
-    std::unique_ptr<asio::steady_timer> resend_timer;
-    std::unique_ptr<asio::steady_timer> give_up_timer;
+    std::chrono::milliseconds give_up{0};
+    TimePoint give_up_at = TimePoint::max();  // fails with timeout then
+    TimePoint resend_at = TimePoint::max();   // written and unanswered: sent again then
   };
   struct Link;  // one connection
 
@@ -95,7 +97,8 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
   void write_next();
   void watch_write(Link& link);  // write_timeout's watchdog
   void on_message(std::string message);
-  void arm_resend(ExchangeId id, Exchange& exchange);
+  void watch_deadline(TimePoint due);  // the exchanges' watchdog: give_up and resend
+  void on_deadline();
   void finish(ExchangeId id, std::error_code ec, std::string reply, std::string detail);
   std::uint32_t next_request_id();
 
@@ -120,6 +123,11 @@ class Req0Socket : public std::enable_shared_from_this<Req0Socket> {
   };
   std::deque<Write> writes_;
   bool writing_ = false;
+  // One timer for every exchange's give_up and resend times, not two per exchange: armed for the
+  // earliest (and moved only when a sooner one comes), it looks at them all when it fires. A
+  // stream of exchanges answered in time then creates, arms and cancels no timer per exchange.
+  asio::steady_timer deadline_timer_;
+  TimePoint deadline_armed_for_ = TimePoint::max();
 };
 
 }  // namespace polybus::memodb::detail
