@@ -297,8 +297,12 @@ void Transport::read_next() {
     });
     return;
   }
-  if (!chunk_ || chunk_.use_count() > 1)
+  if (chunk_ && chunk_.use_count() == 1) {
+    chunk_used_ = 0;  // nothing holds a view into it
+  } else if (!chunk_ || chunk_->size - chunk_used_ < chunk_->size / 4) {
     chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
+    chunk_used_ = 0;
+  }
   reading_ = true;
   // Pending reads hold the transport and the stream (see stream_); closing ends them.
   auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
@@ -306,7 +310,7 @@ void Transport::read_next() {
     if (gen != self->generation_) return;
     self->on_read(ec, n);
   };
-  auto buffer = asio::buffer(chunk_->data);
+  auto buffer = asio::buffer(chunk_->data.get() + chunk_used_, chunk_->size - chunk_used_);
   if (tls_active_)
     stream_->tls->async_read_some(buffer, std::move(handler));
   else
@@ -323,13 +327,17 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   }
   last_read_ = Clock::now();
   if (stats_) stats_->count_bytes_in(n);
+  const char* data = chunk_->data.get() + chunk_used_;
+  chunk_used_ += n;
   if (first_bytes_.size() < kFirstBytesKept)
-    first_bytes_.append(chunk_->data.data(), std::min(n, kFirstBytesKept - first_bytes_.size()));
-  auto chunk = chunk_;
+    first_bytes_.append(data, std::min(n, kFirstBytesKept - first_bytes_.size()));
   const std::uint64_t gen = generation_;
   if (callbacks_.on_data) {
+    // Held only for the call (the callback may end the connection): read_next() must see only
+    // the views the parser kept.
+    auto chunk = chunk_;
     ArrivalClock::Scope arrived(last_read_);
-    callbacks_.on_data(chunk, chunk->data.data(), n);
+    callbacks_.on_data(chunk, data, n);
   }
   if (gen == generation_) read_next();
 }

@@ -7,7 +7,9 @@
 #include <asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <future>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "polybus/error.hpp"
 #include "polybus/adapter/transport.hpp"
@@ -124,7 +126,9 @@ class Client {
       written_totals_.push_back(total);
       cv_.notify_all();
     };
-    callbacks.on_data = [this](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
+    callbacks.on_data = [this](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                               std::size_t n) {
+      if (on_chunk_hook) on_chunk_hook(chunk, data, n);
       std::lock_guard<std::mutex> lock(mutex_);
       received_.append(data, n);
       cv_.notify_all();
@@ -184,6 +188,8 @@ class Client {
   std::shared_ptr<Transport> transport_;
   Collector events_;
   std::function<void()> on_data_hook;  // strand
+  // Strand: sees each read's chunk, as a parser that keeps views into it does.
+  std::function<void(const std::shared_ptr<ReadChunk>&, const char*, std::size_t)> on_chunk_hook;
 
  private:
   std::mutex mutex_;
@@ -514,4 +520,89 @@ TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][
   REQUIRE(upgraded.wait_for(1));
   CHECK(upgrade_result == std::error_code{});
   REQUIRE(client.wait_received("OK\ninside"));
+}
+
+TEST_CASE("small reads whose bytes are still held share a chunk instead of pinning one each",
+          "[transport]") {
+  // A parser keeps views into every read (messages a handler still has). Each read used to take
+  // a fresh 64 KiB chunk when the last one was held: 100 messages of 200 bytes pinned 6.4 MiB.
+  struct Held {
+    std::shared_ptr<ReadChunk> chunk;
+    const char* data;
+    std::size_t size;
+  };
+  std::vector<Held> held;  // strand only
+  TestServer server(Mode::echo);
+  Client client;
+  client.on_chunk_hook = [&](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                             std::size_t n) {
+    held.push_back({chunk, data, n});
+  };
+  REQUIRE(client.connect(server.address()) == "connected");
+  std::string expected;
+  for (int i = 0; i < 100; ++i) {
+    const std::string message =
+        std::to_string(i) + std::string(200, static_cast<char>('a' + i % 26));
+    expected += message;
+    client.run([&client, message] { client.transport_->write(message); });
+    REQUIRE(client.wait_received(expected));  // echoed before the next goes: a read of its own
+  }
+  std::promise<std::pair<std::string, std::size_t>> seen;
+  client.run([&] {
+    std::string joined;
+    std::set<const ReadChunk*> chunks;
+    for (const auto& h : held) {
+      joined.append(h.data, h.size);
+      chunks.insert(h.chunk.get());
+    }
+    seen.set_value({joined, chunks.size()});
+  });
+  auto [joined, chunks] = seen.get_future().get();
+  CHECK(held.size() >= 100);
+  CHECK(joined == expected);  // no later read wrote over bytes still held
+  CHECK(chunks <= 2);         // 20 KiB of reads within 64 KiB chunks
+}
+
+TEST_CASE("a chunk filled to its last quarter while held gives way to a fresh one", "[transport]") {
+  struct Held {
+    std::shared_ptr<ReadChunk> chunk;
+    const char* data;
+    std::size_t size;
+  };
+  std::vector<Held> held;  // strand only
+  TestServer server(Mode::echo);
+  TransportSettings settings;
+  settings.read_chunk_size = 4096;
+  Client client(settings);
+  client.on_chunk_hook = [&](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                             std::size_t n) {
+    held.push_back({chunk, data, n});
+  };
+  REQUIRE(client.connect(server.address()) == "connected");
+  std::string expected;
+  for (int i = 0; i < 40; ++i) {
+    const std::string message(500, static_cast<char>('A' + i % 26));
+    expected += message;
+    client.run([&client, message] { client.transport_->write(message); });
+    REQUIRE(client.wait_received(expected));
+  }
+  std::promise<std::tuple<std::string, std::size_t, bool>> seen;
+  client.run([&] {
+    std::string joined;
+    std::set<const ReadChunk*> chunks;
+    bool inside = true;  // every view within its chunk's bytes
+    for (const auto& h : held) {
+      joined.append(h.data, h.size);
+      chunks.insert(h.chunk.get());
+      inside = inside && h.data >= h.chunk->data.get() &&
+               h.data + h.size <= h.chunk->data.get() + h.chunk->size;
+    }
+    seen.set_value({joined, chunks.size(), inside});
+  });
+  auto [joined, chunks, inside] = seen.get_future().get();
+  CHECK(inside);
+  CHECK(joined == expected);
+  // 20,000 bytes in 4 KiB chunks, each left once under 1 KiB remains: 6 or 7 chunks, not 40.
+  CHECK(chunks >= 5);
+  CHECK(chunks <= 8);
 }

@@ -4,8 +4,10 @@
 // deadline, and an idle hook for heartbeat rules. Everything runs on the adapter's strand.
 //
 // Reads land in reference-counted chunks: a protocol parser can hand out views into a chunk and
-// keep it alive (Message::payload without a copy); the transport reads into a fresh chunk when
-// the previous one is still referenced.
+// keep it alive (Message::payload without a copy). While views into a chunk are held, reads go on
+// into the rest of it, so that small reads share a chunk instead of pinning one each; a fresh
+// chunk only when the rest is under a quarter, and the same one from its start once nothing
+// holds it.
 #pragma once
 
 #include <asio/ip/tcp.hpp>
@@ -53,10 +55,12 @@ struct TransportSettings {
   static TransportSettings from_options(const ResolvedOptions& options);
 };
 
-// A read chunk; views into it stay valid while a shared_ptr to it is held.
+// A read chunk; views into it stay valid while a shared_ptr to it is held. Its bytes are not
+// zeroed: only what reads filled is ever looked at.
 struct ReadChunk {
-  explicit ReadChunk(std::size_t size) : data(size) {}
-  std::vector<char> data;
+  explicit ReadChunk(std::size_t n) : data(new char[n]), size(n) {}
+  std::unique_ptr<char[]> data;
+  std::size_t size;
 };
 
 class Transport : public std::enable_shared_from_this<Transport> {
@@ -208,6 +212,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::uint64_t total_queued_ = 0;
   std::uint64_t total_written_ = 0;
   std::shared_ptr<ReadChunk> chunk_;
+  std::size_t chunk_used_ = 0;  // bytes of chunk_ that reads filled (views may point into them)
   std::chrono::milliseconds idle_{0};
   std::function<void()> on_idle_;
   Clock::time_point last_read_;
