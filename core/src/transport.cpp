@@ -1,5 +1,6 @@
 #include "polybus/adapter/transport.hpp"
 
+#include <algorithm>
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
@@ -299,7 +300,7 @@ void Transport::read_next() {
   }
   if (chunk_ && chunk_.use_count() == 1) {
     chunk_used_ = 0;  // nothing holds a view into it
-  } else if (!chunk_ || chunk_->size - chunk_used_ < chunk_->size / 4) {
+  } else if (!chunk_ || chunk_->size - chunk_used_ < std::max<std::size_t>(chunk_->size / 4, 1)) {
     chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
     chunk_used_ = 0;
   }
