@@ -522,87 +522,81 @@ TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][
   REQUIRE(client.wait_received("OK\ninside"));
 }
 
-TEST_CASE("small reads whose bytes are still held share a chunk instead of pinning one each",
-          "[transport]") {
-  // A parser keeps views into every read (messages a handler still has). Each read used to take
-  // a fresh 64 KiB chunk when the last one was held: 100 messages of 200 bytes pinned 6.4 MiB.
-  struct Held {
-    std::shared_ptr<ReadChunk> chunk;
-    const char* data;
-    std::size_t size;
-  };
-  std::vector<Held> held;  // strand only
-  TestServer server(Mode::echo);
-  Client client;
-  client.on_chunk_hook = [&](const std::shared_ptr<ReadChunk>& chunk, const char* data,
-                             std::size_t n) {
-    held.push_back({chunk, data, n});
-  };
-  REQUIRE(client.connect(server.address()) == "connected");
-  std::string expected;
-  for (int i = 0; i < 100; ++i) {
-    const std::string message =
-        std::to_string(i) + std::string(200, static_cast<char>('a' + i % 26));
-    expected += message;
-    client.run([&client, message] { client.transport_->write(message); });
-    REQUIRE(client.wait_received(expected));  // echoed before the next goes: a read of its own
-  }
-  std::promise<std::pair<std::string, std::size_t>> seen;
-  client.run([&] {
-    std::string joined;
-    std::set<const ReadChunk*> chunks;
-    for (const auto& h : held) {
-      joined.append(h.data, h.size);
-      chunks.insert(h.chunk.get());
-    }
-    seen.set_value({joined, chunks.size()});
-  });
-  auto [joined, chunks] = seen.get_future().get();
-  CHECK(held.size() >= 100);
-  CHECK(joined == expected);  // no later read wrote over bytes still held
-  CHECK(chunks <= 2);         // 20 KiB of reads within 64 KiB chunks
-}
+namespace {
 
-TEST_CASE("a chunk filled to its last quarter while held gives way to a fresh one", "[transport]") {
+// Holds every read's chunk, as a parser that keeps views into each read does, while `client`
+// sends `messages` one at a time through the echo server (each echoed before the next goes, so
+// each arrives in a read of its own); then reports what the views hold.
+struct HeldReads {
+  std::string joined;     // the held views' bytes, in order
+  std::size_t chunks{0};  // distinct chunks among them
+  bool inside{true};      // every view within its chunk's bytes
+};
+
+HeldReads hold_every_read(Client& client, const HostPort& echo,
+                          const std::vector<std::string>& messages, std::string& expected) {
   struct Held {
     std::shared_ptr<ReadChunk> chunk;
     const char* data;
     std::size_t size;
   };
-  std::vector<Held> held;  // strand only
-  TestServer server(Mode::echo);
-  TransportSettings settings;
-  settings.read_chunk_size = 4096;
-  Client client(settings);
-  client.on_chunk_hook = [&](const std::shared_ptr<ReadChunk>& chunk, const char* data,
-                             std::size_t n) {
-    held.push_back({chunk, data, n});
+  auto held = std::make_shared<std::vector<Held>>();  // strand only
+  client.on_chunk_hook = [held](const std::shared_ptr<ReadChunk>& chunk, const char* data,
+                                std::size_t n) {
+    held->push_back({chunk, data, n});
   };
-  REQUIRE(client.connect(server.address()) == "connected");
-  std::string expected;
-  for (int i = 0; i < 40; ++i) {
-    const std::string message(500, static_cast<char>('A' + i % 26));
+  REQUIRE(client.connect(echo) == "connected");
+  for (const auto& message : messages) {
     expected += message;
     client.run([&client, message] { client.transport_->write(message); });
     REQUIRE(client.wait_received(expected));
   }
-  std::promise<std::tuple<std::string, std::size_t, bool>> seen;
-  client.run([&] {
-    std::string joined;
+  std::promise<HeldReads> seen;
+  client.run([&seen, held] {
+    HeldReads result;
     std::set<const ReadChunk*> chunks;
-    bool inside = true;  // every view within its chunk's bytes
-    for (const auto& h : held) {
-      joined.append(h.data, h.size);
+    for (const auto& h : *held) {
+      result.joined.append(h.data, h.size);
       chunks.insert(h.chunk.get());
-      inside = inside && h.data >= h.chunk->data.get() &&
-               h.data + h.size <= h.chunk->data.get() + h.chunk->size;
+      result.inside = result.inside && h.data >= h.chunk->data.get() &&
+                      h.data + h.size <= h.chunk->data.get() + h.chunk->size;
     }
-    seen.set_value({joined, chunks.size(), inside});
+    result.chunks = chunks.size();
+    seen.set_value(std::move(result));
   });
-  auto [joined, chunks, inside] = seen.get_future().get();
-  CHECK(inside);
-  CHECK(joined == expected);
+  return seen.get_future().get();
+}
+
+}  // namespace
+
+TEST_CASE("small reads whose bytes are still held share a chunk instead of pinning one each",
+          "[transport]") {
+  // A parser keeps views into every read (messages a handler still has). Each read used to take
+  // a fresh 64 KiB chunk: 100 held messages of 200 bytes pinned 6.4 MiB.
+  TestServer server(Mode::echo);
+  Client client;
+  std::vector<std::string> messages;
+  for (int i = 0; i < 100; ++i)
+    messages.push_back(std::to_string(i) + std::string(200, static_cast<char>('a' + i % 26)));
+  std::string expected;
+  const HeldReads held = hold_every_read(client, server.address(), messages, expected);
+  CHECK(held.inside);
+  CHECK(held.joined == expected);  // no later read wrote over bytes still held
+  CHECK(held.chunks <= 2);         // 20 KiB of reads within 64 KiB chunks
+}
+
+TEST_CASE("a chunk filled to its last quarter while held gives way to a fresh one", "[transport]") {
+  TestServer server(Mode::echo);
+  TransportSettings settings;
+  settings.read_chunk_size = 4096;
+  Client client(settings);
+  std::vector<std::string> messages;
+  for (int i = 0; i < 40; ++i) messages.emplace_back(500, static_cast<char>('A' + i % 26));
+  std::string expected;
+  const HeldReads held = hold_every_read(client, server.address(), messages, expected);
+  CHECK(held.inside);
+  CHECK(held.joined == expected);
   // 20,000 bytes in 4 KiB chunks, each left once under 1 KiB remains: 6 or 7 chunks, not 40.
-  CHECK(chunks >= 5);
-  CHECK(chunks <= 8);
+  CHECK(held.chunks >= 5);
+  CHECK(held.chunks <= 8);
 }
