@@ -298,9 +298,10 @@ void Transport::read_next() {
     });
     return;
   }
-  if (chunk_ && chunk_.use_count() == 1) {
-    chunk_used_ = 0;  // nothing holds a view into it
-  } else if (!chunk_ || chunk_->size - chunk_used_ < std::max<std::size_t>(chunk_->size / 4, 1)) {
+  // On into the rest of the chunk, held or not: whether a handler thread still reads a view
+  // into the part already filled cannot be known without racing it (use_count() is a relaxed
+  // load), so no byte of a chunk is read into twice.
+  if (!chunk_ || chunk_->size - chunk_used_ < std::max<std::size_t>(chunk_->size / 4, 1)) {
     chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
     chunk_used_ = 0;
   }

@@ -466,7 +466,7 @@ void Req0Socket::on_message(std::string message) {
   if (found == by_request_id_.end()) return;  // an exchange that ended: dropped, as req0 does
   auto it = exchanges_.find(found->second);
   if (it == exchanges_.end() || !it->second.written) return;  // not sent on this connection
-  message.erase(0, message.size() - rest.size());  // the reply in place: no copy of its bytes
+  message.erase(0, message.size() - rest.size());  // the ID dropped in place: no new string
   finish(found->second, {}, std::move(message), {});
 }
 

@@ -8,8 +8,9 @@
 //
 //   polybus_loopback_floor [--jobs N] [--mode block|epoll]
 //
-// block: blocking reads and writes; epoll: non-blocking sockets, one epoll_wait per wake, as an
-// event loop does. Prints one JSON line. Numbers are read by hand, never asserted.
+// block: blocking reads and writes; epoll: non-blocking sockets, and an epoll_wait when a read
+// finds nothing, as asio's reads do. Prints one JSON line. Numbers are read by hand, never
+// asserted.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,6 +38,19 @@ constexpr int kHeldAtRelay = 8;
 
 [[noreturn]] void fail(const char* what) {
   throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
+
+// A thread's body: an error ends the program with its words (nothing else could join it).
+template <typename Fn>
+auto or_exit(Fn fn) {
+  return [fn]() mutable {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "polybus_loopback_floor: %s\n", e.what());
+      std::_Exit(1);
+    }
+  };
 }
 
 struct Usage {
@@ -187,9 +201,9 @@ void relay(int requests_listener, int workers_listener, int jobs) {
 int main(int argc, char** argv) try {
   int jobs = 20000;
   bool event_loop = true;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--jobs") {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i], value = i + 1 < argc ? argv[i + 1] : "";
+    if (flag == "--jobs" && std::atoi(value.c_str()) > 0) {
       jobs = std::atoi(value.c_str());
     } else if (flag == "--mode" && (value == "block" || value == "epoll")) {
       event_loop = value == "epoll";
@@ -200,11 +214,11 @@ int main(int argc, char** argv) try {
   }
   std::uint16_t requests_port = 0, workers_port = 0;
   int requests_listener = listen_any(requests_port), workers_listener = listen_any(workers_port);
-  std::thread broker([&] { relay(requests_listener, workers_listener, jobs); });
+  std::thread broker(or_exit([&] { relay(requests_listener, workers_listener, jobs); }));
 
   Usage worker_usage, requester_usage;
   const auto start = std::chrono::steady_clock::now();
-  std::thread worker([&] {
+  std::thread worker(or_exit([&] {
     int fd = connect_to(workers_port);
     Reader reader(fd, event_loop);
     char frame[kFrame];
@@ -215,8 +229,8 @@ int main(int argc, char** argv) try {
     }
     worker_usage = thread_usage();
     close(fd);
-  });
-  std::thread requester([&] {
+  }));
+  std::thread requester(or_exit([&] {
     int fd = connect_to(requests_port);
     Reader reader(fd, event_loop);
     char frame[kFrame];
@@ -232,7 +246,7 @@ int main(int argc, char** argv) try {
     }
     requester_usage = thread_usage();
     close(fd);
-  });
+  }));
   worker.join();
   requester.join();
   const double seconds =

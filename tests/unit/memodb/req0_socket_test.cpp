@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <future>
 #include <map>
@@ -33,7 +34,10 @@ class ScriptedRep0 {
   }
   ~ScriptedRep0() {
     std::error_code ignored;
-    if (peer_) peer_->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);  // serve() clears peer_ before its socket goes
+      if (peer_) peer_->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    }
     acceptor_.close(ignored);
     thread_.join();
   }
@@ -48,6 +52,12 @@ class ScriptedRep0 {
   bool wait_for_copies(const std::string& body, int n) {
     std::unique_lock<std::mutex> lock(mutex_);
     return cv_.wait_for(lock, test::kWaitBound, [&] { return copies_[body] >= n; });
+  }
+  // What was wrong with the bytes the socket sent, if anything (checked on the test's thread:
+  // Catch2's assertions are not thread-safe).
+  std::string bad_stream() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bad_stream_;
   }
 
  private:
@@ -72,7 +82,12 @@ class ScriptedRep0 {
       while (!in.empty() && !ec) {
         std::error_code bad;
         in.remove_prefix(decoder.feed(in, bad));
-        REQUIRE_FALSE(bad);
+        if (bad) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          bad_stream_ = bad.message();
+          ec = bad;  // ends the loop; peer_ is cleared below
+          break;
+        }
         if (!decoder.ready()) continue;
         const std::string request = decoder.take();
         const std::string body = request.substr(4);
@@ -97,6 +112,7 @@ class ScriptedRep0 {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::string, int> copies_;
+  std::string bad_stream_;
   asio::ip::tcp::socket* peer_ = nullptr;
 };
 
@@ -109,16 +125,20 @@ struct Outcome {
 class Requester {
  public:
   explicit Requester(const std::string& address) : strand_(asio::make_strand(io_)) {
-    std::promise<void> connected;
+    auto connected = std::make_shared<std::promise<void>>();
+    auto future = connected->get_future();
     memodb::detail::Req0Settings settings;
     settings.address = address;
     memodb::detail::Req0Socket::Events events;
-    events.connected = [&connected] { connected.set_value(); };
+    events.connected = [connected, once = std::make_shared<std::atomic<bool>>(false)] {
+      if (!once->exchange(true)) connected->set_value();
+    };
     socket_ = std::make_shared<memodb::detail::Req0Socket>(strand_, settings, std::move(events));
     thread_ = std::thread([this] { io_.run(); });
     asio::post(strand_, [this] { socket_->connect(); });
-    REQUIRE(connected.get_future().wait_for(test::kWaitBound) == std::future_status::ready);
+    up_ = future.wait_for(test::kWaitBound) == std::future_status::ready;
   }
+  bool up() const { return up_; }  // the SP headers were exchanged within the wait bound
   ~Requester() {
     std::promise<void> closed;
     asio::post(strand_, [&] {
@@ -163,6 +183,7 @@ class Requester {
   asio::executor_work_guard<asio::io_context::executor_type> guard_{io_.get_executor()};
   Strand strand_;
   std::shared_ptr<memodb::detail::Req0Socket> socket_;
+  bool up_ = false;
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -177,6 +198,7 @@ TEST_CASE("req0 socket: an unanswered request is resent at its resend time, then
           "[memodb][req0]") {
   ScriptedRep0 peer;
   Requester requester(peer.address());
+  REQUIRE(requester.up());
   const auto start = std::chrono::steady_clock::now();
   requester.exchange("silence", 40ms, 400ms);
   REQUIRE(peer.wait_for_copies("silence", 3));  // the first, then two resends
@@ -186,11 +208,13 @@ TEST_CASE("req0 socket: an unanswered request is resent at its resend time, then
   CHECK(outcome->ec == errc::timeout);
   CHECK(outcome->detail == "no reply within 400ms");
   CHECK(requester.completions("silence") == 1);
+  CHECK(peer.bad_stream().empty());
 }
 
 TEST_CASE("req0 socket: a sooner deadline made after a later one comes first", "[memodb][req0]") {
   ScriptedRep0 peer;
   Requester requester(peer.address());
+  REQUIRE(requester.up());
   requester.exchange("late", 0ms, 60'000ms);
   REQUIRE(peer.wait_for_copies("late", 1));
   const auto start = std::chrono::steady_clock::now();
@@ -202,23 +226,29 @@ TEST_CASE("req0 socket: a sooner deadline made after a later one comes first", "
   CHECK(std::chrono::steady_clock::now() - start < 30s);
   CHECK_FALSE(requester.outcome("late"));
   CHECK(peer.copies("late") == 1);  // resend 0: never sent again
+  CHECK(peer.bad_stream().empty());
 }
 
 TEST_CASE("req0 socket: an answered exchange completes once with its reply and never times out",
           "[memodb][req0]") {
   ScriptedRep0 peer;
   Requester requester(peer.address());
-  requester.exchange("answer me", 20ms, 100ms);
+  REQUIRE(requester.up());
+  // Times far above a loopback round trip, even under TSan on busy cores, so that the answer
+  // comes before the first resend and the give_up.
+  requester.exchange("answer me", 400ms, 1000ms);
   const auto answered = requester.wait_for("answer me");
   REQUIRE(answered);
   CHECK_FALSE(answered->ec);
   CHECK(answered->reply == "re:answer me");
-  // A later exchange's timeout, after the first one's give_up time and several of its resend
-  // times have passed: the answered one neither completed again nor went out again.
-  requester.exchange("silence", 0ms, 300ms);
+  const int copies_when_answered = peer.copies("answer me");
+  // A later exchange's timeout, after the first one's give_up time and its resend times have
+  // passed: the answered one neither completed again nor went out again.
+  requester.exchange("silence", 0ms, 1500ms);
   const auto silence = requester.wait_for("silence");
   REQUIRE(silence);
   CHECK(silence->ec == errc::timeout);
   CHECK(requester.completions("answer me") == 1);
-  CHECK(peer.copies("answer me") == 1);
+  CHECK(peer.copies("answer me") == copies_when_answered);
+  CHECK(peer.bad_stream().empty());
 }

@@ -4,10 +4,9 @@
 // deadline, and an idle hook for heartbeat rules. Everything runs on the adapter's strand.
 //
 // Reads land in reference-counted chunks: a protocol parser can hand out views into a chunk and
-// keep it alive (Message::payload without a copy). While views into a chunk are held, reads go on
-// into the rest of it, so that small reads share a chunk instead of pinning one each; a fresh
-// chunk only when the rest is under a quarter, and the same one from its start once nothing
-// holds it.
+// keep it alive (Message::payload without a copy). Reads go on into the rest of a chunk, so that
+// small reads share one instead of pinning one each; a fresh chunk when the rest is under a
+// quarter. A chunk goes when the last view into it does; no byte of one is read into twice.
 #pragma once
 
 #include <asio/ip/tcp.hpp>
