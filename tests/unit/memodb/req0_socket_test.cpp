@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "memodb/src/req0_socket.hpp"
+#include "polybus/adapter/io_thread.hpp"
 #include "polybus/error.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "test_support.hpp"
@@ -124,7 +125,7 @@ struct Outcome {
 // A Req0Socket on a strand of its own io thread, connected to `address`.
 class Requester {
  public:
-  explicit Requester(const std::string& address) : strand_(asio::make_strand(io_)) {
+  explicit Requester(const std::string& address) : strand_(asio::make_strand(io_.context())) {
     auto connected = std::make_shared<std::promise<void>>();
     auto future = connected->get_future();
     memodb::detail::Req0Settings settings;
@@ -134,20 +135,14 @@ class Requester {
       if (!once->exchange(true)) connected->set_value();
     };
     socket_ = std::make_shared<memodb::detail::Req0Socket>(strand_, settings, std::move(events));
-    thread_ = std::thread([this] { io_.run(); });
     asio::post(strand_, [this] { socket_->connect(); });
     up_ = future.wait_for(test::kWaitBound) == std::future_status::ready;
   }
   bool up() const { return up_; }  // the SP headers were exchanged within the wait bound
   ~Requester() {
-    std::promise<void> closed;
-    asio::post(strand_, [&] {
-      socket_->close();
-      closed.set_value();
-    });
-    closed.get_future().wait();
-    guard_.reset();
-    thread_.join();
+    // On the io thread (its only thread, so in the strand's order); io_'s destructor then joins
+    // it once the socket's cancelled handlers have run.
+    io_.run([this] { socket_->close(); });
   }
   // Starts an exchange; its outcome (and how many times it completed) is kept under `name`.
   void exchange(const std::string& body, std::chrono::milliseconds resend,
@@ -179,12 +174,10 @@ class Requester {
   }
 
  private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_{io_.get_executor()};
+  IoThread io_;  // declared first: joined last, after the socket is closed
   Strand strand_;
   std::shared_ptr<memodb::detail::Req0Socket> socket_;
   bool up_ = false;
-  std::thread thread_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::string, Outcome> outcomes_;
