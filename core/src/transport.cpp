@@ -314,9 +314,9 @@ void Transport::read_next() {
   };
   auto buffer = asio::buffer(chunk_->data.get() + chunk_used_, chunk_->size - chunk_used_);
   if (tls_active_)
-    stream_->tls->async_read_some(buffer, std::move(handler));
+    stream_->tls->async_read_some(buffer, in_memory(read_memory_, std::move(handler)));
   else
-    stream_->socket.async_read_some(buffer, std::move(handler));
+    stream_->socket.async_read_some(buffer, in_memory(read_memory_, std::move(handler)));
 }
 
 void Transport::on_read(std::error_code ec, std::size_t n) {
@@ -411,17 +411,9 @@ void Transport::flush() {
   for (auto& piece : in_flight_) buffers_.push_back(asio::buffer(piece.bytes()));
   const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
   writing_ = true;
-  if (settings_.write_timeout.count() > 0) {
-    write_timer_.expires_after(settings_.write_timeout);
-    write_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
-      auto self = weak.lock();
-      if (ec || !self || gen != self->generation_ || !self->writing_) return;
-      self->end(make_error_code(errc::timeout),
-                "writing to " + self->endpoint_ + " made no progress for " +
-                    std::to_string(self->settings_.write_timeout.count()) + "ms",
-                true);
-    });
-  }
+  write_started_ = Clock::now();
+  if (settings_.write_timeout.count() > 0 && !write_watch_armed_)
+    watch_write(write_started_ + settings_.write_timeout);
   // The write holds the transport: bytes queued before its owner let go still go out
   // (close_after_flush), bounded by the write deadline.
   auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
@@ -430,14 +422,32 @@ void Transport::flush() {
     self->on_written(ec, n);
   };
   if (tls_active_)
-    asio::async_write(*stream_->tls, buffers, std::move(handler));
+    asio::async_write(*stream_->tls, buffers, in_memory(write_memory_, std::move(handler)));
   else
-    asio::async_write(stream_->socket, buffers, std::move(handler));
+    asio::async_write(stream_->socket, buffers, in_memory(write_memory_, std::move(handler)));
+}
+
+void Transport::watch_write(Clock::time_point deadline) {
+  // One timer for every write, armed while one is under way and moved on only when it fires:
+  // arming and cancelling one per write cost an operation and a cancelled completion each.
+  write_watch_armed_ = true;
+  write_timer_.expires_at(deadline);
+  write_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || gen != self->generation_) return;
+    self->write_watch_armed_ = false;
+    if (!self->writing_) return;  // the next write arms it again
+    const auto due = self->write_started_ + self->settings_.write_timeout;
+    if (Clock::now() < due) return self->watch_write(due);  // a later write is under way
+    self->end(make_error_code(errc::timeout),
+              "writing to " + self->endpoint_ + " made no progress for " +
+                  std::to_string(self->settings_.write_timeout.count()) + "ms",
+              true);
+  });
 }
 
 void Transport::on_written(std::error_code ec, std::size_t n) {
   writing_ = false;
-  write_timer_.cancel();
   if (ec)
     return end(make_error_code(errc::disconnected),
                "write to " + endpoint_ + " failed: " + ec.message(), true);
@@ -495,17 +505,28 @@ void Transport::resume_reading() {
 
 void Transport::frame_state(bool partial_frame, bool completed_frame) {
   if (!partial_frame || !connected_) {
-    if (frame_timer_armed_) frame_timer_.cancel();
-    frame_timer_armed_ = false;
+    frame_pending_ = false;  // an armed watchdog finds none and stops
     return;
   }
-  if (frame_timer_armed_ && !completed_frame) return;  // the same frame is still coming
-  frame_timer_armed_ = true;
-  frame_timer_.expires_after(settings_.frame_timeout);
+  if (frame_pending_ && !completed_frame) return;  // the same frame is still coming
+  frame_pending_ = true;
+  frame_started_ = last_read_;  // its first byte came with the last read
+  if (!frame_watch_armed_) watch_frame(frame_started_ + settings_.frame_timeout);
+}
+
+void Transport::watch_frame(Clock::time_point deadline) {
+  // One timer for every frame, as for writes (watch_write): most reads end inside a frame, and
+  // re-arming per read cost an operation and a cancelled completion each.
+  frame_watch_armed_ = true;
+  frame_timer_.expires_at(deadline);
   frame_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
     auto self = weak.lock();
-    if (ec || !self || gen != self->generation_ || !self->frame_timer_armed_) return;
-    self->frame_timer_armed_ = false;
+    if (ec || !self || gen != self->generation_) return;
+    self->frame_watch_armed_ = false;
+    if (!self->frame_pending_) return;  // the next partial frame arms it again
+    const auto due = self->frame_started_ + self->settings_.frame_timeout;
+    if (Clock::now() < due) return self->watch_frame(due);  // a later frame is coming
+    self->frame_pending_ = false;
     const auto limit = std::to_string(self->settings_.frame_timeout.count()) + "ms";
     self->end(make_error_code(errc::limit_exceeded),
               "a frame from " + self->endpoint_ + " was still incomplete " + limit +
@@ -555,7 +576,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   first_bytes_.clear();
   ++generation_;
   connecting_ = connected_ = reading_ = writing_ = upgrading_ = close_when_flushed_ = false;
-  read_paused_ = frame_timer_armed_ = false;
+  read_paused_ = frame_pending_ = frame_watch_armed_ = write_watch_armed_ = false;
   tls_active_ = false;
   pending_tls_ = nullptr;
   resolver_.cancel();

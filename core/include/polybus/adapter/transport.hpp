@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/clock.hpp"
 #include "polybus/adapter/fifo.hpp"
+#include "polybus/adapter/handler_memory.hpp"
 #include "polybus/url.hpp"
 
 namespace polybus {
@@ -152,6 +154,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void on_read(std::error_code ec, std::size_t n);
   void flush();
   void on_written(std::error_code ec, std::size_t n);
+  void watch_write(Clock::time_point deadline);  // fails a write still under way past it
+  void watch_frame(Clock::time_point deadline);  // fails a frame still incomplete past it
   void arm_idle();
   void arm_handshake_deadline();
   void end(std::error_code ec, const std::string& detail, bool report);
@@ -178,9 +182,13 @@ class Transport : public std::enable_shared_from_this<Transport> {
   asio::steady_timer connect_timer_;
   asio::steady_timer handshake_timer_;
   asio::steady_timer write_timer_;
+  bool write_watch_armed_ = false;
+  Clock::time_point write_started_;  // of the write under way
   asio::steady_timer idle_timer_;
   asio::steady_timer frame_timer_;
-  bool frame_timer_armed_ = false;
+  bool frame_watch_armed_ = false;
+  bool frame_pending_ = false;       // the parser holds part of a frame
+  Clock::time_point frame_started_;  // when its first byte came
   bool read_paused_ = false;
   std::string endpoint_;
   std::string host_;
@@ -210,6 +218,9 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::size_t queued_bytes_ = 0;
   std::uint64_t total_queued_ = 0;
   std::uint64_t total_written_ = 0;
+  // The read and the write under way live here (each holds the transport).
+  HandlerMemory read_memory_;
+  HandlerMemory write_memory_;
   std::shared_ptr<ReadChunk> chunk_;
   std::size_t chunk_used_ = 0;  // bytes of chunk_ that reads filled (views may point into them)
   std::chrono::milliseconds idle_{0};

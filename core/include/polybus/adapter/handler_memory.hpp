@@ -1,0 +1,97 @@
+// Memory for the one operation an object keeps outstanding of a kind (a socket's read, its
+// write), so that the operation asio makes for each call comes from here, not from the heap.
+// asio's own per-thread cache holds two blocks and throws one away whenever a larger one is
+// wanted, so a thread that mixes reads, writes, strand hand-offs and posts allocated for most of
+// them (docs/performance.md, session 21). An operation that finds the memory taken, or that is
+// larger, gets the heap as before.
+//
+// The memory must outlive the operation: keep it in the object the operation's handler holds
+// alive (asio gives an operation's memory back before it calls the handler, with the handler
+// still alive).
+#pragma once
+
+#include <asio/bind_allocator.hpp>
+#include <atomic>
+#include <cstddef>
+#include <new>
+#include <utility>
+
+namespace polybus {
+
+class HandlerMemory {
+ public:
+  // Room for a socket operation with its handler and executor: asio 1.22's plain write takes
+  // 576 bytes, and no TLS operation of the transport's tests found 1024 too small.
+  static constexpr std::size_t kSize = 1024;
+  // Two blocks: a post to a strand that was idle makes the strand's invoker with the same
+  // allocator as the operation, while the operation still holds its block.
+  static constexpr std::size_t kBlocks = 2;
+
+  HandlerMemory() = default;
+  HandlerMemory(const HandlerMemory&) = delete;
+  HandlerMemory& operator=(const HandlerMemory&) = delete;
+
+  void* allocate(std::size_t size) {
+    // Atomic: an aborted operation of an ended connection may give its block back on another
+    // io thread while the next connection's operation asks for one.
+    if (size <= kSize)
+      for (auto& block : blocks_)
+        if (!block.in_use.exchange(true, std::memory_order_acquire)) return block.bytes;
+    return ::operator new(size);
+  }
+  void deallocate(void* pointer) noexcept {
+    for (auto& block : blocks_)
+      if (pointer == block.bytes) return block.in_use.store(false, std::memory_order_release);
+    ::operator delete(pointer);
+  }
+  // Blocks handed out now (for tests).
+  std::size_t in_use() const {
+    std::size_t n = 0;
+    for (const auto& block : blocks_) n += block.in_use.load(std::memory_order_relaxed);
+    return n;
+  }
+
+ private:
+  struct Block {
+    alignas(std::max_align_t) unsigned char bytes[kSize];
+    std::atomic<bool> in_use{false};
+  };
+  Block blocks_[kBlocks];
+};
+
+// The allocator asio finds on a handler (asio::bind_allocator) to place its operation in a
+// HandlerMemory.
+template <typename T>
+class HandlerAllocator {
+ public:
+  using value_type = T;
+
+  explicit HandlerAllocator(HandlerMemory& memory) : memory_(&memory) {}
+  template <typename U>
+  HandlerAllocator(const HandlerAllocator<U>& other) noexcept : memory_(other.memory_) {}
+
+  T* allocate(std::size_t n) { return static_cast<T*>(memory_->allocate(sizeof(T) * n)); }
+  void deallocate(T* pointer, std::size_t) noexcept { memory_->deallocate(pointer); }
+
+  template <typename U>
+  bool operator==(const HandlerAllocator<U>& other) const noexcept {
+    return memory_ == other.memory_;
+  }
+  template <typename U>
+  bool operator!=(const HandlerAllocator<U>& other) const noexcept {
+    return memory_ != other.memory_;
+  }
+
+ private:
+  template <typename U>
+  friend class HandlerAllocator;
+  HandlerMemory* memory_;
+};
+
+// handler, its operation placed in memory.
+template <typename Handler>
+auto in_memory(HandlerMemory& memory, Handler&& handler) {
+  return asio::bind_allocator(HandlerAllocator<void>(memory), std::forward<Handler>(handler));
+}
+
+}  // namespace polybus
