@@ -133,7 +133,9 @@ void ClientCore::take_in(IntakeWork work) {
   intake_.push_back(std::move(work));
   // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
   // queued on the strand, ahead of whatever that thread posts next (a close, a subscribe).
-  if (first) asio::post(shared_->strand, [self = shared_from_this()] { self->drain_intake(); });
+  if (first)
+    asio::post(shared_->strand,
+               in_memory(drain_memory_, [self = shared_from_this()] { self->drain_intake(); }));
 }
 
 void ClientCore::drain_intake() {

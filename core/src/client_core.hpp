@@ -16,6 +16,7 @@
 #include "handler_pool.hpp"
 #include "operations.hpp"
 #include "polybus/adapter/fifo.hpp"
+#include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/client.hpp"
 #include "runtime.hpp"
@@ -98,6 +99,8 @@ class SubscriptionCore : public SubscriptionSink,
   MessageHandler handler_;
   ServeHandler serve_handler_;
   const bool on_io_thread_;  // handlers run on the strand, one at a time (handler_thread=io)
+  // The hop onto the strand that wakes a handler: one is pending per idle handler slot.
+  HandlerMemory wake_memory_;
   std::uint32_t concurrency_;
   std::uint32_t max_attempts_;
   DiscardCallback on_discard_;
@@ -228,6 +231,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // intake_mutex_.
   std::deque<std::vector<IntakeWork>> sealed_;
   std::vector<IntakeWork> intake_spare_;  // guarded by intake_mutex_: an empty one, reused
+  // The intake's drain, posted from a publishing thread (no asio cache of its own): one at a time.
+  HandlerMemory drain_memory_;
 
   std::shared_ptr<ClientShared> shared_;
   Url url_;

@@ -72,13 +72,15 @@ void SubscriptionCore::enqueue(Message message) {
   // switch each way for every few messages.
   if (!start) return;
   if (on_io_thread_) return post_run_queue();  // after this turn, as below
-  asio::post(shared_->strand,
-             [self = shared_from_this()] { self->pool_->post([self] { self->run_queue(); }); });
+  asio::post(shared_->strand, in_memory(wake_memory_, [self = shared_from_this()] {
+               self->pool_->post([self] { self->run_queue(); });
+             }));
 }
 
 void SubscriptionCore::post_run_queue() {
   if (on_io_thread_)
-    asio::post(shared_->strand, [self = shared_from_this()] { self->run_queue(); });
+    asio::post(shared_->strand,
+               in_memory(wake_memory_, [self = shared_from_this()] { self->run_queue(); }));
   else
     pool_->post([self = shared_from_this()] { self->run_queue(); });
 }

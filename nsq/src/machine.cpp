@@ -260,20 +260,23 @@ std::error_code Machine::publish(std::string_view topic, const Body& body, std::
 }
 
 std::error_code Machine::publish_batch(std::string_view topic, const std::vector<Body>& bodies) {
-  std::vector<std::string_view> views;
-  views.reserve(bodies.size());
-  for (const auto& body : bodies) views.push_back(body.view());
-  std::string header;
-  if (auto ec = append_mpub_header(header, topic, views)) return ec;
+  views_.clear();
+  for (const auto& body : bodies) views_.push_back(body.view());
+  scratch_.clear();
+  auto ec = append_mpub_header(scratch_, topic, views_);
+  views_.clear();  // they point into the caller's bodies
+  // A batch far larger than a gathered burst gives back what its views took.
+  if (views_.capacity() > kViewsKeptAtMost) std::vector<std::string_view>().swap(views_);
+  if (ec) return ec;
   if (codec_) {
     for (const auto& body : bodies) {
-      append_size_prefix(header, static_cast<std::uint32_t>(body.size()));
-      header += body.view();
+      append_size_prefix(scratch_, static_cast<std::uint32_t>(body.size()));
+      scratch_ += body.view();
     }
-    emit(std::move(header));
+    emit_scratch();
     return {};
   }
-  handler_.send(std::move(header));
+  handler_.send_copy(scratch_);
   for (const auto& body : bodies) {
     scratch_.clear();
     append_size_prefix(scratch_, static_cast<std::uint32_t>(body.size()));

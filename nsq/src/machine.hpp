@@ -108,6 +108,9 @@ class Machine {
   std::string decoded_;
   // Commands and headers are built here and copied out: no allocation per FIN, RDY or PUB header.
   std::string scratch_;
+  // An MPUB's bodies as views, for its header's checks; kept so a burst allocates none.
+  static constexpr std::size_t kViewsKeptAtMost = 4096;
+  std::vector<std::string_view> views_;
   bool heartbeat_due_ = false;
   std::uint64_t frames_ = 0;
 };

@@ -149,10 +149,27 @@ void Producer::flush_gathered() {
   gathering_ = Outgoing{};
   gathering_bytes_ = 0;
   if (closed_) return complete(out, make_error_code(polybus::errc::closed), "client closed");
-  // The next burst is likely this one's size: two allocations for it, not a doubling series.
-  gathering_.bodies.reserve(out.bodies.size());
-  gathering_.dones.reserve(out.dones.size());
+  // Into vectors an answered burst left, else two allocations for it, not a doubling series.
+  if (!spare_vectors_.empty()) {
+    gathering_.bodies = std::move(spare_vectors_.back().bodies);
+    gathering_.dones = std::move(spare_vectors_.back().dones);
+    spare_vectors_.pop_back();
+  }
+  // Reserved for the largest burst so far: kept vectors then fit whichever burst takes them.
+  largest_burst_ = std::max(largest_burst_, out.dones.size());
+  gathering_.bodies.reserve(largest_burst_);
+  gathering_.dones.reserve(largest_burst_);
   route(std::move(out));
+}
+
+void Producer::keep_vectors(Outgoing& answered) {
+  if (answered.bodies.capacity() == 0 || answered.bodies.capacity() > kMaxGathered ||
+      spare_vectors_.size() >= kSpareVectorsAtMost)
+    return;
+  if (spare_vectors_.capacity() == 0) spare_vectors_.reserve(kSpareVectorsAtMost);
+  answered.bodies.clear();
+  answered.dones.clear();
+  spare_vectors_.push_back({std::move(answered.bodies), std::move(answered.dones)});
 }
 
 void Producer::route(Outgoing out) {
@@ -169,6 +186,8 @@ void Producer::complete(Outgoing& out, std::error_code ec, const std::string& de
   auto dones = std::move(out.dones);
   out.dones.clear();
   for (auto& done : dones) done(ec, {}, detail);
+  dones.clear();
+  out.dones = std::move(dones);  // emptied, its capacity kept (keep_vectors)
 }
 
 void Producer::send(Node& node, Outgoing& work) {
@@ -326,6 +345,7 @@ void Producer::on_response(Node& node, std::string_view body) {
   Outgoing answered = std::move(node.awaiting.front());
   node.awaiting.pop_front();
   complete(answered, {}, {});
+  keep_vectors(answered);
 }
 
 void Producer::on_server_error(Node& node, const ServerError& error) {

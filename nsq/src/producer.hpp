@@ -13,6 +13,7 @@
 
 #include "connection.hpp"
 #include "options.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
@@ -52,7 +53,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
     HostPort target;
     std::shared_ptr<Connection> connection;
     std::unique_ptr<ReconnectLoop> reconnect;  // made at the first dial
-    std::deque<Outgoing> awaiting;  // written, answer pending, in order
+    Fifo<Outgoing> awaiting;                   // written, answer pending, in order
     bool retry_scheduled = false;
     bool failed = false;  // its last connection or attempt ended; cleared when it is ready
   };
@@ -63,6 +64,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   void route(Outgoing work);  // to a ready nsqd, else to wait for one
   void send(Node& node, Outgoing& work);
   void flush_gathered();
+  // An answered MPUB's emptied vectors, kept for a later burst to gather into.
+  void keep_vectors(Outgoing& answered);
   // Each publish of out completed with ec (success when none).
   static void complete(Outgoing& out, std::error_code ec, const std::string& detail);
   void flush_waiting();
@@ -97,6 +100,15 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // instead of once each, which was most of its CPU per message.
   Outgoing gathering_;
   std::size_t gathering_bytes_ = 0;
+  struct SpareVectors {
+    std::vector<Machine::Body> bodies;
+    std::vector<OpCompletion> dones;
+  };
+  // What keep_vectors() kept (a few bursts' worth: as many as are written and unanswered at
+  // once in steady traffic), so that gathering allocates nothing per burst.
+  static constexpr std::size_t kSpareVectorsAtMost = 8;
+  std::vector<SpareVectors> spare_vectors_;
+  std::size_t largest_burst_ = 0;  // publishes gathered into one MPUB (at most kMaxGathered)
   bool gather_flush_posted_ = false;
   bool closed_ = false;
   std::mt19937 random_{std::random_device{}()};

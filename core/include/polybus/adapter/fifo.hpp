@@ -65,6 +65,11 @@ class Fifo {
       head_ = 0;
     }
   }
+  // The newest entry is released now (one just pushed and taken back).
+  void pop_back() {
+    items_.pop_back();
+    if (head_ == items_.size()) clear();
+  }
   void clear() {
     if (items_.capacity() > kKeptAtMost) std::vector<T>().swap(items_);
     items_.clear();
