@@ -7,7 +7,10 @@
 //
 // The memory must outlive the operation: keep it in the object the operation's handler holds
 // alive (asio gives an operation's memory back before it calls the handler, with the handler
-// still alive).
+// still alive). One block, not more: a post to an idle strand makes the strand's invoker with
+// the same allocator while the operation holds the block, and the invoker holds nothing of the
+// owner. Destroying the io_context destroys the strand's queue (the handler, maybe the owner
+// with it) before the invoker; so the invoker must get the heap.
 #pragma once
 
 #include <asio/bind_allocator.hpp>
@@ -23,40 +26,27 @@ class HandlerMemory {
   // Room for a socket operation with its handler and executor: asio 1.22's plain write takes
   // 576 bytes, and no TLS operation of the transport's tests found 1024 too small.
   static constexpr std::size_t kSize = 1024;
-  // Two blocks: a post to a strand that was idle makes the strand's invoker with the same
-  // allocator as the operation, while the operation still holds its block.
-  static constexpr std::size_t kBlocks = 2;
 
   HandlerMemory() = default;
   HandlerMemory(const HandlerMemory&) = delete;
   HandlerMemory& operator=(const HandlerMemory&) = delete;
 
   void* allocate(std::size_t size) {
-    // Atomic: an aborted operation of an ended connection may give its block back on another
-    // io thread while the next connection's operation asks for one.
-    if (size <= kSize)
-      for (auto& block : blocks_)
-        if (!block.in_use.exchange(true, std::memory_order_acquire)) return block.bytes;
+    // Atomic: an aborted operation of an ended connection may give the block back on another
+    // io thread while the next connection's operation asks for it.
+    if (size <= kSize && !in_use_.exchange(true, std::memory_order_acquire)) return bytes_;
     return ::operator new(size);
   }
   void deallocate(void* pointer) noexcept {
-    for (auto& block : blocks_)
-      if (pointer == block.bytes) return block.in_use.store(false, std::memory_order_release);
+    if (pointer == bytes_) return in_use_.store(false, std::memory_order_release);
     ::operator delete(pointer);
   }
-  // Blocks handed out now (for tests).
-  std::size_t in_use() const {
-    std::size_t n = 0;
-    for (const auto& block : blocks_) n += block.in_use.load(std::memory_order_relaxed);
-    return n;
-  }
+  // The block is handed out now (for tests).
+  bool in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
  private:
-  struct Block {
-    alignas(std::max_align_t) unsigned char bytes[kSize];
-    std::atomic<bool> in_use{false};
-  };
-  Block blocks_[kBlocks];
+  alignas(std::max_align_t) unsigned char bytes_[kSize];
+  std::atomic<bool> in_use_{false};
 };
 
 // The allocator asio finds on a handler (asio::bind_allocator) to place its operation in a
