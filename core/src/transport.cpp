@@ -436,7 +436,9 @@ void Transport::watch_write(Clock::time_point deadline) {
     auto self = weak.lock();
     if (ec || !self || gen != self->generation_) return;
     self->write_watch_armed_ = false;
-    if (!self->writing_) return;  // the next write arms it again
+    // No write under way (an in-band TLS handshake holds writes too: connect_timeout bounds
+    // it): the next write arms it again.
+    if (!self->writing_ || self->upgrading_) return;
     const auto due = self->write_started_ + self->settings_.write_timeout;
     if (Clock::now() < due) return self->watch_write(due);  // a later write is under way
     self->end(make_error_code(errc::timeout),

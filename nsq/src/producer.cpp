@@ -163,7 +163,7 @@ void Producer::flush_gathered() {
 }
 
 void Producer::keep_vectors(Outgoing& answered) {
-  if (answered.bodies.capacity() == 0 || answered.bodies.capacity() > kMaxGathered ||
+  if (answered.dones.capacity() == 0 || answered.bodies.capacity() > kMaxGathered ||
       spare_vectors_.size() >= kSpareVectorsAtMost)
     return;
   if (spare_vectors_.capacity() == 0) spare_vectors_.reserve(kSpareVectorsAtMost);

@@ -15,6 +15,7 @@
 
 #include <asio/bind_allocator.hpp>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <new>
 #include <utility>
@@ -41,10 +42,14 @@ class HandlerMemory {
     if (pointer == bytes_) return in_use_.store(false, std::memory_order_release);
     ::operator delete(pointer);
   }
+  // An owner never dies with its block out: whatever holds the block holds the owner.
+  ~HandlerMemory() { assert(!in_use()); }
   // The block is handed out now (for tests).
   bool in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
  private:
+  template <typename T>
+  friend class HandlerAllocator;
   alignas(std::max_align_t) unsigned char bytes_[kSize];
   std::atomic<bool> in_use_{false};
 };
@@ -56,12 +61,20 @@ class HandlerAllocator {
  public:
   using value_type = T;
 
-  explicit HandlerAllocator(HandlerMemory& memory) : memory_(&memory) {}
+  explicit HandlerAllocator(HandlerMemory& memory)
+      : memory_(&memory), block_(memory.bytes_), in_use_(&memory.in_use_) {}
   template <typename U>
-  HandlerAllocator(const HandlerAllocator<U>& other) noexcept : memory_(other.memory_) {}
+  HandlerAllocator(const HandlerAllocator<U>& other) noexcept
+      : memory_(other.memory_), block_(other.block_), in_use_(other.in_use_) {}
 
   T* allocate(std::size_t n) { return static_cast<T*>(memory_->allocate(sizeof(T) * n)); }
-  void deallocate(T* pointer, std::size_t) noexcept { memory_->deallocate(pointer); }
+  // Touches the memory only for its own block: a heap allocation (an idle strand's invoker,
+  // say) may be given back after the owner of the memory is gone.
+  void deallocate(T* pointer, std::size_t) noexcept {
+    if (static_cast<void*>(pointer) == block_)
+      return in_use_->store(false, std::memory_order_release);
+    ::operator delete(pointer);
+  }
 
   template <typename U>
   bool operator==(const HandlerAllocator<U>& other) const noexcept {
@@ -76,6 +89,8 @@ class HandlerAllocator {
   template <typename U>
   friend class HandlerAllocator;
   HandlerMemory* memory_;
+  void* block_;
+  std::atomic<bool>* in_use_;
 };
 
 // handler, its operation placed in memory.
