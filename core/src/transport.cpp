@@ -108,9 +108,9 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
       resolver_(strand_),
       connect_timer_(strand_),
       handshake_timer_(strand_),
-      write_timer_(strand_),
+      write_watch_(strand_),
       idle_timer_(strand_),
-      frame_timer_(strand_) {
+      frame_watch_(strand_) {
   if (stats) stats_.emplace(*stats);
   // Bad TLS settings are refused at once; a plain connection builds no TLS context at all (an
   // in-band upgrade gets one when it is asked for).
@@ -411,9 +411,8 @@ void Transport::flush() {
   for (auto& piece : in_flight_) buffers_.push_back(asio::buffer(piece.bytes()));
   const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
   writing_ = true;
-  write_started_ = Clock::now();
-  if (settings_.write_timeout.count() > 0 && !write_watch_armed_)
-    watch_write(write_started_ + settings_.write_timeout);
+  write_watch_.started = Clock::now();
+  watch(write_watch_, settings_.write_timeout);
   // The write holds the transport: bytes queued before its owner let go still go out
   // (close_after_flush), bounded by the write deadline.
   auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
@@ -427,25 +426,43 @@ void Transport::flush() {
     asio::async_write(stream_->socket, buffers, in_memory(write_memory_, std::move(handler)));
 }
 
-void Transport::watch_write(Clock::time_point deadline) {
-  // One timer for every write, armed while one is under way and moved on only when it fires:
-  // arming and cancelling one per write cost an operation and a cancelled completion each.
-  write_watch_armed_ = true;
-  write_timer_.expires_at(deadline);
-  write_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || gen != self->generation_) return;
-    self->write_watch_armed_ = false;
-    // No write under way (an in-band TLS handshake holds writes too: connect_timeout bounds
-    // it): the next write arms it again.
-    if (!self->writing_ || self->upgrading_) return;
-    const auto due = self->write_started_ + self->settings_.write_timeout;
-    if (Clock::now() < due) return self->watch_write(due);  // a later write is under way
-    self->end(make_error_code(errc::timeout),
-              "writing to " + self->endpoint_ + " made no progress for " +
-                  std::to_string(self->settings_.write_timeout.count()) + "ms",
-              true);
-  });
+void Transport::watch(Watch& watch, std::chrono::milliseconds limit) {
+  // One timer for everything of a kind (every write, every frame), armed while one is under way
+  // and moved on only when it fires: arming and cancelling one each time cost an operation and a
+  // cancelled completion each, and most reads end inside a frame.
+  if (watch.armed || limit.count() <= 0) return;
+  watch.armed = true;
+  watch.timer.expires_at(watch.started + limit);
+  watch.timer.async_wait(
+      [weak = weak_from_this(), gen = generation_, watched = &watch, limit](std::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || gen != self->generation_) return;
+        watched->armed = false;
+        if (!self->under_way(*watched)) return;  // the next one arms it again
+        // A later one, begun since it was armed, has time left.
+        if (Clock::now() < watched->started + limit) return self->watch(*watched, limit);
+        self->overdue(*watched);
+      });
+}
+
+bool Transport::under_way(const Watch& watch) const {
+  // An in-band TLS handshake holds writes too (writing_): connect_timeout bounds it.
+  if (&watch == &write_watch_) return writing_ && !upgrading_;
+  return frame_pending_;
+}
+
+void Transport::overdue(const Watch& watch) {
+  if (&watch == &write_watch_)
+    return end(make_error_code(errc::timeout),
+               "writing to " + endpoint_ + " made no progress for " +
+                   std::to_string(settings_.write_timeout.count()) + "ms",
+               true);
+  frame_pending_ = false;
+  const auto limit = std::to_string(settings_.frame_timeout.count()) + "ms";
+  end(make_error_code(errc::limit_exceeded),
+      "a frame from " + endpoint_ + " was still incomplete " + limit +
+          " after its first byte: exceeds frame_timeout=" + limit,
+      true);
 }
 
 void Transport::on_written(std::error_code ec, std::size_t n) {
@@ -512,29 +529,8 @@ void Transport::frame_state(bool partial_frame, bool completed_frame) {
   }
   if (frame_pending_ && !completed_frame) return;  // the same frame is still coming
   frame_pending_ = true;
-  frame_started_ = last_read_;  // its first byte came with the last read
-  if (!frame_watch_armed_) watch_frame(frame_started_ + settings_.frame_timeout);
-}
-
-void Transport::watch_frame(Clock::time_point deadline) {
-  // One timer for every frame, as for writes (watch_write): most reads end inside a frame, and
-  // re-arming per read cost an operation and a cancelled completion each.
-  frame_watch_armed_ = true;
-  frame_timer_.expires_at(deadline);
-  frame_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
-    auto self = weak.lock();
-    if (ec || !self || gen != self->generation_) return;
-    self->frame_watch_armed_ = false;
-    if (!self->frame_pending_) return;  // the next partial frame arms it again
-    const auto due = self->frame_started_ + self->settings_.frame_timeout;
-    if (Clock::now() < due) return self->watch_frame(due);  // a later frame is coming
-    self->frame_pending_ = false;
-    const auto limit = std::to_string(self->settings_.frame_timeout.count()) + "ms";
-    self->end(make_error_code(errc::limit_exceeded),
-              "a frame from " + self->endpoint_ + " was still incomplete " + limit +
-                  " after its first byte: exceeds frame_timeout=" + limit,
-              true);
-  });
+  frame_watch_.started = last_read_;  // its first byte came with the last read
+  watch(frame_watch_, settings_.frame_timeout);
 }
 
 void Transport::arm_idle() {
@@ -578,15 +574,15 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   first_bytes_.clear();
   ++generation_;
   connecting_ = connected_ = reading_ = writing_ = upgrading_ = close_when_flushed_ = false;
-  read_paused_ = frame_pending_ = frame_watch_armed_ = write_watch_armed_ = false;
+  read_paused_ = frame_pending_ = frame_watch_.armed = write_watch_.armed = false;
   tls_active_ = false;
   pending_tls_ = nullptr;
   resolver_.cancel();
   connect_timer_.cancel();
   handshake_timer_.cancel();
-  write_timer_.cancel();
+  write_watch_.timer.cancel();
   idle_timer_.cancel();
-  frame_timer_.cancel();
+  frame_watch_.timer.cancel();
   if (stream_) {
     std::error_code ignored;
     stream_->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);

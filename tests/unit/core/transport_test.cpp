@@ -341,14 +341,11 @@ TEST_CASE("silence past the idle timeout calls the idle hook", "[transport]") {
   REQUIRE(idle.wait_for(2));
 }
 
-TEST_CASE("a peer that stops reading trips write_timeout, named with the endpoint", "[transport]") {
-  TestServer server(Mode::silent);  // reads once, then never again
-  TransportSettings settings;
-  settings.write_timeout = std::chrono::milliseconds(200);
-  settings.max_write_buffer = std::size_t{1} << 30;
-  Client client(settings);
-  REQUIRE(client.connect(server.address()) == "connected");
-  // Far more than loopback's socket buffers hold, so a write is left waiting.
+namespace {
+
+// Writes far more than loopback's socket buffers hold to a peer that stopped reading, so that a
+// write is left waiting; the connection must then end with errc::timeout. Returns its detail.
+std::string stall_until_write_timeout(Client& client) {
   const auto chunk = std::make_shared<const std::string>(std::size_t{1} << 20, 'w');
   client.run([&] {
     for (int i = 0; i < 64; ++i) client.transport_->write(chunk);
@@ -356,8 +353,44 @@ TEST_CASE("a peer that stops reading trips write_timeout, named with the endpoin
   REQUIRE(client.events_.wait_for_count(2));
   CHECK(client.events_.count("closed") == 1);
   CHECK(client.closed_ec() == errc::timeout);
-  CHECK_THAT(client.closed_detail(), Catch::Contains("made no progress for 200ms") &&
-                                         Catch::Contains(server.address().to_string()));
+  return client.closed_detail();
+}
+
+}  // namespace
+
+TEST_CASE("a peer that stops reading trips write_timeout, named with the endpoint", "[transport]") {
+  TestServer server(Mode::silent);  // reads once, then never again
+  TransportSettings settings;
+  settings.write_timeout = std::chrono::milliseconds(200);
+  settings.max_write_buffer = std::size_t{1} << 30;
+  Client client(settings);
+  REQUIRE(client.connect(server.address()) == "connected");
+  CHECK_THAT(stall_until_write_timeout(client), Catch::Contains("made no progress for 200ms") &&
+                                                    Catch::Contains(server.address().to_string()));
+}
+
+TEST_CASE("write_timeout still trips after writes that went through outlived its first deadline",
+          "[transport]") {
+  // One timer watches every write, armed by the first and moved on only when it fires: it must
+  // neither fail writes that complete nor stop watching once it found none under way.
+  TestServer server(Mode::silent);  // reads once; loopback's buffers take the small writes
+  TransportSettings settings;
+  settings.write_timeout = std::chrono::milliseconds(50);
+  settings.max_write_buffer = std::size_t{1} << 30;
+  Client client(settings);
+  REQUIRE(client.connect(server.address()) == "connected");
+  const std::string small(100, 's');
+  std::uint64_t total = 0;
+  const auto begun = std::chrono::steady_clock::now();
+  // Each write waits for the last to be written; past three deadlines of the first.
+  while (std::chrono::steady_clock::now() - begun < 3 * settings.write_timeout) {
+    client.run([&client, small] { client.transport_->write_copy(small); });
+    total += small.size();
+    const auto written = client.wait_written(total);
+    REQUIRE((!written.empty() && written.back() >= total));
+  }
+  CHECK(client.events_.count("closed") == 0);
+  CHECK_THAT(stall_until_write_timeout(client), Catch::Contains("made no progress for 50ms"));
 }
 
 TEST_CASE("writes past max_write_buffer end the connection with limit_exceeded, naming both",

@@ -154,8 +154,17 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void on_read(std::error_code ec, std::size_t n);
   void flush();
   void on_written(std::error_code ec, std::size_t n);
-  void watch_write(Clock::time_point deadline);  // fails a write still under way past it
-  void watch_frame(Clock::time_point deadline);  // fails a frame still incomplete past it
+  // A deadline on what begins often (a write, a frame): what is still under way `limit` after
+  // it began fails the connection.
+  struct Watch {
+    explicit Watch(const Strand& strand) : timer(strand) {}
+    asio::steady_timer timer;
+    bool armed = false;
+    Clock::time_point started;  // of the one under way
+  };
+  void watch(Watch& watch, std::chrono::milliseconds limit);  // 0: none
+  bool under_way(const Watch& watch) const;
+  void overdue(const Watch& watch);
   void arm_idle();
   void arm_handshake_deadline();
   void end(std::error_code ec, const std::string& detail, bool report);
@@ -181,14 +190,10 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::shared_ptr<Stream> stream_;
   asio::steady_timer connect_timer_;
   asio::steady_timer handshake_timer_;
-  asio::steady_timer write_timer_;
-  bool write_watch_armed_ = false;
-  Clock::time_point write_started_;  // of the write under way
+  Watch write_watch_;
   asio::steady_timer idle_timer_;
-  asio::steady_timer frame_timer_;
-  bool frame_watch_armed_ = false;
-  bool frame_pending_ = false;       // the parser holds part of a frame
-  Clock::time_point frame_started_;  // when its first byte came
+  Watch frame_watch_;
+  bool frame_pending_ = false;  // the parser holds part of a frame
   bool read_paused_ = false;
   std::string endpoint_;
   std::string host_;
