@@ -303,7 +303,10 @@ TEST_CASE("nsq: single publishes of one burst reach nsqd as one MPUB, each compl
 
 TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not one per heartbeat",
           "[hostile][nsq]") {
-  std::atomic<std::size_t> nops{0};
+  // Counted by the server's thread once it read the FIN (or the connection ended): waited for,
+  // not read while that thread may still be counting.
+  std::promise<std::size_t> nops_counted;
+  auto nops = nops_counted.get_future();
   constexpr int kHeartbeats = 50000;
   HostileServer server([&](HostileConnection& c, std::size_t index) {
     if (index > 0 || !nsq_handshake(c, true)) return c.hold_open();
@@ -313,7 +316,7 @@ TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not 
     c.send(flood);
     c.send(nsq_message(1, "after"));  // once the client saw this, it answered what it will
     c.read_until([](const std::string& r) { return r.find("FIN ") != std::string::npos; });
-    nops.store(count_of(c.received(), "NOP\n"));
+    nops_counted.set_value(count_of(c.received(), "NOP\n"));
     c.hold_open();
   });
   Collector got;
@@ -325,9 +328,11 @@ TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not 
   // 50,000 heartbeats (750 KB) arrive in reads of up to 64 KiB; a NOP is sent for a read only
   // once the last one reached the socket. How many reads that takes depends on the machine's
   // load, so the bound is loose: before, one NOP per heartbeat (50,000).
-  INFO("NOPs: " << nops.load());
-  CHECK(nops.load() >= 1);
-  CHECK(nops.load() <= kHeartbeats / 50);
+  REQUIRE(nops.wait_for(kWaitBound) == std::future_status::ready);
+  const std::size_t counted = nops.get();
+  INFO("NOPs: " << counted);
+  CHECK(counted >= 1);
+  CHECK(counted <= kHeartbeats / 50);
 }
 
 TEST_CASE("nsq: a frame that drips in is cut off by frame_timeout with a named error",
@@ -557,9 +562,9 @@ TEST_CASE("nsq: a read that inflates past max_decoded_per_read is a named error"
 
 TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad entries skipped",
           "[hostile][nsq]") {
-  std::atomic<bool> subscribed{false};
+  Latch subscribed;
   HostileServer nsqd([&](HostileConnection& c, std::size_t) {
-    if (nsq_handshake(c, true)) subscribed.store(true);
+    if (nsq_handshake(c, true)) subscribed.count_down();
     c.hold_open();
   });
   // 5,000 producers on ports where nothing listens, the real one, and one malformed entry.
@@ -582,10 +587,7 @@ TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad 
                         reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
   CHECK(reports.wait_text("1 malformed producer entries skipped, 5001 used"));
-  auto until = std::chrono::steady_clock::now() + kWaitBound;
-  while (!subscribed.load() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(20ms);  // a bounded poll of the good nsqd's flag
-  CHECK(subscribed.load());
+  CHECK(subscribed.wait_for(1));
   client.close_sync(5s);
   INFO("peak RSS " << peak_rss_mb() << " MB");
   CHECK(peak_rss_mb() < 300 + kSanitizerSlackMb);  // before: every dial at once, a TLS context each: 900 MB
@@ -1095,8 +1097,9 @@ TEST_CASE("quickio+ws: pings and events that arrive whole never trip frame_timeo
 
 TEST_CASE("quickio: a heartbeat flood is answered once per write, not once per heartbeat",
           "[hostile][quickio]") {
-  std::atomic<std::size_t> answers{0};
-  std::atomic<bool> counted{false};
+  // Counted by the server's thread once the client closed: waited for, not polled.
+  std::promise<std::size_t> answers_counted;
+  auto answers = answers_counted.get_future();
   constexpr int kHeartbeats = 20000;
   HostileServer server([&](HostileConnection& c, std::size_t index) {
     if (!qio_handshake(c) || index > 0) return c.hold_open();
@@ -1116,18 +1119,17 @@ TEST_CASE("quickio: a heartbeat flood is answered once per write, not once per h
     c.send(qio_frame("/qio/callback/" + id + ":0={\"code\":200,\"data\":\"pong\"}"));
     while (c.read_some()) {
     }
-    answers.store(count_of(c.received(), "/qio/callback/"));
-    counted.store(true);
+    answers_counted.set_value(count_of(c.received(), "/qio/callback/"));
   });
   auto client = connect("quickio://" + server.address(), {});
   auto reply = client.request_sync("room", "ping", 20s);
   REQUIRE_FALSE(reply.ec);
   client.close_sync(5s);
-  auto until = std::chrono::steady_clock::now() + kWaitBound;
-  while (!counted.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(20ms);
-  INFO("answers: " << answers.load());
-  CHECK(answers.load() >= 1);
-  CHECK(answers.load() <= 2000);  // before: one per heartbeat (20,000)
+  REQUIRE(answers.wait_for(kWaitBound) == std::future_status::ready);
+  const std::size_t counted = answers.get();
+  INFO("answers: " << counted);
+  CHECK(counted >= 1);
+  CHECK(counted <= 2000);  // before: one per heartbeat (20,000)
 }
 
 namespace {
