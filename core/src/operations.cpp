@@ -57,23 +57,63 @@ OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn,
   op->verb = verb;
   op->subject = std::move(subject);
   op->tracker = weak_from_this();
-  heap_.push_back(Pending{due, op});
-  std::push_heap(heap_.begin(), heap_.end(), LaterDue{});
+  // Those completed in order are let go here, at once, instead of by a later prune().
+  while (!in_order_.empty() && in_order_.front().op->done) in_order_.pop_front();
+  insert(Pending{due, op});
   ++live_;
-  if (heap_.size() > 1024 && heap_.size() > 4 * live_) prune();
+  if (held() > 1024 && held() > 4 * live_) prune();
   if (due < armed_for_) arm();
   return OpCompletion(std::move(op));
+}
+
+void OperationTracker::insert(Pending pending) {
+  // One without a deadline is never looked at: on the heap it sinks at once, where in the queue
+  // it would turn every later one away.
+  const bool in_order = in_order_.empty() || in_order_.back().due <= pending.due;
+  if (in_order && pending.due != Clock::time_point::max()) {
+    in_order_.push_back(std::move(pending));
+  } else {
+    heap_.push_back(std::move(pending));
+    std::push_heap(heap_.begin(), heap_.end(), LaterDue{});
+  }
+}
+
+const OperationTracker::Pending* OperationTracker::earliest() {
+  while (!in_order_.empty() && in_order_.front().op->done) in_order_.pop_front();
+  while (!heap_.empty() && heap_.front().op->done) {
+    std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
+    heap_.pop_back();
+  }
+  if (in_order_.empty()) return heap_.empty() ? nullptr : &heap_.front();
+  if (heap_.empty() || in_order_.front().due <= heap_.front().due) return &in_order_.front();
+  return &heap_.front();
+}
+
+std::shared_ptr<Operation> OperationTracker::take_due(Clock::time_point now) {
+  const Pending* next = earliest();
+  if (!next || next->due > now) return nullptr;
+  if (!in_order_.empty() && next == &in_order_.front()) {
+    auto op = std::move(in_order_.front().op);
+    in_order_.pop_front();
+    return op;
+  }
+  std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
+  auto op = std::move(heap_.back().op);
+  heap_.pop_back();
+  return op;
 }
 
 void OperationTracker::completed() {
   if (live_ > 0) --live_;
   if (live_ == 0) {
-    heap_.clear();  // every entry is done: drop them all at once
+    in_order_.clear();  // every entry is done: drop them all at once
+    heap_.clear();
     if (on_idle_) on_idle_();
   }
 }
 
 void OperationTracker::prune() {
+  in_order_.remove_if([](const Pending& pending) { return pending.op->done; });
   heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
                              [](const Pending& pending) { return pending.op->done; }),
               heap_.end());
@@ -81,16 +121,13 @@ void OperationTracker::prune() {
 }
 
 void OperationTracker::arm() {
-  while (!heap_.empty() && heap_.front().op->done) {
-    std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
-    heap_.pop_back();
-  }
-  if (heap_.empty()) {
+  const Pending* next = earliest();
+  if (!next) {
     armed_for_ = Clock::time_point::max();
     timer_.cancel();
     return;
   }
-  armed_for_ = heap_.front().due;
+  armed_for_ = next->due;
   timer_.expires_at(armed_for_);
   timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
     if (ec) return;
@@ -102,11 +139,7 @@ void OperationTracker::on_timer() {
   auto now = Clock::now();
   armed_for_ = Clock::time_point::max();
   std::vector<Pending> later;  // looked at early, not over yet
-  while (!heap_.empty() && (heap_.front().op->done || heap_.front().due <= now)) {
-    std::pop_heap(heap_.begin(), heap_.end(), LaterDue{});
-    auto op = std::move(heap_.back().op);
-    heap_.pop_back();
-    if (op->done) continue;
+  while (auto op = take_due(now)) {
     Status verdict = connectivity_
                          ? connectivity_->verdict(op->what(), op->started, op->deadline, now)
                          : Status(errc::timeout, op->what() + ": deadline passed");
@@ -117,28 +150,31 @@ void OperationTracker::on_timer() {
       later.push_back(Pending{deadline, std::move(op)});
     }
   }
-  for (auto& pending : later) {
-    heap_.push_back(std::move(pending));
-    std::push_heap(heap_.begin(), heap_.end(), LaterDue{});
-  }
-  if (!heap_.empty()) arm();
+  for (auto& pending : later) insert(std::move(pending));
+  if (held() > 0) arm();
 }
 
 std::string OperationTracker::complete_if_pending(const Operation* made, std::error_code ec,
                                                   const std::string& detail) {
-  for (const auto& pending : heap_) {
-    if (pending.op.get() != made) continue;
-    auto op = pending.op;  // held: completing may clear the heap
-    if (!op->done) OpCompletion{op}(ec, {}, detail);
-    return op->what();
-  }
-  return {};
+  std::shared_ptr<Operation> op;  // held: completing may clear both
+  auto find = [&](const auto& entries) {
+    for (const auto& pending : entries)
+      if (pending.op.get() == made) op = pending.op;
+  };
+  find(in_order_);
+  if (!op) find(heap_);
+  if (!op) return {};
+  if (!op->done) OpCompletion{op}(ec, {}, detail);
+  return op->what();
 }
 
 void OperationTracker::recheck_connectivity() {
   if (!connectivity_) return;
   bool moved = false;
   const auto now = Clock::now();
+  // Rare (the connection state changed): the queue goes into the heap, where a due time may move.
+  for (auto& pending : in_order_) heap_.push_back(std::move(pending));
+  in_order_.clear();
   for (auto& pending : heap_) {
     const Operation& op = *pending.op;
     if (!op.done && pending.due > now &&
@@ -147,15 +183,18 @@ void OperationTracker::recheck_connectivity() {
       moved = true;
     }
   }
-  if (!moved) return;
   std::make_heap(heap_.begin(), heap_.end(), LaterDue{});
-  arm();
+  if (moved) arm();
 }
 
 void OperationTracker::fail_all(std::error_code ec, const std::string& detail) {
-  auto pending = std::move(heap_);
+  auto queued = std::move(in_order_);
+  auto heaped = std::move(heap_);
+  in_order_.clear();
   heap_.clear();
-  for (auto& entry : pending)
+  for (auto& entry : queued)
+    if (!entry.op->done) OpCompletion{entry.op}(ec, {}, detail);
+  for (auto& entry : heaped)
     if (!entry.op->done) OpCompletion{entry.op}(ec, {}, detail);
   timer_.cancel();
   armed_for_ = Clock::time_point::max();

@@ -1,7 +1,9 @@
 // Internal: pending operations with deadlines, completed exactly once by whichever comes first:
-// the adapter, the deadline, or close. One timer serves them all (a min-heap of the times each
-// operation is looked at next). What a late operation completes with, and whether one of a client
-// that never connected fails early, Connectivity decides.
+// the adapter, the deadline, or close. One timer serves them all (the times each operation is
+// looked at next: in a queue while they come in order, as every operation with the client's one
+// timeout does, and in a min-heap for those that come earlier than the newest queued). What a late
+// operation completes with, and whether one of a client that never connected fails early,
+// Connectivity decides.
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -12,6 +14,7 @@
 #include "block_pool.hpp"
 #include "connectivity.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/inplace_function.hpp"
 
 namespace polybus::detail {
@@ -58,6 +61,8 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   std::string complete_if_pending(const Operation* made, std::error_code ec,
                                   const std::string& detail);
   std::size_t live() const { return live_; }
+  // Entries held, live or completed and not yet let go: bounded by a multiple of live().
+  std::size_t held() const { return in_order_.size() + heap_.size(); }
   const Connectivity* connectivity() const { return connectivity_.get(); }
   void set_on_idle(std::function<void()> fn) { on_idle_ = std::move(fn); }
 
@@ -67,6 +72,12 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   void recheck_connectivity();
 
  private:
+  struct Pending;
+  void insert(Pending pending);
+  // Drops completed entries at the fronts; the earliest due of the two fronts, or null.
+  const Pending* earliest();
+  // The earliest entry if it is due by `now` (and not completed): taken out. Else null.
+  std::shared_ptr<Operation> take_due(Clock::time_point now);
   void arm();
   void on_timer();
   void prune();
@@ -81,7 +92,8 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
     Clock::time_point due;
     std::shared_ptr<Operation> op;
   };
-  std::vector<Pending> heap_;
+  Fifo<Pending> in_order_;     // due times never decreasing: O(1) to add and to let go
+  std::vector<Pending> heap_;  // min-heap of those that came out of order
   std::size_t live_ = 0;
   std::function<void()> on_idle_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "polybus/adapter/big_endian.hpp"
 #include "polybus/memodb/codec.hpp"
 
 namespace polybus::memodb::sp {
@@ -19,9 +20,7 @@ const char* name(std::uint16_t protocol) {
 }
 
 std::uint32_t read32(std::string_view bytes) {
-  std::uint32_t value = 0;
-  for (std::size_t i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  return value;
+  return static_cast<std::uint32_t>(read_big_endian(bytes.data(), 4));
 }
 
 }  // namespace
@@ -55,8 +54,7 @@ std::error_code check_connection_header(std::string_view bytes, Protocol peer, s
 std::string frame_prefix(Carrier carrier, std::uint64_t length) {
   std::string prefix;
   if (carrier == Carrier::ipc) prefix.push_back('\x01');
-  for (int shift = 56; shift >= 0; shift -= 8)
-    prefix.push_back(static_cast<char>((length >> shift) & 0xff));
+  append_big_endian<8>(prefix, length);
   return prefix;
 }
 
@@ -89,8 +87,7 @@ std::size_t FrameDecoder::feed(std::string_view in, std::error_code& ec, std::st
         }
         ++length_bytes;
       }
-      std::uint64_t length = 0;
-      for (int i = 0; i < 8; ++i) length = (length << 8) | length_bytes[i];
+      const std::uint64_t length = read_big_endian(reinterpret_cast<const char*>(length_bytes), 8);
       if (length > max_message_) {
         failed_ = true;
         ec = make_error_code(errc::sp_message_too_large);
@@ -125,8 +122,9 @@ std::string FrameDecoder::take() {
 }
 
 std::string encode_request_id(std::uint32_t id) {
-  return std::string{static_cast<char>(id >> 24), static_cast<char>((id >> 16) & 0xff),
-                     static_cast<char>((id >> 8) & 0xff), static_cast<char>(id & 0xff)};
+  std::string bytes;
+  append_big_endian<4>(bytes, id);
+  return bytes;
 }
 
 std::optional<std::uint32_t> split_reply(std::string_view reply, std::string_view& rest) {

@@ -1,5 +1,7 @@
 #include "polybus/nsq/codec.hpp"
 
+#include "polybus/adapter/big_endian.hpp"
+
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -18,9 +20,7 @@ namespace {
 // Byte helpers
 
 void append_u32(std::string& out, std::uint32_t value) {
-  const char bytes[4] = {static_cast<char>(value >> 24), static_cast<char>(value >> 16),
-                         static_cast<char>(value >> 8), static_cast<char>(value)};
-  out.append(bytes, sizeof bytes);
+  append_big_endian<4>(out, value);
 }
 
 template <typename Integer>
@@ -28,14 +28,6 @@ void append_decimal(std::string& out, Integer value) {
   char digits[24];
   const auto result = std::to_chars(digits, digits + sizeof digits, value);
   out.append(digits, result.ptr);
-}
-
-std::uint64_t read_big_endian(const char* bytes, std::size_t count) noexcept {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  }
-  return value;
 }
 
 // Two's complement reinterpretation without relying on implementation-defined conversions.

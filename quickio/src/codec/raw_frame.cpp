@@ -2,14 +2,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "polybus/adapter/big_endian.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {
 
 void append_raw_frame_header(std::string& out, std::size_t event_size) {
-  auto size = static_cast<std::uint64_t>(event_size);
-  for (int shift = 56; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((size >> shift) & 0xff));
+  append_big_endian<8>(out, static_cast<std::uint64_t>(event_size));
 }
 
 void append_raw_frame(std::string& out, std::string_view event) {
@@ -37,8 +36,7 @@ RawFrameDecoder::Result RawFrameDecoder::parse(std::string_view input, std::stri
     length_filled_ += n;
     used += n;
     if (length_filled_ < kRawLengthSize) return {used, false, {}};
-    size_ = 0;
-    for (unsigned char byte : length_) size_ = (size_ << 8) | byte;
+    size_ = read_big_endian(reinterpret_cast<const char*>(length_), kRawLengthSize);
     // Checked before anything is buffered: a hostile length never becomes an allocation.
     if (size_ > max_)
       error_ = make_error_code(codec_errc::frame_too_large);

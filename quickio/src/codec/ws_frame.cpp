@@ -1,5 +1,6 @@
 #include <cstring>
 
+#include "polybus/adapter/big_endian.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {
@@ -11,12 +12,10 @@ void append_masked_text_frame(std::string& out, std::string_view payload, std::u
     out.push_back(static_cast<char>(0x80 | n));
   } else if (n <= 0xFFFF) {
     out.push_back(static_cast<char>(0x80 | 126));
-    out.push_back(static_cast<char>(n >> 8));
-    out.push_back(static_cast<char>(n & 0xFF));
+    append_big_endian<2>(out, n);
   } else {
     out.push_back(static_cast<char>(0x80 | 127));
-    for (int shift = 56; shift >= 0; shift -= 8)
-      out.push_back(static_cast<char>((static_cast<std::uint64_t>(n) >> shift) & 0xFF));
+    append_big_endian<8>(out, n);
   }
   unsigned char key[4];
   std::memcpy(key, &mask, sizeof key);

@@ -7,6 +7,7 @@
 // Unlike std::deque's, references to entries do not survive push_back or pop_front.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -68,6 +69,12 @@ class Fifo {
   // The newest entry is released now (one just pushed and taken back).
   void pop_back() {
     items_.pop_back();
+    if (head_ == items_.size()) clear();
+  }
+  // Entries for which pred is true are released; the others keep their order.
+  template <typename Pred>
+  void remove_if(Pred pred) {
+    items_.erase(std::remove_if(begin(), end(), pred), items_.end());
     if (head_ == items_.size()) clear();
   }
   void clear() {
