@@ -117,7 +117,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     return fail_now(std::move(done), refused);
   }
   IntakeWork work;
-  work.topic = std::string(topic);
+  work.topic.assign(topic);
   work.payloads = std::move(payloads);
   work.bytes = bytes;
   work.done = std::move(done);
@@ -127,7 +127,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
   take_in(std::move(work));
 }
 
-void ClientCore::take_in(IntakeWork work) {
+void ClientCore::take_in(IntakeWork&& work) {
   std::lock_guard<std::mutex> lock(intake_mutex_);
   const bool first = intake_.empty();
   intake_.push_back(std::move(work));
@@ -323,7 +323,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     return;
   }
   IntakeWork work;
-  work.topic = std::string(topic);
+  work.topic.assign(topic);
   work.bytes = payload.size();
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);

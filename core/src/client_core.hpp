@@ -218,7 +218,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     const Operation* made = nullptr;  // its operation, once made: completed at once if the
                                       // adapter throws instead of at its deadline
   };
-  void take_in(IntakeWork work);
+  void take_in(IntakeWork&& work);
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();
   void start_publish(IntakeWork& work);  // strand

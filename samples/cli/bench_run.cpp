@@ -7,6 +7,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -45,26 +46,28 @@ std::string bench_payload(std::uint64_t seq, std::size_t size, const std::string
   end = std::to_chars(end, end + 24, stamp_ns).ptr;
   *end++ = ' ';
   const auto head_size = static_cast<std::size_t>(end - head);
-  std::string payload;
-  payload.reserve(std::max(size, head_size));
-  payload.append(head, head_size);
-  if (size > head_size) payload.append(filler, head_size, size - head_size);
+  if (size <= head_size) return std::string(head, head_size);
+  std::string payload(filler, 0, size);  // filler is at least size bytes
+  std::memcpy(payload.data(), head, head_size);
   return payload;
 }
 
 // The send time of a payload bench_payload made; nothing for any other payload.
+// Read in one pass (two finds and two from_chars were a third of the bench's own cost per
+// message received): digits, a space, digits, a space.
 std::optional<std::int64_t> sent_at(std::string_view payload) {
-  const auto first = payload.find(' ');
-  if (first == 0 || first == std::string_view::npos) return std::nullopt;
-  const auto second = payload.find(' ', first + 1);
-  if (second == std::string_view::npos) return std::nullopt;
-  std::uint64_t seq = 0;
-  auto [seq_end, seq_ec] = std::from_chars(payload.data(), payload.data() + first, seq);
-  if (seq_ec != std::errc() || seq_end != payload.data() + first) return std::nullopt;
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(payload.data() + first + 1, payload.data() + second, value);
-  if (ec != std::errc() || end != payload.data() + second || value <= 0) return std::nullopt;
-  return value;
+  std::size_t at = 0;
+  auto digits = [&](std::uint64_t& value, std::size_t most) {
+    const std::size_t first = at;
+    while (at < payload.size() && payload[at] >= '0' && payload[at] <= '9') {
+      if (at - first == most) return false;  // longer than any value it can hold
+      value = value * 10 + static_cast<std::uint64_t>(payload[at++] - '0');
+    }
+    return at > first && at < payload.size() && payload[at++] == ' ';
+  };
+  std::uint64_t seq = 0, stamp = 0;
+  if (!digits(seq, 19) || !digits(stamp, 18) || stamp == 0) return std::nullopt;
+  return static_cast<std::int64_t>(stamp);
 }
 
 double cpu_seconds() {
