@@ -22,7 +22,11 @@ using asio::ip::tcp;
 
 namespace {
 
-enum class Mode { echo, tls_echo, starttls_echo, silent };
+enum class Mode { echo, tls_echo, starttls_echo, starttls_late_echo, silent };
+
+// How long starttls_late_echo keeps the client's in-band handshake waiting: a stalled server, far
+// past the write_timeout of the test that uses it and far within its connect_timeout.
+constexpr auto kLateHandshake = std::chrono::milliseconds(800);
 
 // Accepts connections on 127.0.0.1 and serves each on its own thread with blocking I/O.
 class TestServer {
@@ -86,11 +90,12 @@ class TestServer {
       }
     }
     asio::ssl::stream<tcp::socket&> tls(*socket, ssl_);
-    if (mode_ == Mode::starttls_echo) {
+    if (mode_ == Mode::starttls_echo || mode_ == Mode::starttls_late_echo) {
       std::string line;
       asio::read_until(*socket, asio::dynamic_buffer(line), '\n', ec);
       if (ec) return;
       asio::write(*socket, asio::buffer("OK\n", 3), ec);
+      if (mode_ == Mode::starttls_late_echo) std::this_thread::sleep_for(kLateHandshake);
     }
     tls.handshake(asio::ssl::stream_base::server, ec);
     if (ec) return;
@@ -553,6 +558,41 @@ TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][
   REQUIRE(upgraded.wait_for(1));
   CHECK(upgrade_result == std::error_code{});
   REQUIRE(client.wait_received("OK\ninside"));
+}
+
+TEST_CASE("an in-band TLS handshake slower than write_timeout is left to connect_timeout",
+          "[transport][tls]") {
+  // The handshake writes its ClientHello and then waits on the server, with a write under way:
+  // write_timeout's watchdog, armed by the STARTTLS line before it, must not count that wait as a
+  // write that made no progress.
+  TestCertificates certs;
+  TestServer server(Mode::starttls_late_echo, &certs);
+  TransportSettings settings;
+  settings.tls.ca_file = certs.ca_file;
+  settings.write_timeout = std::chrono::milliseconds(100);
+  settings.connect_timeout = std::chrono::milliseconds(20000);
+  Client client(settings);
+  Latch upgraded;
+  std::error_code upgrade_result;
+  bool asked = false;
+  client.on_data_hook = [&] {
+    if (asked) return;
+    asked = true;
+    client.transport_->start_tls([&](std::error_code ec) {
+      upgrade_result = ec;
+      upgraded.count_down();
+      client.transport_->write("inside");
+    });
+  };
+  client.run([&] {
+    client.transport_->connect(server.address());
+    client.transport_->write("STARTTLS\n");
+  });
+  REQUIRE(upgraded.wait_for(1));
+  CHECK(upgrade_result == std::error_code{});
+  REQUIRE(client.wait_received("OK\ninside"));
+  INFO(client.closed_detail());
+  CHECK(client.closed_ec() == std::error_code{});
 }
 
 namespace {
