@@ -1,9 +1,26 @@
 #include "polybus/adapter/text.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace polybus::text {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
+
+// Bytes that stand for themselves inside a JSON string, as a table: a byte's test is one load
+// (six comparisons a byte were most of a QuickIO publish). Go's encoder also escapes < > &.
+struct JsonPlainBytes {
+  bool standard[256];
+  bool go[256];
+  constexpr JsonPlainBytes() : standard(), go() {
+    for (int c = 0x20; c < 0x100; ++c) {
+      standard[c] = c != '"' && c != '\\';
+      go[c] = standard[c] && c != '<' && c != '>' && c != '&';
+    }
+  }
+};
+constexpr JsonPlainBytes kJsonPlain{};
 
 }  // namespace
 
@@ -40,7 +57,16 @@ std::size_t utf8_sequence(std::string_view text, std::uint32_t& code_point) {
 bool is_valid_utf8(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {  // the common case, without a call
+    // ASCII, the common case, eight bytes at a time.
+    std::uint64_t word = 0;
+    if (text.size() - i >= sizeof word) {
+      std::memcpy(&word, text.data() + i, sizeof word);
+      if ((word & 0x8080808080808080ULL) == 0) {
+        i += sizeof word;
+        continue;
+      }
+    }
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // one at a time near a sequence
       ++i;
       continue;
     }
@@ -95,16 +121,14 @@ void append_json_escape(std::string& out, char ch, bool go) {
 
 void append_json_quoted(std::string& out, std::string_view text, JsonEscapes escapes) {
   const bool go = escapes == JsonEscapes::go;
-  const auto plain = [go](unsigned char c) {
-    return c >= 0x20 && c != '"' && c != '\\' && !(go && (c == '<' || c == '>' || c == '&'));
-  };
+  const bool* plain = go ? kJsonPlain.go : kJsonPlain.standard;
   out.reserve(out.size() + text.size() + 2);
   out += '"';
   // Runs of bytes that stand for themselves are appended whole.
   std::size_t i = 0;
   while (i < text.size()) {
     const std::size_t run = i;
-    while (i < text.size() && plain(static_cast<unsigned char>(text[i]))) ++i;
+    while (i < text.size() && plain[static_cast<unsigned char>(text[i])]) ++i;
     out.append(text.data() + run, i - run);
     if (i < text.size()) append_json_escape(out, text[i++], go);
   }

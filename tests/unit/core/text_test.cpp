@@ -44,6 +44,43 @@ TEST_CASE("is_valid_utf8 checks every sequence of the text", "[text]") {
   CHECK_FALSE(is_valid_utf8("\xff"));
 }
 
+TEST_CASE("is_valid_utf8 reads ASCII eight bytes at a time and every sequence across the words",
+          "[text]") {
+  const std::string ascii = "abcdefghijklmnop";  // two whole words
+  CHECK(is_valid_utf8(ascii));
+  CHECK(is_valid_utf8(ascii + "\xc3\xa9" + ascii));
+  CHECK(is_valid_utf8("abcdefg\xc3\xa9"));            // a sequence across a word's end
+  CHECK(is_valid_utf8("abcdefg\xf0\x9f\x98\x80zz"));  // four bytes across it
+  CHECK_FALSE(is_valid_utf8(ascii + "\xff"));         // after whole words
+  CHECK_FALSE(is_valid_utf8("abcdefg\xff" + ascii));  // the last byte of a word
+  CHECK_FALSE(is_valid_utf8(ascii + "abc\xe2\x82"));  // short at the very end
+  CHECK_FALSE(
+      is_valid_utf8("abcdefg\xe2\x82"
+                    "abcdefgh"));  // a continuation missing
+}
+
+TEST_CASE("json_quote passes runs of plain bytes, UTF-8 included, and escapes the rest", "[text]") {
+  std::string text;
+  for (int c = 0; c < 256; ++c) text += static_cast<char>(c);
+  const std::string quoted = json_quote(text);
+  const std::string go = json_quote(text, JsonEscapes::go);
+  // Every byte from 0x20 up stands for itself but the quote and the backslash (and, for Go, < > &);
+  // every byte below 0x20 is escaped.
+  for (int c = 0x20; c < 256; ++c) {
+    const std::string byte(1, static_cast<char>(c));
+    const bool escaped = c == '"' || c == '\\';
+    const bool go_escaped = escaped || c == '<' || c == '>' || c == '&';
+    INFO("byte " << c);
+    CHECK((json_quote(byte) == "\"" + byte + "\"") == !escaped);
+    CHECK((json_quote(byte, JsonEscapes::go) == "\"" + byte + "\"") == !go_escaped);
+  }
+  for (int c = 0; c < 0x20; ++c) CHECK(json_quote(std::string(1, static_cast<char>(c))).size() > 3);
+  // Quotes, \b \f \n \r \t, 27 more as \u00XX, \" and \\, 222 plain; Go: \b and \f as
+  // \u00XX too, and < > & as \u003c \u003e \u0026.
+  CHECK(quoted.size() == 2 + 5 * 2 + 27 * 6 + 2 * 2 + 222);
+  CHECK(go.size() == quoted.size() + 2 * 4 + 3 * 5);
+}
+
 TEST_CASE("json_quote writes standard escapes, or Go's encoding/json ones", "[text]") {
   const std::string text = "a\"b\\c\nd\re\tf\bg\fh\x01<&>\x7f\xc3\xa9";
   CHECK(json_quote(text) == "\"a\\\"b\\\\c\\nd\\re\\tf\\bg\\fh\\u0001<&>\x7f\xc3\xa9\"");
