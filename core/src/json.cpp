@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "json_bytes.hpp"
 #include "polybus/adapter/text.hpp"
 
 namespace polybus::text {
@@ -161,6 +162,8 @@ class JsonScanner {
   bool string() {
     ++p_;  // the opening quote
     for (;;) {
+      while (end_ - p_ >= 8 && text::detail::all_plain(text::detail::load_word(p_), false, true))
+        p_ += 8;
       while (p_ != end_ && kPlain.plain[*p_]) ++p_;
       if (p_ == end_) return false;
       const unsigned char c = *p_;

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "json_bytes.hpp"
+
 namespace polybus::text {
 namespace {
 
@@ -128,6 +130,8 @@ void append_json_quoted(std::string& out, std::string_view text, JsonEscapes esc
   std::size_t i = 0;
   while (i < text.size()) {
     const std::size_t run = i;
+    while (text.size() - i >= 8 && detail::all_plain(detail::load_word(text.data() + i), go, false))
+      i += 8;
     while (i < text.size() && plain[static_cast<unsigned char>(text[i])]) ++i;
     out.append(text.data() + run, i - run);
     if (i < text.size()) append_json_escape(out, text[i++], go);

@@ -190,3 +190,37 @@ TEST_CASE("is_valid_json bounds nesting and judges deep input iteratively", "[te
   CHECK_FALSE(is_valid_json(deep + "1" + swapped, 5000));
   CHECK_FALSE(is_valid_json(deep + "1" + closing.substr(1), 5000));  // one left open
 }
+
+// Quoting and checking test eight bytes at a time: a byte that needs care is found wherever it
+// sits in a word, next to plain bytes on either side.
+TEST_CASE("json_quote and is_valid_json find a special byte at every place in a word", "[text]") {
+  const std::string plain = "abcdefghijklmnopqrstuvwx";  // three words
+  const auto quoted_bytewise = [](const std::string& text, JsonEscapes escapes) {
+    std::string out = "\"";
+    for (char c : text) {
+      const std::string one = json_quote(std::string(1, c), escapes);  // no whole word
+      out += one.substr(1, one.size() - 2);
+    }
+    return out + "\"";
+  };
+  const std::string specials[] = {"\"", "\\",   "\n",      std::string(1, '\0'), "\x1f", "<", ">",
+                                  "&",  "\x7f", "\xc3\xa9"};
+  for (const auto& special : specials) {
+    for (std::size_t at = 0; at <= plain.size(); ++at) {
+      const std::string text = plain.substr(0, at) + special + plain.substr(at);
+      INFO("special byte " << static_cast<int>(static_cast<unsigned char>(special[0])) << " at "
+                           << at);
+      CHECK(json_quote(text) == quoted_bytewise(text, JsonEscapes::standard));
+      CHECK(json_quote(text, JsonEscapes::go) == quoted_bytewise(text, JsonEscapes::go));
+      // A backslash stays valid where the letter after it makes an escape (\b \f \n \r \t).
+      const bool stands =
+          special == "\\"
+              ? at < plain.size() && std::string("bfnrt").find(plain[at]) != std::string::npos
+              : special != "\"" && static_cast<unsigned char>(special[0]) >= 0x20;
+      CHECK(is_valid_json("\"" + text + "\"", 8) == stands);
+      CHECK(is_valid_json(json_quote(text), 8));
+    }
+  }
+  CHECK_FALSE(is_valid_json("\"" + plain + "\xff" + plain + "\"", 8));
+  CHECK(is_valid_json("\"" + plain + "\\n" + plain + "\"", 8));
+}
