@@ -533,31 +533,45 @@ TEST_CASE("a TLS handshake the server never answers times out", "[transport][tls
   CHECK(client.closed_ec() == errc::timeout);
 }
 
+namespace {
+
+// Sends STARTTLS, upgrades in band once "OK\n" arrives in plain text (from within on_data), then
+// checks that a write after the handshake comes back through TLS.
+void upgrade_in_band(Client& client, const TestServer& server) {
+  // Shared with the hook, which outlives this call on the client's strand.
+  struct Upgrade {
+    Latch upgraded;
+    std::error_code result;
+    bool asked = false;
+  };
+  auto upgrade = std::make_shared<Upgrade>();
+  client.on_data_hook = [&client, upgrade] {
+    if (upgrade->asked) return;
+    upgrade->asked = true;
+    client.transport_->start_tls([&client, upgrade](std::error_code ec) {
+      upgrade->result = ec;
+      upgrade->upgraded.count_down();
+      client.transport_->write("inside");
+    });
+  };
+  client.run([&client, address = server.address()] {
+    client.transport_->connect(address);
+    client.transport_->write("STARTTLS\n");
+  });
+  REQUIRE(upgrade->upgraded.wait_for(1));
+  CHECK(upgrade->result == std::error_code{});
+  REQUIRE(client.wait_received("OK\ninside"));
+}
+
+}  // namespace
+
 TEST_CASE("an in-band upgrade switches an open connection to TLS", "[transport][tls]") {
   TestCertificates certs;
   TestServer server(Mode::starttls_echo, &certs);
   TransportSettings settings;
   settings.tls.ca_file = certs.ca_file;  // TLS not enabled at connect: the protocol upgrades
   Client client(settings);
-  Latch upgraded;
-  std::error_code upgrade_result;
-  bool asked = false;
-  client.on_data_hook = [&] {
-    if (asked) return;
-    asked = true;  // "OK\n" arrived in plain text: upgrade now, from within on_data
-    client.transport_->start_tls([&](std::error_code ec) {
-      upgrade_result = ec;
-      upgraded.count_down();
-      client.transport_->write("inside");
-    });
-  };
-  client.run([&] {
-    client.transport_->connect(server.address());
-    client.transport_->write("STARTTLS\n");
-  });
-  REQUIRE(upgraded.wait_for(1));
-  CHECK(upgrade_result == std::error_code{});
-  REQUIRE(client.wait_received("OK\ninside"));
+  upgrade_in_band(client, server);
 }
 
 TEST_CASE("an in-band TLS handshake slower than write_timeout is left to connect_timeout",
@@ -572,25 +586,7 @@ TEST_CASE("an in-band TLS handshake slower than write_timeout is left to connect
   settings.write_timeout = std::chrono::milliseconds(100);
   settings.connect_timeout = std::chrono::milliseconds(20000);
   Client client(settings);
-  Latch upgraded;
-  std::error_code upgrade_result;
-  bool asked = false;
-  client.on_data_hook = [&] {
-    if (asked) return;
-    asked = true;
-    client.transport_->start_tls([&](std::error_code ec) {
-      upgrade_result = ec;
-      upgraded.count_down();
-      client.transport_->write("inside");
-    });
-  };
-  client.run([&] {
-    client.transport_->connect(server.address());
-    client.transport_->write("STARTTLS\n");
-  });
-  REQUIRE(upgraded.wait_for(1));
-  CHECK(upgrade_result == std::error_code{});
-  REQUIRE(client.wait_received("OK\ninside"));
+  upgrade_in_band(client, server);
   INFO(client.closed_detail());
   CHECK(client.closed_ec() == std::error_code{});
 }
