@@ -22,7 +22,7 @@ void HandlerPool::reserve(std::size_t n) {
   while (threads_.size() < n) threads_.emplace_back([queue = queue_] { run(queue); });
 }
 
-void HandlerPool::post(std::function<void()> job) {
+void HandlerPool::post(Job job) {
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
     queue_->jobs.push_back(std::move(job));
@@ -32,7 +32,7 @@ void HandlerPool::post(std::function<void()> job) {
 
 void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
   for (;;) {
-    std::function<void()> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(queue->mutex);
       queue->wake.wait(lock, [&] { return queue->stopping || !queue->jobs.empty(); });

@@ -3,17 +3,22 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "polybus/adapter/fifo.hpp"
+#include "polybus/adapter/inplace_function.hpp"
+
 namespace polybus::detail {
 
 class HandlerPool {
  public:
+  // A job in place, in a queue that keeps its memory: a wake of a subscription's handler comes
+  // once per burst of messages, and a std::function holding a shared_ptr allocated for each.
+  using Job = InplaceFunction<void(), 64>;
+
   explicit HandlerPool(std::size_t max_threads) : max_threads_(max_threads) {}
   ~HandlerPool();
   HandlerPool(const HandlerPool&) = delete;
@@ -21,7 +26,7 @@ class HandlerPool {
 
   // Makes sure at least n threads exist (capped at max_threads).
   void reserve(std::size_t n);
-  void post(std::function<void()> job);
+  void post(Job job);
 
  private:
   // Shared with the threads: the pool may be destroyed from one of its own threads (a handler
@@ -29,7 +34,7 @@ class HandlerPool {
   struct Queue {
     std::mutex mutex;
     std::condition_variable wake;
-    std::deque<std::function<void()>> jobs;
+    Fifo<Job> jobs;
     bool stopping = false;
   };
   static void run(const std::shared_ptr<Queue>& queue);

@@ -38,9 +38,9 @@ void SubscriptionCore::deliver(Message message) {
   if (message.state()) message.state()->subscription_cells = cells_;
   if (!active_.load()) return release(message);
   if (max_attempts_ > 0 && message.attempts() > max_attempts_ && !message.expects_reply()) {
-    const std::string reason = "delivered " + std::to_string(message.attempts()) +
-                               " times, more than max_attempts=" + std::to_string(max_attempts_);
-    pool_->post([self = shared_from_this(), message, reason]() mutable {
+    std::string reason = "delivered " + std::to_string(message.attempts()) +
+                         " times, more than max_attempts=" + std::to_string(max_attempts_);
+    pool_->post([self = shared_from_this(), message, reason = std::move(reason)]() mutable {
       self->open_envelope(message);
       self->give_up(std::move(message), reason);
     });
