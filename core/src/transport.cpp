@@ -4,10 +4,12 @@
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
+#include <cassert>
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include "block_pool.hpp"
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/protocol_guess.hpp"
@@ -112,9 +114,35 @@ Transport::Transport(Strand strand, TransportSettings settings, Callbacks callba
       idle_timer_(strand_),
       frame_watch_(strand_) {
   if (stats) stats_.emplace(*stats);
+  // A few spare chunks: one or two are live while a connection streams, and the rest come back
+  // in bursts as handlers let their messages go. What comes back beyond them goes to the heap.
+  constexpr std::size_t kSpareChunks = 4;
+  chunk_states_ = std::make_shared<detail::BlockPool>(
+      strand_, detail::shared_block_size<ReadChunk>(), kSpareChunks);
+  chunk_bytes_ =
+      std::make_shared<detail::BlockPool>(strand_, settings_.read_chunk_size, kSpareChunks);
   // Bad TLS settings are refused at once; a plain connection builds no TLS context at all (an
   // in-band upgrade gets one when it is asked for).
   if (settings_.tls.enabled) ssl_context_ = shared_tls_context(settings_.tls);
+}
+
+ReadChunk::ReadChunk(std::size_t n) : data(new char[n]), size(n) {}
+
+ReadChunk::ReadChunk(std::size_t n, std::shared_ptr<detail::BlockPool> spare)
+    : data(static_cast<char*>(spare->take()), GiveBack{spare}), size(n) {
+  assert(spare->block_size() == n);
+}
+
+void ReadChunk::GiveBack::operator()(char* bytes) const noexcept {
+  if (spare)
+    spare->give(bytes);
+  else
+    delete[] bytes;
+}
+
+std::shared_ptr<ReadChunk> Transport::fresh_chunk() {
+  return std::allocate_shared<ReadChunk>(detail::PooledAllocator<ReadChunk>(chunk_states_),
+                                         settings_.read_chunk_size, chunk_bytes_);
 }
 
 std::error_code Transport::ensure_tls_context(std::string& detail) {
@@ -302,7 +330,7 @@ void Transport::read_next() {
   // into the part already filled cannot be known without racing it (use_count() is a relaxed
   // load), so no byte of a chunk is read into twice.
   if (!chunk_ || chunk_->size - chunk_used_ < std::max<std::size_t>(chunk_->size / 4, 1)) {
-    chunk_ = std::make_shared<ReadChunk>(settings_.read_chunk_size);
+    chunk_ = fresh_chunk();
     chunk_used_ = 0;
   }
   reading_ = true;

@@ -11,8 +11,9 @@
 #include <thread>
 #include <tuple>
 
-#include "polybus/error.hpp"
 #include "polybus/adapter/transport.hpp"
+#include "polybus/error.hpp"
+#include "samples/cli/allocation_counter.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 
@@ -668,4 +669,56 @@ TEST_CASE("a chunk filled to its last quarter while held gives way to a fresh on
   // 20,000 bytes in 4 KiB chunks, each left once under 1 KiB remains: 6 or 7 chunks, not 40.
   CHECK(held.chunks >= 5);
   CHECK(held.chunks <= 8);
+}
+
+TEST_CASE("chunks come back when their last view goes: steady reading allocates nothing",
+          "[transport]") {
+  // A connection that streams wants a fresh chunk every read_chunk_size bytes, two allocations
+  // each before the transport kept the chunks that came back. Here no view is held, so each
+  // chunk comes back when the next replaces it; the io thread's allocations are counted over
+  // the reads after a warm-up (connect, the first chunks, asio's own caches).
+  constexpr std::size_t kChunk = 4096;
+  constexpr std::size_t kWarmUp = 64 * 1024;
+  constexpr std::size_t kTotal = 1024 * 1024;
+  asio::io_context server_io;
+  tcp::acceptor acceptor(server_io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  Strand strand = asio::make_strand(io);
+  std::size_t received = 0;  // io thread only
+  std::uint64_t at_warm_up = 0;
+  std::promise<std::uint64_t> at_end;
+  Transport::Callbacks callbacks;
+  callbacks.on_connected = [] {};
+  callbacks.on_closed = [](std::error_code, const std::string&) {};
+  callbacks.on_data = [&](const std::shared_ptr<ReadChunk>&, const char*, std::size_t n) {
+    const std::size_t before = received;
+    received += n;
+    if (before < kWarmUp && received >= kWarmUp)
+      at_warm_up = polybus::cli::allocations_on_this_thread();
+    if (received == kTotal) at_end.set_value(polybus::cli::allocations_on_this_thread());
+  };
+  TransportSettings settings;
+  settings.read_chunk_size = kChunk;
+  auto transport = Transport::create(strand, settings, std::move(callbacks));
+  std::thread io_thread([&io] { io.run(); });
+  const HostPort address{"127.0.0.1", acceptor.local_endpoint().port()};
+  asio::post(strand, [&transport, address] { transport->connect(address); });
+  tcp::socket peer(server_io);
+  acceptor.accept(peer);
+  const std::string bytes(1000, 'x');
+  for (std::size_t sent = 0; sent < kTotal;) {
+    const std::size_t n = std::min(bytes.size(), kTotal - sent);
+    asio::write(peer, asio::buffer(bytes.data(), n));
+    sent += n;
+  }
+  auto end = at_end.get_future();
+  REQUIRE(end.wait_for(kWaitBound) == std::future_status::ready);
+  const std::uint64_t steady = end.get() - at_warm_up;
+  INFO("allocations on the io thread over " << (kTotal - kWarmUp) / kChunk
+                                            << " chunks or more: " << steady);
+  CHECK(steady < 16);
+  asio::post(strand, [&transport] { transport->close(); });
+  work.reset();
+  io_thread.join();
 }

@@ -56,11 +56,23 @@ struct TransportSettings {
   static TransportSettings from_options(const ResolvedOptions& options);
 };
 
+namespace detail {
+class BlockPool;
+}
+
 // A read chunk; views into it stay valid while a shared_ptr to it is held. Its bytes are not
 // zeroed: only what reads filled is ever looked at.
 struct ReadChunk {
-  explicit ReadChunk(std::size_t n) : data(new char[n]), size(n) {}
-  std::unique_ptr<char[]> data;
+  // Bytes from the heap.
+  explicit ReadChunk(std::size_t n);
+  // Bytes from spare (blocks of n bytes), given back there when the chunk goes.
+  ReadChunk(std::size_t n, std::shared_ptr<detail::BlockPool> spare);
+
+  struct GiveBack {
+    std::shared_ptr<detail::BlockPool> spare;  // null: the heap's
+    void operator()(char* bytes) const noexcept;
+  };
+  std::unique_ptr<char[], GiveBack> data;
   std::size_t size;
 };
 
@@ -226,6 +238,11 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // The read and the write under way live here (each holds the transport).
   HandlerMemory read_memory_;
   HandlerMemory write_memory_;
+  // Chunks (their shared state, and their bytes) that came back when their last view went:
+  // a connection that streams reads a chunk every 64 KiB, and took two allocations for each.
+  std::shared_ptr<ReadChunk> fresh_chunk();
+  std::shared_ptr<detail::BlockPool> chunk_states_;
+  std::shared_ptr<detail::BlockPool> chunk_bytes_;
   std::shared_ptr<ReadChunk> chunk_;
   std::size_t chunk_used_ = 0;  // bytes of chunk_ that reads filled (views may point into them)
   std::chrono::milliseconds idle_{0};
