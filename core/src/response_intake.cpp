@@ -13,8 +13,9 @@ void ResponseIntake::push(Task task, ClientShared& owner) {
   // Posted under the lock: an answer that finds the intake non-empty knows a drain is queued
   // ahead of whatever its thread posts next.
   if (first)
-    asio::post(owner.strand,
-               [owner = owner.shared_from_this()] { owner->responses.drain(*owner); });
+    asio::post(owner.strand, in_memory(drain_memory_, [owner = owner.shared_from_this()] {
+                 owner->responses.drain(*owner);
+               }));
 }
 
 void ResponseIntake::drain(const ClientShared& shared) {

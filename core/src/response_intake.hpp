@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/inplace_function.hpp"
 
 namespace polybus::detail {
@@ -29,6 +30,9 @@ class ResponseIntake {
   std::mutex mutex_;
   std::vector<Task> pending_;  // guarded by mutex_
   std::vector<Task> spare_;    // guarded by mutex_: an empty one, reused
+  // The one drain posted at a time, and the idle strand's invoker: from a handler thread,
+  // which has no asio cache, each took the heap.
+  HandlerMemory drain_memory_;
 };
 
 }  // namespace polybus::detail

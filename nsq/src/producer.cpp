@@ -130,12 +130,12 @@ void Producer::publish(PublishWork work) {
   gathering_bytes_ += size;
   if (gather_flush_posted_) return;
   gather_flush_posted_ = true;
-  asio::post(context_->strand(), [weak = weak_from_this()] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->gather_flush_posted_ = false;
-    self->flush_gathered();
-  });
+  asio::post(context_->strand(), in_memory(gather_flush_memory_, [weak = weak_from_this()] {
+               auto self = weak.lock();
+               if (!self) return;
+               self->gather_flush_posted_ = false;
+               self->flush_gathered();
+             }));
 }
 
 std::size_t Producer::max_gathered_bytes() const {
@@ -164,9 +164,9 @@ void Producer::flush_gathered() {
 
 void Producer::keep_vectors(Outgoing& answered) {
   if (answered.dones.capacity() == 0 || answered.bodies.capacity() > kMaxGathered ||
-      spare_vectors_.size() >= kSpareVectorsAtMost)
+      spare_vectors_.size() >=
+          std::clamp(most_awaiting_, kSpareVectorsAtLeast, kSpareVectorsAtMost))
     return;
-  if (spare_vectors_.capacity() == 0) spare_vectors_.reserve(kSpareVectorsAtMost);
   answered.bodies.clear();
   answered.dones.clear();
   spare_vectors_.push_back({std::move(answered.bodies), std::move(answered.dones)});
@@ -217,6 +217,7 @@ void Producer::send(Node& node, Outgoing& work) {
   // Awaiting its answer before it is written: a write over max_write_buffer ends the connection
   // at once, and on_closed must find it there to send it again.
   node.awaiting.push_back(std::move(work));
+  most_awaiting_ = std::max(most_awaiting_, node.awaiting.size());
   const Outgoing& sent = node.awaiting.back();
   auto& machine = node.connection->machine();
   std::error_code ec = sent.batch ? machine.publish_batch(sent.topic, sent.bodies)

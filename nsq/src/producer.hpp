@@ -14,6 +14,7 @@
 #include "connection.hpp"
 #include "options.hpp"
 #include "polybus/adapter/fifo.hpp"
+#include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
@@ -104,12 +105,17 @@ class Producer : public std::enable_shared_from_this<Producer> {
     std::vector<Machine::Body> bodies;
     std::vector<OpCompletion> dones;
   };
-  // What keep_vectors() kept (a few bursts' worth: as many as are written and unanswered at
-  // once in steady traffic), so that gathering allocates nothing per burst.
-  static constexpr std::size_t kSpareVectorsAtMost = 8;
+  // What keep_vectors() kept, so that gathering allocates nothing per burst: as many as the
+  // most publishes written and unanswered at once on a connection (answers come back in runs,
+  // and each run's vectors serve the bursts gathered meanwhile), at least 8, at most 64. The
+  // bursts in flight hold their payloads as well, so the spares add a fraction of what they do.
+  static constexpr std::size_t kSpareVectorsAtLeast = 8;
+  static constexpr std::size_t kSpareVectorsAtMost = 64;
+  std::size_t most_awaiting_ = 0;
   std::vector<SpareVectors> spare_vectors_;
   std::size_t largest_burst_ = 0;  // publishes gathered into one MPUB (at most kMaxGathered)
   bool gather_flush_posted_ = false;
+  HandlerMemory gather_flush_memory_;  // for that one post: asio's own cache missed it often
   bool closed_ = false;
   std::mt19937 random_{std::random_device{}()};
 };
