@@ -195,12 +195,8 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       it->second.offset = data.offset;
       it->second.received = true;
       std::shared_ptr<const void> keep = owner;
-      std::string_view view = data.data;
-      if (!keep) {
-        auto copy = std::make_shared<std::string>(data.data);
-        view = *copy;
-        keep = std::move(copy);
-      }
+      // A frame that straddled two reads is in the parser's buffer, which the next overwrites.
+      const std::string_view view = keep ? data.data : kept_.keep(data.data, keep);
       handler_.on_data(it->first, data.offset, view, keep);
       return;
     }

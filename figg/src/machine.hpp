@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "polybus/adapter/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/figg/codec.hpp"
 
@@ -107,6 +108,7 @@ class Machine {
 
   MachineHandler& handler_;
   FrameParser parser_;
+  KeptCopies kept_;  // the frames that straddled two reads, for the messages viewing them
   std::vector<Slot> ring_;
   std::string header_scratch_;  // a PUBLISH header, rebuilt for each publish
   std::size_t head_ = 0;  // oldest unacknowledged

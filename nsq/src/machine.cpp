@@ -122,9 +122,8 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       std::shared_ptr<const void> keep = owner;
       if (!keep) {
         // The body is in a buffer that the next frame overwrites: copy this one.
-        auto copy = std::make_shared<std::string>(frame.body);
-        if (auto ec = parse_message(*copy, message)) return fail(ec, "bad message frame");
-        keep = copy;
+        const std::string_view copy = kept_.keep(frame.body, keep);
+        if (auto ec = parse_message(copy, message)) return fail(ec, "bad message frame");
       }
       handler_.on_message(message, keep);
       return;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "polybus/adapter/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
@@ -101,6 +102,7 @@ class Machine {
   MachineConfig config_;
   MachineHandler& handler_;
   FrameParser parser_;
+  KeptCopies kept_;  // the frames that straddled two reads, for the messages viewing them
   Phase phase_ = Phase::idle;
   IdentifyResponse negotiated_;
   std::unique_ptr<StreamCodec> codec_;

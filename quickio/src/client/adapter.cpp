@@ -8,6 +8,7 @@
 #include "options.hpp"
 #include "paused_sink.hpp"
 #include "polybus/adapter/budget.hpp"
+#include "polybus/adapter/kept_copies.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
@@ -149,9 +150,10 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     const std::shared_ptr<const void>& owner = *event.owner;
     if (!json_payloads_ && json.size() >= 2 && json.front() == '"') {
       std::string_view inner = json.substr(1, json.size() - 2);
-      if (inner.find('\\') == std::string_view::npos && owner) {
+      if (inner.find('\\') == std::string_view::npos) {
+        // Without an owner the event straddled two reads, in a buffer the next overwrites.
         state.buffer = owner;
-        state.payload = inner;
+        state.payload = owner ? inner : kept_.keep(inner, state.buffer);
         return;
       }
       auto text = std::make_shared<std::string>();
@@ -166,9 +168,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
       state.payload = json;
       return;
     }
-    auto copy = std::make_shared<std::string>(json);
-    state.payload = *copy;
-    state.buffer = std::move(copy);
+    state.payload = kept_.keep(json, state.buffer);
   }
 
   // Why a publish was refused; over max_queued_bytes, with the limit and what was queued.
@@ -341,6 +341,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   };
   AdapterContext ctx_;
   bool json_payloads_;
+  mutable KeptCopies kept_;  // events that straddled two reads (decode(), on the strand)
   std::string scratch_;  // a text payload's JSON string, on its way into an event (the strand's)
   std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;

@@ -1,0 +1,60 @@
+// KeptCopies: copies of straddled frames share blocks, stay valid while their owner is held, and
+// are never written over.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "polybus/adapter/kept_copies.hpp"
+
+using polybus::KeptCopies;
+
+TEST_CASE("kept copies: small copies share a block and outlive the keeper", "[kept_copies]") {
+  std::shared_ptr<const void> first_owner, second_owner;
+  std::string_view first, second;
+  {
+    KeptCopies kept;
+    std::string bytes = "first frame";
+    first = kept.keep(bytes, first_owner);
+    bytes = "second";
+    second = kept.keep(bytes, second_owner);
+    bytes.assign(bytes.size(), '#');  // the caller's buffer is overwritten
+    CHECK(first_owner == second_owner);
+    CHECK(second.data() == first.data() + first.size());
+  }
+  CHECK(first == "first frame");
+  CHECK(second == "second");
+  CHECK(first_owner.use_count() == 2);
+}
+
+TEST_CASE("kept copies: a full block gives way, and what it holds stays as it was",
+          "[kept_copies]") {
+  KeptCopies kept;
+  const std::size_t size = KeptCopies::kBlockSize / 8;
+  std::vector<std::shared_ptr<const void>> owners;
+  std::vector<std::string_view> views;
+  for (int i = 0; i < 20; ++i) {
+    const std::string bytes(size, static_cast<char>('a' + i));
+    owners.emplace_back();
+    views.push_back(kept.keep(bytes, owners.back()));
+  }
+  // 8 copies to a block: 20 copies in 3 blocks.
+  CHECK(owners[0] == owners[7]);
+  CHECK(owners[7] != owners[8]);
+  CHECK(owners[8] == owners[15]);
+  CHECK(owners[15] != owners[16]);
+  for (int i = 0; i < 20; ++i) CHECK(views[i] == std::string(size, static_cast<char>('a' + i)));
+}
+
+TEST_CASE("kept copies: a large copy gets its own owner; an empty one is valid", "[kept_copies]") {
+  KeptCopies kept;
+  std::shared_ptr<const void> small_owner, large_owner, empty_owner;
+  kept.keep("small", small_owner);
+  const std::string large(KeptCopies::kBlockSize / 4 + 1, 'L');
+  const std::string_view view = kept.keep(large, large_owner);
+  CHECK(view == large);
+  CHECK(view.data() != large.data());
+  CHECK(large_owner != small_owner);
+  CHECK(kept.keep({}, empty_owner).empty());
+  CHECK(empty_owner);
+}
