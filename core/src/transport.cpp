@@ -249,8 +249,7 @@ void Transport::handshake(asio::ssl::stream_base::handshake_type type,
     });
     return;
   }
-  stream_->tls = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(stream_->socket,
-                                                                            *ssl_context_);
+  stream_->tls = std::make_unique<asio::ssl::stream<Socket&>>(stream_->socket, *ssl_context_);
   auto& tls_stream = *stream_->tls;
   const std::string& name = tls.server_name.empty() ? host_ : tls.server_name;
   // SNI only for names (RFC 6066 forbids IP literals); verification for both.
@@ -613,7 +612,7 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   frame_watch_.timer.cancel();
   if (stream_) {
     std::error_code ignored;
-    stream_->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->socket.shutdown(Socket::shutdown_both, ignored);
     stream_->socket.close(ignored);
   }
   queue_.clear();

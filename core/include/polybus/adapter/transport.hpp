@@ -194,10 +194,16 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // The socket and, once TLS is on, the TLS layer over it. Shared with every pending operation
   // on it: an old stream outlives a reconnect (or the transport) until its aborted operations
   // have completed, as asio's composed TLS operations touch the stream when they do.
+  //
+  // The socket's executor is the strand itself, not asio's type-erased any_io_executor: through
+  // that, each completion was wrapped and handed to the strand in an operation from asio's
+  // per-thread cache, which missed for most writes (an allocation per burst); with the strand's
+  // own type the hand-off takes the handler's memory (read_memory_, write_memory_).
+  using Socket = asio::basic_stream_socket<asio::ip::tcp, Strand>;
   struct Stream {
     explicit Stream(const Strand& strand) : socket(strand) {}
-    asio::ip::tcp::socket socket;
-    std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> tls;
+    Socket socket;
+    std::unique_ptr<asio::ssl::stream<Socket&>> tls;
   };
   std::shared_ptr<Stream> stream_;
   asio::steady_timer connect_timer_;
