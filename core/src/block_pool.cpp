@@ -23,8 +23,12 @@ void* BlockPool::take() {
 }
 
 void BlockPool::give(void* block) noexcept {
+  if (strand_.running_in_this_thread()) return push_spare(new (block) Node{nullptr});
+  if (returned_count_.fetch_add(1, std::memory_order_relaxed) >= max_spare_) {
+    returned_count_.fetch_sub(1, std::memory_order_relaxed);
+    return ::operator delete(block);
+  }
   Node* node = new (block) Node{nullptr};
-  if (strand_.running_in_this_thread()) return push_spare(node);
   node->next = returned_.load(std::memory_order_relaxed);
   while (!returned_.compare_exchange_weak(node->next, node, std::memory_order_release,
                                           std::memory_order_relaxed)) {
@@ -35,6 +39,7 @@ void BlockPool::give(void* block) noexcept {
 void BlockPool::collect_returned() {
   Node* node = returned_.exchange(nullptr, std::memory_order_acquire);
   while (node) {
+    returned_count_.fetch_sub(1, std::memory_order_relaxed);
     Node* next = node->next;
     push_spare(node);
     node = next;

@@ -4,7 +4,7 @@
 // go. The strand takes blocks from a list of its own, without a lock or an atomic; a block freed
 // on the strand goes back to that list, one freed elsewhere onto a second list with one
 // compare-exchange, which the strand takes whole when its own runs dry. At most max_spare blocks
-// stay spare; the rest go back to the heap.
+// stay spare on each list; the rest go back to the heap.
 //
 // Why not a mutex-guarded free list: session 13 measured one (docs/performance.md); its lock,
 // taken by the io thread and the handler threads in turn, cost more than glibc's malloc.
@@ -51,6 +51,10 @@ class BlockPool {
   std::size_t spare_count_ = 0;
   // Given back off the strand; on a cache line of its own, away from the strand's fields.
   alignas(64) std::atomic<Node*> returned_{nullptr};
+  // About how many wait there (exact but for gives racing a collect): beyond max_spare a block
+  // goes back to the heap at once, so a strand that takes nothing for a while (an idle
+  // connection whose handlers let a burst of chunks go) does not hold them all.
+  std::atomic<std::size_t> returned_count_{0};
 };
 
 // An allocator for std::allocate_shared that takes its block (the object and its control block

@@ -190,6 +190,13 @@ std::string ascii_lower(std::string_view text) {
   return out;
 }
 
+std::string_view trim_json_space(std::string_view json) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!json.empty() && space(json.front())) json.remove_prefix(1);
+  while (!json.empty() && space(json.back())) json.remove_suffix(1);
+  return json;
+}
+
 std::string_view trim_http_space(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {

@@ -146,7 +146,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   // The payload of a received event: a JSON string's text (a view when it has no escapes) in
   // text mode, else the JSON text itself.
   void decode(const detail::Incoming& event, polybus::detail::MessageState& state) const {
-    std::string_view json = event.json;
+    // The event's JSON as checked, which may have white space around it: without it, a string
+    // ends in its closing quote.
+    std::string_view json = text::trim_json_space(event.json);
     const std::shared_ptr<const void>& owner = *event.owner;
     if (!json_payloads_ && json.size() >= 2 && json.front() == '"') {
       std::string_view inner = json.substr(1, json.size() - 2);

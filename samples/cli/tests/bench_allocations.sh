@@ -16,7 +16,7 @@
 # after, 1.003, 1.002, 1.001.
 # A run on a loaded machine lets a backlog build (the publisher is not held back), and messages
 # beyond the pools' spare blocks then allocate: up to three attempts, of which one must pass. A
-# cost per message fails all three.
+# cost per message fails all three; a lost message fails the first.
 # Before the pools and inline buffers of session 16 these were 3.4 (Figg), 5.2 (NSQ) and 9.2
 # (QuickIO) whole, and NSQ's message id cost one more until session 17; in steady state, before
 # session 21's handler memory and NSQ's kept burst vectors, NSQ's was 1.18: a change that brings
@@ -40,22 +40,28 @@ check() {  # BROKER BOUND
   for attempt in 1 2 3; do
     short=$(bench 50000)
     long=$(bench 250000)
-    if python3 - "$short" "$long" "$2" "$1" <<'PY'; then
+    local status=0
+    python3 - "$short" "$long" "$2" "$1" <<'PY' || status=$?
 import json, sys
 short, long = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 bound, name = float(sys.argv[3]), sys.argv[4]
 for run in (short, long):
-    assert run["failures"] == 0 and run["delivered"] == run["messages"], "not every message arrived"
+    if run["failures"] != 0 or run["delivered"] != run["messages"]:
+        sys.exit("not every message arrived")  # status 1: no second attempt
 whole = short["allocs_per_msg"]
 steady = (long["allocations"] - short["allocations"]) / (long["messages"] - short["messages"])
 print(f"{name}: {whole:.2f} allocations per message in 50,000 (bound {bound}), "
       f"{steady:.3f} in steady state (bound 1.25)")
-assert whole <= bound, f"{whole} allocations per message, over {bound}"
-assert steady <= 1.25, f"{steady} allocations per message in steady state, over 1.25"
+if whole > bound or steady > 1.25:
+    print("over the bound", file=sys.stderr)
+    sys.exit(3)
 PY
+    if [ "$status" = 0 ]; then
       stop_broker
       return
     fi
+    # Lost messages fail at once; only an allocation count over its bound is tried again.
+    [ "$status" = 3 ] || fail "$1: $short / $long"
   done
   fail "$1: over its bound in each of 3 attempts; the last: $short / $long"
 }
@@ -66,19 +72,26 @@ slow() {  # BROKER: at 20,000 messages/s a burst is a message or two
   for attempt in 1 2 3; do
     short=$(bench 20000 --rate 20000)
     long=$(bench 60000 --rate 20000)
-    if python3 - "$short" "$long" "$1" <<'PY'; then
+    local status=0
+    python3 - "$short" "$long" "$1" <<'PY' || status=$?
 import json, sys
 short, long = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 name = sys.argv[3]
 for run in (short, long):
-    assert run["failures"] == 0 and run["delivered"] == run["messages"], "not every message arrived"
+    if run["failures"] != 0 or run["delivered"] != run["messages"]:
+        sys.exit("not every message arrived")  # status 1: no second attempt
 steady = (long["allocations"] - short["allocations"]) / (long["messages"] - short["messages"])
 print(f"{name}: {steady:.3f} allocations per message at 20,000 a second (bound 1.05)")
-assert steady <= 1.05, f"{steady} allocations per message at 20,000 a second, over 1.05"
+if steady > 1.05:
+    print("over the bound", file=sys.stderr)
+    sys.exit(3)
 PY
+    if [ "$status" = 0 ]; then
       stop_broker
       return
     fi
+    # Lost messages fail at once; only an allocation count over its bound is tried again.
+    [ "$status" = 3 ] || fail "$1: $short / $long"
   done
   fail "$1 at 20,000 a second: over its bound in each of 3 attempts; the last: $short / $long"
 }

@@ -85,6 +85,32 @@ TEST_CASE("block pool: blocks given back on other threads reach the strand when 
   });
 }
 
+TEST_CASE("block pool: what is given back off the strand waits within the bound too",
+          "[block_pool]") {
+  // A strand that takes nothing for a while (an idle connection whose handlers let a burst of
+  // read chunks go) must not hold every block given back meanwhile.
+  StrandRunner runner;
+  BlockPool pool(runner.strand, 64, 4);
+  constexpr int kBlocks = 10;
+  auto blocks = runner.run([&] {
+    std::vector<void*> taken;
+    for (int i = 0; i < kBlocks; ++i) taken.push_back(pool.take());
+    return taken;
+  });
+  std::thread giver([&] {
+    for (void* block : blocks) pool.give(block);  // 6 of them straight back to the heap
+  });
+  giver.join();
+  const std::set<void*> kept(blocks.begin(), blocks.begin() + 4);
+  runner.run([&] {
+    std::set<void*> taken;
+    for (int i = 0; i < 4; ++i) taken.insert(pool.take());
+    CHECK(taken == kept);  // the first four given back, and no more
+    CHECK(pool.spare() == 0);
+    for (void* block : taken) pool.give(block);
+  });
+}
+
 TEST_CASE("block pool: blocks taken off the strand are the heap's, and may still come back",
           "[block_pool]") {
   StrandRunner runner;

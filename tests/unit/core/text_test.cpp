@@ -109,7 +109,7 @@ TEST_CASE("percent_decode decodes %XX and, for forms, '+', naming what is wrong"
   CHECK(std::string(describe(PercentError::bad_escape)) == "bad %-escape");
 }
 
-TEST_CASE("hex digits, ASCII lowercase and HTTP trimming", "[text]") {
+TEST_CASE("hex digits, ASCII lowercase, HTTP and JSON trimming", "[text]") {
   CHECK(hex_digit_value('0') == 0);
   CHECK(hex_digit_value('a') == 10);
   CHECK(hex_digit_value('F') == 15);
@@ -121,6 +121,9 @@ TEST_CASE("hex digits, ASCII lowercase and HTTP trimming", "[text]") {
   CHECK(ascii_lower("Content-LENGTH \xc3\x89") == "content-length \xc3\x89");
   CHECK(trim_http_space(" \tvalue \t\r") == "value");
   CHECK(trim_http_space("   ").empty());
+  CHECK(trim_json_space(" \t\r\n\"abc\" \n") == "\"abc\"");
+  CHECK(trim_json_space("\"a b\"") == "\"a b\"");
+  CHECK(trim_json_space(" \n ").empty());
 }
 
 TEST_CASE("is_valid_json takes one RFC 8259 value within the depth bound, and nothing else",

@@ -16,6 +16,7 @@
 #include <asio/bind_allocator.hpp>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 
@@ -61,8 +62,12 @@ class HandlerMemory {
       return ::operator new(size);
     }
     static void deallocate(Blocks* blocks, void* pointer) noexcept {
-      const unsigned i = blocks->index_of(pointer);
-      if (i == kBlocks) return ::operator delete(pointer);
+      // By address only: for a heap pointer, blocks may be gone already (the owner died and its
+      // blocks came back); a block of its own means they are still here.
+      const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+      const auto begin = reinterpret_cast<std::uintptr_t>(blocks) + offsetof(Blocks, bytes);
+      if (at < begin || at >= begin + sizeof(bytes)) return ::operator delete(pointer);
+      const auto i = static_cast<unsigned>((at - begin) / kSize);
       const unsigned before = blocks->state.fetch_and(~(1u << i), std::memory_order_acq_rel);
       if (before == (kOrphaned | (1u << i))) delete blocks;  // the owner is gone: the last out
     }

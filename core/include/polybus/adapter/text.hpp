@@ -45,6 +45,8 @@ PercentError percent_decode(std::string_view in, std::string& out, bool plus_is_
 // One complete JSON value (RFC 8259; strings well-formed UTF-8), nested at most max_depth deep,
 // with white space around it and nothing else. Allocates nothing up to 64 levels deep.
 bool is_valid_json(std::string_view json, std::size_t max_depth);
+// Without the white space JSON allows around a value (space, tab, CR, LF).
+std::string_view trim_json_space(std::string_view json);
 
 // ASCII-lowercase copy (HTTP header names, tokens).
 std::string ascii_lower(std::string_view text);
