@@ -43,6 +43,15 @@ std::set<void*> take_and_give_back(BlockPool& pool, int n) {
   return blocks;
 }
 
+// n blocks taken on the strand.
+std::vector<void*> take_on_strand(StrandRunner& runner, BlockPool& pool, int n) {
+  return runner.run([&] {
+    std::vector<void*> taken;
+    for (int i = 0; i < n; ++i) taken.push_back(pool.take());
+    return taken;
+  });
+}
+
 }  // namespace
 
 TEST_CASE("block pool: the strand takes back the blocks it gave, up to its bound", "[block_pool]") {
@@ -66,11 +75,7 @@ TEST_CASE("block pool: blocks given back on other threads reach the strand when 
   StrandRunner runner;
   BlockPool pool(runner.strand, 64, 4096);
   constexpr int kBlocks = 1000;
-  auto blocks = runner.run([&] {
-    std::vector<void*> taken;
-    for (int i = 0; i < kBlocks; ++i) taken.push_back(pool.take());
-    return taken;
-  });
+  auto blocks = take_on_strand(runner, pool, kBlocks);
   // Given back by four threads at once, none of them the strand's.
   std::vector<std::thread> givers;
   for (int t = 0; t < 4; ++t)
@@ -91,12 +96,7 @@ TEST_CASE("block pool: what is given back off the strand waits within the bound 
   // read chunks go) must not hold every block given back meanwhile.
   StrandRunner runner;
   BlockPool pool(runner.strand, 64, 4);
-  constexpr int kBlocks = 10;
-  auto blocks = runner.run([&] {
-    std::vector<void*> taken;
-    for (int i = 0; i < kBlocks; ++i) taken.push_back(pool.take());
-    return taken;
-  });
+  auto blocks = take_on_strand(runner, pool, 10);
   std::thread giver([&] {
     for (void* block : blocks) pool.give(block);  // 6 of them straight back to the heap
   });
