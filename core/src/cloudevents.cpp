@@ -206,7 +206,8 @@ std::string encode(std::string_view payload, const Headers& headers, const Defau
       return "datacontenttype '" + std::string(*content_type) +
              "' says JSON, but the payload is not valid JSON (or nests deeper than " +
              std::to_string(max_json_depth) + ")";
-    data = Data::json;
+    // `data` holds the value, not the white space around it: such a payload goes as bytes.
+    data = text::trim_json_space(payload).size() == payload.size() ? Data::json : Data::base64;
   } else if (text::is_valid_utf8(payload) &&
              (!content_type || is_text_content_type(*content_type))) {
     data = Data::text;

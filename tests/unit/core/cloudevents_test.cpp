@@ -78,6 +78,8 @@ TEST_CASE("cloudevents: what is written reads back, payload and headers", "[clou
        {Case{"plain text \"quoted\" \\ \n", {{"correlationid", "c-42"}}}, Case{binary, {}},
         Case{"", {}},
         Case{R"([1, {"k": "v"}, null])", {{"datacontenttype", "application/cloudevents+json"}}},
+        Case{"{} ", {{"datacontenttype", "application/json"}}},
+        Case{"\n\t[2]", {{"datacontenttype", "text/json"}}},
         Case{"<x/>", {{"datacontenttype", "application/xml"}}}}) {
     const std::string json = encoded(c.payload, c.headers);
     Event event;
