@@ -1,5 +1,6 @@
 // The in-process brokers listen where they are told (`polybus broker NAME --port P`, a user's
-// fixed test port), serve there, and refuse a port that is taken with an error.
+// fixed test port), serve there, refuse a port that is taken with an error, and keep their port
+// while stopped.
 #include <asio.hpp>
 #include <catch2/catch.hpp>
 #include <future>
@@ -82,5 +83,36 @@ TEST_CASE("test brokers: those with no TCP port say so by having no start_on_por
           "[test_brokers]") {
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name == "mem" || factory.name == "memodb+ipc") CHECK(!factory.start_on_port);
+  }
+}
+
+TEST_CASE("test brokers: a stopped broker keeps its port, refusing connections, until it starts",
+          "[test_brokers]") {
+  for (const auto& factory : testing::test_brokers()) {
+    // nsq+lookupd's URL names nsqlookupd, which stays up; nsq covers its nsqd.
+    if (!factory.start_on_port || factory.name == "nsq+lookupd") continue;
+    DYNAMIC_SECTION(factory.name) {
+      auto broker = factory.start();
+      const std::string url = broker->url();
+      const std::string host = "://127.0.0.1:";
+      REQUIRE(url.find(host) != std::string::npos);
+      const auto port =
+          static_cast<std::uint16_t>(std::stoul(url.substr(url.find(host) + host.size())));
+      broker->stop();
+      asio::io_context io;
+      const asio::ip::tcp::endpoint at(asio::ip::make_address("127.0.0.1"), port);
+      std::error_code ec;
+      asio::ip::tcp::socket probe(io);
+      probe.connect(at, ec);
+      CHECK(ec == asio::error::connection_refused);
+      // Another socket cannot take the port (as a bind to port 0 elsewhere might).
+      asio::ip::tcp::acceptor other(io);
+      other.open(at.protocol());
+      other.bind(at, ec);
+      CHECK(ec == asio::error::address_in_use);
+      other.close();
+      broker->start();
+      round_trip(url);
+    }
   }
 }

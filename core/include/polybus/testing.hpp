@@ -18,8 +18,9 @@ class TestBroker {
   virtual ~TestBroker() = default;
   // A URL for clients, with options that keep tests fast (short timeouts and backoff).
   virtual std::string url() const = 0;
-  // Stop drops every connection and refuses new ones; start accepts them again. The broker keeps
-  // its messages across the two where the protocol's real broker does.
+  // Stop drops every connection and refuses new ones; start accepts them again, on the same port,
+  // which no other socket can take in between. The broker keeps its messages across the two
+  // where the protocol's real broker does.
   virtual void stop() = 0;
   virtual void start() = 0;
   void restart() {

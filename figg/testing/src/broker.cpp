@@ -8,6 +8,7 @@
 #include <set>
 
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/adapter/port_hold.hpp"
 #include "polybus/adapter/server_stream.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/figg_testing.hpp"
@@ -67,6 +68,7 @@ class BrokerImpl {
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
     acceptor_.bind(endpoint);
     acceptor_.listen();
+    port_hold_.release();
     port_ = acceptor_.local_endpoint().port();
     accept();
   }
@@ -94,6 +96,7 @@ class BrokerImpl {
   std::uint64_t pongs_ = 0;
   IoThread io_;  // before everything that uses its io_context: destroyed after them
   tcp::acceptor acceptor_;
+  PortHold port_hold_{io_.context()};  // the port, while stopped
   std::uint16_t port_ = 0;
   std::map<std::string, Topic> topics_;
   std::set<Session*> sessions_;
@@ -376,7 +379,10 @@ Broker::~Broker() = default;
 std::uint16_t Broker::port() const { return impl_->port_; }
 std::string Broker::address() const { return "127.0.0.1:" + std::to_string(impl_->port_); }
 void Broker::stop() {
-  impl_->run([this] { impl_->close_all(); });
+  impl_->run([this] {
+    impl_->port_hold_.close_listener(impl_->acceptor_);  // until start() listens again
+    impl_->close_all();
+  });
 }
 void Broker::start() {
   impl_->run([this] {

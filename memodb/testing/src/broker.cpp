@@ -13,6 +13,7 @@
 
 #include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/adapter/port_hold.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "polybus/memodb_testing.hpp"
@@ -26,6 +27,16 @@ std::string worker_id(std::uint32_t n) {
   std::string id(4, '\0');
   for (int i = 0; i < 4; ++i) id[static_cast<std::size_t>(i)] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
   return id;
+}
+
+// The TCP endpoint a generic acceptor is bound to.
+asio::ip::tcp::endpoint tcp_endpoint_of(const asio::generic::stream_protocol::endpoint& bound) {
+  asio::ip::tcp::endpoint tcp;
+  if (bound.size() <= tcp.capacity()) {
+    std::memcpy(tcp.data(), bound.data(), bound.size());
+    tcp.resize(bound.size());
+  }
+  return tcp;
 }
 
 }  // namespace
@@ -254,6 +265,7 @@ class BrokerImpl {
   // ---- control (io thread) ----
   std::string listen();
   void close_all();
+  void close_keeping_port();  // stop(): close_all(), and keep the TCP port for start()
 
   std::string url() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -318,6 +330,7 @@ class BrokerImpl {
 
   // io thread only:
   std::unique_ptr<asio::basic_socket_acceptor<asio::generic::stream_protocol>> acceptor_;
+  PortHold port_hold_{io_.context()};  // a TCP port, while stopped
   bool ipc_ = false;
   std::string ipc_path_;
   SpConnection::Events events_;
@@ -379,11 +392,7 @@ std::string BrokerImpl::listen() {
     if (!ec) acceptor->bind(Generic::endpoint(endpoint), ec);
     if (!ec && port == 0) {
       const Generic::endpoint bound = acceptor->local_endpoint(ec);
-      asio::ip::tcp::endpoint tcp;
-      if (!ec && bound.size() <= tcp.capacity()) {
-        std::memcpy(tcp.data(), bound.data(), bound.size());
-        tcp.resize(bound.size());
-      }
+      const auto tcp = ec ? asio::ip::tcp::endpoint() : tcp_endpoint_of(bound);
       std::lock_guard<std::mutex> lock(stats_mutex_);
       url_ = "tcp://" + host_port.substr(0, colon) + ":" + std::to_string(tcp.port());
     }
@@ -392,6 +401,7 @@ std::string BrokerImpl::listen() {
   }
   if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return "cannot listen on " + address + ": " + ec.message();
+  port_hold_.release();
   acceptor_ = std::move(acceptor);
   running_ = true;
   // A restarted broker hands out IDs from a new range.
@@ -430,6 +440,15 @@ void BrokerImpl::connection_count(int change) {
       --n;
   }
   publish_stats();
+}
+
+void BrokerImpl::close_keeping_port() {
+  std::error_code ec;
+  const auto bound = running_ && !ipc_ ? acceptor_->local_endpoint(ec)
+                                       : asio::generic::stream_protocol::endpoint();
+  const bool tcp = running_ && !ipc_ && !ec;
+  close_all();
+  if (tcp) port_hold_.hold(tcp_endpoint_of(bound));  // until start() listens again
 }
 
 void BrokerImpl::close_all() {
@@ -724,7 +743,7 @@ Broker::~Broker() = default;
 std::string Broker::url() const { return impl_->url(); }
 void Broker::stop() {
   impl_->run([this] {
-    impl_->close_all();
+    impl_->close_keeping_port();
     return 0;
   });
 }

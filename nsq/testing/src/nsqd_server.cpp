@@ -50,6 +50,7 @@ NsqdServer::~NsqdServer() {
 
 void NsqdServer::shutdown() {
   stop();
+  port_hold_.release();
   broker_.close();
   registry_.reset();
 }
@@ -61,6 +62,7 @@ void NsqdServer::listen() {
   acceptor.set_option(asio::socket_base::reuse_address(true));
   acceptor.bind(endpoint);  // throws std::system_error, e.g. when the port was taken
   acceptor.listen();
+  port_hold_.release();
   if (port_ == 0) port_ = acceptor.local_endpoint().port();  // written once, read by any thread
   acceptor_.emplace(std::move(acceptor));
   listening_ = true;
@@ -90,8 +92,7 @@ void NsqdServer::accept() {
 void NsqdServer::stop() {
   if (!listening_) return;
   ++listen_generation_;  // the pending accept is dropped
-  std::error_code ignored;
-  acceptor_->close(ignored);
+  port_hold_.close_listener(*acceptor_);  // until start() listens again
   acceptor_.reset();
   // Closing removes each from connections_, so walk a copy. Ephemeral channels go with their
   // subscribers, and nsqlookupd hears of it while this nsqd is still registered.

@@ -16,6 +16,7 @@
 #include "client_connection.hpp"
 #include "lookup_registry.hpp"
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/adapter/port_hold.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/nsq_testing.hpp"
 
@@ -75,6 +76,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::optional<asio::ssl::context> tls_;  // with the configured certificate
   Broker broker_;
   std::optional<asio::ip::tcp::acceptor> acceptor_;
+  PortHold port_hold_{io_.context()};  // the port, while stopped
   std::uint16_t port_ = 0;
   bool listening_ = false;
   std::uint64_t listen_generation_ = 0;

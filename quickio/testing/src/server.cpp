@@ -50,6 +50,7 @@ void ServerImpl::listen(std::uint16_t port) {
   acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true));
   acceptor_.bind(endpoint);
   acceptor_.listen();
+  port_hold_.release();
   port_ = acceptor_.local_endpoint().port();
   accept();
 }
@@ -125,7 +126,10 @@ std::string Server::address() const {
   return "127.0.0.1:" + std::to_string(impl_->port_);
 }
 void Server::stop() {
-  impl_->run([this] { impl_->close_all(); });
+  impl_->run([this] {
+    impl_->port_hold_.close_listener(impl_->acceptor_);  // until start() listens again
+    impl_->close_all();
+  });
 }
 void Server::start() {
   impl_->run([this] {

@@ -16,6 +16,7 @@
 
 #include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/adapter/io_thread.hpp"
+#include "polybus/adapter/port_hold.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"
@@ -120,6 +121,7 @@ class ServerImpl {
   WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
   IoThread io_;  // before everything that uses its io_context: destroyed after them
   asio::ip::tcp::acceptor acceptor_;
+  PortHold port_hold_{io_.context()};  // the port, while stopped
   asio::steady_timer tick_timer_;
   std::uint16_t port_ = 0;
   bool silent_ = false;

@@ -1,0 +1,27 @@
+#include "polybus/adapter/port_hold.hpp"
+
+namespace polybus {
+
+void PortHold::close_listener(asio::ip::tcp::acceptor& listener) {
+  std::error_code ec;
+  const auto endpoint = listener.local_endpoint(ec);
+  std::error_code ignored;
+  listener.close(ignored);
+  if (!ec && endpoint.port() != 0) hold(endpoint);
+}
+
+void PortHold::hold(const asio::ip::tcp::endpoint& endpoint) {
+  release();
+  std::error_code ec;
+  socket_.open(endpoint.protocol(), ec);
+  if (!ec) socket_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) socket_.bind(endpoint, ec);
+  if (ec) release();
+}
+
+void PortHold::release() {
+  std::error_code ignored;
+  socket_.close(ignored);
+}
+
+}  // namespace polybus
