@@ -111,6 +111,25 @@ TEST_CASE("adapter: payload=json sends JSON verbatim and refuses what is not JSO
   CHECK(got.order().front() == R"({"a":[1,2]})");
 }
 
+TEST_CASE(
+    "adapter: payload=json delivers the same JSON value: line breaks as spaces, no outer "
+    "white space") {
+  for (const std::string scheme : {"quickio", "quickio+ws", "quickio+http"}) {
+    DYNAMIC_SECTION(scheme) {
+      auto server = Server::launch();
+      auto client = connect(url_for(scheme, *server, "&payload=json"));
+      Collector got;
+      auto sub =
+          client.subscribe("spaced", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+      REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+      for (const std::string payload : {"{} ", " \"s\"", "\t[1, 2]\r\n", "{\n  \"a\": 1\n}"})
+        REQUIRE(client.publish_sync("spaced", payload) == std::error_code{});
+      REQUIRE(got.wait_for_count(4));
+      CHECK(got.order() == std::vector<std::string>{"{}", "\"s\"", "[1, 2]", "{   \"a\": 1 }"});
+    }
+  }
+}
+
 TEST_CASE("adapter: text payloads must be UTF-8 and topics must be clean paths") {
   auto server = Server::launch();
   auto client = connect(url_for("quickio", *server));
