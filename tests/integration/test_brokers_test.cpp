@@ -12,12 +12,19 @@ using namespace polybus;
 
 namespace {
 
-// A port the system just handed out and took back: free unless another process races for it.
-std::uint16_t free_port() {
+// A free port, kept bound (not listening, addresses reused) while a broker binds beside it, so
+// that no other socket takes it first (polybus/adapter/port_hold.hpp).
+struct ReservedPort {
   asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
-  return acceptor.local_endpoint().port();
-}
+  asio::ip::tcp::acceptor socket{io};
+  std::uint16_t port = 0;
+  ReservedPort() {
+    socket.open(asio::ip::tcp::v4());
+    socket.set_option(asio::socket_base::reuse_address(true));
+    socket.bind({asio::ip::make_address("127.0.0.1"), 0});
+    port = socket.local_endpoint().port();
+  }
+};
 
 // One message (or one request) through the broker at `url`.
 void round_trip(const std::string& url) {
@@ -55,8 +62,10 @@ TEST_CASE("test brokers: each with a TCP port listens on the port it is given",
     if (!factory.start_on_port) continue;
     ++with_port;
     DYNAMIC_SECTION(factory.name) {
-      const auto port = free_port();
+      ReservedPort reserved;
+      const auto port = reserved.port;
       auto broker = factory.start_on_port(port);
+      reserved.socket.close();
       const std::string url = broker->url();
       CHECK_THAT(url, Catch::StartsWith(factory.scheme + "://127.0.0.1:" + std::to_string(port)));
       round_trip(url);
