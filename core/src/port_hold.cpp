@@ -19,6 +19,12 @@ void PortHold::hold(const asio::ip::tcp::endpoint& endpoint) {
   if (ec) release();
 }
 
+std::uint16_t PortHold::port() const {
+  std::error_code ec;
+  const auto endpoint = socket_.local_endpoint(ec);
+  return ec ? 0 : endpoint.port();
+}
+
 void PortHold::release() {
   std::error_code ignored;
   socket_.close(ignored);

@@ -5,26 +5,13 @@
 #include <catch2/catch.hpp>
 #include <future>
 
+#include "polybus/adapter/port_hold.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
 
 using namespace polybus;
 
 namespace {
-
-// A free port, kept bound (not listening, addresses reused) while a broker binds beside it, so
-// that no other socket takes it first (polybus/adapter/port_hold.hpp).
-struct ReservedPort {
-  asio::io_context io;
-  asio::ip::tcp::acceptor socket{io};
-  std::uint16_t port = 0;
-  ReservedPort() {
-    socket.open(asio::ip::tcp::v4());
-    socket.set_option(asio::socket_base::reuse_address(true));
-    socket.bind({asio::ip::make_address("127.0.0.1"), 0});
-    port = socket.local_endpoint().port();
-  }
-};
 
 // One message (or one request) through the broker at `url`.
 void round_trip(const std::string& url) {
@@ -62,10 +49,14 @@ TEST_CASE("test brokers: each with a TCP port listens on the port it is given",
     if (!factory.start_on_port) continue;
     ++with_port;
     DYNAMIC_SECTION(factory.name) {
-      ReservedPort reserved;
-      const auto port = reserved.port;
+      // A free port, held while the broker binds beside it: no other socket takes it first.
+      asio::io_context io;
+      PortHold reserved(io);
+      reserved.hold({asio::ip::make_address("127.0.0.1"), 0});
+      const auto port = reserved.port();
+      REQUIRE(port != 0);
       auto broker = factory.start_on_port(port);
-      reserved.socket.close();
+      reserved.release();
       const std::string url = broker->url();
       CHECK_THAT(url, Catch::StartsWith(factory.scheme + "://127.0.0.1:" + std::to_string(port)));
       round_trip(url);

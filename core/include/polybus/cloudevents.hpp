@@ -8,8 +8,9 @@
 // and its name must follow the CloudEvents rules (a-z and 0-9, 1 to 20 characters). The payload
 // becomes `data`: the JSON value itself when datacontenttype is JSON (application/json, text/json
 // or a +json suffix, and no white space around it), a JSON string for text (text/*, or no type
-// and valid UTF-8), else `data_base64`, so that every payload reads back byte for byte. Reading reverses it: the payload is the JSON text of `data`, the string's text,
-// or the decoded `data_base64`; every attribute but the data becomes a header, specversion too.
+// and valid UTF-8), else `data_base64`, so that every payload reads back byte for byte. Reading
+// reverses it: the payload is the JSON text of `data`, the string's text, or the decoded
+// `data_base64`; every attribute but the data becomes a header, specversion too.
 #pragma once
 
 #include <cstddef>

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <asio/ip/tcp.hpp>
+#include <cstdint>
 
 namespace polybus {
 
@@ -17,13 +18,14 @@ class PortHold {
 
   // Closes `listener` and holds the port it listened on.
   void close_listener(asio::ip::tcp::acceptor& listener);
-  // Holds `endpoint`'s port. Holds nothing when that fails (the port is taken already): the
-  // broker's next listen then names the port.
+  // Holds `endpoint`'s port (port 0: a free one, see port()). Holds nothing when that fails (the
+  // port is taken already): the broker's next listen then names the port.
   void hold(const asio::ip::tcp::endpoint& endpoint);
   // Lets the port go: call once the broker listens on it again.
   void release();
 
-  bool holding() const { return socket_.is_open(); }
+  // The port held; 0 when none is.
+  std::uint16_t port() const;
 
  private:
   asio::ip::tcp::acceptor socket_;  // bound, never listening
