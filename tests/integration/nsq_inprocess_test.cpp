@@ -640,18 +640,24 @@ TEST_CASE(
   std::promise<void> gate;
   auto gate_open = gate.get_future().share();
   std::atomic<int> handled{0}, returned{0};
+  Latch entered;
   auto client = connect("nsq://" + nsqd->tcp_address() + "?max_held_messages=2&" + kFast);
   SubscribeOptions options;
   options.group = "flow";
   options.max_in_flight = 10;
   options.concurrency = 1;
   auto sub = client.subscribe("flow", options, [&](Message&) {
-    if (handled++ == 0) gate_open.wait();  // the rest queue up past max_held_messages
+    if (handled++ == 0) {
+      entered.count_down();
+      gate_open.wait();  // the rest queue up past max_held_messages
+    }
     ++returned;
   });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync("flow", "m") == std::error_code{});
-  // The budget holds: RDY 0.
+  // The budget holds: RDY 0. The first message is in the handler: a pause before that would
+  // hold it too.
+  REQUIRE(entered.wait_for(1));
   REQUIRE(nsqd->wait_until([&] { return nsqd->ready_count("flow", "flow") == 0; }));
   sub.pause();  // the application's own pause, while the budget holds
   gate.set_value();
@@ -679,19 +685,26 @@ TEST_CASE("nsq: what a long pause holds is touched, so nsqd does not send it aga
   std::promise<void> gate;
   auto gate_open = gate.get_future().share();
   Collector handled;
+  Latch entered;
   auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   SubscribeOptions options;
   options.group = "held";
   options.max_in_flight = 10;
   options.concurrency = 1;
   auto sub = client.subscribe("held", options, [&](Message& m) {
-    if (m.payload() == "m0") gate_open.wait();  // the others arrive meanwhile
+    if (m.payload() == "m0") {
+      entered.count_down();
+      gate_open.wait();  // the others arrive meanwhile
+    }
     handled.add(std::string(m.payload()));
   });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   for (int i = 0; i < 5; ++i)
     REQUIRE(client.publish_sync("held", "m" + std::to_string(i)) == std::error_code{});
   REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 5; }));
+  // m0 is in the handler (a pause before it got there would hold it too, and nothing would be
+  // handled until resume).
+  REQUIRE(entered.wait_for(1));
   sub.pause();
   gate.set_value();
   REQUIRE(handled.wait_for_distinct(1));
