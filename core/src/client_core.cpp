@@ -117,7 +117,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     return fail_now(std::move(done), refused);
   }
   IntakeWork work;
-  work.topic.assign(topic);
+  work.topic = topic_names_.name(topic);
   work.payloads = std::move(payloads);
   work.bytes = bytes;
   work.done = std::move(done);
@@ -176,7 +176,7 @@ void ClientCore::drain_intake() {
 void ClientCore::adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why) {
   // The topic went to the adapter with the work; the operation, once made, keeps its name.
   std::string what = work.made ? ops_->complete_if_pending(work.made, ec, why) : std::string();
-  if (what.empty()) what = (work.request ? "request to " : "publish to ") + work.topic;
+  if (what.empty()) what = (work.request ? "request to " : "publish to ") + work.topic.str();
   shared_->log(LogLevel::error, what + ": " + why);
 }
 
@@ -186,8 +186,9 @@ void ClientCore::start_publish(IntakeWork& work) {
     shared_->outgoing.give_back(work.bytes);
     shared_->stats.publish_failed += count;
     bump(shared_->publish_refused, count);
-    shared_->complete("publish to " + work.topic, work.done,
-                      Status(errc::closed, "publish to " + work.topic + ": the client is closed"));
+    shared_->complete(
+        "publish to " + work.topic.str(), work.done,
+        Status(errc::closed, "publish to " + work.topic.str() + ": the client is closed"));
     return;
   }
   // Kept by shared_, which the completion holds.
@@ -196,7 +197,7 @@ void ClientCore::start_publish(IntakeWork& work) {
   auto op = ops_->add(
       work.deadline,
       [shared = shared_, done = std::move(work.done), count, cells, issued = work.issued,
-       bytes = work.bytes](std::error_code ec, std::string, std::string cause) {
+       bytes = work.bytes](std::error_code ec, std::string&&, std::string&& cause) {
         shared->outgoing.give_back(bytes);
         (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
         if (ec) {
@@ -207,7 +208,7 @@ void ClientCore::start_publish(IntakeWork& work) {
         }
         if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
       },
-      "publish to ", work.topic, work.issued);
+      "publish to ", work.topic.shared(), work.issued);
   work.made = op.operation();
   adapter_->publish(
       PublishWork{std::move(work.topic), std::move(work.payloads), work.defer, std::move(op)});
@@ -295,8 +296,8 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
   sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
   auto op = ops_->add(
       deadline_from({}, Clock::now()),
-      [shared = shared_, done = std::move(done), adapter_sub](std::error_code ec, std::string,
-                                                              std::string cause) {
+      [shared = shared_, done = std::move(done), adapter_sub](std::error_code ec, std::string&&,
+                                                              std::string&& cause) {
         shared->complete("unsubscribe", done, Status(ec, std::move(cause)));
       },
       "unsubscribe from " + sub->topic());
@@ -323,7 +324,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     return;
   }
   IntakeWork work;
-  work.topic.assign(topic);
+  work.topic = topic_names_.name(topic);
   work.bytes = payload.size();
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);
@@ -343,7 +344,7 @@ void ClientCore::start_request(IntakeWork& work) {
   auto op = ops_->add(
       work.deadline,
       [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes](
-          std::error_code ec, std::string reply, std::string detail) {
+          std::error_code ec, std::string&& reply, std::string&& detail) {
         shared->outgoing.give_back(bytes);
         Headers headers;
         if (!ec) {
@@ -359,10 +360,9 @@ void ClientCore::start_request(IntakeWork& work) {
         shared->complete("request", done,
                          Reply{ec, std::move(reply), std::move(detail), std::move(headers)});
       },
-      "request to ", work.topic, work.issued);
+      "request to ", work.topic.shared(), work.issued);
   work.made = op.operation();
-  adapter_->request(
-      RequestWork{std::move(work.topic), std::move(work.payloads.front()), std::move(op)});
+  adapter_->request(RequestWork{work.topic.str(), std::move(work.payloads.front()), std::move(op)});
 }
 
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
@@ -378,8 +378,8 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
         }
         auto op = self->ops_->add(
             deadline,
-            [shared = self->shared_, done = std::move(done)](std::error_code ec, std::string,
-                                                             std::string cause) {
+            [shared = self->shared_, done = std::move(done)](std::error_code ec, std::string&&,
+                                                             std::string&& cause) {
               shared->complete("ping", done, Status(ec, std::move(cause)));
             },
             "ping", issued);

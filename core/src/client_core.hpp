@@ -20,6 +20,7 @@
 #include "polybus/adapter/registry.hpp"
 #include "polybus/client.hpp"
 #include "runtime.hpp"
+#include "topic_names.hpp"
 
 namespace polybus::detail {
 
@@ -206,7 +207,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // later post from any thread that saw its work go in (a close, say) runs after the drain
   // that work relies on.
   struct IntakeWork {
-    std::string topic;
+    TopicName topic;
     Payloads payloads;      // a request's one payload is the first
     std::size_t bytes = 0;  // the payloads', taken from max_outgoing_bytes until completed
     Completion done;        // a publish's
@@ -225,6 +226,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void start_request(IntakeWork& work);  // strand
   // Strand: an adapter threw while taking `work`: logged, and its operation completed now.
   void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
+  TopicNames topic_names_;  // each publish's and request's topic, shared, not copied
   std::mutex intake_mutex_;
   std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
   // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by

@@ -13,7 +13,9 @@ const std::string kEmpty;
 const Headers kNoHeaders;
 }
 
-const std::string& Message::topic() const { return state_ ? state_->topic : kEmpty; }
+const std::string& Message::topic() const {
+  return state_ ? state_->topic_name() : kEmpty;
+}
 std::string_view Message::payload() const { return state_ ? state_->payload : std::string_view{}; }
 const std::string& Message::id() const {
   return state_ ? state_->id.text() : kEmpty;
@@ -93,9 +95,10 @@ std::error_code Message::touch() {
 std::error_code Message::reply(std::string payload) {
   if (!state_) return make_error_code(errc::invalid_argument);
   if (!state_->expects_reply) return make_error_code(errc::not_supported);
-  if (auto wrapped = state_->client->envelope.wrap_reply(state_->topic, payload); wrapped) {
+  if (auto wrapped = state_->client->envelope.wrap_reply(state_->topic_name(), payload); wrapped) {
     // The requester hears why instead of waiting for its deadline.
-    state_->client->emit_error(wrapped.code(), state_->topic + ": reply: " + wrapped.message());
+    state_->client->emit_error(wrapped.code(),
+                               state_->topic_name() + ": reply: " + wrapped.message());
     detail::detail_reply_error(*this, wrapped.cause());
     return wrapped.code();
   }

@@ -7,12 +7,24 @@
 
 namespace polybus::detail {
 
+namespace {
+// The bucket bounds in whole nanoseconds: a binary search on integers, per message, instead of a
+// walk through doubles (every bound is a whole number of nanoseconds).
+constexpr auto kUpperBoundsNs = [] {
+  std::array<std::uint64_t, LatencyCells::kUpperBounds.size()> ns{};
+  for (std::size_t i = 0; i < ns.size(); ++i)
+    ns[i] = static_cast<std::uint64_t>(LatencyCells::kUpperBounds[i] * 1e9 + 0.5);
+  return ns;
+}();
+}  // namespace
+
 void LatencyCells::observe(Clock::duration elapsed) noexcept {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
   const std::uint64_t positive = ns > 0 ? static_cast<std::uint64_t>(ns) : 0;
-  const double seconds = static_cast<double>(positive) / 1e9;
-  std::size_t i = 0;
-  while (i < kUpperBounds.size() && seconds > kUpperBounds[i]) ++i;
+  // The first bound at or above it (Prometheus's "le"); past the last: the +Inf bucket.
+  const auto i = static_cast<std::size_t>(
+      std::lower_bound(kUpperBoundsNs.begin(), kUpperBoundsNs.end(), positive) -
+      kUpperBoundsNs.begin());
   bump(buckets_[i]);
   bump(sum_ns_, positive);
 }

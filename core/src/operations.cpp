@@ -48,15 +48,34 @@ struct LaterDue {
 
 OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
                                    std::string subject, Clock::time_point issued) {
+  auto op = make(deadline, std::move(fn), verb, issued);
+  op->subject = std::move(subject);
+  return track(std::move(op));
+}
+
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+                                   std::shared_ptr<const std::string> subject,
+                                   Clock::time_point issued) {
+  auto op = make(deadline, std::move(fn), verb, issued);
+  op->shared_subject = std::move(subject);
+  return track(std::move(op));
+}
+
+std::shared_ptr<Operation> OperationTracker::make(Clock::time_point deadline, Operation::Fn fn,
+                                                  const char* verb, Clock::time_point issued) {
   auto op = blocks_ ? std::allocate_shared<Operation>(PooledAllocator<Operation>(blocks_))
                     : std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
   op->started = issued == Clock::time_point::min() ? Clock::now() : issued;
-  const auto due = connectivity_ ? connectivity_->first_look(op->started, deadline) : deadline;
   op->verb = verb;
-  op->subject = std::move(subject);
   op->tracker = weak_from_this();
+  return op;
+}
+
+OpCompletion OperationTracker::track(std::shared_ptr<Operation> op) {
+  const auto due =
+      connectivity_ ? connectivity_->first_look(op->started, op->deadline) : op->deadline;
   // Those completed in order are let go here, at once, instead of by a later prune().
   while (!in_order_.empty() && in_order_.front().op->done) in_order_.pop_front();
   insert(Pending{due, op});

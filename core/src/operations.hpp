@@ -22,8 +22,9 @@ namespace polybus::detail {
 class OperationTracker;
 
 struct Operation {
-  // Kept inside the operation: an operation costs one allocation, not two.
-  using Fn = InplaceFunction<void(std::error_code, std::string reply, std::string detail), 96>;
+  // Kept inside the operation: an operation costs one allocation, not two. The strings by
+  // reference: passed on through two calls per completion, by value they were moved each time.
+  using Fn = InplaceFunction<void(std::error_code, std::string&& reply, std::string&& detail), 96>;
   Fn fn;
   Clock::time_point deadline;
   Clock::time_point started;
@@ -32,7 +33,10 @@ struct Operation {
   // succeeds allocates no name.
   const char* verb = "";
   std::string subject;
-  std::string what() const { return verb + subject; }
+  // Instead of subject, a string the client keeps anyway (a publish's topic): shared, not copied
+  // per operation, which would allocate once a topic outgrows a string's inline storage.
+  std::shared_ptr<const std::string> shared_subject;
+  std::string what() const { return verb + (shared_subject ? *shared_subject : subject); }
   bool done = false;
   std::weak_ptr<OperationTracker> tracker;
 };
@@ -54,6 +58,9 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   // Named verb + subject, e.g. ("publish to ", topic); verb must be a string literal.
   OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
                    std::string subject, Clock::time_point issued);
+  // The same with a shared subject (Operation::shared_subject).
+  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+                   std::shared_ptr<const std::string> subject, Clock::time_point issued);
   void fail_all(std::error_code ec, const std::string& detail);
   // Completes `made` now unless it is done already: its maker failed before handing it on (an
   // adapter that threw). Returns its name ("publish to t"), empty if it is no longer held.
@@ -73,6 +80,10 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
 
  private:
   struct Pending;
+  // An operation made, its subject not yet set.
+  std::shared_ptr<Operation> make(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+                                  Clock::time_point issued);
+  OpCompletion track(std::shared_ptr<Operation> op);
   void insert(Pending pending);
   // Drops completed entries at the fronts; the earliest due of the two fronts, or null.
   const Pending* earliest();

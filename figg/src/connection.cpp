@@ -27,7 +27,7 @@ void Connection::start() {
   asio::post(ctx_.strand(), [self = shared_from_this()] { self->connect(); });
 }
 
-void Connection::publish(PublishWork work) {
+void Connection::publish(PublishWork&& work) {
   if (closed_) return work.done(make_error_code(polybus::errc::closed));
   if (work.topic.empty() || work.topic.size() > kMaxTopicLength)
     return work.done(make_error_code(errc::invalid_topic), {}, "figg: topic must be 1-1024 bytes");
@@ -51,16 +51,17 @@ void Connection::send_to_window(PublishWork& work) {
 
 void Connection::release_waiting() {
   while (!waiting_.empty() && !machine_.window_full()) {
-    PublishWork work = std::move(waiting_.front());
+    // Sent from its place in the queue, popped after: send_to_window() moves what it keeps out
+    // first and touches the work no more, so a publish queued meanwhile changes nothing.
+    send_to_window(waiting_.front());
     waiting_.pop_front();
-    send_to_window(work);
   }
 }
 
 std::error_code Connection::attach(const std::string& topic, std::optional<std::uint64_t> from,
                                    std::shared_ptr<SubscriptionSink> sink) {
   if (auto ec = machine_.attach(topic, from)) return ec;
-  sinks_[topic] = {std::move(sink), false};
+  sinks_[topic] = {std::move(sink), std::make_shared<const std::string>(topic)};
   return {};
 }
 
@@ -144,7 +145,7 @@ void Connection::on_data(const std::string& topic, std::uint64_t offset, std::st
   auto it = sinks_.find(topic);
   if (it == sinks_.end() || it->second.paused) return;
   auto state = ctx_.make_message({});
-  state->topic = topic;
+  state->shared_topic = it->second.topic;
   state->buffer = owner;
   state->payload = data;
   state->offset = offset;

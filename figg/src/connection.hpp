@@ -25,7 +25,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   ~Connection() override;
 
   void start();
-  void publish(PublishWork work);
+  void publish(PublishWork&& work);
   // One subscription per topic: errc::already_subscribed for a second one.
   std::error_code attach(const std::string& topic, std::optional<std::uint64_t> from,
                          std::shared_ptr<SubscriptionSink> sink);
@@ -55,6 +55,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
  private:
   struct SinkEntry {
     std::shared_ptr<SubscriptionSink> sink;
+    std::shared_ptr<const std::string> topic;  // shared with each message
     bool confirmed = false;
     bool paused = false;
     std::optional<std::uint64_t> resume_from;
@@ -77,7 +78,7 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   std::shared_ptr<Transport> transport_;
   Fifo<OpCompletion> in_window_;  // the window's publishes, oldest first
   Fifo<PublishWork> waiting_;     // no room in the window yet
-  std::map<std::string, SinkEntry> sinks_;
+  std::map<std::string, SinkEntry, std::less<>> sinks_;
   std::deque<std::pair<std::uint64_t, OpCompletion>> pings_;
   std::uint64_t ping_counter_ = 0;
   bool server_pongs_ = false;

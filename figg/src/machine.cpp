@@ -9,7 +9,7 @@ namespace polybus::figg {
 Machine::Machine(std::size_t window, std::size_t max_payload, MachineHandler& handler)
     : handler_(handler), parser_(max_payload), ring_(std::max<std::size_t>(1, window)) {}
 
-void Machine::publish(std::string topic, std::string data) {
+void Machine::publish(TopicName topic, std::string&& data) {
   Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
   slot.seq = next_seq_++;
   slot.topic = std::move(topic);
@@ -188,7 +188,7 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     case MessageType::data: {
       Data data;
       if ((ec = parse_data(frame.payload, data))) break;
-      auto it = attachments_.find(std::string(data.topic));
+      auto it = attachments_.find(data.topic);
       // DATA for a topic no longer wanted (the real server ignores DETACH) is dropped.
       if (it == attachments_.end() || it->second.state == State::detaching) return;
       if (!deliverable(it->second, data.offset)) return;
@@ -203,7 +203,7 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     case MessageType::attached: {
       TopicOffset attached;
       if ((ec = parse_attached(frame.payload, attached))) break;
-      auto it = attachments_.find(std::string(attached.topic));
+      auto it = attachments_.find(attached.topic);
       if (it == attachments_.end()) return;
       Attachment& a = it->second;
       if (a.state == State::probing) {
@@ -239,7 +239,7 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     case MessageType::detached: {
       std::string_view topic;
       if ((ec = parse_topic(frame.payload, topic))) break;
-      auto it = attachments_.find(std::string(topic));
+      auto it = attachments_.find(topic);
       if (it != attachments_.end() && it->second.state == State::detaching) attachments_.erase(it);
       return;
     }

@@ -14,6 +14,7 @@
 
 #include "polybus/adapter/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
+#include "polybus/adapter/topic_name.hpp"
 #include "polybus/figg/codec.hpp"
 
 namespace polybus::figg {
@@ -54,7 +55,8 @@ class Machine {
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
   // The payload is kept (KeptPayload: by value when small, else shared) until it is acked.
-  void publish(std::string topic, std::string data);
+  // The data taken by rvalue: moved once, into the window's slot.
+  void publish(TopicName topic, std::string&& data);
   // Writes the window's publishes not yet written on this connection, while write_room() says so.
   void send_unsent();
 
@@ -97,7 +99,7 @@ class Machine {
   static bool deliverable(const Attachment& a, std::uint64_t offset);
   struct Slot {
     std::uint64_t seq = 0;
-    std::string topic;
+    TopicName topic;
     KeptPayload data;
   };
 
@@ -116,7 +118,8 @@ class Machine {
   std::size_t written_ = 0;  // of the unacknowledged, from head_: written on this connection
   std::uint64_t next_seq_ = 1;
   std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH on this connection
-  std::map<std::string, Attachment> attachments_;
+  // std::less<>: found by a frame's view of the topic, not a string made per DATA frame.
+  std::map<std::string, Attachment, std::less<>> attachments_;
   bool connected_ = false;
   std::uint64_t frames_ = 0;
 };

@@ -134,7 +134,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   void respond(detail::MessageState& m, const char* what, Fn fn) {
     std::error_code ec = session_ == 0 ? make_error_code(errc::disconnected) : fn();
     if (ec)
-      ctx_.error(ec, endpoint_ + ": " + what + " of message " + m.id.text() + " on '" + m.topic +
+      ctx_.error(ec, endpoint_ + ": " + what + " of message " + m.id.text() + " on '" +
+                         m.topic_name() +
                          "' failed: it was given back to the broker (timed out or disconnected) "
                          "and will be redelivered");
   }

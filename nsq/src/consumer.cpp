@@ -22,13 +22,15 @@ Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings setti
     : context_(std::move(context)),
       settings_(std::move(settings)),
       topic_(std::move(topic)),
+      shared_topic_(std::make_shared<const std::string>(topic_)),
       channel_(std::move(channel)),
       max_in_flight_(max_in_flight),
       discovery_(std::move(discovery)),
       sink_(std::move(sink)),
-      rdy_backoff_(settings_.backoff_full_jitter
-                       ? Backoff::full_jitter(settings_.backoff_multiplier, settings_.max_backoff_duration)
-                       : Backoff::exponential(settings_.backoff_multiplier, settings_.max_backoff_duration)),
+      rdy_backoff_(
+          settings_.backoff_full_jitter
+              ? Backoff::full_jitter(settings_.backoff_multiplier, settings_.max_backoff_duration)
+              : Backoff::exponential(settings_.backoff_multiplier, settings_.max_backoff_duration)),
       backoff_timer_(context_->strand()),
       redistribute_timer_(context_->strand()),
       poll_timer_(context_->strand()),
@@ -186,7 +188,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   }
   conn.reconnect->proven();
   auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
-  state->topic = topic_;
+  state->shared_topic = shared_topic_;
   state->buffer = owner;
   state->payload = view.body;
   state->id.assign(view.id);

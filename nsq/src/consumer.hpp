@@ -99,6 +99,7 @@ class Consumer : public AdapterSubscription,
   std::shared_ptr<const AdapterContext> context_;
   Settings settings_;
   std::string topic_;
+  std::shared_ptr<const std::string> shared_topic_;  // topic_, shared with each message
   std::string channel_;
   std::uint32_t max_in_flight_;
   Discovery discovery_;

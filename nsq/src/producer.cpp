@@ -93,8 +93,9 @@ Producer::Node* Producer::node_with_room() {
 void Producer::publish(PublishWork work) {
   if (closed_) return work.done(make_error_code(polybus::errc::closed));
   if (!valid_topic_name(work.topic))
-    return work.done(make_error_code(errc::invalid_name),
-                     {}, "'" + work.topic + "' is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-])");
+    return work.done(
+        make_error_code(errc::invalid_name), {},
+        "'" + work.topic.str() + "' is not a valid NSQ topic (1-64 of [.a-zA-Z0-9_-])");
   if (work.defer.count() > 3'600'000)
     return work.done(make_error_code(polybus::errc::invalid_argument), {},
                      "deferred publish over nsqd's maximum (1h by default)");
@@ -227,7 +228,7 @@ void Producer::send(Node& node, Outgoing& work) {
     // Refused before anything was written: still the last one awaiting.
     Outgoing refused = std::move(node.awaiting.back());
     node.awaiting.pop_back();
-    complete(refused, ec, "cannot publish to '" + refused.topic + "': " + ec.message());
+    complete(refused, ec, "cannot publish to '" + refused.topic.str() + "': " + ec.message());
   }
 }
 

@@ -39,7 +39,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
  private:
   // A publish, its bodies kept (shared, not copied) until nsqd answers.
   struct Outgoing {
-    std::string topic;
+    TopicName topic;
     Machine::Body body;                 // a single publish (no vector to allocate)
     std::vector<Machine::Body> bodies;  // a batch (MPUB)
     std::chrono::milliseconds defer{0};

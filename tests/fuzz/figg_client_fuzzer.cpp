@@ -164,7 +164,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           break;
         case 2:
           if (!protocol.window_full()) {
-            protocol.publish(kTopics[in.u8() % 4], std::string(in.short_bytes()));
+            protocol.publish(std::string(kTopics[in.u8() % 4]), std::string(in.short_bytes()));
             ++handler.published;
             ++next_seq;
           }

@@ -108,7 +108,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   // The event path of a topic: QuickIO users write "/pub/room", portable code "pub/room"; both
   // name the path /pub/room. Anything that is not already a clean path is refused, naming it.
   std::error_code path_of(const std::string& topic, std::string& path, std::string& why) const {
-    path = !topic.empty() && topic.front() == '/' ? topic : "/" + topic;
+    path.clear();  // built in place: a caller's reused buffer allocates nothing per publish
+    if (topic.empty() || topic.front() != '/') path.push_back('/');
+    path.append(topic);
     if (path.size() < 2 || !is_clean_path(path) || detail::Machine::is_local_path(path)) {
       why = "quickio: topic '" + topic +
             "' is not a plain event path ([A-Za-z0-9_/-] with an optional leading '/'; no "
@@ -182,7 +184,8 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   }
 
   void publish(PublishWork work) {
-    std::string path, why;
+    std::string& path = publish_path_;
+    std::string why;
     if (auto ec = path_of(work.topic, path, why)) return work.done(ec, {}, why);
     // All checked first: a batch with one bad payload sends none.
     for (std::size_t i = 0; i < work.payloads.size(); ++i)
@@ -227,13 +230,14 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
                        std::shared_ptr<SubscriptionSink> sink, bool serving) {
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     std::weak_ptr<SubscriptionSink> weak_sink = sink;
-    auto listener = [weak, weak_sink, serving, topic](const detail::Incoming& event) {
+    auto listener = [weak, weak_sink, serving, topic = std::make_shared<const std::string>(topic)](
+                        const detail::Incoming& event) {
       auto self = weak.lock();
       auto target = weak_sink.lock();
       if (!self || !target) return;
       if (serving && event.server_callback == 0) return;  // a request always asks for an answer
       auto state = self->ctx_.make_message(self->weak_from_this());
-      state->topic = topic;  // as the application wrote it
+      state->shared_topic = topic;  // as the application wrote it
       self->decode(event, *state);
       if (serving) {
         state->expects_reply = true;
@@ -333,7 +337,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     }
     if (answered)
       ctx_.log(LogLevel::warn,
-               "quickio: reply to " + message.topic + " not sent: " + answered.message());
+               "quickio: reply to " + message.topic_name() + " not sent: " + answered.message());
   }
 
  private:
@@ -345,6 +349,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   bool json_payloads_;
   mutable KeptCopies kept_;  // events that straddled two reads (decode(), on the strand)
   std::string scratch_;  // a text payload's JSON string, on its way into an event (the strand's)
+  std::string publish_path_;  // a publish's event path, on its way into an event (the same)
   std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;
   std::vector<std::function<void()>> awaiting_open_;

@@ -121,7 +121,7 @@ std::error_code Machine::receive(std::string_view text, const std::shared_ptr<co
           [unsent = heartbeat_answer_unsent_](std::error_code) { *unsent = false; });
   }
   Incoming incoming{event.path, event.json, event.callback_id, connection_, &owner};
-  deliver(std::string(event.path), incoming);
+  deliver(event.path, incoming);  // a view: no string made per event
   return {};
 }
 
@@ -264,7 +264,7 @@ void Machine::off(std::string_view path, std::uint64_t listener_id) {
 void Machine::emit_local(std::string_view path, std::string_view json) {
   static const std::shared_ptr<const void> none;
   Incoming incoming{path, json, 0, connection_, &none};
-  deliver(std::string(path), incoming);
+  deliver(path, incoming);
 }
 
 bool Machine::has_listeners(std::string_view path) const {
@@ -315,7 +315,7 @@ void Machine::fail_callbacks(std::string_view why) {
     if (fn) fn(-1, "null", why);
 }
 
-void Machine::deliver(const std::string& path, const Incoming& event) {
+void Machine::deliver(std::string_view path, const Incoming& event) {
   auto it = paths_.find(path);
   if (it == paths_.end()) return;
   // Held first: a listener may call on/off. One-shot listeners are removed before they run.
@@ -337,7 +337,7 @@ void Machine::deliver(const std::string& path, const Incoming& event) {
   }
   if (listeners.empty()) {
     paths_.erase(it);
-    if (open_ && !is_local_path(path)) unsubscribe(path);
+    if (open_ && !is_local_path(path)) unsubscribe(std::string(path));
   }
   if (only && *only) (*only)(event);
   for (auto& fn : several)

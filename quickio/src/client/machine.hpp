@@ -160,7 +160,7 @@ class Machine {
   void on_subscribe_answer(const std::string& path, std::uint64_t epoch, int code,
                            std::string_view err_msg);
   void fail_callbacks(std::string_view why);
-  void deliver(const std::string& path, const Incoming& event);
+  void deliver(std::string_view path, const Incoming& event);
   void finish_results(PathEntry& entry, int code, std::string_view err_msg);
 
   MachineLimits limits_;

@@ -118,8 +118,8 @@ TEST_CASE("small and large payloads go out whole, and again whole after a reconn
   p.connected();
   const std::string small(KeptPayload::kSharedAbove, 's');
   const std::string large(KeptPayload::kSharedAbove + 1, 'L');
-  p.publish("t", small);
-  p.publish("t", large);
+  p.publish("t", std::string(small));
+  p.publish("t", std::string(large));
   const std::string first = r.wire;
   CHECK(first.find(small) != std::string::npos);
   CHECK(first.find(large) != std::string::npos);

@@ -15,6 +15,7 @@
 #include "polybus/adapter/clock.hpp"
 #include "polybus/adapter/message_id.hpp"
 #include "polybus/adapter/payloads.hpp"
+#include "polybus/adapter/topic_name.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
@@ -48,7 +49,7 @@ class OpCompletion {
 };
 
 struct PublishWork {
-  std::string topic;
+  TopicName topic;    // the client's shared copy: keep it, rather than a string copied from it
   Payloads payloads;  // one for publish(), several for publish_batch()
   std::chrono::milliseconds defer{0};
   OpCompletion done;
@@ -184,7 +185,12 @@ namespace detail {
 
 // The shared part of a message: fields set by the adapter before delivery, response state after.
 struct MessageState {
+  // The topic: shared_topic, the subscription's own string shared with each message, when the
+  // adapter sets it (a copy per message allocates once a topic outgrows a string's inline
+  // storage); else topic. Read it through topic_name().
   std::string topic;
+  std::shared_ptr<const std::string> shared_topic;
+  const std::string& topic_name() const { return shared_topic ? *shared_topic : topic; }
   std::shared_ptr<const void> buffer;  // keeps payload's bytes alive
   std::string_view payload;
   Headers headers;        // from the envelope, when the client has one

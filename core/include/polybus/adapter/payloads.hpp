@@ -46,7 +46,8 @@ class KeptPayload {
 
   KeptPayload() = default;
   explicit KeptPayload(std::string bytes) { assign(std::move(bytes)); }
-  void assign(std::string bytes) {
+  void assign(const std::string& bytes) { assign(std::string(bytes)); }
+  void assign(std::string&& bytes) {
     if (bytes.size() > kSharedAbove) {
       large_ = std::make_shared<const std::string>(std::move(bytes));
       small_.clear();
