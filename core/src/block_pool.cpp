@@ -12,7 +12,7 @@ BlockPool::~BlockPool() {
 }
 
 void* BlockPool::take() {
-  if (!strand_.running_in_this_thread()) return ::operator new(block_size_);
+  if (strand_ && !strand_->running_in_this_thread()) return ::operator new(block_size_);
   if (!spare_) collect_returned();
   if (!spare_) return ::operator new(block_size_);
   Node* node = spare_;
@@ -23,7 +23,7 @@ void* BlockPool::take() {
 }
 
 void BlockPool::give(void* block) noexcept {
-  if (strand_.running_in_this_thread()) return push_spare(new (block) Node{nullptr});
+  if (strand_ && strand_->running_in_this_thread()) return push_spare(new (block) Node{nullptr});
   if (returned_count_.fetch_add(1, std::memory_order_relaxed) >= max_spare_) {
     returned_count_.fetch_sub(1, std::memory_order_relaxed);
     return ::operator delete(block);
@@ -35,7 +35,7 @@ void BlockPool::give(void* block) noexcept {
   }
 }
 
-// Strand (or the destructor): everything given back elsewhere joins the strand's list.
+// Strand or owner (or the destructor): everything given back elsewhere joins the strand's list.
 void BlockPool::collect_returned() {
   Node* node = returned_.exchange(nullptr, std::memory_order_acquire);
   while (node) {

@@ -6,6 +6,10 @@
 // compare-exchange, which the strand takes whole when its own runs dry. At most max_spare blocks
 // stay spare on each list; the rest go back to the heap.
 //
+// A pool made without a strand serves one owner that takes (a machine, a keeper of copies,
+// never two threads at once): its takes need no check, and every block comes back through the
+// compare-exchange list.
+//
 // Why not a mutex-guarded free list: session 13 measured one (docs/performance.md); its lock,
 // taken by the io thread and the handler threads in turn, cost more than glibc's malloc.
 #pragma once
@@ -14,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "polybus/adapter/adapter.hpp"
@@ -25,12 +30,15 @@ class BlockPool {
   // Blocks of block_size bytes, aligned for any object (operator new's alignment).
   BlockPool(Strand strand, std::size_t block_size, std::size_t max_spare)
       : strand_(std::move(strand)), block_size_(block_size), max_spare_(max_spare) {}
+  // For one owner: take() only from it, give() from anywhere.
+  BlockPool(std::size_t block_size, std::size_t max_spare)
+      : block_size_(block_size), max_spare_(max_spare) {}
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
   std::size_t block_size() const { return block_size_; }
-  // Any thread; off the strand it is operator new.
+  // Any thread; off the strand it is operator new. Without a strand: the owner only.
   void* take();
   // Any thread: a block from take().
   void give(void* block) noexcept;
@@ -44,7 +52,7 @@ class BlockPool {
   void collect_returned();
   void push_spare(Node* node) noexcept;
 
-  const Strand strand_;
+  const std::optional<Strand> strand_;  // none: one owner takes
   const std::size_t block_size_;
   const std::size_t max_spare_;
   Node* spare_ = nullptr;  // the strand's own

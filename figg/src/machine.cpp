@@ -13,7 +13,7 @@ void Machine::publish(TopicName topic, std::string&& data) {
   Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
   slot.seq = next_seq_++;
   slot.topic = std::move(topic);
-  slot.data.assign(std::move(data));
+  slot.data.assign(std::move(data), payload_blocks_);
   ++unacked_;
   send_unsent();
 }

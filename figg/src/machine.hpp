@@ -112,6 +112,7 @@ class Machine {
   FrameParser parser_;
   KeptCopies kept_;  // the frames that straddled two reads, for the messages viewing them
   std::vector<Slot> ring_;
+  SharedPayloadBlocks payload_blocks_;  // for the ring's large payloads
   std::string header_scratch_;  // a PUBLISH header, rebuilt for each publish
   std::size_t head_ = 0;  // oldest unacknowledged
   std::size_t unacked_ = 0;

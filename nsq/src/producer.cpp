@@ -106,11 +106,12 @@ void Producer::publish(PublishWork work) {
     return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
   Outgoing out{std::move(work.topic), {}, {}, work.defer, std::move(work.done), {}, false};
   if (work.payloads.size() == 1) {
-    out.body.assign(std::move(work.payloads.front()));
+    out.body.assign(std::move(work.payloads.front()), payload_blocks_);
   } else {
     out.batch = true;
-    out.bodies.reserve(work.payloads.size());
-    for (auto& payload : work.payloads) out.bodies.emplace_back(std::move(payload));
+    out.bodies.resize(work.payloads.size());
+    for (std::size_t i = 0; i < work.payloads.size(); ++i)
+      out.bodies[i].assign(std::move(work.payloads[i]), payload_blocks_);
   }
   const std::size_t size = out.body.size();
   const bool gatherable = !out.batch && out.defer.count() == 0 && size > 0 && size <= kGatherAtMost;

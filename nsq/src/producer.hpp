@@ -15,6 +15,7 @@
 #include "options.hpp"
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/handler_memory.hpp"
+#include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
@@ -101,6 +102,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // instead of once each, which was most of its CPU per message.
   Outgoing gathering_;
   std::size_t gathering_bytes_ = 0;
+  SharedPayloadBlocks payload_blocks_;  // for the large payloads kept until nsqd answers
   struct SpareVectors {
     std::vector<Machine::Body> bodies;
     std::vector<OpCompletion> dones;

@@ -118,12 +118,17 @@ void StreamLink::on_wire_event(std::string_view text, const std::shared_ptr<cons
 void StreamLink::flush() {
   auto& out = wire_->output();
   if (out.empty() || ended_) return out.clear();
-  // Small output is copied into the transport's buffers (as write() would) and this buffer kept
-  // for the next event: no allocation per event. Larger output is handed over whole.
-  if (out.size() <= Transport::kCopiedAtMost)
+  // Output up to a piece's size is copied into the transport's pieces and this buffer kept for
+  // the next event: no allocation per event, however many wait to be written. Larger output is
+  // handed over whole, and a string the transport has written takes its place (one with room,
+  // once they grew), which allocates nothing unless more are waiting than the transport keeps.
+  if (out.size() <= Transport::kPieceSize) {
     transport_->write_copy(out);
-  else
+  } else {
+    std::string next = transport_->spare_string(out.size());
     transport_->write(std::move(out));
+    out = std::move(next);
+  }
   out.clear();
 }
 

@@ -191,3 +191,28 @@ TEST_CASE("block pool: shared objects keep the pool's owner alive and reuse its 
   kept.reset();  // freed off the strand: the pool takes it back, then goes with its owner
   CHECK(watch.expired());
 }
+
+TEST_CASE("block pool: one without a strand serves its owner, whoever gives back", "[block_pool]") {
+  // A machine's pool: the owner takes, and blocks come back from its thread and others alike.
+  BlockPool pool(64, 4);
+  void* a = pool.take();
+  void* b = pool.take();
+  void* c = pool.take();
+  pool.give(a);  // on the owner's thread: through the returned list all the same
+  std::thread giver([&] {
+    pool.give(b);
+    pool.give(c);
+  });
+  giver.join();
+  CHECK(pool.spare() == 0);  // not collected until the owner runs dry
+  CHECK(take_and_give_back(pool, 3) == std::set<void*>{a, b, c});
+  // Within the bound: 4 spare at most, the fifth back to the heap.
+  auto blocks = std::vector<void*>{pool.take(), pool.take(), pool.take(), pool.take(), pool.take()};
+  for (void* block : blocks) pool.give(block);
+  std::set<void*> taken;
+  for (int i = 0; i < 4; ++i) taken.insert(pool.take());
+  CHECK(taken.size() == 4);
+  CHECK(std::set<void*>(blocks.begin(), blocks.end()).count(*taken.begin()) == 1);
+  CHECK(pool.spare() == 0);
+  for (void* block : taken) pool.give(block);
+}

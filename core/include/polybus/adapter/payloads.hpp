@@ -12,6 +12,10 @@
 
 namespace polybus {
 
+namespace detail {
+class BlockPool;
+}
+
 class Payloads {
  public:
   Payloads() = default;
@@ -35,6 +39,24 @@ class Payloads {
   bool single_ = false;
 };
 
+// Spare memory for the payloads KeptPayload shares: the shared_ptr's one block (its counts and
+// the string's header; the bytes stay where the caller's string had them). Without it each
+// publish of a payload over KeptPayload::kSharedAbove allocated once. One per owner (a machine,
+// a producer), used by it alone; a shared payload may be let go on any thread. At most
+// kMaxSpare blocks (about 100 bytes each) stay spare: a publish window's worth.
+class SharedPayloadBlocks {
+ public:
+  static constexpr std::size_t kMaxSpare = 1024;
+
+  SharedPayloadBlocks();
+  // The bytes, moved into a shared string whose block comes from the spare ones when there is
+  // one. The owner's thread only.
+  std::shared_ptr<const std::string> share(std::string&& bytes);
+
+ private:
+  std::shared_ptr<detail::BlockPool> blocks_;
+};
+
 // A payload an adapter keeps until the broker confirms it, to send it again after a reconnect.
 // Up to kSharedAbove bytes it is kept by value and written by copy: the transport copies a
 // payload that small into its own buffer anyway (Transport::kCopiedAtMost; transport.cpp checks
@@ -48,13 +70,16 @@ class KeptPayload {
   explicit KeptPayload(std::string bytes) { assign(std::move(bytes)); }
   void assign(const std::string& bytes) { assign(std::string(bytes)); }
   void assign(std::string&& bytes) {
-    if (bytes.size() > kSharedAbove) {
-      large_ = std::make_shared<const std::string>(std::move(bytes));
-      small_.clear();
-    } else {
-      large_.reset();
-      small_ = std::move(bytes);
-    }
+    if (bytes.size() > kSharedAbove)
+      return share(std::make_shared<const std::string>(std::move(bytes)));
+    large_.reset();
+    small_ = std::move(bytes);
+  }
+  // The same, a large payload shared in a block from `blocks` (no allocation once it has spare).
+  void assign(std::string&& bytes, SharedPayloadBlocks& blocks) {
+    if (bytes.size() > kSharedAbove) return share(blocks.share(std::move(bytes)));
+    large_.reset();
+    small_ = std::move(bytes);
   }
 
   std::string_view view() const {
@@ -67,6 +92,11 @@ class KeptPayload {
   const std::shared_ptr<const std::string>& shared() const { return large_; }
 
  private:
+  void share(std::shared_ptr<const std::string> large) {
+    large_ = std::move(large);
+    small_.clear();
+  }
+
   std::string small_;
   std::shared_ptr<const std::string> large_;
 };

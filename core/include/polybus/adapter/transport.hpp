@@ -111,9 +111,16 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // the kernel's per-write cost, paid again by the server's reads, outweighed the copy many
   // times over. Larger payloads still go out from the caller's bytes.
   static constexpr std::size_t kCopiedAtMost = 1024;
+  // write_copy() gathers bytes into pieces of about this size (a piece is written whole).
+  static constexpr std::size_t kPieceSize = 8192;
   // Small bytes (a frame header), copied: appended to the last queued piece of owned bytes, or
   // to a string kept from an earlier write, so a steady stream of them allocates nothing.
   void write_copy(std::string_view bytes);
+  // A written piece's string, emptied, to build the next large write() in: a caller that hands
+  // over its buffer whole takes this one in its place, so that large writes allocate nothing
+  // once the strings have grown. One with room for `size` bytes when there is one, else the one
+  // with the most room (or a new empty one).
+  std::string spare_string(std::size_t size);
   // Upgrades the open connection to TLS in band. Call it from on_data (no read is then pending);
   // reading resumes over TLS after the handshake. done runs on the strand.
   void start_tls(std::function<void(std::error_code)> done);
@@ -239,6 +246,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::vector<std::string> spare_strings_;   // owned pieces written, emptied, capacity kept
   std::size_t spare_bytes_ = 0;              // their capacity
   std::size_t queued_bytes_ = 0;
+  std::size_t deepest_queue_ = 0;  // the most queued_bytes_ has been: what spare bytes may reach
   std::uint64_t total_queued_ = 0;
   std::uint64_t total_written_ = 0;
   // The read and the write under way live here (each holds the transport).
