@@ -49,6 +49,52 @@ struct WsWire::State {
   std::array<std::uint32_t, 256> masks{};
   std::size_t next_mask = masks.size();
 
+  // The whole frames at the front of data, in order, until one is incomplete or fails (failure
+  // set): the bytes they took. Their events are views of data, kept by owner (null: valid only
+  // during the call).
+  std::size_t read_frames(std::string_view data, const std::shared_ptr<const void>& owner) {
+    std::size_t consumed = 0;
+    while (failure.empty()) {
+      std::string_view rest = data.substr(consumed);
+      WsFrameHead frame;
+      if (!read_ws_frame_head(rest, frame)) break;
+      if (frame.length > max_frame_size) {
+        too_big = true;
+        failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(max_frame_size);
+        break;
+      }
+      if (rest.size() - frame.header < frame.length) break;
+      const std::size_t size = frame.header + static_cast<std::size_t>(frame.length);
+      consumed += size;
+      ++frames;
+      if (frame.plain_text() && !websocketpp_message) {
+        const std::string_view text = rest.substr(frame.header, size - frame.header);
+        if (!take_text(text, owner)) break;
+        continue;
+      }
+      if (frame.opcode == 1 || frame.opcode == 2) websocketpp_message = !frame.fin;
+      if (frame.opcode == 0 && frame.fin) websocketpp_message = false;
+      const std::size_t used = connection->read_all(rest.data(), size);
+      auto messages = std::move(received);
+      received.clear();
+      for (auto& msg : messages) {
+        if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO: text only
+        const std::string& text = msg->get_payload();
+        // The message keeps its payload.
+        if (!take_text(text, std::shared_ptr<const void>(msg, &text))) break;
+      }
+      if (failure.empty() && used < size) {
+        if (connection->get_ec() == websocketpp::processor::error::message_too_big) {
+          too_big = true;
+          failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(max_frame_size);
+        } else {
+          failure = "the WebSocket stopped reading: " + connection->get_ec().message();
+        }
+      }
+    }
+    return consumed;
+  }
+
   // A whole text message: /qio/ohai first, events after it. False (with failure set) when the
   // first is not /qio/ohai.
   bool take_text(std::string_view text, const std::shared_ptr<const void>& owner) {
@@ -225,63 +271,39 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
 
   // Frames. Whole plain text frames (all the server sends but for its rare pings and close) are
   // read here, their events views of the bytes read; anything else goes whole to websocketpp.
-  std::string_view data = bytes;
-  const bool held = !s.pending.empty();
-  if (held) {
-    s.pending.append(bytes);
-    data = s.pending;
-  }
-  std::size_t consumed = 0;
-  while (s.failure.empty()) {
-    std::string_view rest = data.substr(consumed);
+  // A frame begun in an earlier read is completed in `pending` from the front of these bytes,
+  // and no more of them: its event is handed on without an owner, valid during the call (as
+  // the raw wire's), and the frames after it are read in place. (Appending the whole read to
+  // `pending` made every event in it a copy: two allocations each.)
+  if (!s.pending.empty()) {
     WsFrameHead frame;
-    if (!read_ws_frame_head(rest, frame)) break;
+    while (!read_ws_frame_head(s.pending, frame) && !bytes.empty()) {  // a header: 14 bytes at most
+      s.pending.push_back(bytes.front());
+      bytes.remove_prefix(1);
+    }
+    s.partial = true;
+    if (bytes.empty() && !read_ws_frame_head(s.pending, frame)) return {};
     if (frame.length > s.max_frame_size) {
       s.too_big = true;
       s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
-      break;
+      return failed();
     }
-    if (rest.size() - frame.header < frame.length) break;
     const std::size_t size = frame.header + static_cast<std::size_t>(frame.length);
-    consumed += size;
-    ++s.frames;
-    if (frame.plain_text() && !s.websocketpp_message) {
-      const std::string_view text = rest.substr(frame.header, size - frame.header);
-      if (held && s.open) {
-        auto copy = std::make_shared<const std::string>(text);  // pending is reused
-        s.take_text(*copy, copy);
-      } else if (!s.take_text(text, owner)) {
-        break;
-      }
-      continue;
+    const std::size_t needed = size - s.pending.size();
+    if (bytes.size() < needed) {
+      s.pending.append(bytes);
+      return {};
     }
-    if (frame.opcode == 1 || frame.opcode == 2) s.websocketpp_message = !frame.fin;
-    if (frame.opcode == 0 && frame.fin) s.websocketpp_message = false;
-    const std::size_t used = s.connection->read_all(rest.data(), size);
-    auto received = std::move(s.received);
-    s.received.clear();
-    for (auto& msg : received) {
-      if (msg->get_opcode() != websocketpp::frame::opcode::text) continue;  // QuickIO: text only
-      const std::string& text = msg->get_payload();
-      // The message keeps its payload.
-      if (!s.take_text(text, std::shared_ptr<const void>(msg, &text))) break;
-    }
-    if (s.failure.empty() && used < size) {
-      if (s.connection->get_ec() == websocketpp::processor::error::message_too_big) {
-        s.too_big = true;
-        s.failure =
-            "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
-      } else {
-        s.failure = "the WebSocket stopped reading: " + s.connection->get_ec().message();
-      }
-    }
+    s.pending.append(bytes.substr(0, needed));
+    bytes.remove_prefix(needed);
+    static const std::shared_ptr<const void> none;
+    s.read_frames(s.pending, none);  // exactly the one frame
+    s.pending.clear();
+    if (!s.failure.empty()) return failed();
   }
+  const std::size_t consumed = s.read_frames(bytes, owner);
   if (!s.failure.empty()) return failed();
-  if (held) {
-    s.pending.erase(0, consumed);
-  } else if (consumed < data.size()) {
-    s.pending.assign(data.substr(consumed));
-  }
+  if (consumed < bytes.size()) s.pending.assign(bytes.substr(consumed));
   s.partial = !s.pending.empty();
   return {};
 }

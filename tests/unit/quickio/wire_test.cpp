@@ -183,3 +183,58 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "WebSocket wire: a frame split across reads is completed from the next, and the events "
+    "after it are views of that read, kept by its owner",
+    "[quickio][ws]") {
+  struct Seen {
+    std::string text;
+    const void* owner;
+    const char* data;
+  };
+  struct OwnerRecorder : detail::WireHandler {
+    bool open = false;
+    std::vector<Seen> events;
+    void on_wire_open() override { open = true; }
+    void on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) override {
+      events.push_back({std::string(text), owner.get(), text.data()});
+    }
+  } recorder;
+  detail::WsWire wire("127.0.0.1:1", "/", 1 << 20, recorder);
+  wire.start();
+  const std::string request = wire.output();
+  std::string why;
+  const auto first_owner = std::make_shared<std::string>();
+  REQUIRE_FALSE(
+      wire.receive(first_owner, upgrade_answer(request) + ws_frame(0x81, kHandshake), why));
+  REQUIRE(recorder.open);
+  const std::string a = ws_frame(0x81, "/a:0=\"" + std::string(300, 'a') + "\"");
+  const std::string b = ws_frame(0x81, "/b:0=2");
+  const std::string c = ws_frame(0x81, "/c:0=3");
+  const std::string d = ws_frame(0x81, "/d:0=4");
+  // Read 1: half of a. Read 2: the rest of a, b and c whole, d's first byte (its header split).
+  // Read 3: the rest of d.
+  const std::string read1 = a.substr(0, a.size() / 2);
+  const std::string read2 = a.substr(a.size() / 2) + b + c + d.substr(0, 1);
+  const std::string read3 = d.substr(1);
+  REQUIRE_FALSE(wire.receive(first_owner, read1, why));
+  CHECK(wire.partial_frame());
+  const auto second_owner = std::make_shared<std::string>();
+  REQUIRE_FALSE(wire.receive(second_owner, read2, why));
+  CHECK(wire.partial_frame());
+  REQUIRE_FALSE(wire.receive(first_owner, read3, why));
+  CHECK_FALSE(wire.partial_frame());
+  REQUIRE(recorder.events.size() == 4);
+  CHECK(recorder.events[0].text == "/a:0=\"" + std::string(300, 'a') + "\"");
+  CHECK(recorder.events[0].owner == nullptr);  // assembled: valid during the call only
+  for (int i : {1, 2}) {
+    CHECK(recorder.events[i].owner == second_owner.get());
+    CHECK(recorder.events[i].data >= read2.data());
+    CHECK(recorder.events[i].data < read2.data() + read2.size());
+  }
+  CHECK(recorder.events[1].text == "/b:0=2");
+  CHECK(recorder.events[2].text == "/c:0=3");
+  CHECK(recorder.events[3].text == "/d:0=4");
+  CHECK(recorder.events[3].owner == nullptr);
+}
