@@ -30,7 +30,7 @@ constexpr std::size_t kCoalesceLimit = Transport::kPieceSize;  // write_copy() a
 constexpr std::size_t kCopyAtMost = Transport::kCopiedAtMost;
 // Written pieces of owned bytes kept for write_copy() and spare_string(): enough for the frames
 // queued while one write is under way. As many bytes of them as the queue has held at its
-// deepest, at least kSpareBytes and at most a sixteenth of max_write_buffer (4 MiB by default),
+// deepest, up to a sixteenth of max_write_buffer (4 MiB by default), and at least kSpareBytes,
 // in at most kSpareStrings strings. A publisher faster than its socket keeps the queue deep and
 // refills it in bursts as writes complete; a fixed 256 KiB freed what each write gave back only
 // for the next burst to allocate it again (QuickIO, 2-4 KiB events: 0.45-1 allocation each).
@@ -522,7 +522,7 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   total_written_ += n;
   if (stats_) stats_->count_bytes_out(n);
   const std::size_t spare_limit =
-      std::min(std::max(kSpareBytes, deepest_queue_), settings_.max_write_buffer / 16);
+      std::max(kSpareBytes, std::min(deepest_queue_, settings_.max_write_buffer / 16));
   for (auto& piece : in_flight_) {
     if (piece.shared || spare_strings_.size() >= kSpareStrings ||
         spare_bytes_ + piece.owned.capacity() > spare_limit)

@@ -7,8 +7,10 @@
 // holds it, up to kLargestSpared; larger copies get the heap's.
 //
 // Blocks go back to spare ones of their size, not to the heap, so that a stream of large
-// messages (each straddling two reads) allocates nothing once they are there: at most
-// kSpareBytes of each size, and at least one, stay spare.
+// messages (each straddling two reads) allocates nothing once they are there. Spare blocks of
+// each size wait on two lists (BlockPool's: the owner's, and those given back since it last
+// looked), each holding kSpareBytes of them or one block where a block is larger: at most
+// 5.5 MiB in all, and only after copies of every size.
 //
 // One owner at a time (a machine, on its strand); blocks are let go from any thread.
 #pragma once

@@ -43,7 +43,8 @@ class Payloads {
 // the string's header; the bytes stay where the caller's string had them). Without it each
 // publish of a payload over KeptPayload::kSharedAbove allocated once. One per owner (a machine,
 // a producer), used by it alone; a shared payload may be let go on any thread. At most
-// kMaxSpare blocks (about 100 bytes each) stay spare: a publish window's worth.
+// kMaxSpare blocks (about 100 bytes each) stay spare on each of BlockPool's two lists: a publish
+// window's worth.
 class SharedPayloadBlocks {
  public:
   static constexpr std::size_t kMaxSpare = 1024;
