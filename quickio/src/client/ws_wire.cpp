@@ -8,9 +8,10 @@
 #include <websocketpp/client.hpp>
 #include <websocketpp/config/core_client.hpp>
 
+#include "http_exchange.hpp"
+#include "polybus/adapter/budget.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
-#include "http_exchange.hpp"
 #include "websocketpp_statics.hpp"
 
 namespace polybus::quickio::detail {
@@ -49,6 +50,16 @@ struct WsWire::State {
   std::array<std::uint32_t, 256> masks{};
   std::size_t next_mask = masks.size();
 
+  // A message over max_frame_size: declared by a frame's header (its length known), or refused
+  // by websocketpp for a fragmented one (length 0: not known here).
+  void refuse_too_big(std::uint64_t length) {
+    too_big = true;
+    failure = length
+                  ? limit_exceeded_text("a WebSocket frame's declared bytes", "max_frame_size",
+                                        max_frame_size, length)
+                  : "a WebSocket message exceeds max_frame_size=" + std::to_string(max_frame_size);
+  }
+
   // The whole frames at the front of data, in order, until one is incomplete or fails (failure
   // set): the bytes they took. Their events are views of data, kept by owner (null: valid only
   // during the call).
@@ -59,8 +70,7 @@ struct WsWire::State {
       WsFrameHead frame;
       if (!read_ws_frame_head(rest, frame)) break;
       if (frame.length > max_frame_size) {
-        too_big = true;
-        failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(max_frame_size);
+        refuse_too_big(frame.length);
         break;
       }
       if (rest.size() - frame.header < frame.length) break;
@@ -85,8 +95,7 @@ struct WsWire::State {
       }
       if (failure.empty() && used < size) {
         if (connection->get_ec() == websocketpp::processor::error::message_too_big) {
-          too_big = true;
-          failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(max_frame_size);
+          refuse_too_big(0);
         } else {
           failure = "the WebSocket stopped reading: " + connection->get_ec().message();
         }
@@ -183,14 +192,10 @@ void WsWire::start() {
                    "): " + raw->connection->get_ec().message();
   });
   s.connection->set_close_handler([raw](websocketpp::connection_hdl) {
-    if (raw->failure.empty() && (raw->connection->get_ec() ==
-                                     websocketpp::processor::error::message_too_big ||
-                                 raw->connection->get_local_close_code() ==
-                                     websocketpp::close::status::message_too_big)) {
-      raw->too_big = true;
-      raw->failure =
-          "a WebSocket message exceeds max_frame_size=" + std::to_string(raw->max_frame_size);
-    }
+    if (raw->failure.empty() &&
+        (raw->connection->get_ec() == websocketpp::processor::error::message_too_big ||
+         raw->connection->get_local_close_code() == websocketpp::close::status::message_too_big))
+      raw->refuse_too_big(0);
     if (raw->failure.empty())
       raw->failure = "the server closed the WebSocket (" +
                      std::to_string(raw->connection->get_remote_close_code()) + " " +
@@ -284,8 +289,7 @@ std::error_code WsWire::receive(const std::shared_ptr<const void>& owner, std::s
     s.partial = true;
     if (bytes.empty() && !read_ws_frame_head(s.pending, frame)) return {};
     if (frame.length > s.max_frame_size) {
-      s.too_big = true;
-      s.failure = "a WebSocket message exceeds max_frame_size=" + std::to_string(s.max_frame_size);
+      s.refuse_too_big(frame.length);
       return failed();
     }
     const std::size_t size = frame.header + static_cast<std::size_t>(frame.length);

@@ -23,7 +23,7 @@ TEST_CASE("shared payload blocks: a large payload is shared, not copied", "[payl
   REQUIRE(kept.shared());
   CHECK(kept.shared()->data() == where);  // the caller's bytes, moved
   CHECK(kept.view() == std::string(KeptPayload::kSharedAbove + 1, 'L'));
-  // A small one is kept by value, and a large one after it lets the shared one go.
+  // A small one after it is kept by value: the shared one is let go.
   kept.assign(std::string(KeptPayload::kSharedAbove, 's'), blocks);
   CHECK_FALSE(kept.shared());
   CHECK(kept.size() == KeptPayload::kSharedAbove);

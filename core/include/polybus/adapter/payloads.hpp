@@ -73,14 +73,12 @@ class KeptPayload {
   void assign(std::string&& bytes) {
     if (bytes.size() > kSharedAbove)
       return share(std::make_shared<const std::string>(std::move(bytes)));
-    large_.reset();
-    small_ = std::move(bytes);
+    keep_small(std::move(bytes));
   }
   // The same, a large payload shared in a block from `blocks` (no allocation once it has spare).
   void assign(std::string&& bytes, SharedPayloadBlocks& blocks) {
     if (bytes.size() > kSharedAbove) return share(blocks.share(std::move(bytes)));
-    large_.reset();
-    small_ = std::move(bytes);
+    keep_small(std::move(bytes));
   }
 
   std::string_view view() const {
@@ -96,6 +94,10 @@ class KeptPayload {
   void share(std::shared_ptr<const std::string> large) {
     large_ = std::move(large);
     small_.clear();
+  }
+  void keep_small(std::string&& bytes) {
+    large_.reset();
+    small_ = std::move(bytes);
   }
 
   std::string small_;
