@@ -49,6 +49,7 @@ ConnectionSettings ConnectionSettings::from(const Url& url, const ResolvedOption
   s.path = url.path;
   s.heartbeat_timeout = options.get_duration("heartbeat_timeout");
   s.http_poll_delay_max = options.get_duration("http_poll_delay_max");
+  s.http_fallback = options.get_bool("http_fallback");
   s.http_request_timeout = options.get_duration("http_request_timeout");
   s.handshake_timeout = options.get_duration("connect_timeout");
   s.max_queued_bytes = static_cast<std::size_t>(options.get_int("max_queued_bytes"));
@@ -220,7 +221,8 @@ void Connection::on_link_closed(Link* link, std::error_code ec, const std::strin
   moving_ = false;  // a move that cannot connect backs off like any failed attempt
   if (moved && redirects_ <= 1) {
     reconnect_.retry_now(ec, detail, now);  // as transparent as a reconnect, and at once
-  } else if (refused && settings_.carrier == Carrier::websocket && !use_http_) {
+  } else if (refused && settings_.carrier == Carrier::websocket && !use_http_ &&
+             settings_.http_fallback) {
     use_http_ = true;  // the document: fall back to HTTP at once
     log(LogLevel::info, "quickio: WebSocket refused (" + detail + "); falling back to HTTP");
     reconnect_.retry_now(ec, detail, now);

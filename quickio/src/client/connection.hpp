@@ -24,6 +24,7 @@ struct ConnectionSettings {
   std::string path;  // WebSocket and HTTP request path
   std::chrono::milliseconds heartbeat_timeout{65000};
   std::chrono::milliseconds http_poll_delay_max{2000};
+  bool http_fallback = true;  // quickio+ws: HTTP long polling when the upgrade is refused
   std::chrono::milliseconds http_request_timeout{60000};
   std::chrono::milliseconds handshake_timeout{5000};
   std::size_t max_queued_bytes = 8 * 1024 * 1024;

@@ -16,6 +16,9 @@ OptionTable option_table() {
        "reconnect after this long without receiving anything (0: never)"},
       {"http_poll_delay_max", OptionType::duration, "2s", 0, hour,
        "HTTP long polling: a new POST leaves after a random delay in [0, this]"},
+      {"http_fallback", OptionType::boolean, "true", 0, 0,
+       "quickio+ws: when the server refuses the WebSocket upgrade, use HTTP long polling (false: "
+       "retry WebSocket with backoff, as socket.io's transports: ['websocket'])"},
       {"http_request_timeout", OptionType::duration, "60s", 1, 24 * hour,
        "HTTP long polling: a request unanswered for this long drops the connection"},
       {"max_queued_bytes", OptionType::integer, "8388608", 0, std::int64_t{1} << 40,

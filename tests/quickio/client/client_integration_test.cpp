@@ -153,6 +153,24 @@ TEST_CASE("native client: quickio+ws falls back to HTTP long polling when the up
   REQUIRE(got.wait_for_count(1));
 }
 
+TEST_CASE("native client: quickio+ws with http_fallback=false retries WebSocket, never HTTP") {
+  ServerOptions options;
+  options.refuse_websocket = true;
+  auto server = Server::launch(options);
+  Client client(url_for("quickio+ws", *server, "&http_fallback=false"), connect_later());
+  Lifecycle life;
+  life.watch(client);
+  Collector errors;  // each failed attempt's /error, a JSON string naming the refusal
+  client.on("/error", [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
+  client.reconnect();
+  // With the fallback, the second attempt would be HTTP and open (the case above).
+  REQUIRE(errors.wait_for_count(3));
+  CHECK(life.opens.count() == 0);
+  CHECK(server->http_sessions() == 0);
+  CHECK(server->websocket_connections() == 0);
+  for (const auto& error : errors.order()) CHECK_THAT(error, Catch::Matchers::Contains("400"));
+}
+
 TEST_CASE("native client: pending callbacks fail with -1 disconnected when the server goes away") {
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);
