@@ -161,7 +161,8 @@ TEST_CASE("native client: quickio+ws with http_fallback=false retries WebSocket,
   Lifecycle life;
   life.watch(client);
   Collector errors;  // each failed attempt's /error, a JSON string naming the refusal
-  client.on("/error", [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
+  client.on("/error",
+            [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
   client.reconnect();
   // With the fallback, the second attempt would be HTTP and open (the case above).
   REQUIRE(errors.wait_for_count(3));
