@@ -27,12 +27,13 @@ namespace polybus::detail {
 
 class BlockPool {
  public:
-  // Blocks of block_size bytes, aligned for any object (operator new's alignment).
+  // Blocks of block_size bytes (at least a pointer's: a spare block holds the list's link),
+  // aligned for any object (operator new's alignment).
   BlockPool(Strand strand, std::size_t block_size, std::size_t max_spare)
-      : strand_(std::move(strand)), block_size_(block_size), max_spare_(max_spare) {}
+      : strand_(std::move(strand)), block_size_(linkable(block_size)), max_spare_(max_spare) {}
   // For one owner: take() only from it, give() from anywhere.
   BlockPool(std::size_t block_size, std::size_t max_spare)
-      : block_size_(block_size), max_spare_(max_spare) {}
+      : block_size_(linkable(block_size)), max_spare_(max_spare) {}
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -49,6 +50,9 @@ class BlockPool {
   struct Node {
     Node* next;
   };
+  static constexpr std::size_t linkable(std::size_t size) {
+    return size < sizeof(Node) ? sizeof(Node) : size;
+  }
   void collect_returned();
   void push_spare(Node* node) noexcept;
 
