@@ -259,6 +259,52 @@ TEST_CASE("copied, owned and shared writes interleave in order, over many writes
   CHECK(client.events_.count("connected") == 1);
 }
 
+TEST_CASE("large writes built in spare_string's strings allocate nothing once they have grown",
+          "[transport]") {
+  // A caller that builds a large write itself (QuickIO's events past kCopiedAtMost) takes a
+  // written piece's string back instead of making one per write.
+  constexpr std::size_t kSize = 20 * 1024;
+  TestServer server(Mode::echo);
+  Client client;
+  client.run([&] { client.transport_->connect(server.address()); });
+  // Writes one large string built in a spare one; says what spare_string gave and the io
+  // thread's allocations over the whole of it (take, fill, write).
+  struct Round {
+    std::size_t capacity_given = 0;
+    bool empty_given = false;
+    std::uint64_t allocations = 0;
+  };
+  std::string expected;
+  const auto write_round = [&](int round) {
+    std::promise<Round> done;
+    client.run([&] {
+      Round r;
+      const auto before = polybus::cli::allocations_on_this_thread();
+      std::string bytes = client.transport_->spare_string(kSize);
+      r.capacity_given = bytes.capacity();
+      r.empty_given = bytes.empty();
+      bytes.assign(kSize, static_cast<char>('a' + round % 26));
+      client.transport_->write(std::move(bytes));
+      r.allocations = polybus::cli::allocations_on_this_thread() - before;
+      done.set_value(r);
+    });
+    expected += std::string(kSize, static_cast<char>('a' + round % 26));
+    const Round r = done.get_future().get();
+    REQUIRE(client.wait_received(expected));  // written, so its string is spare again
+    return r;
+  };
+  const Round first = write_round(0);
+  CHECK(first.capacity_given < kSize);                         // nothing written yet: nothing spare
+  for (int round = 1; round < 4; ++round) write_round(round);  // asio's caches warm up
+  for (int round = 4; round < 20; ++round) {
+    const Round r = write_round(round);
+    CAPTURE(round);
+    CHECK(r.capacity_given >= kSize);
+    CHECK(r.empty_given);
+    CHECK(r.allocations == 0);
+  }
+}
+
 TEST_CASE("on_written reports a running total that reaches each write's total_queued mark",
           "[transport]") {
   TestServer server(Mode::echo);
