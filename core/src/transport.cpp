@@ -399,7 +399,7 @@ void Transport::write(std::string bytes) {
   queued_bytes_ += bytes.size();
   total_queued_ += bytes.size();
   queue_.push_back(Piece{std::move(bytes), nullptr});
-  flush();
+  flush_soon();
 }
 
 void Transport::write_copy(std::string_view bytes) {
@@ -421,7 +421,7 @@ void Transport::write_copy(std::string_view bytes) {
   if (!owned.empty() && owned.size() + bytes.size() > owned.capacity())
     owned.reserve(std::max(kCoalesceLimit + kCopyAtMost, owned.size() + bytes.size()));
   owned.append(bytes.data(), bytes.size());
-  flush();
+  flush_soon();
 }
 
 std::string Transport::spare_string(std::size_t size) {
@@ -444,7 +444,19 @@ void Transport::write(std::shared_ptr<const std::string> bytes) {
   queued_bytes_ += bytes->size();
   total_queued_ += bytes->size();
   queue_.push_back(Piece{{}, std::move(bytes)});
-  flush();
+  flush_soon();
+}
+
+// What a handler writes goes out in one write when it is done: a frame's header and its body,
+// a burst of publishes. Written at once, the first write_copy() of a burst (a PUBLISH header,
+// 38 bytes) went out by itself, in 30% of Figg's writes, and the server read it alone too.
+void Transport::flush_soon() {
+  if (flush_posted_ || writing_ || !connected_) return;  // on_written or on_connected flushes
+  flush_posted_ = true;
+  asio::post(strand_, in_memory(flush_memory_, [self = shared_from_this()] {
+               self->flush_posted_ = false;
+               self->flush();  // whichever connection is up now: flush() checks
+             }));
 }
 
 void Transport::flush() {

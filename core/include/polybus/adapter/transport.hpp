@@ -171,7 +171,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
                  std::function<void(std::error_code)> done);
   void read_next();
   void on_read(std::error_code ec, std::size_t n);
-  void flush();
+  void flush();       // writes what is queued now, unless a write is under way
+  void flush_soon();  // flush() once the strand's current handler is done
   void on_written(std::error_code ec, std::size_t n);
   // A deadline on what begins often (a write, a frame): what is still under way `limit` after
   // it began fails the connection.
@@ -232,6 +233,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
   bool close_when_flushed_ = false;
   bool room_wanted_ = false;  // write_room() said no: on_write_room is owed
+  bool flush_posted_ = false;  // flush_soon()'s post has not run yet
   std::function<void(std::error_code)> pending_tls_;
   // A queued piece: owned bytes, or bytes shared with the caller.
   struct Piece {
@@ -252,6 +254,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // The read and the write under way live here (each holds the transport).
   HandlerMemory read_memory_;
   HandlerMemory write_memory_;
+  HandlerMemory flush_memory_;  // flush_soon()'s post
   // Chunks (their shared state, and their bytes) that came back when their last view went:
   // a connection that streams reads a chunk every 64 KiB, and took two allocations for each.
   std::shared_ptr<ReadChunk> fresh_chunk();
