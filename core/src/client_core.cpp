@@ -191,8 +191,13 @@ void ClientCore::start_publish(IntakeWork& work) {
         Status(errc::closed, "publish to " + work.topic.str() + ": the client is closed"));
     return;
   }
-  // Kept by shared_, which the completion holds.
-  TopicCells* cells = &shared_->publish_topics.cells_for(work.topic);
+  // Kept by shared_, which the completion holds. A burst is mostly one topic, whose name is
+  // the one shared string (TopicNames): the last lookup serves while it is that string.
+  if (!last_cells_ || work.topic.shared() != last_cells_name_) {
+    last_cells_ = &shared_->publish_topics.cells_for(work.topic);
+    last_cells_name_ = work.topic.shared();  // held: its address names no other topic meanwhile
+  }
+  TopicCells* cells = last_cells_;
   bump(cells->published, count);
   auto op = ops_->add(
       work.deadline,

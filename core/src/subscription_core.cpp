@@ -144,6 +144,7 @@ void SubscriptionCore::run_queue() {
   // On the io thread a turn takes a bounded number, so reads, timers and other subscriptions
   // interleave with a long queue.
   constexpr std::uint32_t kMaxPerTurn = 64;
+  Clock::time_point clock = Clock::now();
   for (std::uint32_t handled = 0;; ++handled) {
     if (on_io_thread_ && handled == kMaxPerTurn) return post_run_queue();  // still running_
     Message message;
@@ -166,7 +167,8 @@ void SubscriptionCore::run_queue() {
       queue_.pop_front();
       taken(message);
     }
-    if (active_.load()) handle(message);
+    if (active_.load())
+      handle(message, clock);
     else release(message);
   }
 }
@@ -331,12 +333,15 @@ void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
                reason = std::move(reason)] { self->send_to_dead_letter(message, reason); });
 }
 
-void SubscriptionCore::handle(Message& message) {
+void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
   open_envelope(message);
   const auto& caps = shared_->caps;
   const auto trace_scope = shared_->envelope.extract(message);
-  const auto started = Clock::now();
-  auto handler_returned = [&] { cells_->handler_time.observe(Clock::now() - started); };
+  const auto started = clock;
+  auto handler_returned = [&] {
+    clock = Clock::now();
+    cells_->handler_time.observe(clock - started);
+  };
   if (serve_handler_) {
     try {
       std::string reply = serve_handler_(message);
