@@ -117,18 +117,22 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
     return fail_now(std::move(done), refused);
   }
   IntakeWork work;
-  work.topic = topic_names_.name(topic);
   work.payloads = std::move(payloads);
   work.bytes = bytes;
   work.done = std::move(done);
   work.defer = options.defer;
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
-  take_in(std::move(work));
+  take_in(std::move(work), topic);
 }
 
-void ClientCore::take_in(IntakeWork&& work) {
+void ClientCore::take_in(IntakeWork&& work, std::string_view topic) {
   std::lock_guard<std::mutex> lock(intake_mutex_);
+  // Named here, under the intake's lock: a run of publishes to one topic shares the last name
+  // without taking the names' own lock and hashing the topic for each.
+  if (last_intake_name_.str() != topic || !last_intake_name_.shared())
+    last_intake_name_ = topic_names_.name(topic);
+  work.topic = last_intake_name_;
   const bool first = intake_.empty();
   intake_.push_back(std::move(work));
   // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
@@ -329,14 +333,13 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
     return;
   }
   IntakeWork work;
-  work.topic = topic_names_.name(topic);
   work.bytes = payload.size();
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);
   work.request = true;
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
-  take_in(std::move(work));
+  take_in(std::move(work), topic);
 }
 
 void ClientCore::start_request(IntakeWork& work) {

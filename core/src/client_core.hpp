@@ -221,7 +221,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     const Operation* made = nullptr;  // its operation, once made: completed at once if the
                                       // adapter throws instead of at its deadline
   };
-  void take_in(IntakeWork&& work);
+  void take_in(IntakeWork&& work, std::string_view topic);  // names work.topic
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();
   void start_publish(IntakeWork& work);  // strand
@@ -229,6 +229,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Strand: an adapter threw while taking `work`: logged, and its operation completed now.
   void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
   TopicNames topic_names_;  // each publish's and request's topic, shared, not copied
+  TopicName last_intake_name_;  // under intake_mutex_: the last topic taken in
   std::mutex intake_mutex_;
   std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
   // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by
