@@ -64,9 +64,7 @@ class SubscriptionCore : public SubscriptionSink,
   void run_queue();
   void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
   void post_run_queue();  // to a handler thread, or the strand (handler_thread=io)
-  // `clock` is when the previous handler of this turn returned (or the turn began), and becomes
-  // when this one returned: one clock read per message for the handler-time histogram, not two.
-  void handle(Message& message, Clock::time_point& clock);
+  Clock::time_point handle(Message& message);  // when the handler returned
   void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();

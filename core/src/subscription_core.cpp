@@ -141,12 +141,15 @@ void SubscriptionCore::taken(const Message& message) {
 }
 
 void SubscriptionCore::run_queue() {
-  // On the io thread a turn takes a bounded number, so reads, timers and other subscriptions
-  // interleave with a long queue.
+  // On the io thread a turn takes a bounded number, and a bounded time, so reads, timers, other
+  // subscriptions and the writes its handlers made (their acks leave when the turn ends)
+  // interleave with a long queue or slow handlers.
   constexpr std::uint32_t kMaxPerTurn = 64;
-  Clock::time_point clock = Clock::now();
+  constexpr auto kMaxTurn = std::chrono::milliseconds(1);
+  Clock::time_point turn_ends = Clock::time_point::max(), returned = Clock::time_point::min();
   for (std::uint32_t handled = 0;; ++handled) {
-    if (on_io_thread_ && handled == kMaxPerTurn) return post_run_queue();  // still running_
+    if (on_io_thread_ && (handled == kMaxPerTurn || returned > turn_ends))
+      return post_run_queue();  // still running_
     Message message;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -167,9 +170,13 @@ void SubscriptionCore::run_queue() {
       queue_.pop_front();
       taken(message);
     }
-    if (active_.load())
-      handle(message, clock);
-    else release(message);
+    if (!active_.load()) {
+      release(message);
+      continue;
+    }
+    returned = handle(message);
+    // Timed from the first handler's return: no clock read of its own.
+    if (turn_ends == Clock::time_point::max()) turn_ends = returned + kMaxTurn;
   }
 }
 
@@ -333,14 +340,15 @@ void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
                reason = std::move(reason)] { self->send_to_dead_letter(message, reason); });
 }
 
-void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
+Clock::time_point SubscriptionCore::handle(Message& message) {
   open_envelope(message);
   const auto& caps = shared_->caps;
   const auto trace_scope = shared_->envelope.extract(message);
-  const auto started = clock;
+  const auto started = Clock::now();
+  Clock::time_point returned = started;
   auto handler_returned = [&] {
-    clock = Clock::now();
-    cells_->handler_time.observe(clock - started);
+    returned = Clock::now();
+    cells_->handler_time.observe(returned - started);
   };
   if (serve_handler_) {
     try {
@@ -358,7 +366,7 @@ void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
       shared_->emit_error(make_error_code(errc::handler_failed),
                           topic_ + ": serve handler threw a non-standard exception");
     }
-    return;
+    return returned;
   }
   // Without acks, a message is done when its handler returns, however it returns.
   struct Settle {
@@ -373,7 +381,7 @@ void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
     handler_(message);
     handler_returned();
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
-    return;
+    return returned;
   } catch (const std::exception& e) {
     failure = e.what();
   } catch (...) {
@@ -382,7 +390,7 @@ void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
   handler_returned();
   shared_->emit_error(make_error_code(errc::handler_failed),
                       topic_ + ": handler threw: " + failure);
-  if (message.state()->manual.load() || message.responded()) return;
+  if (message.state()->manual.load() || message.responded()) return returned;
   const bool last = max_attempts_ > 0 && message.attempts() >= max_attempts_;
   if (last && (!dead_letter_.topic.empty() || !caps.ack)) {
     // Its reason is known only now: give it up here rather than on a redelivery.
@@ -397,6 +405,7 @@ void SubscriptionCore::handle(Message& message, Clock::time_point& clock) {
     ++message.state()->attempts;
     retry_in_place(message, false, failure);
   }
+  return returned;
 }
 
 void SubscriptionCore::release(Message& message) {

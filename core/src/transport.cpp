@@ -614,6 +614,7 @@ void Transport::arm_idle() {
 }
 
 void Transport::close() {
+  flush_posted_writes();
   end({}, {}, false);
 }
 
@@ -623,7 +624,15 @@ void Transport::close_after_flush() {
 }
 
 void Transport::fail(std::error_code ec, const std::string& detail) {
+  flush_posted_writes();
   end(ec, detail, true);
+}
+
+// What the current handler wrote before closing still goes out, as it did when every write
+// started at once: a WebSocket close frame answered just before the link fails, a POST queued
+// in the same turn as the failure that ends its connection.
+void Transport::flush_posted_writes() {
+  if (flush_posted_) flush();
 }
 
 void Transport::end(std::error_code ec, const std::string& detail, bool report) {

@@ -157,10 +157,11 @@ TEST_CASE("native client: quickio+ws with http_fallback=false retries WebSocket,
   ServerOptions options;
   options.refuse_websocket = true;
   auto server = Server::launch(options);
-  Client client(url_for("quickio+ws", *server, "&http_fallback=false"), connect_later());
-  Lifecycle life;
-  life.watch(client);
+  // Before the client: attempts go on reporting until it is destroyed.
   Collector errors;  // each failed attempt's /error, a JSON string naming the refusal
+  Lifecycle life;
+  Client client(url_for("quickio+ws", *server, "&http_fallback=false"), connect_later());
+  life.watch(client);
   client.on("/error",
             [&](std::string_view json, ServerCallback) { errors.add(std::string(json)); });
   client.reconnect();

@@ -485,3 +485,34 @@ TEST_CASE("publishes and requests past max_outgoing_bytes are refused at once, n
   CHECK(later_ec == std::error_code{});
   CHECK(client.stats().publish_failed == 1);
 }
+
+TEST_CASE("slow handlers on the io thread give up their turn to the client's other work",
+          "[client]") {
+  // A queue of handlers on the io thread runs in turns of at most about a millisecond of
+  // handling (and 64 messages): between turns, the writes they made (acks, publishes) leave and
+  // reads and completions run. Each handler here takes 2 ms (its work, not a wait for anything),
+  // so a turn is two of them; the first handler's publish completes long before the last one.
+  constexpr int kCount = 40;  // under the 64 a turn may take
+  std::atomic<int> handled{0}, handled_when_confirmed{-1};
+  Latch all, confirmed;
+  auto client = connect("mem://" + unique_name("turns") + "?handler_thread=io");
+  auto sub = client.subscribe("slow", {}, [&](Message&) {
+    if (handled.load() == 0)
+      client.publish("elsewhere", "x", [&](std::error_code) {
+        handled_when_confirmed = handled.load();
+        confirmed.count_down();
+      });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ++handled;
+    all.count_down();
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  sub.pause();  // held until resume(), then handed to the handler at once
+  for (int i = 0; i < kCount; ++i)
+    REQUIRE(client.publish_sync("slow", std::to_string(i)) == std::error_code{});
+  sub.resume();
+  REQUIRE(all.wait_for(kCount));
+  REQUIRE(confirmed.wait_for(1));
+  INFO("handlers done when the first one's publish completed: " << handled_when_confirmed.load());
+  CHECK(handled_when_confirmed.load() < kCount / 2);
+}

@@ -173,6 +173,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   void on_read(std::error_code ec, std::size_t n);
   void flush();       // writes what is queued now, unless a write is under way
   void flush_soon();  // flush() once the strand's current handler is done
+  void flush_posted_writes();  // close() and fail(): flush_soon()'s bytes go first
   void on_written(std::error_code ec, std::size_t n);
   // A deadline on what begins often (a write, a frame): what is still under way `limit` after
   // it began fails the connection.
