@@ -100,7 +100,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
 
   void connect(const HostPort& target);
   // Queued and written in order; the string is moved in, so payloads are not copied (but for
-  // small ones, gathered into one buffer with their neighbours). Queueing more than
+  // small ones, gathered into one buffer with their neighbours). What a handler queues leaves in
+  // one write once that handler is done (close() and fail() write it first). Queueing more than
   // max_write_buffer unwritten bytes fails the connection (errc::limit_exceeded).
   void write(std::string bytes);
   // For bytes the caller keeps too (a payload it may have to send again after a reconnect).
@@ -122,7 +123,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // with the most room (or a new empty one).
   std::string spare_string(std::size_t size);
   // Upgrades the open connection to TLS in band. Call it from on_data (no read is then pending);
-  // reading resumes over TLS after the handshake. done runs on the strand.
+  // reading resumes over TLS after the handshake. done runs on the strand. Bytes queued in the
+  // same handler, before it, go out after the handshake, over TLS.
   void start_tls(std::function<void(std::error_code)> done);
   // Calls on_idle after `idle` without received bytes, then every `idle` while it lasts.
   void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle);
