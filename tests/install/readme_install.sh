@@ -72,6 +72,12 @@ print("\n".join(out))
 EOF
 
 cd "$work"
+# The steps run with a $HOME of their own; ccache's objects stay where the rest of the build keeps
+# them (cmake/PolybusCompilerCache.cmake), so that a rerun compiles only what changed.
+if command -v ccache > /dev/null && [ -z "${CCACHE_DIR:-}" ]; then
+  CCACHE_DIR=$(ccache --get-config cache_dir)
+  export CCACHE_DIR
+fi
 # The generated steps check their own programs' exit status; the app's output is checked here.
 HOME="$work/home" bash steps.sh > "$work/steps.log" 2>&1 || {
   echo "README steps failed:"

@@ -347,7 +347,7 @@ TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per
 }
 
 TEST_CASE(
-    "memodb: max_requests bounds the requests in flight; the others wait, up to their deadline",
+    "memodb: max_requests bounds the requests in flight, the others wait, up to their deadline",
     "[memodb]") {
   auto options = fast();
   auto broker = Broker::launch(options);
@@ -924,7 +924,7 @@ TEST_CASE(
   CHECK(broker->stats().workers_expired == 0);
 }
 
-TEST_CASE("memodb: a paused serve's workers leave; resume registers them again", "[memodb]") {
+TEST_CASE("memodb: a paused serve's workers leave, resume registers them again", "[memodb]") {
   auto options = fast();
   options.heartbeat_interval = 100ms;
   options.heartbeat_timeout = 200ms;

@@ -266,7 +266,7 @@ TEST_CASE("nsq: an nsqd whose max_rdy_count is below max_in_flight gets RDY with
 
 TEST_CASE(
     "nsq: a burst gathered into one MPUB that nsqd refuses for one message fails only that "
-    "one; the rest are kept once each",
+    "one, the rest are kept once each",
     "[nsq][publish]") {
   nsq::testing::NsqdOptions small;
   small.max_msg_size = 100;  // E_BAD_MESSAGE for the whole MPUB holding the 150-byte one

@@ -4,7 +4,8 @@
 
 namespace polybus::test {
 
-// Catch::Session().run(argc, argv).
+// Catch::Session().run(argc, argv), where a test name or filter that matches no test case fails
+// (status 2) instead of passing with nothing run.
 int run_catch_session(int argc, char* argv[]);
 
 }  // namespace polybus::test

@@ -31,7 +31,7 @@ TEST_CASE("fifo: entries come out in the order they went in, across compactions"
   CHECK(next_out == next_in);
 }
 
-TEST_CASE("fifo: a popped entry is released at once; a moved-from fifo is empty", "[fifo]") {
+TEST_CASE("fifo: a popped entry is released at once, a moved-from fifo is empty", "[fifo]") {
   Fifo<std::shared_ptr<int>> fifo;
   auto held = std::make_shared<int>(1);
   std::weak_ptr<int> watch = held;
@@ -48,7 +48,7 @@ TEST_CASE("fifo: a popped entry is released at once; a moved-from fifo is empty"
   CHECK(*fifo.front() == 3);
 }
 
-TEST_CASE("fifo: steady traffic reuses its memory; a drained burst gives it back", "[fifo]") {
+TEST_CASE("fifo: steady traffic reuses its memory, a drained burst gives it back", "[fifo]") {
   Fifo<int> fifo;
   for (int i = 0; i < 100; ++i) fifo.push_back(i);
   const std::size_t kept = fifo.capacity();

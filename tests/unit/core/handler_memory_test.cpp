@@ -16,7 +16,7 @@
 using polybus::HandlerMemory;
 using polybus::in_memory;
 
-TEST_CASE("handler memory: its blocks first, then the heap; the blocks come back",
+TEST_CASE("handler memory: its blocks first, then the heap, the blocks come back",
           "[handler_memory]") {
   HandlerMemory memory;
   void* first = memory.allocate(HandlerMemory::kSize);
@@ -43,7 +43,7 @@ TEST_CASE("handler memory: its blocks first, then the heap; the blocks come back
   memory.deallocate(large);
 }
 
-TEST_CASE("handler memory: an owner may die with its blocks out; the last one back frees them",
+TEST_CASE("handler memory: an owner may die with its blocks out, the last one back frees them",
           "[handler_memory]") {
   void* block = nullptr;
   {

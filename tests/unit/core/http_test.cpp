@@ -68,7 +68,7 @@ TEST_CASE("chunked bodies with extensions and trailers, split anywhere", "[http]
   }
 }
 
-TEST_CASE("a body without a length runs to the close; 204 has none; 1xx answers are skipped",
+TEST_CASE("a body without a length runs to the close, 204 has none, 1xx answers are skipped",
           "[http]") {
   ResponseReader to_close(1024);
   REQUIRE_FALSE(to_close.feed("HTTP/1.0 200 OK\r\n\r\nuntil close"));

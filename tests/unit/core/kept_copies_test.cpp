@@ -48,7 +48,7 @@ TEST_CASE("kept copies: a full block gives way, and what it holds stays as it wa
   for (int i = 0; i < 20; ++i) CHECK(views[i] == std::string(size, static_cast<char>('a' + i)));
 }
 
-TEST_CASE("kept copies: a large copy gets its own owner; an empty one is valid", "[kept_copies]") {
+TEST_CASE("kept copies: a large copy gets its own owner, an empty one is valid", "[kept_copies]") {
   KeptCopies kept;
   std::shared_ptr<const void> small_owner, large_owner, empty_owner;
   kept.keep("small", small_owner);

@@ -64,7 +64,7 @@ TEST_CASE("topic names: callers on many threads get the same name", "[topic_name
   for (int s : same) CHECK(s == 1);
 }
 
-TEST_CASE("topic name: reads as its string; empty when made empty or moved from", "[topic_names]") {
+TEST_CASE("topic name: reads as its string, empty when made empty or moved from", "[topic_names]") {
   TopicName name(kLong);
   const std::string& as_string = name;
   const std::string_view as_view = name;

@@ -142,7 +142,7 @@ TEST_CASE("an ACK beyond the last PUBLISH sent is a protocol error", "[figg][mac
   CHECK(r.acked == 0);
 }
 
-TEST_CASE("nothing is sent while disconnected; a publish then waits for the connection",
+TEST_CASE("nothing is sent while disconnected, a publish then waits for the connection",
           "[figg][machine]") {
   Recorder r;
   Machine p(4, 1 << 20, r);
@@ -263,7 +263,7 @@ TEST_CASE("an attachment resumes from ATTACHED's offset until DATA moves it", "[
   CHECK(r.data.size() == 1);
 }
 
-TEST_CASE("DATA for a detached topic is dropped; a second attach is refused", "[figg][machine]") {
+TEST_CASE("DATA for a detached topic is dropped, a second attach is refused", "[figg][machine]") {
   Recorder r;
   Machine p(4, 1 << 20, r);
   p.connected();

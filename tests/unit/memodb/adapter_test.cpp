@@ -75,7 +75,7 @@ TEST_CASE("what memodb cannot do fails with not_supported", "[memodb][adapter]")
   CHECK(pinged.get_future().get() == errc::not_supported);
 }
 
-TEST_CASE("a request with no broker fails by its deadline; a bad service name fails at once",
+TEST_CASE("a request with no broker fails by its deadline, a bad service name fails at once",
           "[memodb][adapter]") {
   auto client = connect_memodb("memodb+tcp://[::1]:1");
   auto reply = client.request_sync("echo", "x", 200ms);

@@ -495,7 +495,7 @@ TEST_CASE("nsqd: a message carries a 16-hex-digit id, attempts 1 and its publish
   CHECK(message.timestamp_ns <= ns(after));
 }
 
-TEST_CASE("nsqd: RDY bounds the messages in flight; FIN makes room for the next",
+TEST_CASE("nsqd: RDY bounds the messages in flight, FIN makes room for the next",
           "[nsq_testing][delivery]") {
   auto nsqd = Nsqd::start();
   for (int i = 0; i < 5; ++i) publish(*nsqd, "rdy", "m" + std::to_string(i));
@@ -654,7 +654,7 @@ TEST_CASE("nsqd: DPUB beyond max_req_timeout is a fatal E_INVALID", "[nsq_testin
   CHECK(client.closed_within());
 }
 
-TEST_CASE("nsqd: CLS answers CLOSE_WAIT and stops deliveries; FIN still works",
+TEST_CASE("nsqd: CLS answers CLOSE_WAIT and stops deliveries, FIN still works",
           "[nsq_testing][delivery]") {
   auto nsqd = Nsqd::start();
   auto client = consumer(*nsqd, "cls", "c", 5);
@@ -1060,7 +1060,7 @@ TEST_CASE("nsqd: without a certificate tls_v1 is refused in the response", "[nsq
 // ---------------------------------------------------------------------------------------------
 // Stop and resume
 
-TEST_CASE("nsqd: stop drops every client and keeps the messages; resume listens on the same port",
+TEST_CASE("nsqd: stop drops every client and keeps the messages, resume listens on the same port",
           "[nsq_testing][restart]") {
   auto nsqd = Nsqd::start();
   const std::uint16_t port = nsqd->tcp_port();
