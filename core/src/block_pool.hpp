@@ -10,8 +10,9 @@
 // never two threads at once): its takes need no check, and every block comes back through the
 // compare-exchange list.
 //
-// Why not a mutex-guarded free list: session 13 measured one (docs/performance.md); its lock,
-// taken by the io thread and the handler threads in turn, cost more than glibc's malloc.
+// Why not a mutex-guarded free list: one was measured (docs/performance.md, "Tried and not
+// kept"); its lock, taken by the io thread and the handler threads in turn, cost more than
+// glibc's malloc.
 #pragma once
 
 #include <atomic>

@@ -317,8 +317,12 @@ TEST_CASE("nsq: a handler that keeps failing is requeued with a growing delay up
   auto nsqd = Nsqd::start();
   Latch fifth;
   std::atomic<int> deliveries{0};
+  // The failures also back the consumer off (RDY 0 for backoff_multiplier x 2^(n-1)): kept
+  // short, so the test waits on nsqd's deliveries, not on the production default of 1 s.
   auto client = connect("nsq://" + nsqd->tcp_address() +
-                        "?requeue_delay=20ms&max_requeue_delay=50ms&max_attempts=0&" + kFast);
+                        "?requeue_delay=20ms&max_requeue_delay=50ms&max_attempts=0&"
+                        "backoff_multiplier=5ms&max_backoff_duration=20ms&" +
+                        kFast);
   SubscribeOptions group;
   group.group = "failing";
   auto sub = client.subscribe("failing", group, [&](Message&) {

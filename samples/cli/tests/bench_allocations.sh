@@ -11,16 +11,15 @@
 # messages (a strand hop, a read chunk), not per message.
 # A third run pair goes at 20,000 messages a second, (60,000 - 20,000) / 40,000, where each
 # burst is a message or two and what a burst costs is nearly what a message costs: it must stay
-# under 1.05. Before session 23 (handler memory with two blocks, kept read chunks and copies,
-# the socket on the strand's own executor) this was 1.71 (Figg), 1.70 (QuickIO), 2.90 (NSQ);
-# after, 1.003, 1.002, 1.001.
+# under 1.05. Without handler memory of two blocks, kept read chunks and copies, and the socket
+# on the strand's own executor, this was 1.71 (Figg), 1.70 (QuickIO), 2.90 (NSQ); with them,
+# 1.003, 1.002, 1.001.
 # A run on a loaded machine lets a backlog build (the publisher is not held back), and messages
 # beyond the pools' spare blocks then allocate: up to three attempts, of which one must pass. A
 # cost per message fails all three; a lost message fails the first.
-# Before the pools and inline buffers of session 16 these were 3.4 (Figg), 5.2 (NSQ) and 9.2
-# (QuickIO) whole, and NSQ's message id cost one more until session 17; in steady state, before
-# session 21's handler memory and NSQ's kept burst vectors, NSQ's was 1.18: a change that brings
-# back a per-message allocation fails here.
+# Without the pools and inline buffers these were 3.4 (Figg), 5.2 (NSQ) and 9.2 (QuickIO) whole,
+# and NSQ's message id cost one more; in steady state, without handler memory and NSQ's kept
+# burst vectors, NSQ's was 1.18: a change that brings back a per-message allocation fails here.
 #
 #   samples/cli/tests/bench_allocations.sh POLYBUS_BINARY
 set -euo pipefail
@@ -75,17 +74,17 @@ PY
 
 # A topic longer than a string's inline storage (15 bytes): a copy of it per message, made in
 # the core (the publish's topic, its operation's name) or in an adapter (a received message's
-# topic, a lookup by topic, an event path), allocates. Before session 26 each such copy did:
-# 5.0 (Figg), 4.0 (NSQ) and 7.1 (QuickIO) allocations per message with this topic.
+# topic, a lookup by topic, an event path), allocates: when each copy did, this topic cost 5.0
+# (Figg), 4.0 (NSQ) and 7.1 (QuickIO) allocations per message.
 long_topic=orders_created_v1-from-the-checkout-service  # a valid name on all three
 # A payload past KeptPayload::kSharedAbove and Transport::kCopiedAtMost (1 KiB), and past a
 # quarter of KeptCopies' blocks (4 KiB) by itself, without its frame's header: kept shared by
 # Figg and NSQ until confirmed, written as a piece of its own by QuickIO, and copied into a
-# block of its own when it straddles two reads. Before session 27 each of those allocated: 2.0
-# (Figg), 2.2 (NSQ) and 2.1 (QuickIO) allocations per message at 4 KiB.
+# block of its own when it straddles two reads. When each of those allocated: 2.0 (Figg), 2.2
+# (NSQ) and 2.1 (QuickIO) allocations per message at 4 KiB.
 large_payload=5000
-# QuickIO over WebSocket too: until session 27, an event frame split across two reads made every
-# event of the next read a copy (1.53 allocations per message, 1.93 with the long topic).
+# QuickIO over WebSocket too: an event frame split across two reads used to make every event of
+# the next read a copy (1.53 allocations per message, 1.93 with the long topic).
 for broker in figg quickio quickio+ws nsq; do
   check "$broker" 50000 250000 1.5 1.25
   check "$broker" 20000 60000 0 1.05 --rate 20000  # a burst is a message or two

@@ -121,6 +121,7 @@ func run() int {
 		msgTimeout  = flag.Duration("msg-timeout", 60*time.Second, "nsqd default message timeout")
 		maxMsgTO    = flag.Duration("max-msg-timeout", 15*time.Minute, "nsqd maximum message timeout")
 		maxRdyCount = flag.Int64("max-rdy-count", 2500, "nsqd maximum RDY count per client")
+		memQueue    = flag.Int64("mem-queue-size", 10000, "nsqd messages kept in memory per topic and channel before they go to disk")
 		scanRefresh = flag.Duration("queue-scan-refresh-interval", 5*time.Second, "how often nsqd adds new channels to its deferred and timeout scan (tests: short)")
 		logLevel    = flag.String("log-level", "warn", "log level for both servers: debug, info, warn, error, fatal (logs go to stderr)")
 		watchStdin  = flag.Bool("watch-stdin", true, "shut down when stdin reaches EOF (set false when stdin is /dev/null)")
@@ -240,6 +241,7 @@ func run() int {
 		opts.TLSRootCAFile = *tlsRootCA
 		opts.TLSClientAuthPolicy = *tlsAuth
 		opts.TLSRequired = int(tlsRequired)
+		opts.MemQueueSize = *memQueue
 		opts.MsgTimeout = *msgTimeout
 		opts.MaxMsgTimeout = *maxMsgTO
 		opts.MaxRdyCount = *maxRdyCount
