@@ -21,9 +21,15 @@
 # and NSQ's message id cost one more; in steady state, without handler memory and NSQ's kept
 # burst vectors, NSQ's was 1.18: a change that brings back a per-message allocation fails here.
 #
-#   samples/cli/tests/bench_allocations.sh POLYBUS_BINARY
+#   samples/cli/tests/bench_allocations.sh POLYBUS_BINARY [BROKER...]
+#
+# BROKER: figg, quickio, quickio+ws, nsq (default: all four). The test suite runs one test per
+# broker, so that ctest runs them side by side.
 set -euo pipefail
 polybus=$1
+shift
+brokers=("$@")
+((${#brokers[@]})) || brokers=(figg quickio quickio+ws nsq)
 source "$(dirname "$0")/broker_process.sh"
 
 bench() {  # MESSAGES [ARGS...]: the JSON line of one run against the running broker
@@ -85,7 +91,7 @@ long_topic=orders_created_v1-from-the-checkout-service  # a valid name on all th
 large_payload=5000
 # QuickIO over WebSocket too: an event frame split across two reads used to make every event of
 # the next read a copy (1.53 allocations per message, 1.93 with the long topic).
-for broker in figg quickio quickio+ws nsq; do
+for broker in "${brokers[@]}"; do
   check "$broker" 50000 250000 1.5 1.25
   check "$broker" 20000 60000 0 1.05 --rate 20000  # a burst is a message or two
   check "$broker" 50000 250000 1.5 1.25 --topic "$long_topic"
