@@ -35,7 +35,7 @@ source "$(dirname "$0")/broker_process.sh"
 bench() {  # MESSAGES [ARGS...]: the JSON line of one run against the running broker
   local messages=$1
   shift
-  "$polybus" bench "$url" --timeout 60 --messages "$messages" --size 200 "$@" \
+  "$polybus" bench "$url" --timeout 300 --messages "$messages" --size 200 "$@" \
     2> "$work/bench.err" | tail -n 1 || fail "bench $messages: $(cat "$work/bench.err")"
 }
 

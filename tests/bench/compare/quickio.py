@@ -12,7 +12,8 @@ server (every carrier once per round, each against a fresh server, the order rot
   http          quickio+http:// long polling with `http_poll_delay_max=20ms`, the same
   http-latency  the same at 200 messages a second, 2,000 of them: the round trip's p50 and p99
 
-The server is QuickIO 0.2.1 (commit 942b76b) with its pub/sub application (QIO_PUBSUB_SO), both
+The server is QuickIO 0.2.1 (commit 942b76b) with a pub/sub application for the paths under /pub
+(QIO_PUBSUB_SO; the bench's topic is pub/bench), both
 built by hand from their sources (the server needs a stand-in for its missing event library);
 the paths come from the flags or QUICKIO, QIO_PUBSUB and POLYBUS (default
 build/release/samples/polybus). Raw TCP, WebSocket and HTTP share the server's one port. Prints
@@ -73,9 +74,11 @@ def main():
             server.stop()
 
     def polybus(row):
-        flags = ["--messages", "200000", "--size", "200"]
+        # The pub/sub application serves the paths under /pub; a fresh server per run, so one
+        # topic for every run.
+        flags = ["--topic", "pub/bench", "--messages", "200000", "--size", "200"]
         if row == "http-latency":
-            flags = ["--messages", "2000", "--size", "200", "--rate", "200"]
+            flags = ["--topic", "pub/bench", "--messages", "2000", "--size", "200", "--rate", "200"]
 
         def client(address):
             out, _, _ = benchlib.run_client([args.polybus, "bench", URLS[row].format(address)]
