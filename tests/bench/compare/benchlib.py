@@ -9,6 +9,7 @@ shared VM) falls on every client alike. A ratio is taken within a round (polybus
 reference in the same round), then its median and range are given over the rounds.
 """
 
+import argparse
 import json
 import os
 import signal
@@ -20,6 +21,27 @@ import tempfile
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def arguments(doc, rows):
+    """The flags every script takes: --rounds, --rows (default: rows), --polybus (POLYBUS;
+    default build/release/samples/polybus) and --log. The script adds its own and parses."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rows", default=rows)
+    p.add_argument("--polybus", default=os.environ.get(
+        "POLYBUS", os.path.join(ROOT, "build/release/samples/polybus")))
+    p.add_argument("--log", default=None)
+    return p
+
+
+def parse(parser, name):
+    """Parses the flags; the log defaults to a new temporary file named after the script."""
+    args = parser.parse_args()
+    args.log = args.log or tempfile.mkstemp(prefix="polybus-compare-%s-" % name, suffix=".log")[1]
+    need(args.polybus, "--polybus")
+    return args
 
 
 def free_port():

@@ -20,30 +20,22 @@ messages (start-up included); the server's is read from /proc before it is kille
 Markdown table of medians and ranges; every command and its output goes to --log.
 """
 
-import argparse
 import os
 import re
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = benchlib.ROOT
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rows", default="e2e,e2e-4k")
-    p.add_argument("--polybus", default=os.environ.get(
-        "POLYBUS", os.path.join(ROOT, "build/release/samples/polybus")))
+    p = benchlib.arguments(__doc__, "e2e,e2e-4k")
     p.add_argument("--server", default=os.environ.get("FIGG_SERVER"))
     p.add_argument("--figg-bench", default=os.environ.get("FIGG_BENCH"))
-    p.add_argument("--log", default=None)
-    args = p.parse_args()
-    log = args.log or tempfile.mkstemp(prefix="polybus-compare-figg-", suffix=".log")[1]
-    benchlib.need(args.polybus, "--polybus")
+    args = benchlib.parse(p, "figg")
+    log = args.log
     benchlib.need(args.server, "--server (figg-server)")
     benchlib.need(args.figg_bench, "--figg-bench")
 

@@ -22,16 +22,14 @@ and its output goes to --log. Paths: --polybus (POLYBUS; default build/release/s
 --floor (LOOPBACK_FLOOR; default build/release/tests/bench/polybus_loopback_floor).
 """
 
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = benchlib.ROOT
 
 
 class PolybusBroker:
@@ -52,18 +50,12 @@ class PolybusBroker:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rows", default="real,in-process,floor")
-    p.add_argument("--polybus", default=os.environ.get(
-        "POLYBUS", os.path.join(ROOT, "build/release/samples/polybus")))
+    p = benchlib.arguments(__doc__, "real,in-process,floor")
     p.add_argument("--floor", default=os.environ.get(
         "LOOPBACK_FLOOR", os.path.join(ROOT, "build/release/tests/bench/polybus_loopback_floor")))
     p.add_argument("--broker", default=os.environ.get("MEMODB_BROKER"))
-    p.add_argument("--log", default=None)
-    args = p.parse_args()
-    log = args.log or tempfile.mkstemp(prefix="polybus-compare-memodb-", suffix=".log")[1]
-    benchlib.need(args.polybus, "--polybus")
+    args = benchlib.parse(p, "memodb")
+    log = args.log
 
     def bench(handler_thread):
         def client(url):

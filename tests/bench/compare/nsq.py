@@ -29,7 +29,6 @@ messages they report), /proc for nsqd (read before it is killed). Prints a Markd
 medians and ranges; every command and its output goes to --log (default: a temporary file).
 """
 
-import argparse
 import os
 import re
 import sys
@@ -38,24 +37,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-
-
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rows", default="e2e,mpub,consume,e2e-4k")
-    p.add_argument("--polybus", default=os.environ.get(
-        "POLYBUS", os.path.join(ROOT, "build/release/samples/polybus")))
-    p.add_argument("--nsqd", default=os.environ.get("NSQD"))
-    p.add_argument("--harness", default=os.environ.get(
-        "NSQ_HARNESS", os.path.join(ROOT, "build/nsq-harness")))
-    p.add_argument("--gonsq", default=os.environ.get(
-        "GONSQ", os.path.join(ROOT, "build/nsq-peers/gonsq")))
-    p.add_argument("--bench-writer", default=os.environ.get("BENCH_WRITER"))
-    p.add_argument("--bench-reader", default=os.environ.get("BENCH_READER"))
-    p.add_argument("--log", default=None)
-    return p.parse_args()
+ROOT = benchlib.ROOT
 
 
 class Nsqd:
@@ -92,9 +74,16 @@ def go_tool_result(stderr, cpu_seconds):
 
 
 def main():
-    args = parse_args()
-    log = args.log or tempfile.mkstemp(prefix="polybus-compare-nsq-", suffix=".log")[1]
-    benchlib.need(args.polybus, "--polybus")
+    p = benchlib.arguments(__doc__, "e2e,mpub,consume,e2e-4k")
+    p.add_argument("--nsqd", default=os.environ.get("NSQD"))
+    p.add_argument("--harness", default=os.environ.get(
+        "NSQ_HARNESS", os.path.join(ROOT, "build/nsq-harness")))
+    p.add_argument("--gonsq", default=os.environ.get(
+        "GONSQ", os.path.join(ROOT, "build/nsq-peers/gonsq")))
+    p.add_argument("--bench-writer", default=os.environ.get("BENCH_WRITER"))
+    p.add_argument("--bench-reader", default=os.environ.get("BENCH_READER"))
+    args = benchlib.parse(p, "nsq")
+    log = args.log
     benchlib.need(args.nsqd or args.harness, "--nsqd or --harness")
     server_name = ("nsqd (%s)" % os.path.basename(args.nsqd) if args.nsqd
                    else "nsqd 1.3.0 of the nsq module (%s)" % os.path.basename(args.harness))
@@ -146,13 +135,16 @@ def main():
         r["messages"] = 2000000
         return r
 
-    def bench_writer(address):
-        _, err, cpu = benchlib.run_client([args.bench_writer, "-nsqd-tcp-address", address,
-                                           "-runfor", "3s", "-topic", "t", "-size", "200",
-                                           "-batch-size", "200"], 120, log)
-        r = go_tool_result(err, cpu)
-        r["messages"] = r["rate"] * 3
-        return r
+    def go_tool(binary, flags):
+        """bench_writer or bench_reader for 3 s: the rate it reports, its CPU over its messages."""
+        def client(address):
+            _, err, cpu = benchlib.run_client([binary, "-nsqd-tcp-address", address, "-runfor",
+                                               "3s", "-topic", "t", "-size", "200"] + flags, 120,
+                                              log)
+            r = go_tool_result(err, cpu)
+            r["messages"] = r["rate"] * 3
+            return r
+        return client
 
     def polybus_consume(address):
         out, _, _ = benchlib.run_client([args.polybus, "bench", "nsq://" + address, "--topic", "t",
@@ -160,14 +152,6 @@ def main():
                                          "ch", "--subscribers", "2"], 300, log)
         r = benchlib.polybus_result(out)
         r["messages"] = 2000000
-        return r
-
-    def bench_reader(address):
-        _, err, cpu = benchlib.run_client([args.bench_reader, "-nsqd-tcp-address", address,
-                                           "-runfor", "3s", "-topic", "t", "-channel", "ch",
-                                           "-size", "200"], 120, log)
-        r = go_tool_result(err, cpu)
-        r["messages"] = r["rate"] * 3
         return r
 
     plan = []
@@ -183,14 +167,15 @@ def main():
         elif row == "mpub":
             clients = [("polybus", polybus_mpub)]
             if args.bench_writer:
-                clients.append(("bench_writer", bench_writer))
+                clients.append(("bench_writer",
+                                go_tool(args.bench_writer, ["-batch-size", "200"])))
             else:
                 notes.append("mpub: bench_writer left out (no --bench-writer)")
             plan.append((row, "publish only, MPUB 200 x 200 B, 2 connections", clients))
         elif row == "consume":
             clients = [("polybus", polybus_consume)]
             if args.bench_reader:
-                clients.append(("bench_reader", bench_reader))
+                clients.append(("bench_reader", go_tool(args.bench_reader, ["-channel", "ch"])))
             else:
                 notes.append("consume: bench_reader left out (no --bench-reader)")
             plan.append((row, "consume only, 2,000,000 x 200 B queued", clients))

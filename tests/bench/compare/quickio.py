@@ -21,7 +21,6 @@ a Markdown table of medians and ranges and, per round, the WebSocket's CPU per m
 TCP's; every command and its output goes to --log.
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = benchlib.ROOT
 URLS = {
     "raw": "quickio://{}",
     "ws": "quickio+ws://{}?http_fallback=false",
@@ -40,17 +39,11 @@ URLS = {
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rows", default="raw,ws,http,http-latency")
-    p.add_argument("--polybus", default=os.environ.get(
-        "POLYBUS", os.path.join(ROOT, "build/release/samples/polybus")))
+    p = benchlib.arguments(__doc__, "raw,ws,http,http-latency")
     p.add_argument("--server", default=os.environ.get("QUICKIO"))
     p.add_argument("--app", default=os.environ.get("QIO_PUBSUB"))
-    p.add_argument("--log", default=None)
-    args = p.parse_args()
-    log = args.log or tempfile.mkstemp(prefix="polybus-compare-quickio-", suffix=".log")[1]
-    benchlib.need(args.polybus, "--polybus")
+    args = benchlib.parse(p, "quickio")
+    log = args.log
     benchlib.need(args.server, "--server (quickio)")
     if not args.app or not os.path.isfile(args.app):
         sys.exit("--app: not a file: %r" % args.app)
