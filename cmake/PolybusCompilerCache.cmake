@@ -23,6 +23,13 @@ if(POLYBUS_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
     if(NOT DEFINED ENV{CCACHE_BASEDIR} AND NOT polybus_ccache_base STREQUAL "/")
       list(APPEND polybus_ccache_env CCACHE_BASEDIR=${polybus_ccache_base})
     endif()
+    # A sanitizer's ignore list is named by an absolute path in the flags (the fuzz preset's),
+    # which ccache would hash as it stands, so that no other checkout could hit: the option is
+    # left out of the hash and the file's content hashed instead.
+    if(CMAKE_CXX_FLAGS MATCHES "-fsanitize-ignorelist=([^ ]+)")
+      list(APPEND polybus_ccache_env "CCACHE_IGNOREOPTIONS=-fsanitize-ignorelist=*"
+           CCACHE_EXTRAFILES=${CMAKE_MATCH_1})
+    endif()
     set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env ${polybus_ccache_env}
                                     ${POLYBUS_CCACHE_PROGRAM})
     message(STATUS "polybus: compiling through ${POLYBUS_CCACHE_PROGRAM}")
