@@ -27,8 +27,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = benchlib.ROOT
-
 
 def main():
     p = benchlib.arguments(__doc__, "e2e,e2e-4k")
