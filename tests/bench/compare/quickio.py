@@ -29,7 +29,6 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-ROOT = benchlib.ROOT
 URLS = {
     "raw": "quickio://{}",
     "ws": "quickio+ws://{}?http_fallback=false",
