@@ -22,6 +22,10 @@ ServerStream::ServerStream(asio::ip::tcp::socket socket, std::shared_ptr<asio::s
     : socket_(std::move(socket)),
       tls_context_(std::move(tls)),
       handshake_timer_(socket_.get_executor()) {
+  // A broker answers small frames one at a time (a publish's OK, a heartbeat): with Nagle's
+  // algorithm each waits for the client's delayed ACK, tens of milliseconds on loopback.
+  std::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   if (tls_context_) tls_stream_.emplace(socket_, *tls_context_);
 }
 

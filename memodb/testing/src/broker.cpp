@@ -420,6 +420,9 @@ void BrokerImpl::accept() {
                               std::error_code ec, asio::generic::stream_protocol::socket socket) {
     if (!running_ || acceptor != acceptor_.get()) return;  // closed, or an earlier listener's
     if (!ec) {
+      // Replies are small and go one at a time: Nagle's algorithm would hold each for the
+      // client's delayed ACK.
+      if (!ipc_) socket.set_option(asio::ip::tcp::no_delay(true), ec);
       auto connection = std::make_shared<SpConnection>(
           std::move(socket), ipc_ ? sp::Carrier::ipc : sp::Carrier::tcp, ++next_connection_,
           &events_, SpConnection::Budget{options_.max_held_requests, options_.max_held_bytes});

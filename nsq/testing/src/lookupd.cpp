@@ -234,6 +234,7 @@ class LookupdServer {
         if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
         return;
       }
+      socket.set_option(asio::ip::tcp::no_delay(true), ec);
       const std::uint64_t id = ++next_id_;
       auto connection = std::make_shared<Connection>(*this, std::move(socket), id);
       connections_.emplace(id, connection);

@@ -58,8 +58,6 @@ void ServerImpl::listen(std::uint16_t port) {
 void ServerImpl::accept() {
   acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
     if (ec) return;
-    std::error_code ignored;
-    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     auto connection = std::make_shared<Connection>(*this, std::move(socket));
     ++accepted_;
     connections_[connection.get()] = connection;
