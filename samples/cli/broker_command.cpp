@@ -12,6 +12,8 @@
 namespace polybus::cli {
 
 int run_broker(const Argv& argv) {
+  // nsqd's own command line, not this command's flags.
+  if (!argv.empty() && argv[0] == "nsqd") return run_nsqd(Argv(argv.begin() + 1, argv.end()));
   Args args(argv, {"port", "metrics"}, {"tuned-for-tests"});
   if (args.help()) {
     std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests] [--metrics HOST:PORT]\n"
@@ -23,6 +25,7 @@ int run_broker(const Argv& argv) {
                  "http://HOST:PORT/metrics (Prometheus text format; docs/metrics.md): "
                  "connections, bytes, and per topic and group the messages published, delivered, "
                  "acked, queued and in flight. NAME is one of:";
+    std::cout << " nsqd (with nsqd's own flags: polybus broker nsqd --help)";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;

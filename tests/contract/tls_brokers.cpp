@@ -50,7 +50,7 @@ void register_tls_test_brokers() {
   const std::string quickio_fast = "reconnect_initial=10ms&reconnect_max=200ms";
   for (const std::string scheme : {"quickio", "quickio+ws", "quickio+http"}) {
     std::string fast = quickio_fast;
-    if (scheme != "quickio") fast += "&http_poll_delay_max=20ms";
+    if (scheme != "quickio") fast += "&http_poll_delay_max=0ms";
     testing::register_test_broker({scheme + "+tls", scheme, [scheme, fast] {
                                      return std::make_unique<QuickioTlsBroker>(scheme, fast);
                                    }});

@@ -58,7 +58,16 @@ Channel::Channel(std::string name)
     : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)) {}
 
 void Channel::put_deferred(Message message, Clock::time_point due) {
+  ++message_count_;
   deferred_.emplace(due, std::move(message));
+}
+
+void Channel::empty() {
+  ready_.clear();
+  deferred_.clear();
+  in_flight_.clear();
+  in_flight_deadlines_.clear();
+  for (Subscriber* subscriber : subscribers_) subscriber->channel_emptied();
 }
 
 void Channel::add_subscriber(Subscriber* subscriber) {
@@ -86,6 +95,7 @@ Subscriber* Channel::next_ready_subscriber() {
 }
 
 void Channel::dispatch(Clock::time_point now) {
+  if (paused_) return;
   while (!ready_.empty()) {
     Subscriber* subscriber = next_ready_subscriber();
     if (subscriber == nullptr) return;
@@ -143,7 +153,7 @@ std::string Channel::requeue(std::uint64_t client_id, const MessageId& id,
   if (delay.count() == 0) {
     ready_.push_back(std::move(message));
   } else {
-    put_deferred(std::move(message), now + delay);
+    deferred_.emplace(now + delay, std::move(message));  // not a new message: not counted
   }
   return {};
 }
@@ -232,22 +242,9 @@ Topic& Broker::topic(const std::string& name) {
 
 Channel& Broker::channel(Topic& topic, const std::string& name) {
   if (Channel* existing = topic.find_channel(name)) return *existing;
-  const bool first = topic.channels().empty();
   Channel& created = *topic.channels().emplace(name, std::make_unique<Channel>(name)).first->second;
-  if (first) {
-    // The topic's messages go to the channels it has when they are pumped: all to the first.
-    const Clock::time_point now = Clock::now();
-    for (Message& message : topic.pending()) {
-      if (message.defer.count() > 0) {
-        const auto defer = message.defer;
-        message.defer = std::chrono::milliseconds(0);
-        created.put_deferred(std::move(message), now + defer);
-      } else {
-        created.put(std::move(message));
-      }
-    }
-    topic.pending().clear();
-  }
+  // The topic's messages go to the channels it has when they are pumped: all to the first.
+  distribute_pending(topic);
   listener_.channel_created(topic.name(), name);
   reschedule();
   return created;
@@ -271,6 +268,72 @@ Message Broker::make_message(std::string body) {
   return message;
 }
 
+void Broker::put(Channel& channel, const Message& message, std::chrono::milliseconds defer,
+                 Clock::time_point now) {
+  if (defer.count() > 0) {
+    Message copy = message;
+    copy.defer = std::chrono::milliseconds(0);
+    channel.put_deferred(std::move(copy), now + defer);
+  } else {
+    channel.put(message);
+  }
+}
+
+void Broker::distribute_pending(Topic& topic) {
+  if (topic.paused || topic.channels().empty() || topic.pending().empty()) return;
+  const Clock::time_point now = Clock::now();
+  for (const Message& message : topic.pending()) {
+    for (auto& [name, channel] : topic.channels()) put(*channel, message, message.defer, now);
+  }
+  topic.pending().clear();
+  reschedule();
+  dispatch_soon();
+}
+
+void Broker::set_topic_paused(Topic& topic, bool paused) {
+  topic.paused = paused;
+  distribute_pending(topic);
+}
+
+void Broker::set_channel_paused(Channel& channel, bool paused) {
+  channel.set_paused(paused);
+  if (!paused) dispatch_soon();
+}
+
+void Broker::empty_topic(Topic& topic) {
+  topic.pending().clear();
+}
+
+void Broker::empty_channel(Channel& channel) {
+  channel.empty();
+  reschedule();
+  dispatch_soon();  // the clients' in-flight room is back
+}
+
+bool Broker::delete_channel(Topic& topic, const std::string& name) {
+  Channel* channel = topic.find_channel(name);
+  if (channel == nullptr) return false;
+  // Each client forgets the channel before it closes, so none unsubscribes from it on the way.
+  const std::vector<Subscriber*> subscribers = channel->subscribers();
+  for (Subscriber* subscriber : subscribers) subscriber->channel_deleted();
+  const std::string topic_name = topic.name();
+  topic.channels().erase(name);
+  listener_.channel_deleted(topic_name, name);
+  reschedule();
+  return true;
+}
+
+bool Broker::delete_topic(const std::string& name) {
+  Topic* topic = find_topic(name);
+  if (topic == nullptr) return false;
+  std::vector<std::string> channels;
+  for (const auto& [channel_name, channel] : topic->channels()) channels.push_back(channel_name);
+  for (const std::string& channel : channels) delete_channel(*topic, channel);
+  topics_.erase(name);
+  listener_.topic_deleted(name);
+  return true;
+}
+
 bool Broker::publish(const std::string& topic_name, std::vector<std::string> bodies,
                      std::chrono::milliseconds defer) {
   const std::size_t bytes =
@@ -280,20 +343,15 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
   Topic& target = topic(topic_name);
   const Clock::time_point now = Clock::now();
   for (std::string& body : bodies) {
+    target.message_bytes += body.size();
     Message message = make_message(std::move(body));
     ++target.message_count;
-    if (target.channels().empty()) {
+    if (target.channels().empty() || target.paused) {
       message.defer = defer;
       target.pending().push_back(std::move(message));
       continue;
     }
-    for (auto& [name, channel] : target.channels()) {
-      if (defer.count() > 0) {
-        channel->put_deferred(message, now + defer);
-      } else {
-        channel->put(message);
-      }
-    }
+    for (auto& [name, channel] : target.channels()) put(*channel, message, defer, now);
   }
   reschedule();
   dispatch_soon();

@@ -94,6 +94,10 @@ class Subscriber {
   virtual void deliver(const Message& message) = 0;
   // One of its messages timed out: one fewer in flight.
   virtual void message_timed_out() = 0;
+  // The channel was emptied (nsqd's /channel/empty): none of its messages is in flight any more.
+  virtual void channel_emptied() = 0;
+  // The channel is being deleted: forget it and close, as nsqd closes the channel's clients.
+  virtual void channel_deleted() = 0;
 };
 
 // Told when topics and channels come and go, to keep an nsqlookupd informed, and when a timer
@@ -115,8 +119,18 @@ class Channel {
   const std::string& name() const { return name_; }
   bool ephemeral() const { return ephemeral_; }
 
-  void put(Message message) { ready_.push_back(std::move(message)); }
+  void put(Message message) {
+    ++message_count_;
+    ready_.push_back(std::move(message));
+  }
   void put_deferred(Message message, Clock::time_point due);
+
+  // A paused channel keeps its messages and delivers none (in-flight ones still finish).
+  bool paused() const { return paused_; }
+  void set_paused(bool paused) { paused_ = paused; }
+  // Drops every message, ready, deferred and in flight (nsqd's Channel.Empty).
+  void empty();
+  const std::vector<Subscriber*>& subscribers() const { return subscribers_; }
 
   void add_subscriber(Subscriber* subscriber);
   void remove_subscriber(Subscriber* subscriber);
@@ -148,6 +162,8 @@ class Channel {
   std::uint64_t delivered_count() const { return delivered_count_; }
   std::uint64_t redelivered_count() const { return redelivered_count_; }
   std::uint64_t finish_count() const { return finish_count_; }
+  // Messages put into the channel, deferred ones included (nsqd's message_count).
+  std::uint64_t message_count() const { return message_count_; }
   // The delay each REQ asked for, after nsqd's clamp, in order (the last kKeptHistory).
   const std::deque<std::chrono::milliseconds>& requeue_delays() const { return requeue_delays_; }
   // The largest RDY count a subscriber of this channel has set.
@@ -181,6 +197,8 @@ class Channel {
 
   std::string name_;
   bool ephemeral_;
+  bool paused_ = false;
+  std::uint64_t message_count_ = 0;
   std::int64_t max_ready_count_ = 0;
   std::deque<Message> ready_;
   std::unordered_map<MessageId, InFlight, MessageIdHash> in_flight_;
@@ -211,11 +229,14 @@ class Topic {
   std::deque<Message>& pending() { return pending_; }
   std::size_t depth() const { return pending_.size(); }
   std::uint64_t message_count = 0;
+  std::uint64_t message_bytes = 0;
+  // A paused topic holds what is published to it, channels or not, until it is unpaused.
+  bool paused = false;
 
  private:
   std::string name_;
   bool ephemeral_;
-  std::deque<Message> pending_;  // published while the topic had no channel
+  std::deque<Message> pending_;  // published while the topic had no channel or was paused
   std::map<std::string, std::unique_ptr<Channel>> channels_;
 };
 
@@ -230,11 +251,27 @@ class Broker {
   const Topic* find_topic(const std::string& name) const;
   const Channel* find_channel(const std::string& topic, const std::string& channel) const;
   const std::map<std::string, std::unique_ptr<Topic>>& topics() const { return topics_; }
+  // Bytes of message bodies held now.
+  std::size_t stored_bytes() const { return account_->used; }
 
   // Stores the bodies as messages of `topic` (created if need be), deferred by `defer` if set.
   // False, storing nothing, when they would take the broker past max_stored_bytes.
   bool publish(const std::string& topic, std::vector<std::string> bodies,
                std::chrono::milliseconds defer);
+
+  // nsqd's HTTP administration: pausing and unpausing (an unpaused topic hands what it held to
+  // its channels), emptying (a topic's own held messages; a channel's every message), deleting
+  // (the channels' clients are closed). False when there is no such topic or channel.
+  void set_topic_paused(Topic& topic, bool paused);
+  void set_channel_paused(Channel& channel, bool paused);
+  void empty_topic(Topic& topic);
+  void empty_channel(Channel& channel);
+  bool delete_topic(const std::string& topic);
+  bool delete_channel(Topic& topic, const std::string& channel);
+  Topic* find_topic(const std::string& name) {
+    auto it = topics_.find(name);
+    return it == topics_.end() ? nullptr : it->second.get();
+  }
 
   void subscribe(Channel& channel, Subscriber& subscriber);
   // May delete an ephemeral channel and topic: `channel` is then gone.
@@ -256,6 +293,10 @@ class Broker {
   // message it lets a subscriber have. One pass over every channel, however many calls.
   void dispatch_soon();
   Message make_message(std::string body);
+  // What a topic holds goes to its channels, a copy each, unless it has none or is paused.
+  void distribute_pending(Topic& topic);
+  void put(Channel& channel, const Message& message, std::chrono::milliseconds defer,
+           Clock::time_point now);
 
   asio::steady_timer timer_;
   std::optional<Clock::time_point> armed_;

@@ -41,6 +41,10 @@ std::uint32_t read_be32(std::string_view bytes) {
 void ClientConnection::on_line(const std::vector<std::string_view>& params) {
   const std::string_view command = params[0];
   if (command == "IDENTIFY") return identify(params);
+  if (server_.tls_required() && !tls_active_) {
+    fatal("E_INVALID", "cannot " + str(command) + " in current state (TLS required)");
+    return command_done();
+  }
   if (command == "FIN") {
     fin(params);
   } else if (command == "RDY") {
@@ -172,6 +176,8 @@ void ClientConnection::identify_body(std::string_view body) {
     // Bounds what one read may decompress to; generous for any body nsqd accepts.
     const std::size_t max_decoded = std::max<std::size_t>(
         32 * 1024 * 1024, 2 * static_cast<std::size_t>(options.max_body_size));
+    snappy_ = negotiated.snappy;
+    deflate_ = !negotiated.snappy;
     codec_ = negotiated.snappy ? make_snappy_codec(max_decoded)
                                : make_deflate_codec(negotiated.deflate_level, max_decoded);
     layer_switched_ = true;
@@ -266,6 +272,7 @@ void ClientConnection::fin(const std::vector<std::string_view>& params) {
     return send_error("E_FIN_FAILED", "FIN " + str(params[1]) + " failed " + failure);
   }
   --in_flight_;
+  ++finish_count_;
   server_.broker().changed(*channel_);
 }
 
@@ -287,6 +294,7 @@ void ClientConnection::req(const std::vector<std::string_view>& params) {
     return send_error("E_REQ_FAILED", "REQ " + str(params[1]) + " failed " + failure);
   }
   --in_flight_;
+  ++requeue_count_;
   server_.broker().changed(*channel_);
 }
 
@@ -328,6 +336,7 @@ void ClientConnection::pub_body(std::string_view body) {
   if (!server_.broker().publish(body_topic_, {str(body)}, std::chrono::milliseconds(0))) {
     return fatal("E_PUB_FAILED", "PUB failed memory limit reached");
   }
+  count_published(1);
   send_response(kOkBody);
 }
 
@@ -381,9 +390,11 @@ void ClientConnection::mpub_body(std::string_view body) {
     // nsqd would read these bytes as the next command; a consistent client never sends them.
     return fatal("E_BAD_BODY", "MPUB body size does not match its messages");
   }
+  const std::size_t published = messages.size();
   if (!server_.broker().publish(body_topic_, std::move(messages), std::chrono::milliseconds(0))) {
     return fatal("E_MPUB_FAILED", "MPUB failed memory limit reached");
   }
+  count_published(published);
   send_response(kOkBody);
 }
 
@@ -412,6 +423,7 @@ void ClientConnection::dpub_body(std::string_view body) {
   if (!server_.broker().publish(body_topic_, {str(body)}, body_defer_)) {
     return fatal("E_DPUB_FAILED", "DPUB failed memory limit reached");
   }
+  count_published(1);
   send_response(kOkBody);
 }
 

@@ -45,6 +45,12 @@ ClientConnection::ClientConnection(ServerContext& server, asio::ip::tcp::socket 
       sample_random_(static_cast<std::minstd_rand::result_type>(id)) {}
 
 void ClientConnection::start() {
+  std::error_code ec;
+  const auto remote = stream_.lowest_layer().remote_endpoint(ec);
+  if (!ec) remote_address_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+  connect_ts_ = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
   // Until the magic, only the read deadline runs: nsqd starts heartbeats with the protocol.
   last_command_ = Clock::now();
   if (settings_.heartbeat_interval.count() > 0) arm_read_deadline();
@@ -177,6 +183,7 @@ bool ClientConnection::sampled_out() {
 
 void ClientConnection::deliver(const Message& message) {
   ++in_flight_;
+  ++message_count_;
   const std::string& body = message.body->bytes();
   std::string frame;
   frame.reserve(kFrameHeaderSize + kMessageHeaderSize + body.size());
@@ -191,6 +198,51 @@ void ClientConnection::deliver(const Message& message) {
 
 void ClientConnection::message_timed_out() {
   if (in_flight_ > 0) --in_flight_;
+}
+
+void ClientConnection::channel_deleted() {
+  channel_ = nullptr;
+  topic_ = nullptr;
+  finish_close();
+}
+
+void ClientConnection::count_published(std::size_t messages) {
+  pub_counts_[body_topic_] += messages;
+}
+
+ClientStats ClientConnection::stats() const {
+  ClientStats s;
+  s.client_id = settings_.client_id;
+  s.hostname = settings_.hostname;
+  s.user_agent = settings_.user_agent;
+  s.remote_address = remote_address_;
+  s.state = state_ == State::subscribed ? 3 : state_ == State::closing ? 4 : 0;
+  s.ready_count = ready_count_;
+  s.in_flight_count = in_flight_;
+  s.message_count = message_count_;
+  s.finish_count = finish_count_;
+  s.requeue_count = requeue_count_;
+  s.connect_ts = connect_ts_;
+  s.sample_rate = settings_.sample_rate;
+  s.deflate = deflate_;
+  s.snappy = snappy_;
+  s.authed = authed_;
+  if (authed_) s.auth_identity = server_.options().auth_identity;
+  s.tls = tls_active_;
+  if (tls_active_) {
+    // As Go's crypto/tls names them: "TLS1.3", and the IANA name of the suite.
+    SSL* ssl = const_cast<asio::ssl::stream<asio::ip::tcp::socket>&>(stream_).native_handle();
+    const int version = SSL_version(ssl);
+    s.tls_version = version == TLS1_3_VERSION   ? "TLS1.3"
+                    : version == TLS1_2_VERSION ? "TLS1.2"
+                    : version == TLS1_1_VERSION ? "TLS1.1"
+                                                : "TLS1.0";
+    if (const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl)) {
+      s.tls_cipher_suite = SSL_CIPHER_standard_name(cipher);
+    }
+  }
+  s.pub_counts = pub_counts_;
+  return s;
 }
 
 // ---------------------------------------------------------------------------------------------

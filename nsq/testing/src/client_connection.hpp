@@ -13,6 +13,7 @@
 #include <asio/steady_timer.hpp>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -34,11 +35,37 @@ class ServerContext {
   virtual Broker& broker() = 0;
   // Null when no certificate is configured: tls_v1 is then refused.
   virtual asio::ssl::context* tls_context() = 0;
+  // nsqd's --tls-required: every command but IDENTIFY waits for the TLS upgrade.
+  virtual bool tls_required() const = 0;
   virtual void connection_closed(std::uint64_t id) = 0;
   // Something a test may be waiting for happened.
   virtual void state_changed() = 0;
   // Bytes a connection read from its client, or wrote to it (after TLS, before compression).
   virtual void count_traffic(std::size_t received, std::size_t sent) = 0;
+};
+
+// One client as nsqd's /stats shows it (nsqd's ClientV2Stats).
+struct ClientStats {
+  std::string client_id;
+  std::string hostname;
+  std::string user_agent;
+  std::string remote_address;  // "host:port"
+  int state = 0;               // nsqd's: 0 init, 3 subscribed, 4 closing
+  std::int64_t ready_count = 0;
+  std::int64_t in_flight_count = 0;
+  std::uint64_t message_count = 0;  // delivered to it
+  std::uint64_t finish_count = 0;
+  std::uint64_t requeue_count = 0;
+  std::int64_t connect_ts = 0;  // s since the Unix epoch
+  int sample_rate = 0;
+  bool deflate = false;
+  bool snappy = false;
+  bool authed = false;
+  std::string auth_identity;
+  bool tls = false;
+  std::string tls_cipher_suite;
+  std::string tls_version;
+  std::map<std::string, std::uint64_t> pub_counts;  // messages it published, per topic
 };
 
 class ClientConnection final : public Subscriber,
@@ -59,6 +86,15 @@ class ClientConnection final : public Subscriber,
   std::chrono::milliseconds message_timeout() const override { return settings_.msg_timeout; }
   void deliver(const Message& message) override;
   void message_timed_out() override;
+  void channel_emptied() override { in_flight_ = 0; }
+  void channel_deleted() override;
+
+  ClientStats stats() const;
+  // The channel it is subscribed to, or null.
+  const Topic* topic() const { return topic_; }
+  const Channel* channel() const { return channel_; }
+  // nsqd counts a client that published as a producer.
+  bool producer() const { return !pub_counts_.empty(); }
 
  private:
   enum class State { magic, init, subscribed, closing };
@@ -119,6 +155,7 @@ class ClientConnection final : public Subscriber,
 
   void close_after_flush();
   void finish_close();
+  void count_published(std::size_t messages);
 
   ServerContext& server_;
   const std::uint64_t id_;
@@ -166,6 +203,16 @@ class ClientConnection final : public Subscriber,
   std::int64_t ready_count_ = 0;
   std::int64_t in_flight_ = 0;
   std::minstd_rand sample_random_;
+
+  // For stats().
+  std::string remote_address_;
+  std::int64_t connect_ts_ = 0;
+  std::uint64_t message_count_ = 0;
+  std::uint64_t finish_count_ = 0;
+  std::uint64_t requeue_count_ = 0;
+  bool snappy_ = false;
+  bool deflate_ = false;
+  std::map<std::string, std::uint64_t> pub_counts_;
 };
 
 }  // namespace polybus::nsq::testing::detail

@@ -2,6 +2,7 @@
 // nsqd's byte for byte.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -14,5 +15,11 @@ std::string go_quote(std::string_view text);
 // A JSON string as encoding/json writes it, quotes included: besides the JSON escapes it escapes
 // <, > and & as \u003c, \u003e and \u0026.
 std::string go_json_string(std::string_view text);
+
+// A time.Duration as its String() writes it: "0s", "350ms", "1.5s", "2m3.25s", "1h0m0s".
+std::string go_duration(std::chrono::nanoseconds duration);
+
+// fmt's %-<width>s and %-<width>d: left-aligned, padded with spaces to `width`.
+std::string go_pad(std::string_view text, std::size_t width);
 
 }  // namespace polybus::nsq::testing::detail

@@ -24,6 +24,14 @@ std::string Nsqd::tcp_address() const {
   return "127.0.0.1:" + std::to_string(tcp_port());
 }
 
+std::uint16_t Nsqd::http_port() const {
+  return server_->http_port();
+}
+
+std::string Nsqd::http_address() const {
+  return http_port() == 0 ? std::string() : "127.0.0.1:" + std::to_string(http_port());
+}
+
 const NsqdOptions& Nsqd::options() const {
   return server_->options();
 }

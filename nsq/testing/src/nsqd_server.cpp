@@ -2,11 +2,15 @@
 
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include <array>
+#include <chrono>
 #include <stdexcept>
 
+#include "nsqd_http.hpp"
+
 namespace polybus::nsq::testing::detail {
-namespace {
 
 const std::string& host_name() {
   static const std::string name = [] {
@@ -16,6 +20,8 @@ const std::string& host_name() {
   }();
   return name;
 }
+
+namespace {
 
 asio::ssl::context make_tls_context(const NsqdOptions& options) {
   asio::ssl::context context(asio::ssl::context::tls_server);
@@ -27,16 +33,48 @@ asio::ssl::context make_tls_context(const NsqdOptions& options) {
                              options.tls_cert_file + " / key " + options.tls_key_file + ": " +
                              error.what());
   }
+  SSL_CTX_set_min_proto_version(context.native_handle(), options.tls_min_version);
+  using Auth = NsqdOptions::TlsClientAuth;
+  if (options.tls_client_auth == Auth::none) return context;
+  if (!options.tls_root_ca_file.empty()) {
+    try {
+      context.load_verify_file(options.tls_root_ca_file);
+    } catch (const std::system_error& error) {
+      throw std::runtime_error("nsqd test server: cannot load TLS root CA file " +
+                               options.tls_root_ca_file + ": " + error.what());
+    }
+  }
+  context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  // Go's RequireAnyClientCert: a certificate must come, whoever signed it.
+  if (options.tls_client_auth == Auth::require) {
+    context.set_verify_callback([](bool, asio::ssl::verify_context&) { return true; });
+  }
   return context;
+}
+
+// nsqd: a client certificate policy makes TLS required.
+NsqdOptions normalized(NsqdOptions options) {
+  if (options.tls_client_auth != NsqdOptions::TlsClientAuth::none &&
+      options.tls_required == NsqdOptions::TlsRequired::no) {
+    options.tls_required = NsqdOptions::TlsRequired::yes;
+  }
+  return options;
 }
 
 }  // namespace
 
 NsqdServer::NsqdServer(NsqdOptions options)
-    : options_(std::move(options)),
+    : options_(normalized(std::move(options))),
       plain_ssl_(asio::ssl::context::tls_server),
       broker_(io_.context(), options_, *this),
-      port_(options_.tcp_port) {
+      port_(options_.tcp_port),
+      http_port_(options_.http_port.value_or(0)),
+      broadcast_address_(options_.broadcast_address.empty() ? "127.0.0.1"
+                                                            : options_.broadcast_address),
+      lookupd_tcp_addresses_(options_.lookupd_tcp_addresses),
+      start_time_(std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count()) {
   if (!options_.tls_cert_file.empty() && !options_.tls_key_file.empty()) {
     tls_.emplace(make_tls_context(options_));
   }
@@ -57,7 +95,7 @@ void NsqdServer::shutdown() {
 
 void NsqdServer::listen() {
   asio::ip::tcp::acceptor acceptor(io_.context());
-  const asio::ip::tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"), port_);
+  const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options_.tcp_host), port_);
   acceptor.open(endpoint.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));
   acceptor.bind(endpoint);  // throws std::system_error, e.g. when the port was taken
@@ -65,6 +103,13 @@ void NsqdServer::listen() {
   port_hold_.release();
   if (port_ == 0) port_ = acceptor.local_endpoint().port();  // written once, read by any thread
   acceptor_.emplace(std::move(acceptor));
+  if (options_.http_port) {
+    const asio::ip::tcp::endpoint http_endpoint(asio::ip::make_address(options_.http_host),
+                                                http_port_);
+    http_.emplace(io_.context(), http_endpoint, http_body_limit(options_),
+                  http_handlers(*this));  // throws std::system_error, the TCP listener closes
+    if (http_port_ == 0) http_port_ = http_->port();  // written once, read by any thread
+  }
   listening_ = true;
   ++listen_generation_;
   accept();
@@ -94,6 +139,7 @@ void NsqdServer::stop() {
   ++listen_generation_;  // the pending accept is dropped
   port_hold_.close_listener(*acceptor_);  // until start() listens again
   acceptor_.reset();
+  http_.reset();
   // Closing removes each from connections_, so walk a copy. Ephemeral channels go with their
   // subscribers, and nsqlookupd hears of it while this nsqd is still registered.
   const auto connections = connections_;
@@ -175,8 +221,9 @@ ProducerInfo NsqdServer::producer() const {
   ProducerInfo info;
   info.remote_address = "127.0.0.1:" + std::to_string(port_);
   info.hostname = host_name();
-  info.broadcast_address = "127.0.0.1";
+  info.broadcast_address = broadcast_address_;
   info.tcp_port = port_;
+  info.http_port = http_port_;
   return info;
 }
 

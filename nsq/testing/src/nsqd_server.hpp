@@ -14,6 +14,7 @@
 
 #include "broker.hpp"
 #include "client_connection.hpp"
+#include "http_server.hpp"
 #include "lookup_registry.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/adapter/port_hold.hpp"
@@ -22,6 +23,9 @@
 
 namespace polybus::nsq::testing::detail {
 
+// This machine's name (gethostname), as nsqd reports it.
+const std::string& host_name();
+
 class NsqdServer final : public ServerContext, public BrokerListener {
  public:
   // Binds at once; throws as Nsqd::start documents.
@@ -29,6 +33,18 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   ~NsqdServer() override;
 
   std::uint16_t port() const { return port_; }
+  std::uint16_t http_port() const { return http_port_; }
+  // The address announced (NsqdOptions::broadcast_address, 127.0.0.1 when empty).
+  const std::string& broadcast_address() const { return broadcast_address_; }
+  std::int64_t start_time() const { return start_time_; }  // s since the Unix epoch
+  // nsqd's nsqlookupd_tcp_addresses, which PUT /config/nsqlookupd_tcp_addresses replaces.
+  const std::vector<std::string>& lookupd_tcp_addresses() const { return lookupd_tcp_addresses_; }
+  void set_lookupd_tcp_addresses(std::vector<std::string> addresses) {
+    lookupd_tcp_addresses_ = std::move(addresses);
+  }
+  const std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>>& connections() const {
+    return connections_;
+  }
 
   // Runs `fn` on the io thread and returns its result.
   template <typename Fn>
@@ -50,6 +66,9 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   const NsqdOptions& options() const override { return options_; }
   Broker& broker() override { return broker_; }
   asio::ssl::context* tls_context() override { return tls_ ? &*tls_ : nullptr; }
+  bool tls_required() const override {
+    return options_.tls_required != NsqdOptions::TlsRequired::no;
+  }
   void connection_closed(std::uint64_t id) override;
   void state_changed() override;
   void count_traffic(std::size_t received, std::size_t sent) override {
@@ -78,6 +97,11 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   PortHold port_hold_{io_.context()};  // the port, while stopped
   std::uint16_t port_ = 0;
+  std::optional<HttpServer> http_;
+  std::uint16_t http_port_ = 0;
+  std::string broadcast_address_;
+  std::vector<std::string> lookupd_tcp_addresses_;
+  std::int64_t start_time_ = 0;
   bool listening_ = false;
   std::uint64_t listen_generation_ = 0;
   std::uint64_t next_connection_id_ = 0;  // also the number of connections accepted

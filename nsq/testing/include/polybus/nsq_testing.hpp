@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,24 @@ class LookupRegistry;
 }  // namespace detail
 
 struct NsqdOptions {
-  // 127.0.0.1:tcp_port; 0 picks a free port (kept across stop()/start()).
+  // tcp_host:tcp_port; port 0 picks a free port (kept across stop()/start()).
   std::uint16_t tcp_port = 0;
+  std::string tcp_host = "127.0.0.1";
+
+  // nsqd's HTTP API (/ping, /info, /pub, /mpub, /stats, /topic/..., /channel/..., /config/...;
+  // docs/testing.md) on http_host:http_port; nullopt: none, 0: a free port.
+  std::optional<std::uint16_t> http_port;
+  std::string http_host = "127.0.0.1";
+
+  // What /info, /stats and nsqlookupd registrations announce as this nsqd's address; empty: the
+  // host name, as nsqd's --broadcast-address defaults to.
+  std::string broadcast_address;
+  // nsqd's --lookupd-tcp-address values, as GET /config/nsqlookupd_tcp_addresses reports them.
+  std::vector<std::string> lookupd_tcp_addresses;
+  // Reported by /config only: messages live in memory whatever their number, and nothing is
+  // written to a data path.
+  std::int64_t mem_queue_size = 10000;
+  std::string data_path;
 
   // Message timeouts: the default a client gets, and the most it may ask for in IDENTIFY or
   // reach with TOUCH. nsqd refuses a client msg_timeout below 1000 ms.
@@ -66,6 +83,7 @@ struct NsqdOptions {
   // Output buffering as reported in IDENTIFY (this server writes at once whatever it is told).
   std::chrono::milliseconds output_buffer_timeout{250};
   std::int64_t max_output_buffer_size = 64 * 1024;
+  std::chrono::milliseconds max_output_buffer_timeout{30000};
 
   // Non-empty: IDENTIFY reports auth_required, and SUB/PUB/MPUB/DPUB need AUTH with this secret.
   std::string auth_secret;
@@ -74,6 +92,17 @@ struct NsqdOptions {
   // Both set (PEM files): IDENTIFY offers tls_v1 and upgrades the connection in band.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // nsqd's --tls-client-auth-policy: none, require (any client certificate), require_verify (one
+  // signed by tls_root_ca_file). Either of the last two implies tls_required = yes.
+  enum class TlsClientAuth { none, require, require_verify };
+  TlsClientAuth tls_client_auth = TlsClientAuth::none;
+  std::string tls_root_ca_file;  // PEM: the CAs client certificates are checked against
+  // nsqd's --tls-required: yes refuses every command but IDENTIFY before the TLS upgrade, and
+  // every HTTP request with 403 TLS_REQUIRED; except_http only the former.
+  enum class TlsRequired { no, yes, except_http };
+  TlsRequired tls_required = TlsRequired::no;
+  // The oldest TLS version accepted: 0x0301 (TLS 1.0, nsqd's default) to 0x0304 (TLS 1.3).
+  int tls_min_version = 0x0301;
 
   bool snappy = true;
   bool deflate = true;
@@ -99,6 +128,9 @@ class Nsqd {
 
   std::uint16_t tcp_port() const;
   std::string tcp_address() const;  // "127.0.0.1:<port>"
+  // The HTTP API's port and "127.0.0.1:<port>"; 0 and "" without one.
+  std::uint16_t http_port() const;
+  std::string http_address() const;
   const NsqdOptions& options() const;
 
   // Closes the listener and every connection; topics, channels and their messages stay (messages

@@ -1,0 +1,231 @@
+#include "http_server.hpp"
+
+#include <asio/write.hpp>
+#include <ctime>
+#include <deque>
+#include <vector>
+
+namespace polybus::nsq::testing::detail {
+namespace {
+
+const char* reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Request Entity Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+  }
+  return "Error";
+}
+
+std::string http_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[64];
+  std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  return text;
+}
+
+std::string serialize(const HttpResponse& response, bool keep_alive) {
+  std::string out =
+      "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) + "\r\n";
+  if (!response.content_type.empty()) out += "Content-Type: " + response.content_type + "\r\n";
+  if (!response.allow.empty()) out += "Allow: " + response.allow + "\r\n";
+  if (response.nsq_content_type) out += "X-Nsq-Content-Type: nsq; version=1.0\r\n";
+  out += "Date: " + http_date() + "\r\n";
+  out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+  if (!keep_alive) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += response.body;
+  return out;
+}
+
+constexpr const char* kJson = "application/json; charset=utf-8";
+
+}  // namespace
+
+HttpResponse v1_error(int status, const std::string& message) {
+  // The texts are nsqd's own upper-case codes: nothing to escape.
+  return HttpResponse{status, kJson, true, "{\"message\":\"" + message + "\"}", {}};
+}
+
+HttpResponse v1_json(std::string json) {
+  return HttpResponse{200, kJson, true, std::move(json), {}};
+}
+
+HttpResponse v1_text(std::string text) {
+  return HttpResponse{200, "text/plain; charset=utf-8", true, std::move(text), {}};
+}
+
+HttpResponse v1_empty() {
+  return HttpResponse{200, {}, true, {}, {}};
+}
+
+HttpResponse v1_method_not_allowed(std::string allow) {
+  HttpResponse refused = v1_error(405, "METHOD_NOT_ALLOWED");
+  refused.allow = std::move(allow);
+  return refused;
+}
+
+class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(HttpServer& server, asio::ip::tcp::socket socket, std::uint64_t id)
+      : server_(server),
+        socket_(std::move(socket)),
+        id_(id),
+        buffer_(16 * 1024),
+        reader_(kMaxHead, server.max_body_) {}
+
+  void start() { read(); }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    std::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    server_.connections_.erase(id_);
+  }
+
+ private:
+  static constexpr std::size_t kMaxHead = 16 * 1024;
+  static constexpr std::size_t kMaxQueuedResponses = 64;
+
+  void read() {
+    if (closed_ || closing_ || reading_ || queue_.size() >= kMaxQueuedResponses) return;
+    reading_ = true;
+    socket_.async_read_some(
+        asio::buffer(buffer_),
+        [self = shared_from_this()](std::error_code ec, std::size_t n) { self->on_read(ec, n); });
+  }
+
+  void on_read(std::error_code ec, std::size_t size) {
+    reading_ = false;
+    if (closed_) return;
+    if (ec) return close();
+    std::string_view input(buffer_.data(), size);
+    // Until the reader wants more: a request without a body is ready with no further byte.
+    while (!closing_) {
+      const http::RequestReader::Result result = reader_.feed(input);
+      input.remove_prefix(result.consumed);
+      if (result.status == http::RequestReader::Status::need_more) break;
+      if (result.status == http::RequestReader::Status::head_ready) {
+        if (reader_.request().chunked) {
+          refuse(501);  // bodies come with a Content-Length here
+          break;
+        }
+        if (server_.handlers_.before_body) {
+          if (auto refused = server_.handlers_.before_body(reader_.request())) {
+            send(*refused, false);
+            break;
+          }
+        }
+        continue;
+      }
+      if (result.status == http::RequestReader::Status::error) {
+        refuse(result.error_status);
+        break;
+      }
+      const http::Request& request = reader_.request();
+      send(server_.handlers_.respond(request), request.keep_alive());
+      reader_.next();
+    }
+    read();
+  }
+
+  // Answers what the reader refused, as Go's net/http does, and closes.
+  void refuse(int status) {
+    const std::string text = std::to_string(status) + " " + reason(status);
+    send(HttpResponse{status, "text/plain; charset=utf-8", false, text, {}}, false);
+  }
+
+  void send(const HttpResponse& response, bool keep_alive) {
+    if (!keep_alive) closing_ = true;
+    queue_.push_back(serialize(response, keep_alive));
+    write();
+  }
+
+  void write() {
+    if (writing_ || queue_.empty() || closed_) return;
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(queue_.front()),
+                      [self = shared_from_this()](std::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        if (self->closed_) return;
+                        self->queue_.pop_front();
+                        if (ec) return self->close();
+                        if (!self->queue_.empty()) return self->write();
+                        if (self->closing_) return self->close();
+                        self->read();
+                      });
+  }
+
+  HttpServer& server_;
+  asio::ip::tcp::socket socket_;
+  std::uint64_t id_;
+  std::vector<char> buffer_;
+  http::RequestReader reader_;
+  std::deque<std::string> queue_;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool closing_ = false;  // answer what is queued, then close
+  bool closed_ = false;
+};
+
+HttpServer::HttpServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
+                       std::size_t max_body, Handlers handlers)
+    : acceptor_(io), max_body_(max_body), handlers_(std::move(handlers)) {
+  acceptor_.open(endpoint.protocol());
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(endpoint);
+  acceptor_.listen();
+  port_ = acceptor_.local_endpoint().port();
+  accept();
+}
+
+HttpServer::~HttpServer() {
+  close();
+}
+
+void HttpServer::close() {
+  std::error_code ignored;
+  acceptor_.close(ignored);
+  const auto connections = connections_;  // closing erases
+  for (const auto& [id, connection] : connections) connection->close();
+  connections_.clear();
+}
+
+void HttpServer::accept() {
+  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
+      return;
+    }
+    // Answers are small and one per request: Nagle's algorithm would hold each for an ACK.
+    socket.set_option(asio::ip::tcp::no_delay(true), ec);
+    const std::uint64_t id = ++next_id_;
+    auto connection = std::make_shared<Connection>(*this, std::move(socket), id);
+    connections_.emplace(id, connection);
+    connection->start();
+    accept();
+  });
+}
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,199 @@
+// broker nsqd: the in-process nsqd under nsqd 1.3's own command line (flags, spellings, defaults
+// and --config TOML file), so that a script, compose file or another client's test suite that
+// starts `nsqd` runs against it through a two-line shim. docs/testing.md lists every flag.
+#include <iostream>
+#include <stdexcept>
+#include <tuple>
+#include <unistd.h>
+
+#include "commands.hpp"
+#include "go_flags.hpp"
+#include "polybus/nsq_testing.hpp"
+
+namespace polybus::cli {
+namespace {
+
+using nsq::testing::NsqdOptions;
+using Kind = GoFlags::Kind;
+
+std::chrono::milliseconds as_ms(const std::string& text, const std::string& flag) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(parse_go_duration(text, flag));
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
+  const auto address = [](std::string& host, std::uint16_t& port, const char* flag) {
+    return [&host, &port, flag](const std::string& v) {
+      std::tie(host, port) = parse_listen_address(v, flag);
+    };
+  };
+  flags.take("version", Kind::boolean, [&](const std::string& v) { version = parse_go_bool(v, "-version"); });
+  flags.take("config", Kind::value, [](const std::string&) {});
+  flags.take("tcp-address", Kind::value, address(o.tcp_host, o.tcp_port, "-tcp-address"));
+  flags.take("http-address", Kind::value, [&o](const std::string& v) {
+    std::uint16_t port = 0;
+    std::tie(o.http_host, port) = parse_listen_address(v, "-http-address");
+    o.http_port = port;
+  });
+  flags.take("broadcast-address", Kind::value, [&o](const std::string& v) { o.broadcast_address = v; });
+  flags.take("data-path", Kind::value, [&o](const std::string& v) { o.data_path = v; });
+  flags.take("mem-queue-size", Kind::value,
+             [&o](const std::string& v) { o.mem_queue_size = parse_go_int(v, "-mem-queue-size"); });
+  flags.take("msg-timeout", Kind::duration,
+             [&o](const std::string& v) { o.msg_timeout = as_ms(v, "-msg-timeout"); });
+  flags.take("max-msg-timeout", Kind::duration,
+             [&o](const std::string& v) { o.max_msg_timeout = as_ms(v, "-max-msg-timeout"); });
+  flags.take("max-req-timeout", Kind::duration,
+             [&o](const std::string& v) { o.max_req_timeout = as_ms(v, "-max-req-timeout"); });
+  flags.take("max-msg-size", Kind::value,
+             [&o](const std::string& v) { o.max_msg_size = parse_go_int(v, "-max-msg-size"); });
+  flags.take("max-body-size", Kind::value,
+             [&o](const std::string& v) { o.max_body_size = parse_go_int(v, "-max-body-size"); });
+  flags.take("max-rdy-count", Kind::value,
+             [&o](const std::string& v) { o.max_rdy_count = parse_go_int(v, "-max-rdy-count"); });
+  flags.take("max-heartbeat-interval", Kind::duration, [&o](const std::string& v) {
+    o.max_heartbeat_interval = as_ms(v, "-max-heartbeat-interval");
+  });
+  flags.take("max-output-buffer-size", Kind::value, [&o](const std::string& v) {
+    o.max_output_buffer_size = parse_go_int(v, "-max-output-buffer-size");
+  });
+  flags.take("max-output-buffer-timeout", Kind::duration, [&o](const std::string& v) {
+    o.max_output_buffer_timeout = as_ms(v, "-max-output-buffer-timeout");
+  });
+  flags.take("output-buffer-timeout", Kind::duration, [&o](const std::string& v) {
+    o.output_buffer_timeout = as_ms(v, "-output-buffer-timeout");
+  });
+  flags.take("snappy", Kind::boolean, [&o](const std::string& v) { o.snappy = parse_go_bool(v, "-snappy"); });
+  flags.take("deflate", Kind::boolean, [&o](const std::string& v) { o.deflate = parse_go_bool(v, "-deflate"); });
+  flags.take("max-deflate-level", Kind::value, [&o](const std::string& v) {
+    o.max_deflate_level = static_cast<int>(parse_go_int(v, "-max-deflate-level"));
+  });
+  flags.take("tls-cert", Kind::value, [&o](const std::string& v) { o.tls_cert_file = v; });
+  flags.take("tls-key", Kind::value, [&o](const std::string& v) { o.tls_key_file = v; });
+  flags.take("tls-root-ca-file", Kind::value, [&o](const std::string& v) { o.tls_root_ca_file = v; });
+  flags.take("tls-client-auth-policy", Kind::value, [&o](const std::string& v) {
+    using Auth = NsqdOptions::TlsClientAuth;
+    // nsqd: require, require-verify; anything else means no client certificate.
+    o.tls_client_auth = v == "require"          ? Auth::require
+                        : v == "require-verify" ? Auth::require_verify
+                                                : Auth::none;
+  });
+  flags.take("tls-required", Kind::boolean, [&o](const std::string& v) {
+    using Required = NsqdOptions::TlsRequired;
+    if (v == "tcp-https") {
+      o.tls_required = Required::except_http;
+      return;
+    }
+    o.tls_required = parse_go_bool(v, "-tls-required") ? Required::yes : Required::no;
+  });
+  flags.take("tls-min-version", Kind::value, [&o](const std::string& v) {
+    static const std::map<std::string, int> kVersions = {
+        {"ssl3.0", 0x0300}, {"tls1.0", 0x0301}, {"tls1.1", 0x0302}, {"tls1.2", 0x0303},
+        {"tls1.3", 0x0304}};
+    const auto found = kVersions.find(v);
+    if (found == kVersions.end()) throw UsageError("unknown tls version");
+    o.tls_min_version = found->second;
+  });
+  flags.take("log-level", Kind::value, [](const std::string& v) {
+    if (v != "debug" && v != "info" && v != "warn" && v != "error" && v != "fatal") {
+      throw UsageError("want debug, info, warn, error or fatal");
+    }
+  });
+  flags.accept("log-prefix", Kind::value);
+  flags.accept("verbose", Kind::boolean);
+
+  const std::string registration =
+      "registering with nsqlookupd over its TCP protocol is not implemented here (an in-process "
+      "Nsqd registers with an in-process Lookupd through Nsqd::register_with)";
+  flags.refuse("lookupd-tcp-address", Kind::repeated, registration, "nsqlookupd_tcp_addresses");
+  flags.refuse("broadcast-tcp-port", Kind::value, registration);
+  flags.refuse("broadcast-http-port", Kind::value, registration);
+  flags.refuse("https-address", Kind::value, "the HTTP API is served over plain HTTP only");
+  flags.refuse("auth-http-address", Kind::repeated,
+               "AUTH checks a shared secret (NsqdOptions::auth_secret), not an auth server",
+               "auth_http_addresses");
+  const std::string disk = "messages live in memory; there is no disk queue to tune";
+  for (const char* flag : {"max-bytes-per-file", "sync-every", "sync-timeout"}) {
+    flags.refuse(flag, Kind::value, disk);
+  }
+  const std::string scans =
+      "timeouts and deferrals fire when due, not at nsqd's queue scans";
+  for (const char* flag : {"queue-scan-interval", "queue-scan-refresh-interval",
+                           "queue-scan-selection-count", "queue-scan-worker-pool-max",
+                           "queue-scan-dirty-percent"}) {
+    flags.refuse(flag, Kind::value, scans);
+  }
+  const std::string statsd = "no statsd client";
+  for (const char* flag : {"statsd-address", "statsd-interval", "statsd-prefix",
+                           "statsd-udp-packet-size"}) {
+    flags.refuse(flag, Kind::value, statsd);
+  }
+  flags.refuse("statsd-mem-stats", Kind::boolean, statsd);
+  flags.refuse("statsd-exclude-ephemeral", Kind::boolean, statsd);
+  const std::string e2e = "end-to-end latency percentiles are not tracked";
+  flags.refuse("e2e-processing-latency-percentile", Kind::repeated, e2e,
+               "e2e_processing_latency_percentiles");
+  flags.refuse("e2e-processing-latency-window-time", Kind::value, e2e);
+  flags.refuse("node-id", Kind::value, "message ids come from a counter", "id");
+  flags.refuse("worker-id", Kind::boolean, "message ids come from a counter");
+  flags.refuse("max-channel-consumers", Kind::value, "a channel takes any number of consumers");
+  flags.refuse("min-output-buffer-timeout", Kind::value,
+               "output is written at once; output buffer values are only reported");
+  flags.refuse("http-client-connect-timeout", Kind::value, "this nsqd makes no HTTP requests");
+  flags.refuse("http-client-request-timeout", Kind::value, "this nsqd makes no HTTP requests");
+}
+
+}  // namespace
+
+int run_nsqd(const Argv& argv) {
+  NsqdOptions options;
+  // nsqd 1.3's defaults where they differ from the in-process ones: every interface, the
+  // well-known ports, the HTTP API, the host name as broadcast address.
+  options.tcp_host = "0.0.0.0";
+  options.tcp_port = 4150;
+  options.http_host = "0.0.0.0";
+  options.http_port = 4151;
+  options.broadcast_address = host_name();
+  options.heartbeat_interval = std::chrono::seconds(30);
+  bool version = false;
+  GoFlags flags;
+  declare_nsqd_flags(flags, options, version);
+  if (flags.parse(argv, "config")) {
+    std::cout << "usage: polybus broker nsqd [nsqd 1.3 flags]\n"
+                 "Runs the in-process nsqd with nsqd's own command line: its TCP protocol on "
+                 "-tcp-address (0.0.0.0:4150), its HTTP API on -http-address (0.0.0.0:4151). "
+                 "docs/testing.md says what differs from nsqd.\n"
+              << flags.describe();
+    return 0;
+  }
+  if (version) {
+    std::cout << "nsqd v1.3.0 (polybus in-process nsqd)\n";
+    return 0;
+  }
+  block_termination_signals();
+  std::unique_ptr<nsq::testing::Nsqd> nsqd;
+  try {
+    nsqd = nsq::testing::Nsqd::start(options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot start nsqd on " + options.tcp_host + ":" +
+                             std::to_string(options.tcp_port) + " (HTTP " + options.http_host +
+                             ":" + std::to_string(*options.http_port) + "): " + e.what());
+  }
+  // As nsqd logs them, on standard error; standard output stays free for scripts.
+  std::cerr << "[nsqd] TCP: listening on " << options.tcp_host << ":" << nsqd->tcp_port() << "\n"
+            << "[nsqd] HTTP: listening on " << options.http_host << ":" << nsqd->http_port()
+            << std::endl;
+  if (!options.data_path.empty()) {
+    std::cerr << "[nsqd] -data-path " << options.data_path
+              << ": messages are kept in memory only, and go with the process" << std::endl;
+  }
+  wait_for_termination_signal();
+  return 0;
+}
+
+}  // namespace polybus::cli
