@@ -14,6 +14,9 @@ namespace polybus::cli {
 int run_broker(const Argv& argv) {
   // nsqd's own command line, not this command's flags.
   if (!argv.empty() && argv[0] == "nsqd") return run_nsqd(Argv(argv.begin() + 1, argv.end()));
+  if (!argv.empty() && argv[0] == "nsqlookupd") {
+    return run_nsqlookupd(Argv(argv.begin() + 1, argv.end()));
+  }
   Args args(argv, {"port", "metrics"}, {"tuned-for-tests"});
   if (args.help()) {
     std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests] [--metrics HOST:PORT]\n"
@@ -25,7 +28,8 @@ int run_broker(const Argv& argv) {
                  "http://HOST:PORT/metrics (Prometheus text format; docs/metrics.md): "
                  "connections, bytes, and per topic and group the messages published, delivered, "
                  "acked, queued and in flight. NAME is one of:";
-    std::cout << " nsqd (with nsqd's own flags: polybus broker nsqd --help)";
+    std::cout << " nsqd and nsqlookupd (with the real servers' own flags: polybus broker nsqd "
+                 "--help)";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;

@@ -26,6 +26,8 @@ std::string host_name() {
   return name;
 }
 
+void declare_logging_flags(GoFlags& flags);
+
 void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   const auto address = [](std::string& host, std::uint16_t& port, const char* flag) {
     return [&host, &port, flag](const std::string& v) {
@@ -99,20 +101,23 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
     if (found == kVersions.end()) throw UsageError("unknown tls version");
     o.tls_min_version = found->second;
   });
-  flags.take("log-level", Kind::value, [](const std::string& v) {
-    if (v != "debug" && v != "info" && v != "warn" && v != "error" && v != "fatal") {
-      throw UsageError("want debug, info, warn, error or fatal");
-    }
-  });
-  flags.accept("log-prefix", Kind::value);
-  flags.accept("verbose", Kind::boolean);
-
-  const std::string registration =
-      "registering with nsqlookupd over its TCP protocol is not implemented here (an in-process "
-      "Nsqd registers with an in-process Lookupd through Nsqd::register_with)";
-  flags.refuse("lookupd-tcp-address", Kind::repeated, registration, "nsqlookupd_tcp_addresses");
-  flags.refuse("broadcast-tcp-port", Kind::value, registration);
-  flags.refuse("broadcast-http-port", Kind::value, registration);
+  declare_logging_flags(flags);
+  flags.take("lookupd-tcp-address", Kind::repeated,
+             [&o](const std::string& v) {
+               if (v.empty()) return o.lookupd_tcp_addresses.clear();
+               o.lookupd_tcp_addresses.push_back(v);
+             },
+             "nsqlookupd_tcp_addresses");
+  const auto port = [](std::uint16_t& out, const char* flag) {
+    return [&out, flag](const std::string& v) {
+      const std::int64_t value = parse_go_int(v, flag);
+      if (value < 0 || value > 65535) throw UsageError("not a port");
+      out = static_cast<std::uint16_t>(value);
+    };
+  };
+  flags.take("broadcast-tcp-port", Kind::value, port(o.broadcast_tcp_port, "-broadcast-tcp-port"));
+  flags.take("broadcast-http-port", Kind::value,
+             port(o.broadcast_http_port, "-broadcast-http-port"));
   flags.refuse("https-address", Kind::value, "the HTTP API is served over plain HTTP only");
   flags.refuse("auth-http-address", Kind::repeated,
                "AUTH checks a shared secret (NsqdOptions::auth_secret), not an auth server",
@@ -148,7 +153,76 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   flags.refuse("http-client-request-timeout", Kind::value, "this nsqd makes no HTTP requests");
 }
 
+void declare_logging_flags(GoFlags& flags) {
+  flags.take("log-level", Kind::value, [](const std::string& v) {
+    if (v != "debug" && v != "info" && v != "warn" && v != "error" && v != "fatal") {
+      throw UsageError("want debug, info, warn, error or fatal");
+    }
+  });
+  flags.accept("log-prefix", Kind::value);
+  flags.accept("verbose", Kind::boolean);
+}
+
 }  // namespace
+
+int run_nsqlookupd(const Argv& argv) {
+  nsq::testing::LookupdOptions options;
+  // nsqlookupd 1.3's defaults: every interface, the well-known ports.
+  options.tcp_host = "0.0.0.0";
+  options.tcp_port = 4160;
+  options.http_host = "0.0.0.0";
+  options.http_port = 4161;
+  options.broadcast_address = host_name();
+  bool version = false;
+  GoFlags flags;
+  flags.take("version", Kind::boolean,
+             [&](const std::string& v) { version = parse_go_bool(v, "-version"); });
+  flags.take("config", Kind::value, [](const std::string&) {});
+  flags.take("tcp-address", Kind::value, [&options](const std::string& v) {
+    std::uint16_t port = 0;
+    std::tie(options.tcp_host, port) = parse_listen_address(v, "-tcp-address");
+    options.tcp_port = port;
+  });
+  flags.take("http-address", Kind::value, [&options](const std::string& v) {
+    std::tie(options.http_host, options.http_port) = parse_listen_address(v, "-http-address");
+  });
+  flags.take("broadcast-address", Kind::value,
+             [&options](const std::string& v) { options.broadcast_address = v; });
+  flags.take("inactive-producer-timeout", Kind::duration, [&options](const std::string& v) {
+    options.inactive_producer_timeout = as_ms(v, "-inactive-producer-timeout");
+  });
+  flags.take("tombstone-lifetime", Kind::duration, [&options](const std::string& v) {
+    options.tombstone_lifetime = as_ms(v, "-tombstone-lifetime");
+  });
+  declare_logging_flags(flags);
+  if (flags.parse(argv, "config")) {
+    std::cout << "usage: polybus broker nsqlookupd [nsqlookupd 1.3 flags]\n"
+                 "Runs the in-process nsqlookupd with nsqlookupd's own command line: its TCP "
+                 "protocol on -tcp-address (0.0.0.0:4160), its HTTP API on -http-address "
+                 "(0.0.0.0:4161).\n"
+              << flags.describe();
+    return 0;
+  }
+  if (version) {
+    std::cout << "nsqlookupd v1.3.0 (polybus in-process nsqlookupd)\n";
+    return 0;
+  }
+  block_termination_signals();
+  std::unique_ptr<nsq::testing::Lookupd> lookupd;
+  try {
+    lookupd = nsq::testing::Lookupd::start(options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot start nsqlookupd on " + options.tcp_host + ":" +
+                             std::to_string(*options.tcp_port) + " (HTTP " + options.http_host +
+                             ":" + std::to_string(options.http_port) + "): " + e.what());
+  }
+  std::cerr << "[nsqlookupd] TCP: listening on " << options.tcp_host << ":"
+            << lookupd->tcp_port() << "\n"
+            << "[nsqlookupd] HTTP: listening on " << options.http_host << ":"
+            << lookupd->http_port() << std::endl;
+  wait_for_termination_signal();
+  return 0;
+}
 
 int run_nsqd(const Argv& argv) {
   NsqdOptions options;

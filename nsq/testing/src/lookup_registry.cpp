@@ -12,113 +12,208 @@ bool is_ephemeral(std::string_view name) {
   return name.size() >= kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix;
 }
 
-std::string producer_json(const ProducerInfo& producer) {
-  return "{\"remote_address\":" + go_json_string(producer.remote_address) +
+std::string peer_fields(const ProducerInfo& producer) {
+  return "\"remote_address\":" + go_json_string(producer.remote_address) +
          ",\"hostname\":" + go_json_string(producer.hostname) +
          ",\"broadcast_address\":" + go_json_string(producer.broadcast_address) +
          ",\"tcp_port\":" + std::to_string(producer.tcp_port) +
          ",\"http_port\":" + std::to_string(producer.http_port) +
-         ",\"version\":" + go_json_string(producer.version) + "}";
+         ",\"version\":" + go_json_string(producer.version);
+}
+
+std::string string_array(const std::vector<std::string>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += go_json_string(values[i]);
+  }
+  return out + "]";
 }
 
 }  // namespace
 
-void LookupRegistry::add(Registration& registration, const ProducerInfo& producer) {
-  const std::string id = producer.id();
-  auto& producers = registration.producers;
-  const bool known = std::any_of(producers.begin(), producers.end(),
-                                 [&](const ProducerInfo& p) { return p.id() == id; });
-  if (!known) producers.push_back(producer);
+void LookupRegistry::set_timing(std::chrono::milliseconds inactive_producer_timeout,
+                                std::chrono::milliseconds tombstone_lifetime) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  inactive_producer_timeout_ = inactive_producer_timeout;
+  tombstone_lifetime_ = tombstone_lifetime;
 }
 
-bool LookupRegistry::remove(Registration& registration, const std::string& producer_id) {
-  auto& producers = registration.producers;
+bool LookupRegistry::active(const Peer& peer, Clock::time_point now) const {
+  return !peer.expires || now - peer.last_update <= inactive_producer_timeout_;
+}
+
+bool LookupRegistry::tombstoned(const Producer& producer, Clock::time_point now) const {
+  return producer.tombstoned && now - producer.tombstoned_at < tombstone_lifetime_;
+}
+
+std::string LookupRegistry::wrap(const std::string& data) const {
+  return wrapped_ ? R"({"status_code":200,"status_txt":"OK","data":)" + data + "}" : data;
+}
+
+std::shared_ptr<LookupRegistry::Peer> LookupRegistry::peer_locked(const ProducerInfo& info,
+                                                                  bool expires) {
+  auto& peer = peers_[info.id()];
+  if (!peer) peer = std::make_shared<Peer>();
+  peer->info = info;
+  peer->last_update = Clock::now();
+  peer->expires = expires;
+  return peer;
+}
+
+bool LookupRegistry::add_producer_locked(const Key& key, const std::shared_ptr<Peer>& peer) {
+  Producers& producers = registrations_[key];
+  const std::string id = peer->info.id();
+  const bool known = std::any_of(producers.begin(), producers.end(),
+                                 [&](const Producer& p) { return p.peer->info.id() == id; });
+  if (!known) producers.push_back(Producer{peer, false, {}});
+  return !known;
+}
+
+std::size_t LookupRegistry::remove_producer_locked(const Key& key, const std::string& id,
+                                                   bool& removed) {
+  removed = false;
+  auto found = registrations_.find(key);
+  if (found == registrations_.end()) return 0;
+  Producers& producers = found->second;
   const auto end = std::remove_if(producers.begin(), producers.end(),
-                                  [&](const ProducerInfo& p) { return p.id() == producer_id; });
-  const bool removed = end != producers.end();
+                                  [&](const Producer& p) { return p.peer->info.id() == id; });
+  removed = end != producers.end();
   producers.erase(end, producers.end());
-  return removed;
+  return producers.size();  // the registration stays, as nsqlookupd leaves it
+}
+
+// nsqlookupd's UNREGISTER: a channel, or a topic with every channel of it; an ephemeral one goes
+// with its last producer.
+void LookupRegistry::unregister_locked(const std::string& id, const std::string& topic,
+                                       const std::string& channel) {
+  bool removed = false;
+  if (!channel.empty()) {
+    const Key key{"channel", topic, channel};
+    if (remove_producer_locked(key, id, removed) == 0 && is_ephemeral(channel)) {
+      registrations_.erase(key);
+    }
+    return;
+  }
+  for (auto& [key, producers] : registrations_) {
+    if (key.category == "channel" && key.key == topic) remove_producer_locked(key, id, removed);
+  }
+  const Key key{"topic", topic, ""};
+  if (remove_producer_locked(key, id, removed) == 0 && is_ephemeral(topic)) {
+    registrations_.erase(key);
+  }
+}
+
+void LookupRegistry::identify(const ProducerInfo& peer, bool expires) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  add_producer_locked(Key{"client", "", ""}, peer_locked(peer, expires));
+}
+
+void LookupRegistry::register_producer(const std::string& id, const std::string& topic,
+                                       const std::string& channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto peer = peers_.find(id);
+  if (peer == peers_.end()) return;
+  if (!channel.empty()) add_producer_locked(Key{"channel", topic, channel}, peer->second);
+  add_producer_locked(Key{"topic", topic, ""}, peer->second);
+}
+
+void LookupRegistry::unregister_producer(const std::string& id, const std::string& topic,
+                                         const std::string& channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  unregister_locked(id, topic, channel);
+}
+
+void LookupRegistry::ping(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto peer = peers_.find(id);
+  if (peer != peers_.end()) peer->second->last_update = Clock::now();
+}
+
+void LookupRegistry::remove_producer(const std::string& producer_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool removed = false;
+  for (auto& [key, producers] : registrations_) remove_producer_locked(key, producer_id, removed);
+  peers_.erase(producer_id);
 }
 
 void LookupRegistry::add_topic_producer(const std::string& topic, const ProducerInfo& producer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  add(topics_[topic], producer);
+  add_producer_locked(Key{"topic", topic, ""}, peer_locked(producer, false));
 }
 
 void LookupRegistry::remove_topic_producer(const std::string& topic,
                                            const std::string& producer_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = topics_.find(topic);
-  if (it == topics_.end()) return;
-  remove(it->second, producer_id);
-  // nsqlookupd forgets an ephemeral topic with its last producer, and keeps any other.
-  if (it->second.producers.empty() && is_ephemeral(topic)) {
-    topics_.erase(it);
-    channels_.erase(topic);
-  }
+  unregister_locked(producer_id, topic, "");
 }
 
 void LookupRegistry::add_channel_producer(const std::string& topic, const std::string& channel,
                                           const ProducerInfo& producer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  add(channels_[topic][channel], producer);
+  add_producer_locked(Key{"channel", topic, channel}, peer_locked(producer, false));
 }
 
 void LookupRegistry::remove_channel_producer(const std::string& topic, const std::string& channel,
                                              const std::string& producer_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto topic_it = channels_.find(topic);
-  if (topic_it == channels_.end()) return;
-  auto it = topic_it->second.find(channel);
-  if (it == topic_it->second.end()) return;
-  remove(it->second, producer_id);
-  if (it->second.producers.empty() && is_ephemeral(channel)) topic_it->second.erase(it);
+  unregister_locked(producer_id, topic, channel);
 }
 
 void LookupRegistry::add_node(const ProducerInfo& producer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  nodes_[producer.id()] = producer;
-}
-
-LookupResult LookupRegistry::nodes() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::string data = "{\"producers\":[";
-  bool first = true;
-  for (const auto& [id, producer] : nodes_) {
-    if (!first) data += ',';
-    data += producer_json(producer);
-    first = false;
-  }
-  data += "]}";
-  LookupResult result;
-  result.json = wrapped_ ? R"({"status_code":200,"status_txt":"OK","data":)" + data + "}" : data;
-  return result;
+  add_producer_locked(Key{"client", "", ""}, peer_locked(producer, false));
 }
 
 void LookupRegistry::remove_node_if_unlisted(const std::string& producer_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto lists = [&](const Registration& r) {
-    return std::any_of(r.producers.begin(), r.producers.end(),
-                       [&](const ProducerInfo& p) { return p.id() == producer_id; });
-  };
-  for (const auto& [topic, registration] : topics_)
-    if (lists(registration)) return;
-  nodes_.erase(producer_id);
+  for (const auto& [key, producers] : registrations_) {
+    if (key.category != "topic") continue;
+    for (const Producer& p : producers) {
+      if (p.peer->info.id() == producer_id) return;
+    }
+  }
+  bool removed = false;
+  remove_producer_locked(Key{"client", "", ""}, producer_id, removed);
+  peers_.erase(producer_id);
 }
 
-void LookupRegistry::remove_producer(const std::string& producer_id) {
+void LookupRegistry::create_topic(const std::string& topic) {
   std::lock_guard<std::mutex> lock(mutex_);
-  nodes_.erase(producer_id);
-  for (auto& [topic, registration] : topics_) remove(registration, producer_id);
-  for (auto& [topic, channels] : channels_) {
-    for (auto& [channel, registration] : channels) remove(registration, producer_id);
-  }
+  registrations_[Key{"topic", topic, ""}];
 }
 
 void LookupRegistry::remove_topic(const std::string& topic) {
   std::lock_guard<std::mutex> lock(mutex_);
-  topics_.erase(topic);
-  channels_.erase(topic);
+  for (auto it = registrations_.begin(); it != registrations_.end();) {
+    const bool of_topic = (it->first.category == "channel" || it->first.category == "topic") &&
+                          it->first.key == topic;
+    it = of_topic ? registrations_.erase(it) : std::next(it);
+  }
+}
+
+void LookupRegistry::create_channel(const std::string& topic, const std::string& channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  registrations_[Key{"channel", topic, channel}];
+  registrations_[Key{"topic", topic, ""}];
+}
+
+bool LookupRegistry::delete_channel(const std::string& topic, const std::string& channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return registrations_.erase(Key{"channel", topic, channel}) > 0;
+}
+
+void LookupRegistry::tombstone(const std::string& topic, const std::string& node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = registrations_.find(Key{"topic", topic, ""});
+  if (found == registrations_.end()) return;
+  for (Producer& producer : found->second) {
+    const ProducerInfo& info = producer.peer->info;
+    if (info.broadcast_address + ":" + std::to_string(info.http_port) == node) {
+      producer.tombstoned = true;
+      producer.tombstoned_at = Clock::now();
+    }
+  }
 }
 
 void LookupRegistry::set_wrapped(bool wrapped) {
@@ -134,33 +229,78 @@ std::uint64_t LookupRegistry::lookup_count() const {
 LookupResult LookupRegistry::lookup(const std::string& topic) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++lookup_count_;
-  LookupResult result;
-  auto it = topics_.find(topic);
-  if (it == topics_.end()) {
-    result.status = 404;
-    result.json = wrapped_ ? R"({"status_code":404,"status_txt":"TOPIC_NOT_FOUND","data":null})"
-                           : R"({"message":"TOPIC_NOT_FOUND"})";
-    return result;
+  const auto found = registrations_.find(Key{"topic", topic, ""});
+  if (found == registrations_.end()) {
+    return LookupResult{
+        404, wrapped_ ? R"({"status_code":404,"status_txt":"TOPIC_NOT_FOUND","data":null})"
+                      : R"({"message":"TOPIC_NOT_FOUND"})"};
   }
-  std::string data = "{\"channels\":[";
+  std::vector<std::string> channels;
+  for (const auto& [key, producers] : registrations_) {
+    if (key.category == "channel" && key.key == topic) channels.push_back(key.subkey);
+  }
+  const auto now = Clock::now();
+  std::string data = "{\"channels\":" + string_array(channels) + ",\"producers\":[";
   bool first = true;
-  if (auto channels = channels_.find(topic); channels != channels_.end()) {
-    for (const auto& [channel, registration] : channels->second) {
-      if (!first) data += ',';
-      data += go_json_string(channel);
-      first = false;
-    }
-  }
-  data += "],\"producers\":[";
-  first = true;
-  for (const ProducerInfo& producer : it->second.producers) {
+  for (const Producer& producer : found->second) {
+    if (!active(*producer.peer, now) || tombstoned(producer, now)) continue;
     if (!first) data += ',';
-    data += producer_json(producer);
     first = false;
+    data += "{" + peer_fields(producer.peer->info) + "}";
   }
   data += "]}";
-  result.json = wrapped_ ? R"({"status_code":200,"status_txt":"OK","data":)" + data + "}" : data;
-  return result;
+  return LookupResult{200, wrap(data)};
+}
+
+LookupResult LookupRegistry::nodes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = Clock::now();
+  std::string data = "{\"producers\":[";
+  bool first = true;
+  const auto clients = registrations_.find(Key{"client", "", ""});
+  if (clients != registrations_.end()) {
+    for (const Producer& client : clients->second) {
+      if (!active(*client.peer, now)) continue;  // tombstoned nodes stay listed
+      const std::string id = client.peer->info.id();
+      std::vector<std::string> topics;
+      std::string tombstones = "[";
+      for (const auto& [key, producers] : registrations_) {
+        if (key.category != "topic") continue;
+        for (const Producer& p : producers) {
+          if (p.peer->info.id() != id) continue;
+          if (!topics.empty()) tombstones += ',';
+          topics.push_back(key.key);
+          tombstones += tombstoned(p, now) ? "true" : "false";
+          break;
+        }
+      }
+      tombstones += "]";
+      if (!first) data += ',';
+      first = false;
+      data += "{" + peer_fields(client.peer->info) + ",\"tombstones\":" + tombstones +
+              ",\"topics\":" + string_array(topics) + "}";
+    }
+  }
+  data += "]}";
+  return LookupResult{200, wrap(data)};
+}
+
+LookupResult LookupRegistry::topics() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& [key, producers] : registrations_) {
+    if (key.category == "topic") names.push_back(key.key);
+  }
+  return LookupResult{200, wrap("{\"topics\":" + string_array(names) + "}")};
+}
+
+LookupResult LookupRegistry::channels(const std::string& topic) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& [key, producers] : registrations_) {
+    if (key.category == "channel" && key.key == topic) names.push_back(key.subkey);
+  }
+  return LookupResult{200, wrap("{\"channels\":" + string_array(names) + "}")};
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -1,13 +1,17 @@
-// The test nsqlookupd: its HTTP interface (GET /lookup, /ping, /info) served from a LookupRegistry
-// on an io thread of its own, with the status codes, headers and bodies nsqlookupd 1.3 sends.
+// The test nsqlookupd: its HTTP API and (when asked) its TCP protocol, served from a
+// LookupRegistry on an io thread of its own, with the status codes, headers and bodies
+// nsqlookupd 1.3 sends.
 #include <asio/ip/tcp.hpp>
 #include <memory>
 #include <optional>
 
 #include "go_query.hpp"
 #include "http_server.hpp"
-#include "polybus/adapter/io_thread.hpp"
 #include "lookup_registry.hpp"
+#include "lookupd_tcp.hpp"
+#include "nsqd_server.hpp"
+#include "polybus/adapter/io_thread.hpp"
+#include "polybus/nsq/codec.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::nsq::testing {
@@ -15,48 +19,106 @@ namespace detail {
 
 class LookupdServer {
  public:
-  LookupdServer(std::shared_ptr<LookupRegistry> registry, std::uint16_t port)
+  LookupdServer(std::shared_ptr<LookupRegistry> registry, const LookupdOptions& options)
       : registry_(std::move(registry)) {
-    io_.run([this, port] {
-      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address_v4("127.0.0.1"), port);
+    registry_->set_timing(options.inactive_producer_timeout, options.tombstone_lifetime);
+    io_.run([this, &options] {
+      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.http_host),
+                                             options.http_port);
       // nsqlookupd's endpoints take no body worth keeping; 1 MiB bounds what it reads anyway.
       http_.emplace(io_.context(), endpoint, 1024 * 1024,
                     HttpServer::Handlers{{}, [this](const http::Request& r) { return respond(r); }});
-      port_ = http_->port();
+      http_port_ = http_->port();
+      if (options.tcp_port) {
+        const asio::ip::tcp::endpoint tcp(asio::ip::make_address(options.tcp_host),
+                                          *options.tcp_port);
+        tcp_.emplace(io_.context(), tcp, registry_,
+                     options.broadcast_address.empty() ? host_name() : options.broadcast_address);
+        tcp_->set_http_port(http_port_);
+        tcp_port_ = tcp_->port();
+      }
     });
   }
 
   ~LookupdServer() {
-    io_.run([this] { http_.reset(); });
+    io_.run([this] {
+      http_.reset();
+      tcp_.reset();
+    });
     io_.join();
   }
 
-  std::uint16_t port() const { return port_; }
+  std::uint16_t http_port() const { return http_port_; }
+  std::uint16_t tcp_port() const { return tcp_port_; }
 
   HttpResponse respond(const http::Request& request) {
-    const bool known = request.path == "/ping" || request.path == "/lookup" ||
-                       request.path == "/info" || request.path == "/nodes";
-    if (!known) return v1_error(404, "NOT_FOUND");
-    if (request.method != "GET") return v1_method_not_allowed("GET, OPTIONS");
-    if (request.path == "/ping") return HttpResponse{200, "text/plain; charset=utf-8", false, "OK", {}};
-    if (request.path == "/info") return v1_json(R"({"version":"1.3.0"})");
-    if (request.path == "/nodes") {
-      const LookupResult nodes = registry_->nodes();
-      return HttpResponse{nodes.status, "application/json; charset=utf-8", true, nodes.json, {}};
+    const std::string& path = request.path;
+    const bool get = path == "/ping" || path == "/info" || path == "/lookup" ||
+                     path == "/topics" || path == "/channels" || path == "/nodes";
+    const bool post = path == "/topic/create" || path == "/topic/delete" ||
+                      path == "/topic/tombstone" || path == "/channel/create" ||
+                      path == "/channel/delete";
+    if (!get && !post) return v1_error(404, "NOT_FOUND");
+    const char* method = get ? "GET" : "POST";
+    if (request.method != method) {
+      const std::string allow = get ? "GET, OPTIONS" : "OPTIONS, POST";
+      if (request.method == "OPTIONS") return HttpResponse{200, {}, false, {}, allow};
+      return v1_method_not_allowed(allow);
     }
+    if (path == "/ping") return HttpResponse{200, "text/plain; charset=utf-8", false, "OK", {}};
+    if (path == "/info") return v1_json(R"({"version":"1.3.0"})");
+    if (path == "/nodes") return json(registry_->nodes());
+    if (path == "/topics") return json(registry_->topics());
     bool valid = true;
-    const std::optional<std::string> topic = query_value(request.query, "topic", valid);
+    query_value(request.query, "", valid);
     if (!valid) return v1_error(400, "INVALID_REQUEST");
+    const auto get_value = [&](const char* key) {
+      bool ignored = true;
+      return query_value(request.query, key, ignored);
+    };
+    const std::optional<std::string> topic = get_value("topic");
     if (!topic) return v1_error(400, "MISSING_ARG_TOPIC");
-    const LookupResult result = registry_->lookup(*topic);
-    return HttpResponse{result.status, "application/json; charset=utf-8", true, result.json, {}};
+    if (path == "/lookup") return json(registry_->lookup(*topic));
+    if (path == "/channels") return json(registry_->channels(*topic));
+    if (path == "/topic/create") {
+      if (!valid_topic_name(*topic)) return v1_error(400, "INVALID_ARG_TOPIC");
+      registry_->create_topic(*topic);
+      return v1_empty();
+    }
+    if (path == "/topic/delete") {
+      registry_->remove_topic(*topic);
+      return v1_empty();
+    }
+    if (path == "/topic/tombstone") {
+      const std::optional<std::string> node = get_value("node");
+      if (!node) return v1_error(400, "MISSING_ARG_NODE");
+      registry_->tombstone(*topic, *node);
+      return v1_empty();
+    }
+    // The channel endpoints check their arguments as nsqd's do (GetTopicChannelArgs).
+    if (!valid_topic_name(*topic)) return v1_error(400, "INVALID_ARG_TOPIC");
+    const std::optional<std::string> channel = get_value("channel");
+    if (!channel) return v1_error(400, "MISSING_ARG_CHANNEL");
+    if (!valid_channel_name(*channel)) return v1_error(400, "INVALID_ARG_CHANNEL");
+    if (path == "/channel/create") {
+      registry_->create_channel(*topic, *channel);
+      return v1_empty();
+    }
+    return registry_->delete_channel(*topic, *channel) ? v1_empty()
+                                                       : v1_error(404, "CHANNEL_NOT_FOUND");
   }
 
  private:
+  static HttpResponse json(const LookupResult& result) {
+    return HttpResponse{result.status, "application/json; charset=utf-8", true, result.json, {}};
+  }
+
   IoThread io_;  // first: destroyed last
   std::shared_ptr<LookupRegistry> registry_;
   std::optional<HttpServer> http_;
-  std::uint16_t port_ = 0;
+  std::optional<LookupdTcpServer> tcp_;
+  std::uint16_t http_port_ = 0;
+  std::uint16_t tcp_port_ = 0;
 };
 
 }  // namespace detail
@@ -65,17 +127,31 @@ class LookupdServer {
 // Lookupd
 
 std::unique_ptr<Lookupd> Lookupd::start(std::uint16_t http_port) {
-  return std::unique_ptr<Lookupd>(new Lookupd(http_port));
+  LookupdOptions options;
+  options.http_port = http_port;
+  return start(std::move(options));
 }
 
-Lookupd::Lookupd(std::uint16_t http_port)
+std::unique_ptr<Lookupd> Lookupd::start(LookupdOptions options) {
+  return std::unique_ptr<Lookupd>(new Lookupd(std::move(options)));
+}
+
+Lookupd::Lookupd(LookupdOptions options)
     : registry_(std::make_shared<detail::LookupRegistry>()),
-      server_(std::make_unique<detail::LookupdServer>(registry_, http_port)) {}
+      server_(std::make_unique<detail::LookupdServer>(registry_, options)) {}
 
 Lookupd::~Lookupd() = default;
 
 std::uint16_t Lookupd::http_port() const {
-  return server_->port();
+  return server_->http_port();
+}
+
+std::uint16_t Lookupd::tcp_port() const {
+  return server_->tcp_port();
+}
+
+std::string Lookupd::tcp_address() const {
+  return tcp_port() == 0 ? std::string() : "127.0.0.1:" + std::to_string(tcp_port());
 }
 
 std::string Lookupd::http_address() const {

@@ -4,10 +4,12 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <stdexcept>
 
+#include "go_text.hpp"
 #include "nsqd_http.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -78,6 +80,11 @@ NsqdServer::NsqdServer(NsqdOptions options)
   if (!options_.tls_cert_file.empty() && !options_.tls_key_file.empty()) {
     tls_.emplace(make_tls_context(options_));
   }
+  if (!options_.lookupd_tcp_addresses.empty() && !options_.http_port) {
+    throw std::invalid_argument(
+        "nsqd test server: lookupd_tcp_addresses need http_port: nsqlookupd refuses an nsqd "
+        "that announces no HTTP port");
+  }
   io_.run([this] { listen(); });
 }
 
@@ -114,6 +121,7 @@ void NsqdServer::listen() {
   ++listen_generation_;
   accept();
   announce_everything();
+  connect_lookupd_peers();
 }
 
 void NsqdServer::accept() {
@@ -146,6 +154,7 @@ void NsqdServer::stop() {
   for (const auto& [id, connection] : connections) connection->close();
   connections_.clear();
   listening_ = false;
+  close_lookupd_peers();  // nsqlookupd takes this nsqd out as its connections close
   broker_.return_in_flight();
   // Its connection to nsqlookupd closes with it: every registration loses this producer.
   if (registry_) registry_->remove_producer(producer().id());
@@ -222,8 +231,8 @@ ProducerInfo NsqdServer::producer() const {
   info.remote_address = "127.0.0.1:" + std::to_string(port_);
   info.hostname = host_name();
   info.broadcast_address = broadcast_address_;
-  info.tcp_port = port_;
-  info.http_port = http_port_;
+  info.tcp_port = announced_tcp_port();
+  info.http_port = announced_http_port();
   return info;
 }
 
@@ -246,20 +255,99 @@ void NsqdServer::announce_everything() {
 
 void NsqdServer::topic_created(const std::string& topic) {
   if (registry_ && listening_) registry_->add_topic_producer(topic, producer());
+  tell_lookupd_peers("REGISTER " + topic + "\n");
 }
 
 void NsqdServer::topic_deleted(const std::string& topic) {
   if (registry_ && listening_) registry_->remove_topic_producer(topic, producer().id());
+  tell_lookupd_peers("UNREGISTER " + topic + "\n");
 }
 
 void NsqdServer::channel_created(const std::string& topic, const std::string& channel) {
   if (registry_ && listening_) registry_->add_channel_producer(topic, channel, producer());
+  tell_lookupd_peers("REGISTER " + topic + " " + channel + "\n");
 }
 
 void NsqdServer::channel_deleted(const std::string& topic, const std::string& channel) {
   if (registry_ && listening_) {
     registry_->remove_channel_producer(topic, channel, producer().id());
   }
+  tell_lookupd_peers("UNREGISTER " + topic + " " + channel + "\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// nsqlookupd over TCP
+
+std::string NsqdServer::lookupd_identify_body() const {
+  // go-nsq's Identify marshals a map: its keys in order.
+  return "{\"broadcast_address\":" + go_json_string(broadcast_address_) +
+         ",\"hostname\":" + go_json_string(host_name()) +
+         ",\"http_port\":" + std::to_string(announced_http_port()) +
+         ",\"tcp_port\":" + std::to_string(announced_tcp_port()) + ",\"version\":\"1.3.0\"}";
+}
+
+std::vector<std::string> NsqdServer::lookupd_registrations() const {
+  // As nsqd's connect callback: a topic alone when it has no channel, else each channel.
+  std::vector<std::string> lines;
+  for (const auto& [topic_name, topic] : broker_.topics()) {
+    if (topic->channels().empty()) lines.push_back("REGISTER " + topic_name + "\n");
+    for (const auto& [channel_name, channel] : topic->channels()) {
+      lines.push_back("REGISTER " + topic_name + " " + channel_name + "\n");
+    }
+  }
+  return lines;
+}
+
+void NsqdServer::connect_lookupd_peers() {
+  for (const std::string& address : lookupd_tcp_addresses_) {
+    const bool known = std::any_of(lookupd_peers_.begin(), lookupd_peers_.end(),
+                                   [&](const auto& peer) { return peer->address() == address; });
+    if (known) continue;
+    auto peer = std::make_shared<LookupdPeer>(
+        io_.context(), address,
+        LookupdPeer::Callbacks{[this] { return lookupd_identify_body(); },
+                               [this] { return lookupd_registrations(); }});
+    peer->start();
+    lookupd_peers_.push_back(std::move(peer));
+  }
+  if (!lookupd_peers_.empty()) arm_lookupd_ping();
+}
+
+void NsqdServer::close_lookupd_peers() {
+  for (const auto& peer : lookupd_peers_) peer->close();
+  lookupd_peers_.clear();
+  lookupd_ping_timer_.cancel();
+}
+
+void NsqdServer::tell_lookupd_peers(const std::string& line) {
+  if (!listening_) return;
+  for (const auto& peer : lookupd_peers_) peer->command(line);
+}
+
+void NsqdServer::arm_lookupd_ping() {
+  lookupd_ping_timer_.expires_after(options_.lookupd_ping_interval);
+  lookupd_ping_timer_.async_wait([this](std::error_code ec) {
+    if (ec || !listening_) return;
+    for (const auto& peer : lookupd_peers_) peer->command("PING\n");
+    arm_lookupd_ping();
+  });
+}
+
+void NsqdServer::set_lookupd_tcp_addresses(std::vector<std::string> addresses) {
+  lookupd_tcp_addresses_ = std::move(addresses);
+  // nsqd closes the peers no longer listed and connects to the new ones.
+  auto& peers = lookupd_peers_;
+  for (auto it = peers.begin(); it != peers.end();) {
+    const bool listed = std::find(lookupd_tcp_addresses_.begin(), lookupd_tcp_addresses_.end(),
+                                  (*it)->address()) != lookupd_tcp_addresses_.end();
+    if (listed) {
+      ++it;
+      continue;
+    }
+    (*it)->close();
+    it = peers.erase(it);
+  }
+  if (listening_) connect_lookupd_peers();
 }
 
 }  // namespace polybus::nsq::testing::detail

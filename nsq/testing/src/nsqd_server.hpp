@@ -16,6 +16,7 @@
 #include "client_connection.hpp"
 #include "http_server.hpp"
 #include "lookup_registry.hpp"
+#include "lookupd_peer.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/adapter/port_hold.hpp"
 #include "polybus/metrics.hpp"
@@ -39,9 +40,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::int64_t start_time() const { return start_time_; }  // s since the Unix epoch
   // nsqd's nsqlookupd_tcp_addresses, which PUT /config/nsqlookupd_tcp_addresses replaces.
   const std::vector<std::string>& lookupd_tcp_addresses() const { return lookupd_tcp_addresses_; }
-  void set_lookupd_tcp_addresses(std::vector<std::string> addresses) {
-    lookupd_tcp_addresses_ = std::move(addresses);
-  }
+  void set_lookupd_tcp_addresses(std::vector<std::string> addresses);
   const std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>>& connections() const {
     return connections_;
   }
@@ -86,6 +85,19 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   void listen();
   void accept();
   void announce_everything();
+  // nsqlookupd over TCP: a peer per address, a PING to each every lookupd_ping_interval.
+  void connect_lookupd_peers();
+  void close_lookupd_peers();
+  void tell_lookupd_peers(const std::string& line);
+  void arm_lookupd_ping();
+  std::string lookupd_identify_body() const;
+  std::uint16_t announced_tcp_port() const {
+    return options_.broadcast_tcp_port != 0 ? options_.broadcast_tcp_port : port_;
+  }
+  std::uint16_t announced_http_port() const {
+    return options_.broadcast_http_port != 0 ? options_.broadcast_http_port : http_port_;
+  }
+  std::vector<std::string> lookupd_registrations() const;
   ProducerInfo producer() const;
   void shutdown();
 
@@ -109,6 +121,8 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::uint64_t bytes_sent_ = 0;
   std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> connections_;
   std::shared_ptr<LookupRegistry> registry_;
+  std::vector<std::shared_ptr<LookupdPeer>> lookupd_peers_;
+  asio::steady_timer lookupd_ping_timer_{io_.context()};
 
   mutable std::mutex change_mutex_;
   mutable std::condition_variable change_cv_;

@@ -53,11 +53,19 @@ struct NsqdOptions {
   std::optional<std::uint16_t> http_port;
   std::string http_host = "127.0.0.1";
 
-  // What /info, /stats and nsqlookupd registrations announce as this nsqd's address; empty: the
-  // host name, as nsqd's --broadcast-address defaults to.
+  // What /info and nsqlookupd registrations announce as this nsqd's address; empty: 127.0.0.1
+  // (polybus broker nsqd gives the host name, as nsqd's --broadcast-address defaults to).
   std::string broadcast_address;
-  // nsqd's --lookupd-tcp-address values, as GET /config/nsqlookupd_tcp_addresses reports them.
+  // The ports announced to nsqlookupd (nsqd's --broadcast-tcp-port, --broadcast-http-port); 0:
+  // the ones listened on.
+  std::uint16_t broadcast_tcp_port = 0;
+  std::uint16_t broadcast_http_port = 0;
+  // Every nsqlookupd (host:port of its TCP protocol) this nsqd registers its topics and channels
+  // with, as nsqd does: IDENTIFY, a REGISTER for each, REGISTER/UNREGISTER as they come and go,
+  // a PING every lookupd_ping_interval, and a new connection at the next ping after one failed.
+  // GET /config/nsqlookupd_tcp_addresses reports them, and PUT replaces them.
   std::vector<std::string> lookupd_tcp_addresses;
+  std::chrono::milliseconds lookupd_ping_interval{15000};
   // Reported by /config only: messages live in memory whatever their number, and nothing is
   // written to a data path.
   std::int64_t mem_queue_size = 10000;
@@ -193,18 +201,39 @@ class Nsqd {
   std::unique_ptr<detail::NsqdServer> server_;
 };
 
-// An nsqlookupd HTTP interface: GET /lookup?topic=T and GET /ping, over HTTP/1.1 with keep-alive.
+struct LookupdOptions {
+  // nsqlookupd's HTTP API on http_host:http_port (0: a free port).
+  std::string http_host = "127.0.0.1";
+  std::uint16_t http_port = 0;
+  // nsqlookupd's TCP protocol (nsqd registering) on tcp_host:tcp_port; nullopt: none, 0: free.
+  std::optional<std::uint16_t> tcp_port;
+  std::string tcp_host = "127.0.0.1";
+  // What IDENTIFY answers as this nsqlookupd's address; empty: the host name.
+  std::string broadcast_address;
+  // A producer registered over TCP that has not sent PING for this long is left out of /lookup
+  // and /nodes; a tombstoned producer is left out of /lookup for tombstone_lifetime.
+  std::chrono::milliseconds inactive_producer_timeout{300000};
+  std::chrono::milliseconds tombstone_lifetime{45000};
+};
+
+// An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,
+// /topic/create|delete|tombstone, /channel/create|delete) over HTTP/1.1 with keep-alive, and,
+// when asked, its TCP protocol, through which a real or in-process nsqd registers.
 class Lookupd {
  public:
   // Listens on 127.0.0.1:http_port; 0 picks a free port. Throws std::system_error if the port
   // cannot be bound.
   static std::unique_ptr<Lookupd> start(std::uint16_t http_port = 0);
+  static std::unique_ptr<Lookupd> start(LookupdOptions options);
   ~Lookupd();
   Lookupd(const Lookupd&) = delete;
   Lookupd& operator=(const Lookupd&) = delete;
 
   std::uint16_t http_port() const;
   std::string http_address() const;  // "127.0.0.1:<port>"
+  // The TCP protocol's port and "127.0.0.1:<port>"; 0 and "" without it.
+  std::uint16_t tcp_port() const;
+  std::string tcp_address() const;
 
   // Producers announced by hand (an nsqd registered with register_with() does this by itself).
   // Adding makes the topic known; removing the last producer keeps it known with none, as
@@ -223,7 +252,7 @@ class Lookupd {
   std::uint64_t lookup_count() const;
 
  private:
-  explicit Lookupd(std::uint16_t http_port);
+  explicit Lookupd(LookupdOptions options);
   friend class Nsqd;
   std::shared_ptr<detail::LookupRegistry> registry_;
   std::unique_ptr<detail::LookupdServer> server_;

@@ -1,0 +1,122 @@
+#include "lookupd_peer.hpp"
+
+#include <asio/connect.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+namespace polybus::nsq::testing::detail {
+namespace {
+
+// nsqlookupd's answers are "OK", an error text or IDENTIFY's small JSON.
+constexpr std::uint32_t kMaxAnswer = 1024 * 1024;
+
+std::string size_prefixed(const std::string& body) {
+  std::string out;
+  const auto size = static_cast<std::uint32_t>(body.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((size >> shift) & 0xff));
+  return out + body;
+}
+
+}  // namespace
+
+LookupdPeer::LookupdPeer(asio::io_context& io, std::string address, Callbacks callbacks)
+    : resolver_(io), socket_(io), address_(std::move(address)), callbacks_(std::move(callbacks)) {}
+
+void LookupdPeer::command(std::string line) {
+  if (state_ == State::closed) return;
+  queue_.push_back(std::move(line));
+  if (state_ == State::disconnected) return connect();
+  if (state_ == State::connected) write_next();
+}
+
+void LookupdPeer::close() {
+  state_ = State::closed;
+  ++generation_;
+  queue_.clear();
+  std::error_code ignored;
+  resolver_.cancel();
+  socket_.close(ignored);
+}
+
+void LookupdPeer::connect() {
+  state_ = State::connecting;
+  const auto colon = address_.rfind(':');
+  const std::string host = colon == std::string::npos ? address_ : address_.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : address_.substr(colon + 1);
+  const std::uint64_t generation = ++generation_;
+  resolver_.async_resolve(
+      host, port,
+      [self = shared_from_this(), generation](std::error_code ec,
+                                              asio::ip::tcp::resolver::results_type results) {
+        if (generation != self->generation_) return;
+        if (ec) return self->fail();
+        asio::async_connect(self->socket_, results,
+                            [self, generation](std::error_code connected,
+                                               const asio::ip::tcp::endpoint&) {
+                              if (generation != self->generation_) return;
+                              self->on_connected(connected);
+                            });
+      });
+}
+
+void LookupdPeer::on_connected(std::error_code ec) {
+  if (ec) return fail();
+  std::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  state_ = State::connected;
+  // What nsqd's connect callback sends, ahead of whatever was waiting.
+  std::deque<std::string> first;
+  first.push_back("  V1IDENTIFY\n" + size_prefixed(callbacks_.identify_body()));
+  for (std::string& line : callbacks_.registrations()) first.push_back(std::move(line));
+  for (std::string& line : queue_) first.push_back(std::move(line));
+  queue_ = std::move(first);
+  write_next();
+}
+
+void LookupdPeer::write_next() {
+  if (busy_ || queue_.empty() || state_ != State::connected) return;
+  busy_ = true;
+  const std::uint64_t generation = generation_;
+  asio::async_write(socket_, asio::buffer(queue_.front()),
+                    [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
+                      if (generation != self->generation_) return;
+                      if (ec) return self->fail();
+                      self->read_answer();
+                    });
+}
+
+void LookupdPeer::read_answer() {
+  header_.assign(4, '\0');
+  const std::uint64_t generation = generation_;
+  asio::async_read(socket_, asio::buffer(header_), [self = shared_from_this(), generation](
+                                                       std::error_code ec, std::size_t) {
+    if (generation != self->generation_) return;
+    if (ec) return self->fail();
+    std::uint32_t size = 0;
+    for (const char c : self->header_) size = (size << 8) | static_cast<unsigned char>(c);
+    if (size > kMaxAnswer) return self->fail();
+    self->answer_.assign(size, '\0');
+    asio::async_read(self->socket_, asio::buffer(self->answer_),
+                     [self, generation](std::error_code read, std::size_t) {
+                       if (generation != self->generation_) return;
+                       if (read) return self->fail();
+                       const bool identify = self->queue_.front().rfind("  V1", 0) == 0;
+                       self->queue_.pop_front();
+                       self->busy_ = false;
+                       // nsqd drops a connection whose IDENTIFY was refused.
+                       if (identify && self->answer_.rfind("E_", 0) == 0) return self->fail();
+                       self->write_next();
+                     });
+  });
+}
+
+void LookupdPeer::fail() {
+  ++generation_;
+  std::error_code ignored;
+  socket_.close(ignored);
+  queue_.clear();
+  busy_ = false;
+  state_ = State::disconnected;  // the next command (a PING at the latest) connects again
+}
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,55 @@
+// The test nsqd's side of nsqlookupd's TCP protocol: one connection to one nsqlookupd, as
+// nsqd's lookupPeer keeps it. Commands go one at a time, each waiting for its size-prefixed
+// answer; a command sent while disconnected connects first, and a new connection begins with
+// the magic, IDENTIFY and a REGISTER of everything the nsqd has. A failed connection drops what
+// was queued (the next connection registers everything again). Runs on the nsqd's io thread.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace polybus::nsq::testing::detail {
+
+class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
+ public:
+  struct Callbacks {
+    std::function<std::string()> identify_body;             // the IDENTIFY JSON
+    std::function<std::vector<std::string>()> registrations;  // "REGISTER t c\n" lines
+  };
+
+  LookupdPeer(asio::io_context& io, std::string address, Callbacks callbacks);
+
+  const std::string& address() const { return address_; }
+  // A command line ("PING\n", "REGISTER t\n"...), sent once connected.
+  void command(std::string line);
+  // Connects, if not connected, to register without a command of its own.
+  void start() {
+    if (state_ == State::disconnected) connect();
+  }
+  void close();
+
+ private:
+  void connect();
+  void on_connected(std::error_code ec);
+  void write_next();
+  void read_answer();
+  void fail();
+
+  asio::ip::tcp::resolver resolver_;
+  asio::ip::tcp::socket socket_;
+  std::string address_;
+  Callbacks callbacks_;
+  enum class State { disconnected, connecting, connected, closed } state_ = State::disconnected;
+  std::deque<std::string> queue_;
+  bool busy_ = false;  // a command is on the wire, its answer not read yet
+  std::string header_;
+  std::string answer_;
+  std::uint64_t generation_ = 0;  // a callback of an earlier connection is dropped
+};
+
+}  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,45 @@
+// nsqlookupd's TCP protocol (V1) for the test nsqlookupd: the "  V1" magic, then IDENTIFY (a
+// JSON body with the nsqd's addresses), REGISTER and UNREGISTER of topics and channels, and
+// PING, each answered with a size-prefixed "OK", JSON or error text as nsqlookupd 1.3 answers,
+// every error closing the connection. A closed connection takes its producer out of every
+// registration. Runs on the Lookupd's io thread.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "lookup_registry.hpp"
+
+namespace polybus::nsq::testing::detail {
+
+class LookupdTcpServer {
+ public:
+  // Binds and listens at once (throws std::system_error). `identity` is the IDENTIFY answer's
+  // own fields: broadcast_address, hostname, tcp and http ports.
+  LookupdTcpServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
+                   std::shared_ptr<LookupRegistry> registry, std::string broadcast_address);
+  ~LookupdTcpServer();
+  LookupdTcpServer(const LookupdTcpServer&) = delete;
+  LookupdTcpServer& operator=(const LookupdTcpServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  void set_http_port(std::uint16_t port) { http_port_ = port; }
+  void close();
+
+ private:
+  class Connection;
+  void accept();
+
+  asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<LookupRegistry> registry_;
+  std::string broadcast_address_;
+  std::uint16_t port_ = 0;
+  std::uint16_t http_port_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections_;
+};
+
+}  // namespace polybus::nsq::testing::detail
