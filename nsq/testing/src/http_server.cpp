@@ -140,7 +140,15 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         continue;
       }
       if (result.status == http::RequestReader::Status::error) {
-        refuse(result.error_status);
+        std::optional<HttpResponse> answer;
+        if (result.error_status == 413 && server_.handlers_.too_large) {
+          answer = server_.handlers_.too_large(reader_.request());
+        }
+        if (answer) {
+          send(*answer, false);
+        } else {
+          refuse(result.error_status);
+        }
         break;
       }
       const http::Request& request = reader_.request();

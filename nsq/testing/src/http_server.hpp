@@ -42,6 +42,9 @@ class HttpServer {
     // connection then closes, as nothing tells where the unread body ends). May be empty.
     std::function<std::optional<HttpResponse>(const http::Request&)> before_body;
     std::function<HttpResponse(const http::Request&)> respond;
+    // The answer to a body declared larger than max_body (the request line only is read, so
+    // method, path and query are known); empty: a plain 413.
+    std::function<std::optional<HttpResponse>(const http::Request&)> too_large;
   };
 
   // Binds and listens at once (throws std::system_error); call on `io`'s thread, as every other

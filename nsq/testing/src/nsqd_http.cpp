@@ -84,6 +84,14 @@ class Api {
     return std::nullopt;
   }
 
+  // A length past every bound: what nsqd would answer for it on these two routes.
+  std::optional<HttpResponse> too_large(const Request& request) {
+    if (request.method != "POST") return std::nullopt;
+    if (request.path == "/pub") return v1_error(413, "MSG_TOO_BIG");
+    if (request.path == "/mpub") return v1_error(413, "BODY_TOO_BIG");
+    return std::nullopt;
+  }
+
   HttpResponse respond(const Request& request) {
     const std::string& path = request.path;
     std::string option;
@@ -395,7 +403,8 @@ HttpServer::Handlers http_handlers(NsqdServer& server) {
   auto api = std::make_shared<Api>(server);
   return HttpServer::Handlers{
       [api](const Request& request) { return api->before_body(request); },
-      [api](const Request& request) { return api->respond(request); }};
+      [api](const Request& request) { return api->respond(request); },
+      [api](const Request& request) { return api->too_large(request); }};
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -1,0 +1,338 @@
+// The in-process nsqd and nsqlookupd against the real ones (nsq 1.3.0, through the harness):
+// the same HTTP requests, hand-written and generated, get the same status, headers and bodies
+// (JSON compared field by field, in order, ids, times, ports and host names aside); each nsqd
+// registers with the other's nsqlookupd and a consumer finds it there. docs/testing.md lists what
+// differs on purpose.
+#include <rapidjson/document.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+#include <set>
+
+#include "http_exchange.hpp"
+#include "nsq_harness_broker.hpp"
+#include "polybus/nsq_testing.hpp"
+#include "polybus/polybus.hpp"
+#include "test_support.hpp"
+
+using namespace polybus;
+using namespace polybus::test;
+using nsq::testing::Lookupd;
+using nsq::testing::LookupdOptions;
+using nsq::testing::Nsqd;
+using nsq::testing::NsqdOptions;
+
+namespace {
+
+const std::string kFast = "reconnect_initial=10ms&reconnect_max=200ms";
+
+// Values that differ between any two servers: when started, where, who connected.
+const std::set<std::string> kVolatile = {"start_time",  "hostname",       "http_port",
+                                         "tcp_port",    "remote_address", "connect_ts",
+                                         "client_id",   "broadcast_address"};
+
+// "" when equal, else where they differ first.
+std::string compare_json(const rapidjson::Value& real, const rapidjson::Value& ours,
+                         const std::string& path) {
+  if (real.GetType() != ours.GetType() &&
+      !(real.IsNumber() && ours.IsNumber()) && !(real.IsBool() && ours.IsBool())) {
+    return path + ": types differ";
+  }
+  if (real.IsObject()) {
+    auto r = real.MemberBegin();
+    auto o = ours.MemberBegin();
+    for (; r != real.MemberEnd() && o != ours.MemberEnd(); ++r, ++o) {
+      const std::string name = r->name.GetString();
+      if (name != o->name.GetString()) {
+        return path + ": field " + name + " where ours has " + o->name.GetString();
+      }
+      if (name == "memory") continue;  // Go's runtime figures; ours are the stored bytes
+      if (kVolatile.count(name) != 0) continue;
+      const std::string inner = compare_json(r->value, o->value, path + "." + name);
+      if (!inner.empty()) return inner;
+    }
+    if (r != real.MemberEnd()) return path + ": ours lacks " + r->name.GetString();
+    if (o != ours.MemberEnd()) return path + ": ours has more, " + o->name.GetString();
+    return "";
+  }
+  if (real.IsArray()) {
+    if (real.Size() != ours.Size()) {
+      return path + ": " + std::to_string(real.Size()) + " elements, ours " +
+             std::to_string(ours.Size());
+    }
+    for (rapidjson::SizeType i = 0; i < real.Size(); ++i) {
+      const std::string inner = compare_json(real[i], ours[i], path + "[" + std::to_string(i) + "]");
+      if (!inner.empty()) return inner;
+    }
+    return "";
+  }
+  if (real.IsString()) {
+    return std::string(real.GetString()) == ours.GetString() ? "" : path + ": values differ";
+  }
+  if (real.IsNumber()) return real.GetDouble() == ours.GetDouble() ? "" : path + ": values differ";
+  if (real.IsBool()) return real.GetBool() == ours.GetBool() ? "" : path + ": values differ";
+  return "";
+}
+
+// "" when the two answers agree: status, content types, Allow, and the body (JSON field by
+// field; the text /stats page from its topics on).
+std::string compare(const HttpAnswer& real, const HttpAnswer& ours, const std::string& target) {
+  if (real.status != ours.status) {
+    return "status " + std::to_string(real.status) + ", ours " + std::to_string(ours.status);
+  }
+  for (const char* header : {"content-type", "x-nsq-content-type", "allow"}) {
+    if (real.header(header) != ours.header(header)) {
+      return std::string(header) + " \"" + real.header(header) + "\", ours \"" +
+             ours.header(header) + "\"";
+    }
+  }
+  if (real.header("content-type").rfind("application/json", 0) == 0) {
+    rapidjson::Document a, b;
+    a.Parse(real.body.c_str());
+    b.Parse(ours.body.c_str());
+    if (a.HasParseError() || b.HasParseError()) {
+      return real.body == ours.body ? "" : "body " + real.body + ", ours " + ours.body;
+    }
+    const std::string difference = compare_json(a, b, "$");
+    return difference.empty() ? "" : difference + "\n  real: " + real.body + "\n  ours: " + ours.body;
+  }
+  std::string a = real.body, b = ours.body;
+  if (target.rfind("/stats", 0) == 0) {
+    a = a.substr(std::min(a.find("\nTopics"), a.size()));
+    b = b.substr(std::min(b.find("\nTopics"), b.size()));
+  }
+  return a == b ? "" : "body \"" + a + "\", ours \"" + b + "\"";
+}
+
+struct Request {
+  std::string method, target, body;
+};
+
+// Sends the request to both; /stats is read again from the real nsqd until it agrees (within a
+// bound), as nsqd hands messages from topic to channel in a goroutine of its own.
+void expect_same(const std::string& real, const std::string& ours, const Request& request) {
+  const HttpAnswer mine = http_exchange(ours, request.method, request.target, request.body);
+  HttpAnswer theirs = http_exchange(real, request.method, request.target, request.body);
+  std::string difference = compare(theirs, mine, request.target);
+  if (!difference.empty() && request.target.rfind("/stats", 0) == 0) {
+    eventually(
+        [&] {
+          theirs = http_exchange(real, request.method, request.target, request.body);
+          difference = compare(theirs, mine, request.target);
+          return difference.empty();
+        },
+        std::chrono::seconds(2));
+  }
+  INFO(request.method << " " << request.target << " [" << request.body.size() << " bytes]");
+  CHECK(difference == "");
+}
+
+std::string be32(std::uint32_t value) {
+  std::string out;
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+  return out;
+}
+
+std::unique_ptr<Nsqd> our_nsqd(NsqdOptions options = {}) {
+  options.http_port = 0;
+  options.broadcast_address = "127.0.0.1";
+  return Nsqd::start(std::move(options));
+}
+
+}  // namespace
+
+TEST_CASE("drop-in: every nsqd HTTP endpoint answers as real nsqd 1.3 does", "[nsq][real][dropin]") {
+  NsqHarness real({"-no-lookupd"});
+  auto ours = our_nsqd();
+  // The harness leaves nsqd's lookupd list nil (null) where a plain nsqd has [].
+  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status == 200);
+  const std::vector<Request> requests = {
+      {"GET", "/ping", ""},
+      {"GET", "/info", ""},
+      {"OPTIONS", "/pub", ""},
+      {"GET", "/pub?topic=t", ""},
+      {"DELETE", "/stats", ""},
+      {"GET", "/nothing", ""},
+      {"POST", "/pub?topic=t", ""},
+      {"POST", "/pub", "x"},
+      {"POST", "/pub?topic=bad!", "x"},
+      {"POST", "/pub?topic=t&defer=-1", "x"},
+      {"POST", "/pub?topic=t&defer=x", "x"},
+      {"POST", "/pub?topic=t&defer=3600001", "x"},
+      {"POST", "/pub?topic=t%zz", "x"},
+      {"POST", "/pub?topic=t;u", "x"},
+      {"POST", "/pub?topic=t", std::string(1024 * 1024 + 1, 'x')},
+      {"POST", "/pub?topic=t", "hello"},
+      {"POST", "/pub?topic=t&defer=600000", "later"},
+      {"POST", "/mpub?topic=t", "a\nb\n\nc"},
+      {"POST", "/mpub?topic=t&binary=true", be32(2) + be32(1) + "d" + be32(2) + "ee"},
+      {"POST", "/mpub?topic=t&binary=1", "ab"},
+      {"POST", "/mpub?topic=t&binary=yes", be32(0)},
+      {"POST", "/mpub?topic=t&binary=1", be32(1) + be32(0)},
+      {"POST", "/mpub?topic=t&binary=1", be32(1) + be32(5) + "abc"},
+      {"POST", "/mpub?topic=empty", ""},
+      {"GET", "/stats?format=json", ""},
+      {"POST", "/topic/create", ""},
+      {"POST", "/topic/create?topic=bad!", ""},
+      {"POST", "/topic/create?topic=t2", ""},
+      {"POST", "/channel/create?topic=t2", ""},
+      {"POST", "/channel/create?topic=bad!&channel=c", ""},
+      {"POST", "/channel/create?topic=t2&channel=bad!", ""},
+      {"POST", "/channel/create?topic=nope&channel=c", ""},
+      {"POST", "/channel/create?topic=t2&channel=c", ""},
+      {"POST", "/channel/create?topic=t&channel=late", ""},
+      {"POST", "/pub?topic=t2", "into-channel"},
+      {"GET", "/stats?format=json", ""},
+      {"GET", "/stats?format=json&topic=t2", ""},
+      {"GET", "/stats?format=json&topic=t2&channel=c", ""},
+      {"GET", "/stats?format=json&topic=t2&channel=nope", ""},
+      {"GET", "/stats?format=json&topic=nope", ""},
+      {"GET", "/stats?format=json&include_clients=false", ""},
+      {"GET", "/stats?format=json&include_mem=false", ""},
+      {"GET", "/stats?format=json&include_clients=maybe", ""},
+      {"GET", "/stats", ""},
+      {"POST", "/topic/pause?topic=t2", ""},
+      {"POST", "/pub?topic=t2", "held-by-topic"},
+      {"POST", "/channel/pause?topic=t2&channel=c", ""},
+      {"GET", "/stats?format=json", ""},
+      {"GET", "/stats", ""},
+      {"POST", "/topic/unpause?topic=t2", ""},
+      {"POST", "/channel/unpause?topic=t2&channel=c", ""},
+      {"GET", "/stats?format=json", ""},
+      {"POST", "/topic/pause", ""},
+      {"POST", "/topic/pause?topic=nope", ""},
+      {"POST", "/channel/pause?topic=t2&channel=nope", ""},
+      {"POST", "/topic/empty?topic=bad!", ""},
+      {"POST", "/topic/empty?topic=nope", ""},
+      {"POST", "/topic/empty?topic=empty", ""},
+      {"POST", "/channel/empty?topic=t2&channel=c", ""},
+      {"POST", "/channel/empty?topic=t2&channel=nope", ""},
+      {"GET", "/stats?format=json", ""},
+      {"POST", "/channel/delete?topic=t2&channel=nope", ""},
+      {"POST", "/channel/delete?topic=t2&channel=c", ""},
+      {"POST", "/topic/delete", ""},
+      {"POST", "/topic/delete?topic=nope", ""},
+      {"POST", "/topic/delete?topic=t2", ""},
+      {"GET", "/stats?format=json", ""},
+      {"GET", "/config/nsqlookupd_tcp_addresses", ""},
+      {"GET", "/config/max_msg_size", ""},
+      {"GET", "/config/msg_timeout", ""},
+      {"GET", "/config/max_rdy_count", ""},
+      {"GET", "/config/bogus", ""},
+      {"PUT", "/config/nsqlookupd_tcp_addresses", ""},
+      {"PUT", "/config/nsqlookupd_tcp_addresses", "{"},
+      {"PUT", "/config/max_msg_size", "5"},
+      {"PUT", "/config/log_level", "loud"},
+      {"PUT", "/config/nsqlookupd_tcp_addresses", "[]"},
+  };
+  for (const Request& request : requests) expect_same(real.nsqd_http(), ours->http_address(), request);
+}
+
+TEST_CASE("drop-in: generated HTTP sequences get the same answers from real nsqd and ours",
+          "[nsq][real][dropin]") {
+  NsqHarness real({"-no-lookupd"});
+  auto ours = our_nsqd();
+  // The harness leaves nsqd's lookupd list nil (null) where a plain nsqd has [].
+  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status == 200);
+  // Seeded and bounded: the same sequence each run; a failure names the request.
+  std::mt19937 random(20261201);
+  const std::vector<std::string> topics = {"a", "b", "c#ephemeral", "bad!", "", "a%20"};
+  const std::vector<std::string> channels = {"x", "y", "z#ephemeral", "bad!", ""};
+  const std::vector<std::string> paths = {
+      "/pub",           "/mpub",           "/topic/create",   "/topic/delete",
+      "/topic/empty",   "/topic/pause",    "/topic/unpause",  "/channel/create",
+      "/channel/delete", "/channel/empty", "/channel/pause",  "/channel/unpause",
+      "/stats",         "/ping",           "/config/nsqlookupd_tcp_addresses"};
+  const auto pick = [&](const auto& from) { return from[random() % from.size()]; };
+  for (int i = 0; i < 300; ++i) {
+    const std::string path = pick(paths);
+    std::string query;
+    if (random() % 8 != 0) query += "topic=" + pick(topics);
+    if (random() % 3 != 0) query += "&channel=" + pick(channels);
+    if (path == "/stats") query += "&format=json";
+    if (path == "/pub" && random() % 5 == 0) query += "&defer=" + std::to_string(random() % 3 == 0 ? 900000 : 99999999);
+    if (path == "/mpub" && random() % 3 == 0) query += "&binary=true";
+    std::string body;
+    if (path == "/pub" || path == "/mpub") {
+      const int lines = static_cast<int>(random() % 4);
+      for (int line = 0; line < lines; ++line) body += "m" + std::to_string(random() % 100) + "\n";
+    }
+    const bool get = path == "/stats" || path == "/ping" || path.rfind("/config", 0) == 0;
+    const std::string method = random() % 20 == 0 ? "PUT" : get ? "GET" : "POST";
+    expect_same(real.nsqd_http(), ours->http_address(), {method, path + "?" + query, body});
+  }
+  expect_same(real.nsqd_http(), ours->http_address(), {"GET", "/stats?format=json", ""});
+}
+
+TEST_CASE("drop-in: real nsqd registers with our nsqlookupd, ours with the real one, and a "
+          "consumer finds each",
+          "[nsq][real][dropin][lookupd]") {
+  // Real nsqd -> in-process nsqlookupd.
+  LookupdOptions lookupd_options;
+  lookupd_options.tcp_port = 0;
+  auto our_lookupd = Lookupd::start(lookupd_options);
+  NsqHarness real_nsqd({"-no-lookupd", "-join-lookupd", our_lookupd->tcp_address()});
+  auto to_real = connect("nsq://" + real_nsqd.nsqd_tcp() + "?" + kFast);
+  REQUIRE(to_real.publish_sync("crossed", "from-real") == std::error_code{});
+  Collector got;
+  auto consumer = connect("nsq+lookupd://" + our_lookupd->http_address() +
+                          "?lookupd_poll_interval=50ms&lookupd_poll_jitter=0&" + kFast);
+  SubscribeOptions options;
+  options.group = "finders";
+  auto sub = consumer.subscribe("crossed", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(got.wait_until([](const auto& seen) { return seen.count("from-real") == 1; }));
+
+  // In-process nsqd -> real nsqlookupd; both lookupds answer /lookup alike.
+  NsqHarness real_lookupd({"-lookupd-only"});
+  NsqdOptions nsqd_options;
+  nsqd_options.lookupd_tcp_addresses = {real_lookupd.lookupd_tcp()};
+  auto ours = our_nsqd(nsqd_options);
+  auto to_ours = connect("nsq://" + ours->tcp_address() + "?" + kFast);
+  REQUIRE(to_ours.publish_sync("crossed", "from-ours") == std::error_code{});
+  Collector got2;
+  auto consumer2 = connect("nsq+lookupd://" + real_lookupd.lookupd_http() +
+                           "?lookupd_poll_interval=50ms&lookupd_poll_jitter=0&" + kFast);
+  auto sub2 = consumer2.subscribe("crossed", options, [&](Message& m) { got2.add(std::string(m.payload())); });
+  REQUIRE(sub2.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(got2.wait_until([](const auto& seen) { return seen.count("from-ours") == 1; }));
+  for (const char* target : {"/lookup?topic=crossed", "/topics", "/channels?topic=crossed",
+                             "/nodes", "/lookup?topic=nope", "/lookup", "/info", "/ping"}) {
+    const HttpAnswer theirs = http_exchange(real_lookupd.lookupd_http(), "GET", target);
+    const HttpAnswer mine = http_exchange(our_lookupd->http_address(), "GET", target);
+    INFO(target);
+    CHECK(compare(theirs, mine, target) == "");
+  }
+}
+
+TEST_CASE("drop-in: nsqlookupd's HTTP actions answer as real nsqlookupd 1.3 does",
+          "[nsq][real][dropin][lookupd]") {
+  NsqHarness real({"-lookupd-only"});
+  auto ours = Lookupd::start();
+  const std::vector<Request> requests = {
+      {"POST", "/topic/create", ""},
+      {"POST", "/topic/create?topic=bad!", ""},
+      {"POST", "/topic/create?topic=x", ""},
+      {"POST", "/channel/create?topic=x", ""},
+      {"POST", "/channel/create?topic=x&channel=bad!", ""},
+      {"POST", "/channel/create?topic=x&channel=c", ""},
+      {"GET", "/lookup?topic=x", ""},
+      {"GET", "/topics", ""},
+      {"GET", "/channels?topic=x", ""},
+      {"GET", "/channels", ""},
+      {"POST", "/topic/tombstone?topic=x", ""},
+      {"POST", "/topic/tombstone?topic=x&node=127.0.0.1:1", ""},
+      {"POST", "/channel/delete?topic=x&channel=nope", ""},
+      {"POST", "/channel/delete?topic=x&channel=c", ""},
+      {"POST", "/topic/delete?topic=nope", ""},
+      {"POST", "/topic/delete?topic=x", ""},
+      {"GET", "/topics", ""},
+      {"GET", "/topic/create?topic=x", ""},
+      {"POST", "/lookup?topic=x", ""},
+      {"GET", "/nothing", ""},
+      {"GET", "/lookup?topic=%zz", ""},
+  };
+  for (const Request& request : requests) {
+    expect_same(real.lookupd_http(), ours->http_address(), request);
+  }
+}
