@@ -34,9 +34,11 @@
 #include <thread>
 #include <vector>
 
+#include "http_exchange.hpp"
 #include "nsq_harness_broker.hpp"
 #include "polybus/adapter/text.hpp"
 #include "polybus/all.hpp"
+#include "polybus/nsq_testing.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -521,6 +523,50 @@ void polybus_publishes_peer_receives_via_lookupd(const Peer& peer) {
   CHECK_NO_ERRORS(errors);
 }
 
+// (d) Through the in-process nsqd and nsqlookupd, as another client's test suite uses them: the
+// messages go in over nsqd's HTTP API (/mpub), the peer consumes them over TCP, found directly or
+// through the in-process nsqlookupd, with which the nsqd registered over nsqlookupd's TCP
+// protocol. The first message creates the topic before the peer starts (nsqlookupd lists only
+// topics that exist).
+void peer_receives_http_publishes_from_inprocess_nsqd(const Peer& peer, bool via_lookupd) {
+  std::string why;
+  const std::string binary = peer_binary(peer, why);
+  if (binary.empty()) INTEROP_SKIP(why);
+  polybus::nsq::testing::LookupdOptions lookupd_options;
+  lookupd_options.tcp_port = 0;
+  auto lookupd = polybus::nsq::testing::Lookupd::start(lookupd_options);
+  polybus::nsq::testing::NsqdOptions options;
+  options.http_port = 0;
+  options.lookupd_tcp_addresses = {lookupd->tcp_address()};
+  options.lookupd_ping_interval = 100ms;
+  auto nsqd = polybus::nsq::testing::Nsqd::start(options);
+  const std::string topic = unique_name("http-" + peer.name);
+  const std::string prefix = "http-to-" + peer.name;
+  const auto mpub = [&](int first, int count) {
+    std::string lines;
+    for (int i = first; i < first + count; ++i) lines += payload(prefix, i) + "\n";
+    const auto answer = polybus::test::http_exchange(nsqd->http_address(), "POST",
+                                                     "/mpub?topic=" + topic, lines);
+    REQUIRE(answer.status == 200);
+    REQUIRE(answer.body == "OK");
+  };
+  mpub(0, 1);
+  if (via_lookupd) {
+    REQUIRE(polybus::test::eventually([&] {
+      return polybus::test::http_exchange(lookupd->http_address(), "GET", "/lookup?topic=" + topic)
+                 .status == 200;
+    }));
+  }
+  Child subscriber({binary, via_lookupd ? "sub-lookupd" : "sub",
+                    via_lookupd ? lookupd->http_address() : nsqd->tcp_address(), topic, "peer",
+                    std::to_string(kMessages), std::to_string(kPeerTimeoutS)});
+  REQUIRE_PEER_READY(subscriber, peer.library << " sub");
+  mpub(1, kMessages - 1);
+  REQUIRE_PEER_EXIT_0(subscriber, peer.library << " sub");
+  CHECK_RECEIVED(printed(subscriber), expected(prefix, kMessages));
+  CHECK(printed(subscriber).size() == kMessages);
+}
+
 }  // namespace
 
 // With every test case of the run skipped and none failed: 77 (ctest's SKIP_RETURN_CODE);
@@ -556,6 +602,21 @@ CATCH_REGISTER_LISTENER(SkipCounter)
 INTEROP_TESTS(kGoNsq, "go-nsq")
 INTEROP_TESTS(kPyNsq, "pynsq")
 INTEROP_TESTS(kNsqJs, "nsqjs")
+
+#define INPROCESS_INTEROP_TESTS(peer, label)                                                   \
+  TEST_CASE("nsq interop " label ": consumes from the in-process nsqd what its HTTP API took",  \
+            "[nsq][interop][inprocess][" label "]") {                                          \
+    peer_receives_http_publishes_from_inprocess_nsqd(peer, false);                             \
+  }                                                                                            \
+  TEST_CASE("nsq interop " label ": finds the in-process nsqd through the in-process "         \
+            "nsqlookupd",                                                                      \
+            "[nsq][interop][inprocess][lookupd][" label "]") {                                 \
+    peer_receives_http_publishes_from_inprocess_nsqd(peer, true);                              \
+  }
+
+INPROCESS_INTEROP_TESTS(kGoNsq, "go-nsq")
+INPROCESS_INTEROP_TESTS(kPyNsq, "pynsq")
+INPROCESS_INTEROP_TESTS(kNsqJs, "nsqjs")
 
 // (c) MPUB and DPUB from polybus reach go-nsq: a batch of 100, then 10 messages deferred by
 // 100 ms, none of which nsqd may deliver before 100 ms after it was published.
