@@ -12,10 +12,13 @@
 namespace polybus::cli {
 
 int run_broker(const Argv& argv) {
-  // nsqd's own command line, not this command's flags.
-  if (!argv.empty() && argv[0] == "nsqd") return run_nsqd(Argv(argv.begin() + 1, argv.end()));
-  if (!argv.empty() && argv[0] == "nsqlookupd") {
-    return run_nsqlookupd(Argv(argv.begin() + 1, argv.end()));
+  // The real servers' own command lines, not this command's flags.
+  if (!argv.empty()) {
+    const Argv rest(argv.begin() + 1, argv.end());
+    if (argv[0] == "nsqd") return run_nsqd(rest);
+    if (argv[0] == "nsqlookupd") return run_nsqlookupd(rest);
+    if (argv[0] == "figg-server") return run_figg_server(rest);
+    if (argv[0] == "memodb-broker") return run_memodb_broker(rest);
   }
   Args args(argv, {"port", "metrics"}, {"tuned-for-tests"});
   if (args.help()) {
@@ -28,8 +31,9 @@ int run_broker(const Argv& argv) {
                  "http://HOST:PORT/metrics (Prometheus text format; docs/metrics.md): "
                  "connections, bytes, and per topic and group the messages published, delivered, "
                  "acked, queued and in flight. NAME is one of:";
-    std::cout << " nsqd and nsqlookupd (with the real servers' own flags: polybus broker nsqd "
-                 "--help)";
+    std::cout << "\nWith a real server's name (nsqd, nsqlookupd, figg-server, memodb-broker) it "
+                 "takes that server's own command line instead (polybus broker nsqd --help); "
+                 "docs/testing.md. The others:";
     for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\n";
     return 0;

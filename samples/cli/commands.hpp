@@ -21,6 +21,8 @@ int run_broker(const Argv& args);
 // broker nsqd: the in-process nsqd with nsqd's command line.
 int run_nsqd(const Argv& args);
 int run_nsqlookupd(const Argv& args);
+int run_figg_server(const Argv& args);
+int run_memodb_broker(const Argv& args);
 int run_proxy(const Argv& args);
 
 // Connects with the client's warnings and errors (why a connection failed or closed, a limit

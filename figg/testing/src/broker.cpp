@@ -63,7 +63,7 @@ class BrokerImpl {
   }
 
   void listen(std::uint16_t port) {
-    tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port);
+    tcp::endpoint endpoint(asio::ip::make_address(options_.host), port);
     acceptor_.open(endpoint.protocol());
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
     acceptor_.bind(endpoint);

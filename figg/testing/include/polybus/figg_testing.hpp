@@ -20,8 +20,9 @@
 namespace polybus::figg::testing {
 
 struct BrokerOptions {
-  // Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
+  // Listens on host:port; port 0 picks a free port (kept across stop()/start()).
   std::uint16_t port = 0;
+  std::string host = "127.0.0.1";
   // As the real server: DETACH ignored (no DETACHED, DATA keeps coming), PING never answered,
   // a second ATTACH of a topic on a connection delivers alongside the first, an ATTACH from
   // beyond the log's end delivers nothing, and stop() forgets every log (a restarted server
