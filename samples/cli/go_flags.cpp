@@ -49,7 +49,7 @@ std::string read_scalar(const std::string& text, std::size_t& pos, bool& integer
     pos = end + 1;
     return out;
   }
-  const auto end = text.find_first_of(",]# \t", pos);
+  const auto end = text.find_first_of(",]# \t\r\n", pos);
   std::string out = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
   pos = end == std::string::npos ? text.size() : end;
   if (out.empty()) throw UsageError(where + ": a value is missing");

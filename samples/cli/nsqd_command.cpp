@@ -128,9 +128,7 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   }
   const std::string scans =
       "timeouts and deferrals fire when due, not at nsqd's queue scans";
-  for (const char* flag : {"queue-scan-interval", "queue-scan-refresh-interval",
-                           "queue-scan-selection-count", "queue-scan-worker-pool-max",
-                           "queue-scan-dirty-percent"}) {
+  for (const char* flag : {"queue-scan-selection-count", "queue-scan-worker-pool-max"}) {
     flags.refuse(flag, Kind::value, scans);
   }
   const std::string statsd = "no statsd client";
