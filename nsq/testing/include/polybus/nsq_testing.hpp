@@ -1,6 +1,8 @@
-// An in-process nsqd and nsqlookupd for tests. They speak the TCP protocol V2 and the lookup HTTP
-// API as nsqd and nsqlookupd 1.3 do, closely enough for the real clients (go-nsq, pynsq, nsqjs)
-// and polybus's adapter, with knobs to make tests fast and accessors to check the broker's state.
+// An in-process nsqd and nsqlookupd for tests. They speak the TCP protocol V2, nsqd's and
+// nsqlookupd's HTTP APIs and nsqlookupd's TCP protocol as nsqd and nsqlookupd 1.3 do, closely
+// enough for the real clients (go-nsq, pynsq, nsqjs), the real servers (each registers with the
+// other's) and polybus's adapter, with knobs to make tests fast and accessors to check the
+// broker's state. docs/testing.md lists what differs.
 //
 //   auto nsqd = polybus::nsq::testing::Nsqd::start();          // 127.0.0.1, a free port
 //   connect_to(nsqd->tcp_address());
