@@ -145,8 +145,7 @@ void GoFlags::accept(const std::string& name, Kind kind, std::string config_key)
   take(name, kind, nullptr, std::move(config_key));
 }
 
-void GoFlags::refuse(const std::string& name, Kind kind, std::string why,
-                     std::string config_key) {
+void GoFlags::refuse(const std::string& name, Kind kind, std::string why, std::string config_key) {
   take(name, kind, nullptr, std::move(config_key));
   flags_[name].refused = std::move(why);
 }
@@ -228,7 +227,8 @@ void GoFlags::read_config(const std::string& path) {
       throw UsageError(path + ": " + key + " takes one value, not a list");
     }
     for (std::string item : value.items) {
-      if (flag.kind == Kind::duration && value.integer) item += "ms";  // go-options: integers are ms
+      if (flag.kind == Kind::duration && value.integer)
+        item += "ms";  // go-options: integers are ms
       apply(name->second, flag, item, cleared);
     }
   }
@@ -258,18 +258,20 @@ std::chrono::nanoseconds parse_go_duration(const std::string& text, const std::s
   long double total = 0;
   while (pos < text.size()) {
     const std::size_t start = pos;
-    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+    while (pos < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
       ++pos;
     }
     const std::string number = text.substr(start, pos - start);
     const std::size_t unit_start = pos;
-    while (pos < text.size() && !std::isdigit(static_cast<unsigned char>(text[pos])) && text[pos] != '.') {
+    while (pos < text.size() && !std::isdigit(static_cast<unsigned char>(text[pos])) &&
+           text[pos] != '.') {
       ++pos;
     }
     const std::string unit = text.substr(unit_start, pos - unit_start);
     static const std::map<std::string, long double> kUnits = {
-        {"ns", 1}, {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3}, {"ms", 1e6},
-        {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+        {"ns", 1},   {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
+        {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9}};
     const auto found = kUnits.find(unit);
     if (number.empty() || number == "." || found == kUnits.end()) {
       throw UsageError("invalid duration \"" + text + "\" for " + what);

@@ -26,7 +26,8 @@ int run_memodb_broker(const Argv& argv) {
     if (!arg.empty() && arg[0] == '-') {
       throw UsageError("memodb-broker: unknown option '" + arg + "' (polybus takes the URL only)");
     }
-    if (!url.empty()) throw UsageError("memodb-broker: one URL, not '" + url + "' and '" + arg + "'");
+    if (!url.empty())
+      throw UsageError("memodb-broker: one URL, not '" + url + "' and '" + arg + "'");
     url = arg;
   }
   if (url.empty()) throw UsageError("memodb-broker: the listen URL is missing");

@@ -1,10 +1,10 @@
 // broker nsqd: the in-process nsqd under nsqd 1.3's own command line (flags, spellings, defaults
 // and --config TOML file), so that a script, compose file or another client's test suite that
 // starts `nsqd` runs against it through a two-line shim. docs/testing.md lists every flag.
+#include <unistd.h>
 #include <iostream>
 #include <stdexcept>
 #include <tuple>
-#include <unistd.h>
 
 #include "commands.hpp"
 #include "go_flags.hpp"
@@ -34,7 +34,8 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
       std::tie(host, port) = parse_listen_address(v, flag);
     };
   };
-  flags.take("version", Kind::boolean, [&](const std::string& v) { version = parse_go_bool(v, "-version"); });
+  flags.take("version", Kind::boolean,
+             [&](const std::string& v) { version = parse_go_bool(v, "-version"); });
   flags.take("config", Kind::value, [](const std::string&) {});
   flags.take("tcp-address", Kind::value, address(o.tcp_host, o.tcp_port, "-tcp-address"));
   flags.take("http-address", Kind::value, [&o](const std::string& v) {
@@ -42,7 +43,8 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
     std::tie(o.http_host, port) = parse_listen_address(v, "-http-address");
     o.http_port = port;
   });
-  flags.take("broadcast-address", Kind::value, [&o](const std::string& v) { o.broadcast_address = v; });
+  flags.take("broadcast-address", Kind::value,
+             [&o](const std::string& v) { o.broadcast_address = v; });
   flags.take("data-path", Kind::value, [&o](const std::string& v) { o.data_path = v; });
   flags.take("mem-queue-size", Kind::value,
              [&o](const std::string& v) { o.mem_queue_size = parse_go_int(v, "-mem-queue-size"); });
@@ -70,14 +72,17 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   flags.take("output-buffer-timeout", Kind::duration, [&o](const std::string& v) {
     o.output_buffer_timeout = as_ms(v, "-output-buffer-timeout");
   });
-  flags.take("snappy", Kind::boolean, [&o](const std::string& v) { o.snappy = parse_go_bool(v, "-snappy"); });
-  flags.take("deflate", Kind::boolean, [&o](const std::string& v) { o.deflate = parse_go_bool(v, "-deflate"); });
+  flags.take("snappy", Kind::boolean,
+             [&o](const std::string& v) { o.snappy = parse_go_bool(v, "-snappy"); });
+  flags.take("deflate", Kind::boolean,
+             [&o](const std::string& v) { o.deflate = parse_go_bool(v, "-deflate"); });
   flags.take("max-deflate-level", Kind::value, [&o](const std::string& v) {
     o.max_deflate_level = static_cast<int>(parse_go_int(v, "-max-deflate-level"));
   });
   flags.take("tls-cert", Kind::value, [&o](const std::string& v) { o.tls_cert_file = v; });
   flags.take("tls-key", Kind::value, [&o](const std::string& v) { o.tls_key_file = v; });
-  flags.take("tls-root-ca-file", Kind::value, [&o](const std::string& v) { o.tls_root_ca_file = v; });
+  flags.take("tls-root-ca-file", Kind::value,
+             [&o](const std::string& v) { o.tls_root_ca_file = v; });
   flags.take("tls-client-auth-policy", Kind::value, [&o](const std::string& v) {
     using Auth = NsqdOptions::TlsClientAuth;
     // nsqd: require, require-verify; anything else means no client certificate.
@@ -94,20 +99,23 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
     o.tls_required = parse_go_bool(v, "-tls-required") ? Required::yes : Required::no;
   });
   flags.take("tls-min-version", Kind::value, [&o](const std::string& v) {
-    static const std::map<std::string, int> kVersions = {
-        {"ssl3.0", 0x0300}, {"tls1.0", 0x0301}, {"tls1.1", 0x0302}, {"tls1.2", 0x0303},
-        {"tls1.3", 0x0304}};
+    static const std::map<std::string, int> kVersions = {{"ssl3.0", 0x0300},
+                                                         {"tls1.0", 0x0301},
+                                                         {"tls1.1", 0x0302},
+                                                         {"tls1.2", 0x0303},
+                                                         {"tls1.3", 0x0304}};
     const auto found = kVersions.find(v);
     if (found == kVersions.end()) throw UsageError("unknown tls version");
     o.tls_min_version = found->second;
   });
   declare_logging_flags(flags);
-  flags.take("lookupd-tcp-address", Kind::repeated,
-             [&o](const std::string& v) {
-               if (v.empty()) return o.lookupd_tcp_addresses.clear();
-               o.lookupd_tcp_addresses.push_back(v);
-             },
-             "nsqlookupd_tcp_addresses");
+  flags.take(
+      "lookupd-tcp-address", Kind::repeated,
+      [&o](const std::string& v) {
+        if (v.empty()) return o.lookupd_tcp_addresses.clear();
+        o.lookupd_tcp_addresses.push_back(v);
+      },
+      "nsqlookupd_tcp_addresses");
   const auto port = [](std::uint16_t& out, const char* flag) {
     return [&out, flag](const std::string& v) {
       const std::int64_t value = parse_go_int(v, flag);
@@ -126,14 +134,13 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   for (const char* flag : {"max-bytes-per-file", "sync-every", "sync-timeout"}) {
     flags.refuse(flag, Kind::value, disk);
   }
-  const std::string scans =
-      "timeouts and deferrals fire when due, not at nsqd's queue scans";
+  const std::string scans = "timeouts and deferrals fire when due, not at nsqd's queue scans";
   for (const char* flag : {"queue-scan-selection-count", "queue-scan-worker-pool-max"}) {
     flags.refuse(flag, Kind::value, scans);
   }
   const std::string statsd = "no statsd client";
-  for (const char* flag : {"statsd-address", "statsd-interval", "statsd-prefix",
-                           "statsd-udp-packet-size"}) {
+  for (const char* flag :
+       {"statsd-address", "statsd-interval", "statsd-prefix", "statsd-udp-packet-size"}) {
     flags.refuse(flag, Kind::value, statsd);
   }
   flags.refuse("statsd-mem-stats", Kind::boolean, statsd);
@@ -214,8 +221,8 @@ int run_nsqlookupd(const Argv& argv) {
                              std::to_string(*options.tcp_port) + " (HTTP " + options.http_host +
                              ":" + std::to_string(options.http_port) + "): " + e.what());
   }
-  std::cerr << "[nsqlookupd] TCP: listening on " << options.tcp_host << ":"
-            << lookupd->tcp_port() << "\n"
+  std::cerr << "[nsqlookupd] TCP: listening on " << options.tcp_host << ":" << lookupd->tcp_port()
+            << "\n"
             << "[nsqlookupd] HTTP: listening on " << options.http_host << ":"
             << lookupd->http_port() << std::endl;
   wait_for_termination_signal();

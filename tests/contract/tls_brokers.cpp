@@ -39,8 +39,7 @@ class TlsTestBroker : public testing::TestBroker {
   std::unique_ptr<ServerType> server_;
 };
 
-using QuickioTlsBroker =
-    TlsTestBroker<quickio::testing::Server, quickio::testing::ServerOptions>;
+using QuickioTlsBroker = TlsTestBroker<quickio::testing::Server, quickio::testing::ServerOptions>;
 using FiggTlsBroker = TlsTestBroker<figg::testing::Broker, figg::testing::BrokerOptions>;
 
 }  // namespace

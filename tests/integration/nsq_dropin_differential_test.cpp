@@ -27,15 +27,15 @@ namespace {
 const std::string kFast = "reconnect_initial=10ms&reconnect_max=200ms";
 
 // Values that differ between any two servers: when started, where, who connected.
-const std::set<std::string> kVolatile = {"start_time",  "hostname",       "http_port",
-                                         "tcp_port",    "remote_address", "connect_ts",
-                                         "client_id",   "broadcast_address"};
+const std::set<std::string> kVolatile = {"start_time", "hostname",         "http_port",
+                                         "tcp_port",   "remote_address",   "connect_ts",
+                                         "client_id",  "broadcast_address"};
 
 // "" when equal, else where they differ first.
 std::string compare_json(const rapidjson::Value& real, const rapidjson::Value& ours,
                          const std::string& path) {
-  if (real.GetType() != ours.GetType() &&
-      !(real.IsNumber() && ours.IsNumber()) && !(real.IsBool() && ours.IsBool())) {
+  if (real.GetType() != ours.GetType() && !(real.IsNumber() && ours.IsNumber()) &&
+      !(real.IsBool() && ours.IsBool())) {
     return path + ": types differ";
   }
   if (real.IsObject()) {
@@ -61,7 +61,8 @@ std::string compare_json(const rapidjson::Value& real, const rapidjson::Value& o
              std::to_string(ours.Size());
     }
     for (rapidjson::SizeType i = 0; i < real.Size(); ++i) {
-      const std::string inner = compare_json(real[i], ours[i], path + "[" + std::to_string(i) + "]");
+      const std::string inner =
+          compare_json(real[i], ours[i], path + "[" + std::to_string(i) + "]");
       if (!inner.empty()) return inner;
     }
     return "";
@@ -94,7 +95,8 @@ std::string compare(const HttpAnswer& real, const HttpAnswer& ours, const std::s
       return real.body == ours.body ? "" : "body " + real.body + ", ours " + ours.body;
     }
     const std::string difference = compare_json(a, b, "$");
-    return difference.empty() ? "" : difference + "\n  real: " + real.body + "\n  ours: " + ours.body;
+    return difference.empty() ? ""
+                              : difference + "\n  real: " + real.body + "\n  ours: " + ours.body;
   }
   std::string a = real.body, b = ours.body;
   if (target.rfind("/stats", 0) == 0) {
@@ -129,7 +131,8 @@ void expect_same(const std::string& real, const std::string& ours, const Request
 
 std::string be32(std::uint32_t value) {
   std::string out;
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
   return out;
 }
 
@@ -141,11 +144,13 @@ std::unique_ptr<Nsqd> our_nsqd(NsqdOptions options = {}) {
 
 }  // namespace
 
-TEST_CASE("drop-in: every nsqd HTTP endpoint answers as real nsqd 1.3 does", "[nsq][real][dropin]") {
+TEST_CASE("drop-in: every nsqd HTTP endpoint answers as real nsqd 1.3 does",
+          "[nsq][real][dropin]") {
   NsqHarness real({"-no-lookupd"});
   auto ours = our_nsqd();
   // The harness leaves nsqd's lookupd list nil (null) where a plain nsqd has [].
-  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status == 200);
+  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status ==
+          200);
   const std::vector<Request> requests = {
       {"GET", "/ping", ""},
       {"GET", "/info", ""},
@@ -225,7 +230,8 @@ TEST_CASE("drop-in: every nsqd HTTP endpoint answers as real nsqd 1.3 does", "[n
       {"PUT", "/config/log_level", "loud"},
       {"PUT", "/config/nsqlookupd_tcp_addresses", "[]"},
   };
-  for (const Request& request : requests) expect_same(real.nsqd_http(), ours->http_address(), request);
+  for (const Request& request : requests)
+    expect_same(real.nsqd_http(), ours->http_address(), request);
 }
 
 TEST_CASE("drop-in: generated HTTP sequences get the same answers from real nsqd and ours",
@@ -233,15 +239,17 @@ TEST_CASE("drop-in: generated HTTP sequences get the same answers from real nsqd
   NsqHarness real({"-no-lookupd"});
   auto ours = our_nsqd();
   // The harness leaves nsqd's lookupd list nil (null) where a plain nsqd has [].
-  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status == 200);
+  REQUIRE(http_exchange(real.nsqd_http(), "PUT", "/config/nsqlookupd_tcp_addresses", "[]").status ==
+          200);
   // Seeded and bounded: the same sequence each run; a failure names the request.
   std::mt19937 random(20261201);
   const std::vector<std::string> topics = {"a", "b", "c#ephemeral", "bad!", "", "a%20"};
   const std::vector<std::string> channels = {"x", "y", "z#ephemeral", "bad!", ""};
   const std::vector<std::string> paths = {
-      "/pub",           "/mpub",           "/topic/create",   "/topic/delete",
-      "/topic/empty",   "/topic/pause",    "/topic/unpause",  "/channel/create",
-      "/channel/delete", "/channel/empty", "/channel/pause",  "/channel/unpause",
+      "/pub",           "/mpub",           "/topic/create",
+      "/topic/delete",  "/topic/empty",    "/topic/pause",
+      "/topic/unpause", "/channel/create", "/channel/delete",
+      "/channel/empty", "/channel/pause",  "/channel/unpause",
       "/stats",         "/ping",           "/config/nsqlookupd_tcp_addresses"};
   const auto pick = [&](const auto& from) { return from[random() % from.size()]; };
   for (int i = 0; i < 300; ++i) {
@@ -250,7 +258,8 @@ TEST_CASE("drop-in: generated HTTP sequences get the same answers from real nsqd
     if (random() % 8 != 0) query += "topic=" + pick(topics);
     if (random() % 3 != 0) query += "&channel=" + pick(channels);
     if (path == "/stats") query += "&format=json";
-    if (path == "/pub" && random() % 5 == 0) query += "&defer=" + std::to_string(random() % 3 == 0 ? 900000 : 99999999);
+    if (path == "/pub" && random() % 5 == 0)
+      query += "&defer=" + std::to_string(random() % 3 == 0 ? 900000 : 99999999);
     if (path == "/mpub" && random() % 3 == 0) query += "&binary=true";
     std::string body;
     if (path == "/pub" || path == "/mpub") {
@@ -264,9 +273,10 @@ TEST_CASE("drop-in: generated HTTP sequences get the same answers from real nsqd
   expect_same(real.nsqd_http(), ours->http_address(), {"GET", "/stats?format=json", ""});
 }
 
-TEST_CASE("drop-in: real nsqd registers with our nsqlookupd, ours with the real one, and a "
-          "consumer finds each",
-          "[nsq][real][dropin][lookupd]") {
+TEST_CASE(
+    "drop-in: real nsqd registers with our nsqlookupd, ours with the real one, and a "
+    "consumer finds each",
+    "[nsq][real][dropin][lookupd]") {
   // Real nsqd -> in-process nsqlookupd.
   LookupdOptions lookupd_options;
   lookupd_options.tcp_port = 0;
@@ -279,7 +289,8 @@ TEST_CASE("drop-in: real nsqd registers with our nsqlookupd, ours with the real 
                           "?lookupd_poll_interval=50ms&lookupd_poll_jitter=0&" + kFast);
   SubscribeOptions options;
   options.group = "finders";
-  auto sub = consumer.subscribe("crossed", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe("crossed", options,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.count("from-real") == 1; }));
 
@@ -293,7 +304,8 @@ TEST_CASE("drop-in: real nsqd registers with our nsqlookupd, ours with the real 
   Collector got2;
   auto consumer2 = connect("nsq+lookupd://" + real_lookupd.lookupd_http() +
                            "?lookupd_poll_interval=50ms&lookupd_poll_jitter=0&" + kFast);
-  auto sub2 = consumer2.subscribe("crossed", options, [&](Message& m) { got2.add(std::string(m.payload())); });
+  auto sub2 = consumer2.subscribe("crossed", options,
+                                  [&](Message& m) { got2.add(std::string(m.payload())); });
   REQUIRE(sub2.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got2.wait_until([](const auto& seen) { return seen.count("from-ours") == 1; }));
   for (const char* target : {"/lookup?topic=crossed", "/topics", "/channels?topic=crossed",

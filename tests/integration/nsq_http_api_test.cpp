@@ -32,7 +32,8 @@ std::unique_ptr<Nsqd> nsqd_with_http(NsqdOptions options = {}) {
 
 std::string big_endian(std::uint32_t value) {
   std::string out;
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
   return out;
 }
 
@@ -55,7 +56,8 @@ TEST_CASE("nsqd HTTP: /pub, /mpub and /pub?defer publish what a subscriber then 
   auto nsqd = nsqd_with_http();
   const std::string http = nsqd->http_address();
   REQUIRE(http_exchange(http, "POST", "/topic/create?topic=orders").status == 200);
-  REQUIRE(http_exchange(http, "POST", "/channel/create?topic=orders&channel=billing").status == 200);
+  REQUIRE(http_exchange(http, "POST", "/channel/create?topic=orders&channel=billing").status ==
+          200);
 
   const HttpAnswer pub = http_exchange(http, "POST", "/pub?topic=orders", "one");
   CHECK(pub.status == 200);
@@ -71,7 +73,8 @@ TEST_CASE("nsqd HTTP: /pub, /mpub and /pub?defer publish what a subscriber then 
   auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   SubscribeOptions options;
   options.group = "billing";
-  auto sub = client.subscribe("orders", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("orders", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.size() == 7; }));
   for (const char* body : {"one", "two", "three", "four", "five", "six", "seven"}) {
@@ -117,12 +120,12 @@ TEST_CASE("nsqd HTTP: bad requests get nsqd's status and error text", "[nsq][htt
        R"({"message":"INVALID_ARG_TOPIC"})"},
       {"POST", "/channel/create?topic=t&channel=bad!", "", 400,
        R"({"message":"INVALID_ARG_CHANNEL"})"},
-      {"POST", "/channel/create?topic=nope&channel=c", "", 404,
-       R"({"message":"TOPIC_NOT_FOUND"})"},
+      {"POST", "/channel/create?topic=nope&channel=c", "", 404, R"({"message":"TOPIC_NOT_FOUND"})"},
       {"POST", "/channel/empty?topic=t&channel=nope", "", 404,
        R"({"message":"CHANNEL_NOT_FOUND"})"},
       {"GET", "/config/bogus", "", 400, R"({"message":"INVALID_OPTION"})"},
-      {"PUT", "/config/nsqlookupd_tcp_addresses", "not json", 400, R"({"message":"INVALID_VALUE"})"},
+      {"PUT", "/config/nsqlookupd_tcp_addresses", "not json", 400,
+       R"({"message":"INVALID_VALUE"})"},
       {"PUT", "/config/max_msg_size", "5", 400, R"({"message":"INVALID_OPTION"})"},
   };
   for (const Case& c : cases) {
@@ -148,7 +151,8 @@ TEST_CASE("nsqd HTTP: /stats shows nsqd's schema, its clients and its producers"
   SubscribeOptions options;
   options.group = "watch";
   Collector got;
-  auto sub = consumer.subscribe("stats", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("stats", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.size() == 2; }));
   REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("stats", "watch") == 0; }));
@@ -185,8 +189,8 @@ TEST_CASE("nsqd HTTP: /stats shows nsqd's schema, its clients and its producers"
                                           "clients", "paused", "e2e_processing_latency"});
 
   // include_clients=false leaves clients and producers out; an unknown topic has no topics.
-  const rapidjson::Document bare =
-      parse(http_exchange(http, "GET", "/stats?format=json&include_clients=false&include_mem=0").body);
+  const rapidjson::Document bare = parse(
+      http_exchange(http, "GET", "/stats?format=json&include_clients=false&include_mem=0").body);
   CHECK(bare["topics"][0]["channels"][0]["clients"].IsNull());
   CHECK(bare["producers"].IsNull());
   CHECK_FALSE(bare.HasMember("memory"));
@@ -204,7 +208,8 @@ TEST_CASE("nsqd HTTP: pause holds messages, empty drops them, delete closes the 
   SubscribeOptions options;
   options.group = "c";
   Collector got;
-  auto sub = consumer.subscribe("p", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("p", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
 
   // A paused channel delivers nothing; unpaused, it delivers what it held.
@@ -250,9 +255,10 @@ TEST_CASE("nsqd HTTP: /config/nsqlookupd_tcp_addresses reads and replaces the lo
   }));
 }
 
-TEST_CASE("nsqlookupd TCP: an nsqd registers, is found through /lookup and leaves with its "
-          "connection",
-          "[nsq][lookupd]") {
+TEST_CASE(
+    "nsqlookupd TCP: an nsqd registers, is found through /lookup and leaves with its "
+    "connection",
+    "[nsq][lookupd]") {
   LookupdOptions lookupd_options;
   lookupd_options.tcp_port = 0;
   auto lookupd = Lookupd::start(lookupd_options);
@@ -263,10 +269,10 @@ TEST_CASE("nsqlookupd TCP: an nsqd registers, is found through /lookup and leave
   auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   REQUIRE(producer.publish_sync("registered", "first") == std::error_code{});
   const std::string lookup_http = lookupd->http_address();
-  REQUIRE(eventually([&] {
-    return http_exchange(lookup_http, "GET", "/lookup?topic=registered").status == 200;
-  }));
-  const rapidjson::Document found = parse(http_exchange(lookup_http, "GET", "/lookup?topic=registered").body);
+  REQUIRE(eventually(
+      [&] { return http_exchange(lookup_http, "GET", "/lookup?topic=registered").status == 200; }));
+  const rapidjson::Document found =
+      parse(http_exchange(lookup_http, "GET", "/lookup?topic=registered").body);
   REQUIRE(found["producers"].Size() == 1);
   CHECK(found["producers"][0]["tcp_port"].GetInt() == nsqd->tcp_port());
   CHECK(found["producers"][0]["http_port"].GetInt() == nsqd->http_port());
@@ -276,7 +282,8 @@ TEST_CASE("nsqlookupd TCP: an nsqd registers, is found through /lookup and leave
                           "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast);
   SubscribeOptions sub_options;
   sub_options.group = "finders";
-  auto sub = consumer.subscribe("registered", sub_options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe("registered", sub_options,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.count("first") == 1; }));
   REQUIRE(eventually([&] {
@@ -315,16 +322,16 @@ TEST_CASE("nsqlookupd TCP: bad input gets nsqlookupd's error and the connection 
   };
   CHECK(exchange("  V2") == framed("E_BAD_PROTOCOL"));
   CHECK(exchange("  V1REGISTER t\n") == framed("E_INVALID client must IDENTIFY"));
-  CHECK(exchange("  V1PING\nBOGUS\n") ==
-        framed("OK") + framed("E_INVALID invalid command BOGUS"));
+  CHECK(exchange("  V1PING\nBOGUS\n") == framed("OK") + framed("E_INVALID invalid command BOGUS"));
   const std::string missing = "{\"broadcast_address\":\"h\"}";
-  CHECK(exchange("  V1IDENTIFY\n" + big_endian(static_cast<std::uint32_t>(missing.size())) + missing) ==
-        framed("E_BAD_BODY IDENTIFY missing fields"));
+  CHECK(exchange("  V1IDENTIFY\n" + big_endian(static_cast<std::uint32_t>(missing.size())) +
+                 missing) == framed("E_BAD_BODY IDENTIFY missing fields"));
 }
 
-TEST_CASE("nsqd TLS: tls_required refuses commands before the upgrade, require_verify refuses "
-          "a client without a certificate",
-          "[nsq][tls]") {
+TEST_CASE(
+    "nsqd TLS: tls_required refuses commands before the upgrade, require_verify refuses "
+    "a client without a certificate",
+    "[nsq][tls]") {
   TestCertificates certs;
   NsqdOptions options;
   options.tls_cert_file = certs.server_cert_file;
@@ -347,8 +354,9 @@ TEST_CASE("nsqd TLS: tls_required refuses commands before the upgrade, require_v
   // HTTP is refused too (no HTTPS here).
   CHECK(http_exchange(nsqd->http_address(), "POST", "/pub?topic=t", "x").status == 403);
 
-  const std::string base = "nsq://" + nsqd->tcp_address() + "?" + kFast +
-                           "&connect_timeout=2s&op_timeout=3s&tls=true&tls_ca_file=" + certs.ca_file;
+  const std::string base =
+      "nsq://" + nsqd->tcp_address() + "?" + kFast +
+      "&connect_timeout=2s&op_timeout=3s&tls=true&tls_ca_file=" + certs.ca_file;
   auto with_certificate = connect(base + "&tls_cert_file=" + certs.client_cert_file +
                                   "&tls_key_file=" + certs.client_key_file);
   CHECK(with_certificate.publish_sync("secure", "ok") == std::error_code{});

@@ -545,8 +545,8 @@ void peer_receives_http_publishes_from_inprocess_nsqd(const Peer& peer, bool via
   const auto mpub = [&](int first, int count) {
     std::string lines;
     for (int i = first; i < first + count; ++i) lines += payload(prefix, i) + "\n";
-    const auto answer = polybus::test::http_exchange(nsqd->http_address(), "POST",
-                                                     "/mpub?topic=" + topic, lines);
+    const auto answer =
+        polybus::test::http_exchange(nsqd->http_address(), "POST", "/mpub?topic=" + topic, lines);
     REQUIRE(answer.status == 200);
     REQUIRE(answer.body == "OK");
   };
@@ -604,11 +604,12 @@ INTEROP_TESTS(kPyNsq, "pynsq")
 INTEROP_TESTS(kNsqJs, "nsqjs")
 
 #define INPROCESS_INTEROP_TESTS(peer, label)                                                   \
-  TEST_CASE("nsq interop " label ": consumes from the in-process nsqd what its HTTP API took",  \
+  TEST_CASE("nsq interop " label ": consumes from the in-process nsqd what its HTTP API took", \
             "[nsq][interop][inprocess][" label "]") {                                          \
     peer_receives_http_publishes_from_inprocess_nsqd(peer, false);                             \
   }                                                                                            \
-  TEST_CASE("nsq interop " label ": finds the in-process nsqd through the in-process "         \
+  TEST_CASE("nsq interop " label                                                               \
+            ": finds the in-process nsqd through the in-process "                              \
             "nsqlookupd",                                                                      \
             "[nsq][interop][inprocess][lookupd][" label "]") {                                 \
     peer_receives_http_publishes_from_inprocess_nsqd(peer, true);                              \

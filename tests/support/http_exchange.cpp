@@ -24,8 +24,8 @@ HttpAnswer http_exchange(const std::string& address, const std::string& method,
                   static_cast<unsigned short>(std::stoi(address.substr(colon + 1)))},
                  ec);
   if (ec) return answer;
-  std::string request = method + " " + target + " HTTP/1.1\r\nHost: " + address +
-                        "\r\nConnection: close\r\n";
+  std::string request =
+      method + " " + target + " HTTP/1.1\r\nHost: " + address + "\r\nConnection: close\r\n";
   if (!(body.empty() && method == "GET")) {
     request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   }

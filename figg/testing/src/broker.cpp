@@ -178,15 +178,15 @@ class Session : public std::enable_shared_from_this<Session> {
       buffers.push_back(asio::buffer(p.bytes));
       if (p.payload) buffers.push_back(asio::buffer(*p.payload));
     }
-    stream_.async_write(buffers, [self = shared_from_this(), batch](std::error_code ec,
-                                                                    std::size_t n) {
-      self->writing_ = false;
-      self->queued_ -= std::min(self->queued_, n);
-      self->broker_.bytes_sent_ += n;
-      if (ec) return self->finish();
-      self->pump();  // history continues as the client reads it
-      self->write();
-    });
+    stream_.async_write(buffers,
+                        [self = shared_from_this(), batch](std::error_code ec, std::size_t n) {
+                          self->writing_ = false;
+                          self->queued_ -= std::min(self->queued_, n);
+                          self->broker_.bytes_sent_ += n;
+                          if (ec) return self->finish();
+                          self->pump();  // history continues as the client reads it
+                          self->write();
+                        });
   }
 
   struct Piece {
@@ -226,8 +226,8 @@ bool Session::handle(const Frame& frame) {
           if (attach.offset < topic.first_offset()) offset = topic.first_offset();
         } else if (attach.offset >= topic.end) {
           const bool beyond = attach.offset > topic.end;
-          number = beyond && broker_.options_.real_server_quirks ? kNeverDelivers
-                                                                 : topic.end_number();
+          number =
+              beyond && broker_.options_.real_server_quirks ? kNeverDelivers : topic.end_number();
           offset = attach.offset;
         } else {
           auto it = std::lower_bound(topic.log.begin(), topic.log.end(), attach.offset,
@@ -376,8 +376,12 @@ std::unique_ptr<Broker> Broker::launch(BrokerOptions options) {
 }
 Broker::Broker(std::unique_ptr<BrokerImpl> impl) : impl_(std::move(impl)) {}
 Broker::~Broker() = default;
-std::uint16_t Broker::port() const { return impl_->port_; }
-std::string Broker::address() const { return "127.0.0.1:" + std::to_string(impl_->port_); }
+std::uint16_t Broker::port() const {
+  return impl_->port_;
+}
+std::string Broker::address() const {
+  return "127.0.0.1:" + std::to_string(impl_->port_);
+}
 void Broker::stop() {
   impl_->run([this] {
     impl_->port_hold_.close_listener(impl_->acceptor_);  // until start() listens again
@@ -420,7 +424,8 @@ class FiggTestBroker : public polybus::testing::TestBroker {
       : quirks_(options.real_server_quirks), broker_(Broker::launch(options)) {}
   bool answers_ping() const override { return !quirks_; }
   std::string url() const override {
-    return "figg://" + broker_->address() + "?reconnect_initial=10ms&reconnect_max=200ms&ping_interval=200ms";
+    return "figg://" + broker_->address() +
+           "?reconnect_initial=10ms&reconnect_max=200ms&ping_interval=200ms";
   }
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
@@ -440,8 +445,8 @@ void register_test_brokers() {
       options.port = port;
       return std::make_unique<FiggTestBroker>(options);
     };
-    polybus::testing::register_test_broker({quirks ? "figg-quirks" : "figg", "figg",
-                                            [on_port] { return on_port(0); }, on_port});
+    polybus::testing::register_test_broker(
+        {quirks ? "figg-quirks" : "figg", "figg", [on_port] { return on_port(0); }, on_port});
   }
 }
 

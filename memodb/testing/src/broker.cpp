@@ -25,7 +25,8 @@ namespace {
 
 std::string worker_id(std::uint32_t n) {
   std::string id(4, '\0');
-  for (int i = 0; i < 4; ++i) id[static_cast<std::size_t>(i)] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    id[static_cast<std::size_t>(i)] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
   return id;
 }
 
@@ -294,11 +295,11 @@ class BrokerImpl {
     std::string id;
     std::vector<std::string> services;
     enum class State { waiting, busy, heartbeat } state = State::waiting;
-    std::uint64_t held = 0;        // its request the broker holds (waiting)
-    std::uint64_t client = 0;      // the client's request (busy)
-    std::string job_service;       // the service of that job
-    std::uint64_t since = 0;       // when it started waiting, for first-come dispatch
-    std::uint64_t timer_gen = 0;   // tells a stale timer from the current one
+    std::uint64_t held = 0;       // its request the broker holds (waiting)
+    std::uint64_t client = 0;     // the client's request (busy)
+    std::string job_service;      // the service of that job
+    std::uint64_t since = 0;      // when it started waiting, for first-come dispatch
+    std::uint64_t timer_gen = 0;  // tells a stale timer from the current one
     std::unique_ptr<asio::steady_timer> timer;
   };
 
@@ -555,7 +556,8 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
       Worker* best = nullptr;
       for (auto& [id, w] : workers_) {
         if (w.state != Worker::State::waiting) continue;
-        if (std::find(w.services.begin(), w.services.end(), job.service) == w.services.end()) continue;
+        if (std::find(w.services.begin(), w.services.end(), job.service) == w.services.end())
+          continue;
         if (!best || w.since < best->since) best = &w;
       }
       if (best) return dispatch(*best, jobs_.find(seq));
@@ -743,7 +745,9 @@ std::unique_ptr<Broker> Broker::launch(BrokerOptions options) {
 }
 Broker::Broker(std::unique_ptr<BrokerImpl> impl) : impl_(std::move(impl)) {}
 Broker::~Broker() = default;
-std::string Broker::url() const { return impl_->url(); }
+std::string Broker::url() const {
+  return impl_->url();
+}
 void Broker::stop() {
   impl_->run([this] {
     impl_->close_keeping_port();
@@ -754,7 +758,9 @@ void Broker::start() {
   auto error = impl_->run([this] { return impl_->listen(); });
   if (!error.empty()) throw std::runtime_error("memodb test broker: " + error);
 }
-BrokerStats Broker::stats() const { return impl_->stats(); }
+BrokerStats Broker::stats() const {
+  return impl_->stats();
+}
 metrics::BrokerMetrics Broker::metrics() const {
   return impl_->run([this] { return impl_->metrics(); });
 }
@@ -783,7 +789,8 @@ const char* const kFastQuery =
 
 class MemoDbTestBroker : public polybus::testing::TestBroker {
  public:
-  explicit MemoDbTestBroker(std::string url) : broker_(Broker::launch(fast_options(std::move(url)))) {}
+  explicit MemoDbTestBroker(std::string url)
+      : broker_(Broker::launch(fast_options(std::move(url)))) {}
   std::string url() const override { return "memodb+" + broker_->url() + kFastQuery; }
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
@@ -806,14 +813,13 @@ std::string temp_ipc_url() {
 
 void register_test_brokers() {
   polybus::testing::register_test_broker(
-      {"memodb+tcp", "memodb+tcp",
-       [] { return std::make_unique<MemoDbTestBroker>(std::string()); },
+      {"memodb+tcp", "memodb+tcp", [] { return std::make_unique<MemoDbTestBroker>(std::string()); },
        [](std::uint16_t port) {
          return std::make_unique<MemoDbTestBroker>("tcp://127.0.0.1:" + std::to_string(port));
        }});
-  polybus::testing::register_test_broker({"memodb+ipc", "memodb+ipc", [] {
-                                            return std::make_unique<MemoDbTestBroker>(temp_ipc_url());
-                                          }});
+  polybus::testing::register_test_broker(
+      {"memodb+ipc", "memodb+ipc",
+       [] { return std::make_unique<MemoDbTestBroker>(temp_ipc_url()); }});
 }
 
 }  // namespace polybus::memodb::testing

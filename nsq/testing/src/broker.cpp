@@ -224,9 +224,7 @@ Channel* Topic::find_channel(const std::string& name) const {
 // Broker
 
 Broker::Broker(asio::io_context& io, const NsqdOptions& options, BrokerListener& listener)
-    : timer_(io),
-      listener_(listener),
-      account_(std::make_shared<MemoryAccount>()) {
+    : timer_(io), listener_(listener), account_(std::make_shared<MemoryAccount>()) {
   account_->limit = options.max_stored_bytes;
 }
 

@@ -26,8 +26,9 @@ class LookupdServer {
       const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.http_host),
                                              options.http_port);
       // nsqlookupd's endpoints take no body worth keeping; 1 MiB bounds what it reads anyway.
-      http_.emplace(io_.context(), endpoint, 1024 * 1024,
-                    HttpServer::Handlers{{}, [this](const http::Request& r) { return respond(r); }});
+      http_.emplace(
+          io_.context(), endpoint, 1024 * 1024,
+          HttpServer::Handlers{{}, [this](const http::Request& r) { return respond(r); }});
       http_port_ = http_->port();
       if (options.tcp_port) {
         const asio::ip::tcp::endpoint tcp(asio::ip::make_address(options.tcp_host),
@@ -53,8 +54,8 @@ class LookupdServer {
 
   HttpResponse respond(const http::Request& request) {
     const std::string& path = request.path;
-    const bool get = path == "/ping" || path == "/info" || path == "/lookup" ||
-                     path == "/topics" || path == "/channels" || path == "/nodes";
+    const bool get = path == "/ping" || path == "/info" || path == "/lookup" || path == "/topics" ||
+                     path == "/channels" || path == "/nodes";
     const bool post = path == "/topic/create" || path == "/topic/delete" ||
                       path == "/topic/tombstone" || path == "/channel/create" ||
                       path == "/channel/delete";

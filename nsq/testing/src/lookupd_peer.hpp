@@ -18,7 +18,7 @@ namespace polybus::nsq::testing::detail {
 class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
  public:
   struct Callbacks {
-    std::function<std::string()> identify_body;             // the IDENTIFY JSON
+    std::function<std::string()> identify_body;               // the IDENTIFY JSON
     std::function<std::vector<std::string>()> registrations;  // "REGISTER t c\n" lines
   };
 

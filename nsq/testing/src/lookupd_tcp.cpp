@@ -21,7 +21,8 @@ constexpr std::int32_t kMaxIdentifyBody = 1024 * 1024;
 std::string framed(std::string_view data) {
   std::string out;
   const auto size = static_cast<std::uint32_t>(data.size());
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((size >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((size >> shift) & 0xff));
   out.append(data);
   return out;
 }
@@ -37,7 +38,9 @@ std::vector<std::string> split_spaces(std::string_view line) {
 }
 
 std::string_view trim_space(std::string_view text) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; };
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+  };
   while (!text.empty() && space(text.front())) text.remove_prefix(1);
   while (!text.empty() && space(text.back())) text.remove_suffix(1);
   return text;
@@ -89,14 +92,14 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
 
   void read() {
     if (closed_ || closing_) return;
-    socket_.async_read_some(asio::buffer(buffer_), [self = shared_from_this()](
-                                                       std::error_code ec, std::size_t n) {
-      if (self->closed_) return;
-      if (ec) return self->close();
-      self->input_.append(self->buffer_.data(), n);
-      self->process();
-      self->read();
-    });
+    socket_.async_read_some(asio::buffer(buffer_),
+                            [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                              if (self->closed_) return;
+                              if (ec) return self->close();
+                              self->input_.append(self->buffer_.data(), n);
+                              self->process();
+                              self->read();
+                            });
   }
 
   void process() {
@@ -123,7 +126,10 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
         if (rest.size() < 4) break;
         used += 4;
         std::int32_t size = 0;
-        for (int i = 0; i < 4; ++i) size = static_cast<std::int32_t>((static_cast<std::uint32_t>(size) << 8) | static_cast<unsigned char>(rest[static_cast<std::size_t>(i)]));
+        for (int i = 0; i < 4; ++i)
+          size = static_cast<std::int32_t>(
+              (static_cast<std::uint32_t>(size) << 8) |
+              static_cast<unsigned char>(rest[static_cast<std::size_t>(i)]));
         if (size < 0 || size > kMaxIdentifyBody) {
           fatal("E_BAD_BODY IDENTIFY failed to read body");
           break;
@@ -193,9 +199,8 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
     server_.registry_->identify(peer, true);
     identified_ = true;
     // Go's encoding/json writes a map's keys in order.
-    send("{\"broadcast_address\":" + go_json_string(server_.broadcast_address_) +
-         ",\"hostname\":" + go_json_string(host_name()) +
-         ",\"http_port\":" + std::to_string(server_.http_port_) +
+    send("{\"broadcast_address\":" + go_json_string(server_.broadcast_address_) + ",\"hostname\":" +
+         go_json_string(host_name()) + ",\"http_port\":" + std::to_string(server_.http_port_) +
          ",\"tcp_port\":" + std::to_string(server_.port_) + ",\"version\":\"1.3.0\"}");
   }
 
@@ -243,7 +248,9 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
 LookupdTcpServer::LookupdTcpServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
                                    std::shared_ptr<LookupRegistry> registry,
                                    std::string broadcast_address)
-    : acceptor_(io), registry_(std::move(registry)), broadcast_address_(std::move(broadcast_address)) {
+    : acceptor_(io),
+      registry_(std::move(registry)),
+      broadcast_address_(std::move(broadcast_address)) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);

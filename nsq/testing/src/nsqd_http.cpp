@@ -100,9 +100,8 @@ class Api {
       methods = {"GET"};
     } else if (path == "/pub" || path == "/mpub" || path == "/topic/create" ||
                path == "/topic/delete" || path == "/topic/empty" || path == "/topic/pause" ||
-               path == "/topic/unpause" || path == "/channel/create" ||
-               path == "/channel/delete" || path == "/channel/empty" ||
-               path == "/channel/pause" || path == "/channel/unpause") {
+               path == "/topic/unpause" || path == "/channel/create" || path == "/channel/delete" ||
+               path == "/channel/empty" || path == "/channel/pause" || path == "/channel/unpause") {
       methods = {"POST"};
     } else if (path.rfind("/config/", 0) == 0 && path.size() > 8 &&
                path.find('/', 8) == std::string::npos) {
@@ -113,8 +112,11 @@ class Api {
     }
     if (server_.options().tls_required == NsqdOptions::TlsRequired::yes) {
       // Every plain HTTP request, as nsqd's ServeHTTP answers it (this server has no HTTPS).
-      return HttpResponse{403, "application/json; charset=utf-8", true,
-                          R"({"message": "TLS_REQUIRED", "https_port": 0})", {}};
+      return HttpResponse{403,
+                          "application/json; charset=utf-8",
+                          true,
+                          R"({"message": "TLS_REQUIRED", "https_port": 0})",
+                          {}};
     }
     if (std::find(methods.begin(), methods.end(), request.method) == methods.end()) {
       methods.push_back("OPTIONS");
@@ -141,9 +143,8 @@ class Api {
                    go_json_string(server_.broadcast_address()) +
                    ",\"hostname\":" + go_json_string(host_name()) +
                    ",\"http_port\":" + std::to_string(server_.http_port()) +
-                   ",\"tcp_port\":" + std::to_string(server_.port()) +
-                   ",\"start_time\":" + std::to_string(server_.start_time()) +
-                   ",\"max_heartbeat_interval\":" +
+                   ",\"tcp_port\":" + std::to_string(server_.port()) + ",\"start_time\":" +
+                   std::to_string(server_.start_time()) + ",\"max_heartbeat_interval\":" +
                    std::to_string(nanoseconds(options.max_heartbeat_interval)) +
                    ",\"max_output_buffer_size\":" + std::to_string(options.max_output_buffer_size) +
                    ",\"max_output_buffer_timeout\":" +
@@ -401,10 +402,9 @@ std::size_t http_body_limit(const NsqdOptions& options) {
 
 HttpServer::Handlers http_handlers(NsqdServer& server) {
   auto api = std::make_shared<Api>(server);
-  return HttpServer::Handlers{
-      [api](const Request& request) { return api->before_body(request); },
-      [api](const Request& request) { return api->respond(request); },
-      [api](const Request& request) { return api->too_large(request); }};
+  return HttpServer::Handlers{[api](const Request& request) { return api->before_body(request); },
+                              [api](const Request& request) { return api->respond(request); },
+                              [api](const Request& request) { return api->too_large(request); }};
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -144,7 +144,7 @@ void NsqdServer::accept() {
 
 void NsqdServer::stop() {
   if (!listening_) return;
-  ++listen_generation_;  // the pending accept is dropped
+  ++listen_generation_;                   // the pending accept is dropped
   port_hold_.close_listener(*acceptor_);  // until start() listens again
   acceptor_.reset();
   http_.reset();

@@ -34,7 +34,8 @@ StatsView gather(NsqdServer& server, const StatsQuery& query) {
   StatsView view;
   std::vector<const ClientConnection*> by_id;  // connection order, as nsqd's map iterates
   std::vector<std::pair<std::uint64_t, const ClientConnection*>> ordered;
-  for (const auto& [id, connection] : server.connections()) ordered.emplace_back(id, connection.get());
+  for (const auto& [id, connection] : server.connections())
+    ordered.emplace_back(id, connection.get());
   std::sort(ordered.begin(), ordered.end());
   for (const auto& entry : ordered) by_id.push_back(entry.second);
 
@@ -235,27 +236,33 @@ std::string stats_json(NsqdServer& server, const StatsQuery& query) {
 std::string stats_text(NsqdServer& server, const StatsQuery& query) {
   const StatsView view = gather(server, query);
   const auto now = std::chrono::system_clock::now();
-  const auto started = std::chrono::system_clock::time_point(std::chrono::seconds(server.start_time()));
+  const auto started =
+      std::chrono::system_clock::time_point(std::chrono::seconds(server.start_time()));
   std::string out = "nsqd v1.3.0 (polybus)\n";
   out += "start_time " + rfc3339(server.start_time()) + "\n";
-  out += "uptime " + go_duration(std::chrono::duration_cast<std::chrono::nanoseconds>(now - started)) + "\n";
+  out += "uptime " +
+         go_duration(std::chrono::duration_cast<std::chrono::nanoseconds>(now - started)) + "\n";
   out += "\nHealth: OK\n";
   if (query.include_mem) {
     out += "\nMemory:\n";
     const std::pair<const char*, std::string> rows[] = {
-        {"heap_objects", "0"},        {"heap_idle_bytes", "0"},
+        {"heap_objects", "0"},
+        {"heap_idle_bytes", "0"},
         {"heap_in_use_bytes", stored_bytes_memory(server)},
-        {"heap_released_bytes", "0"}, {"gc_pause_usec_100", "0"},
-        {"gc_pause_usec_99", "0"},    {"gc_pause_usec_95", "0"},
-        {"next_gc_bytes", "0"},       {"gc_total_runs", "0"}};
+        {"heap_released_bytes", "0"},
+        {"gc_pause_usec_100", "0"},
+        {"gc_pause_usec_99", "0"},
+        {"gc_pause_usec_95", "0"},
+        {"next_gc_bytes", "0"},
+        {"gc_total_runs", "0"}};
     for (const auto& [name, value] : rows) out += "   " + go_pad(name, 25) + "\t" + value + "\n";
   }
   out += view.topics.empty() ? "\nTopics: None\n" : "\nTopics:";
   for (const TopicView& t : view.topics) {
-    out += std::string("\n") + (t.topic->paused ? "*P " : "   ") + "[" + go_pad(t.topic->name(), 15) +
-           "] depth: " + go_pad(std::to_string(t.topic->depth()), 5) + " be-depth: " +
-           go_pad("0", 5) + " msgs: " + go_pad(std::to_string(t.topic->message_count), 8) +
-           " e2e%: \n";
+    out += std::string("\n") + (t.topic->paused ? "*P " : "   ") + "[" +
+           go_pad(t.topic->name(), 15) + "] depth: " + go_pad(std::to_string(t.topic->depth()), 5) +
+           " be-depth: " + go_pad("0", 5) +
+           " msgs: " + go_pad(std::to_string(t.topic->message_count), 8) + " e2e%: \n";
     for (const ChannelView& c : t.channels) {
       const Channel& ch = *c.channel;
       out += std::string(ch.paused() ? "   *P " : "      ") + "[" + go_pad(ch.name(), 25) +
