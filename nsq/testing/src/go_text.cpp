@@ -73,6 +73,15 @@ std::string go_json_string(std::string_view text) {
   return polybus::text::json_quote(text, polybus::text::JsonEscapes::go);
 }
 
+std::string go_json_string_array(const std::vector<std::string>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += go_json_string(values[i]);
+  }
+  return out + "]";
+}
+
 namespace {
 
 // Digits of `value` / 10^precision with the fraction's trailing zeros (and a bare point) dropped.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace polybus::nsq::testing::detail {
 
@@ -15,6 +16,8 @@ std::string go_quote(std::string_view text);
 // A JSON string as encoding/json writes it, quotes included: besides the JSON escapes it escapes
 // <, > and & as \u003c, \u003e and \u0026.
 std::string go_json_string(std::string_view text);
+// A []string as encoding/json writes a non-nil one: ["a","b"], [] when empty.
+std::string go_json_string_array(const std::vector<std::string>& values);
 
 // A time.Duration as its String() writes it: "0s", "350ms", "1.5s", "2m3.25s", "1h0m0s".
 std::string go_duration(std::chrono::nanoseconds duration);

@@ -8,6 +8,7 @@
 namespace polybus::nsq::testing::detail {
 namespace {
 
+// Go's net/http status texts (http.StatusText), which nsqd and nsqlookupd send.
 const char* reason(int status) {
   switch (status) {
     case 200:

@@ -21,15 +21,6 @@ std::string peer_fields(const ProducerInfo& producer) {
          ",\"version\":" + go_json_string(producer.version);
 }
 
-std::string string_array(const std::vector<std::string>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += go_json_string(values[i]);
-  }
-  return out + "]";
-}
-
 }  // namespace
 
 void LookupRegistry::set_timing(std::chrono::milliseconds inactive_producer_timeout,
@@ -240,7 +231,7 @@ LookupResult LookupRegistry::lookup(const std::string& topic) {
     if (key.category == "channel" && key.key == topic) channels.push_back(key.subkey);
   }
   const auto now = Clock::now();
-  std::string data = "{\"channels\":" + string_array(channels) + ",\"producers\":[";
+  std::string data = "{\"channels\":" + go_json_string_array(channels) + ",\"producers\":[";
   bool first = true;
   for (const Producer& producer : found->second) {
     if (!active(*producer.peer, now) || tombstoned(producer, now)) continue;
@@ -278,7 +269,7 @@ LookupResult LookupRegistry::nodes() {
       if (!first) data += ',';
       first = false;
       data += "{" + peer_fields(client.peer->info) + ",\"tombstones\":" + tombstones +
-              ",\"topics\":" + string_array(topics) + "}";
+              ",\"topics\":" + go_json_string_array(topics) + "}";
     }
   }
   data += "]}";
@@ -291,7 +282,7 @@ LookupResult LookupRegistry::topics() {
   for (const auto& [key, producers] : registrations_) {
     if (key.category == "topic") names.push_back(key.key);
   }
-  return LookupResult{200, wrap("{\"topics\":" + string_array(names) + "}")};
+  return LookupResult{200, wrap("{\"topics\":" + go_json_string_array(names) + "}")};
 }
 
 LookupResult LookupRegistry::channels(const std::string& topic) {
@@ -300,7 +291,7 @@ LookupResult LookupRegistry::channels(const std::string& topic) {
   for (const auto& [key, producers] : registrations_) {
     if (key.category == "channel" && key.key == topic) names.push_back(key.subkey);
   }
-  return LookupResult{200, wrap("{\"channels\":" + string_array(names) + "}")};
+  return LookupResult{200, wrap("{\"channels\":" + go_json_string_array(names) + "}")};
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -4,6 +4,8 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
+#include "polybus/adapter/big_endian.hpp"
+
 namespace polybus::nsq::testing::detail {
 namespace {
 
@@ -12,9 +14,7 @@ constexpr std::uint32_t kMaxAnswer = 1024 * 1024;
 
 std::string size_prefixed(const std::string& body) {
   std::string out;
-  const auto size = static_cast<std::uint32_t>(body.size());
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((size >> shift) & 0xff));
+  append_big_endian<4>(out, body.size());
   return out + body;
 }
 
@@ -88,29 +88,26 @@ void LookupdPeer::write_next() {
 void LookupdPeer::read_answer() {
   header_.assign(4, '\0');
   const std::uint64_t generation = generation_;
-  asio::async_read(socket_, asio::buffer(header_),
-                   [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
-                     if (generation != self->generation_) return;
-                     if (ec) return self->fail();
-                     std::uint32_t size = 0;
-                     for (const char c : self->header_)
-                       size = (size << 8) | static_cast<unsigned char>(c);
-                     if (size > kMaxAnswer) return self->fail();
-                     self->answer_.assign(size, '\0');
-                     asio::async_read(self->socket_, asio::buffer(self->answer_),
-                                      [self, generation](std::error_code read, std::size_t) {
-                                        if (generation != self->generation_) return;
-                                        if (read) return self->fail();
-                                        const bool identify =
-                                            self->queue_.front().rfind("  V1", 0) == 0;
-                                        self->queue_.pop_front();
-                                        self->busy_ = false;
-                                        // nsqd drops a connection whose IDENTIFY was refused.
-                                        if (identify && self->answer_.rfind("E_", 0) == 0)
-                                          return self->fail();
-                                        self->write_next();
-                                      });
-                   });
+  asio::async_read(
+      socket_, asio::buffer(header_),
+      [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
+        if (generation != self->generation_) return;
+        if (ec) return self->fail();
+        const auto size = static_cast<std::uint32_t>(read_big_endian(self->header_.data(), 4));
+        if (size > kMaxAnswer) return self->fail();
+        self->answer_.assign(size, '\0');
+        asio::async_read(self->socket_, asio::buffer(self->answer_),
+                         [self, generation](std::error_code read, std::size_t) {
+                           if (generation != self->generation_) return;
+                           if (read) return self->fail();
+                           const bool identify = self->queue_.front().rfind("  V1", 0) == 0;
+                           self->queue_.pop_front();
+                           self->busy_ = false;
+                           // nsqd drops a connection whose IDENTIFY was refused.
+                           if (identify && self->answer_.rfind("E_", 0) == 0) return self->fail();
+                           self->write_next();
+                         });
+      });
 }
 
 void LookupdPeer::fail() {

@@ -8,6 +8,7 @@
 
 #include "go_text.hpp"
 #include "nsqd_server.hpp"
+#include "polybus/adapter/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -20,9 +21,7 @@ constexpr std::int32_t kMaxIdentifyBody = 1024 * 1024;
 
 std::string framed(std::string_view data) {
   std::string out;
-  const auto size = static_cast<std::uint32_t>(data.size());
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((size >> shift) & 0xff));
+  append_big_endian<4>(out, data.size());
   out.append(data);
   return out;
 }
@@ -125,11 +124,8 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
       } else if (state_ == State::identify_size) {
         if (rest.size() < 4) break;
         used += 4;
-        std::int32_t size = 0;
-        for (int i = 0; i < 4; ++i)
-          size = static_cast<std::int32_t>(
-              (static_cast<std::uint32_t>(size) << 8) |
-              static_cast<unsigned char>(rest[static_cast<std::size_t>(i)]));
+        const auto size =
+            static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(rest.data(), 4)));
         if (size < 0 || size > kMaxIdentifyBody) {
           fatal("E_BAD_BODY IDENTIFY failed to read body");
           break;

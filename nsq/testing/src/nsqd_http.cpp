@@ -13,6 +13,7 @@
 #include "go_text.hpp"
 #include "nsqd_server.hpp"
 #include "nsqd_stats.hpp"
+#include "polybus/adapter/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -44,21 +45,6 @@ class Query {
   std::string raw_;
   bool valid_ = true;
 };
-
-std::uint32_t read_be32(std::string_view bytes) {
-  std::uint32_t value = 0;
-  for (std::size_t i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  return value;
-}
-
-std::string json_string_array(const std::vector<std::string>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ",";
-    out += go_json_string(values[i]);
-  }
-  return out + "]";
-}
 
 std::int64_t nanoseconds(std::chrono::milliseconds value) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(value).count();
@@ -210,12 +196,14 @@ class Api {
     std::string_view body = request.body;
     if (binary) {
       if (body.size() < 4) return v1_error(413, "BAD_BODY");
-      const auto count = static_cast<std::int32_t>(read_be32(body));
+      const auto count =
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(body.data(), 4)));
       body.remove_prefix(4);
       if (count <= 0 || count > (options.max_body_size - 4) / 5) return v1_error(413, "BAD_BODY");
       for (std::int32_t i = 0; i < count; ++i) {
         if (body.size() < 4) return v1_error(413, "BAD_MESSAGE");
-        const auto size = static_cast<std::int32_t>(read_be32(body));
+        const auto size =
+            static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(body.data(), 4)));
         body.remove_prefix(4);
         if (size <= 0 || size > options.max_msg_size ||
             body.size() < static_cast<std::size_t>(size)) {
@@ -349,7 +337,7 @@ class Api {
     };
     const auto boolean = [](bool value) { return std::string(value ? "true" : "false"); };
     const std::map<std::string, std::string> values = {
-        {"nsqlookupd_tcp_addresses", json_string_array(server_.lookupd_tcp_addresses())},
+        {"nsqlookupd_tcp_addresses", go_json_string_array(server_.lookupd_tcp_addresses())},
         {"log_level", std::to_string(log_level_number())},
         {"tcp_address", address(o.tcp_host, server_.port())},
         {"http_address", o.http_port ? address(o.http_host, server_.http_port()) : "\"\""},
