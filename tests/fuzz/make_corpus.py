@@ -189,6 +189,13 @@ lookup_req = (b"GET /lookup?topic=t%20x&x=1 HTTP/1.1\r\nHost: l\r\n\r\n" +
 seed("nsq_testing_server_fuzzer", "http_bytewise", bytes([3]) + split(lookup_req))
 seed("nsq_testing_server_fuzzer", "http_chunked", bytes([3]) + split(
     b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", sizes=(9,)))
+lookup_identify = b'{"broadcast_address":"127.0.0.1","hostname":"h","tcp_port":4150,"http_port":4151,"version":"1.3.0"}'
+lookup_v1 = (b"  V1PING\nIDENTIFY\n" + struct.pack(">I", len(lookup_identify)) + lookup_identify +
+             b"REGISTER orders billing\nREGISTER t\nUNREGISTER orders billing\nUNREGISTER t\nPING\n")
+seed("nsq_testing_server_fuzzer", "lookup_v1_bytewise", bytes([4]) + split(lookup_v1))
+seed("nsq_testing_server_fuzzer", "lookup_v1_split", bytes([4]) + split(lookup_v1, sizes=(5, 11)))
+seed("nsq_testing_server_fuzzer", "lookup_v1_bad", bytes([4]) + split(
+    b"  V1IDENTIFY\n\x7f\xff\xff\xff" + b"REGISTER bad! c\n"))
 
 # ---- Figg ---------------------------------------------------------------------------------
 

@@ -9,14 +9,18 @@
 //   2  IDENTIFY: parse_identify_request, apply_identify, negotiate, identify_response, and the
 //      client's parse_identify_response must accept that response; go_json_string/go_quote
 //   3  core's http::RequestReader as the test nsqlookupd drives it, whole and split; query_value
+//   4  LookupV1Session (nsqlookupd's TCP protocol): the payload whole and split give the same
+//      answers and registrations; what it holds stays within its bounds
 // Checks: as listed, plus consumed never exceeding the input and whole/split agreement.
 #include <rapidjson/document.h>
 
 #include "command_parser.hpp"
 #include "fuzz_util.hpp"
-#include "go_text.hpp"
 #include "go_query.hpp"
+#include "go_text.hpp"
 #include "identify.hpp"
+#include "lookup_registry.hpp"
+#include "lookup_v1_session.hpp"
 #include "polybus/adapter/http.hpp"
 #include "polybus/nsq/codec.hpp"
 
@@ -101,7 +105,8 @@ void encoders(ByteReader& in, const std::vector<std::size_t>& sizes) {
     const std::uint8_t op = in.u8() % 9;
     const std::string topic = topic_from(in);
     std::string id;
-    for (char c : in.bytes(16)) id.push_back(static_cast<char>('!' + static_cast<unsigned char>(c) % 94));
+    for (char c : in.bytes(16))
+      id.push_back(static_cast<char>('!' + static_cast<unsigned char>(c) % 94));
     id.resize(16, 'x');
     switch (op) {
       case 0: {
@@ -245,8 +250,8 @@ HttpOutcome http(const std::vector<std::string_view>& parts) {
         continue;
       }
       FUZZ_CHECK(q.body.size() == q.content_length.value_or(0) && q.body.size() <= 4096);
-      o.requests.push_back(q.method + " " + q.path + " ? " + q.query + (q.keep_alive() ? " k" : "") +
-                           " " + std::to_string(q.body.size()));
+      o.requests.push_back(q.method + " " + q.path + " ? " + q.query +
+                           (q.keep_alive() ? " k" : "") + " " + std::to_string(q.body.size()));
       bool valid = true;
       if (auto v = query_value(q.query, "topic", valid)) polybus::fuzz::touch(*v);
       reader.next();
@@ -255,11 +260,26 @@ HttpOutcome http(const std::vector<std::string_view>& parts) {
   return o;
 }
 
+// The V1 session's answers, and what the registry then holds, fed in the given pieces.
+std::string lookup_v1(const std::vector<std::string_view>& parts) {
+  LookupRegistry registry;
+  LookupV1Session session(registry, "127.0.0.1:5000", {"lookupd", "host", 4160, 4161});
+  std::string answers;
+  for (auto part : parts) {
+    const std::size_t before = answers.size();
+    session.feed(part, answers);
+    // Each piece is answered by at most one answer per line it completes (and IDENTIFY's JSON).
+    FUZZ_CHECK(answers.size() - before <= (part.size() + 1) * 40 + 512);
+    if (session.ended()) break;
+  }
+  return answers + "|" + registry.nodes().json + "|" + registry.topics().json;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const std::uint8_t target = data[0] % 4;
+  const std::uint8_t target = data[0] % 5;
   auto input = polybus::fuzz::split_input(data + 1, size - 1);
   switch (target) {
     case 0: {
@@ -272,13 +292,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 1: {
-      ByteReader in(reinterpret_cast<const std::uint8_t*>(input.payload.data()), input.payload.size());
+      ByteReader in(reinterpret_cast<const std::uint8_t*>(input.payload.data()),
+                    input.payload.size());
       encoders(in, input.sizes);
       break;
     }
     case 2: {
       OwnedChunks whole({input.payload});
       identify(whole.views[0]);
+      break;
+    }
+    case 4: {
+      OwnedChunks whole({input.payload});
+      OwnedChunks split(polybus::fuzz::chunks(input.payload, input.sizes));
+      FUZZ_CHECK(lookup_v1(whole.views) == lookup_v1(split.views));
       break;
     }
     default: {

@@ -1,8 +1,6 @@
-// nsqlookupd's TCP protocol (V1) for the test nsqlookupd: the "  V1" magic, then IDENTIFY (a
-// JSON body with the nsqd's addresses), REGISTER and UNREGISTER of topics and channels, and
-// PING, each answered with a size-prefixed "OK", JSON or error text as nsqlookupd 1.3 answers,
-// every error closing the connection. A closed connection takes its producer out of every
-// registration. Runs on the Lookupd's io thread.
+// The test nsqlookupd's TCP listener: a connection per nsqd, each running a LookupV1Session
+// (nsqlookupd's TCP protocol) and closing after an error's answer is written. A closed connection
+// takes its producer out of every registration. Runs on the Lookupd's io thread.
 #pragma once
 
 #include <asio/ip/tcp.hpp>
