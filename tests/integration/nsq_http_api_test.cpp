@@ -364,3 +364,35 @@ TEST_CASE(
   CHECK(without.publish_sync("secure", "refused") != std::error_code{});
   CHECK(nsqd->topic_message_count("secure") == 1);
 }
+
+TEST_CASE("nsqd: a new topic gets the channels nsqlookupd knows for it before its first message",
+          "[nsq][lookupd]") {
+  LookupdOptions lookupd_options;
+  lookupd_options.tcp_port = 0;
+  lookupd_options.broadcast_address = "127.0.0.1";
+  auto lookupd = Lookupd::start(lookupd_options);
+  const std::string lookup_http = lookupd->http_address();
+  NsqdOptions options;
+  options.lookupd_tcp_addresses = {lookupd->tcp_address()};
+  options.lookupd_ping_interval = std::chrono::milliseconds(50);
+  auto a = nsqd_with_http(options);
+  auto b = nsqd_with_http(options);
+  // The channel exists on a; b learns of it only through nsqlookupd.
+  REQUIRE(http_exchange(a->http_address(), "POST", "/topic/create?topic=shared").status == 200);
+  REQUIRE(http_exchange(a->http_address(), "POST", "/channel/create?topic=shared&channel=c")
+              .status == 200);
+  REQUIRE(eventually([&] {
+    return http_exchange(lookup_http, "GET", "/channels?topic=shared").body ==
+           R"({"channels":["c"]})";
+  }));
+  // b's registration went through once its REGISTER did (after IDENTIFY's answer).
+  REQUIRE(http_exchange(b->http_address(), "POST", "/topic/create?topic=warmup").status == 200);
+  REQUIRE(eventually([&] {
+    return parse(http_exchange(lookup_http, "GET", "/lookup?topic=warmup").body)["producers"]
+               .Size() == 1;
+  }));
+
+  REQUIRE(http_exchange(b->http_address(), "POST", "/pub?topic=shared", "first").body == "OK");
+  REQUIRE(b->wait_until([&] { return b->channel_depth("shared", "c") == 1; }));
+  CHECK(b->topic_depth("shared") == 0);
+}

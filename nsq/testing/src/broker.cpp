@@ -4,6 +4,8 @@
 #include <asio/post.hpp>
 #include <numeric>
 
+#include "polybus/nsq/codec.hpp"
+
 namespace polybus::nsq::testing::detail {
 namespace {
 
@@ -278,7 +280,9 @@ void Broker::put(Channel& channel, const Message& message, std::chrono::millisec
 }
 
 void Broker::distribute_pending(Topic& topic) {
-  if (topic.paused || topic.channels().empty() || topic.pending().empty()) return;
+  if (topic.paused || topic.starting || topic.channels().empty() || topic.pending().empty()) {
+    return;
+  }
   const Clock::time_point now = Clock::now();
   for (const Message& message : topic.pending()) {
     for (auto& [name, channel] : topic.channels()) put(*channel, message, message.defer, now);
@@ -286,6 +290,17 @@ void Broker::distribute_pending(Topic& topic) {
   topic.pending().clear();
   reschedule();
   dispatch_soon();
+}
+
+void Broker::start_topic(const std::string& name, const std::vector<std::string>& channels) {
+  Topic* found = find_topic(name);
+  if (found == nullptr || !found->starting) return;
+  for (const std::string& channel_name : channels) {
+    if (has_ephemeral_suffix(channel_name) || !valid_channel_name(channel_name)) continue;
+    channel(*found, channel_name);  // held back: the topic is still starting
+  }
+  found->starting = false;
+  distribute_pending(*found);
 }
 
 void Broker::set_topic_paused(Topic& topic, bool paused) {
@@ -344,7 +359,7 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
     target.message_bytes += body.size();
     Message message = make_message(std::move(body));
     ++target.message_count;
-    if (target.channels().empty() || target.paused) {
+    if (target.channels().empty() || target.paused || target.starting) {
       message.defer = defer;
       target.pending().push_back(std::move(message));
       continue;

@@ -232,6 +232,9 @@ class Topic {
   std::uint64_t message_bytes = 0;
   // A paused topic holds what is published to it, channels or not, until it is unpaused.
   bool paused = false;
+  // A topic being created holds what is published to it until the channels nsqlookupd knows
+  // for it exist (Broker::start_topic), as nsqd's GetTopic waits for them.
+  bool starting = false;
 
  private:
   std::string name_;
@@ -263,6 +266,9 @@ class Broker {
   // its channels), emptying (a topic's own held messages; a channel's every message), deleting
   // (the channels' clients are closed). False when there is no such topic or channel.
   void set_topic_paused(Topic& topic, bool paused);
+  // Creates the channels (ephemeral ones aside) of a starting topic, then hands them what it
+  // held. Nothing when the topic is gone.
+  void start_topic(const std::string& topic, const std::vector<std::string>& channels);
   void set_channel_paused(Channel& channel, bool paused);
   void empty_topic(Topic& topic);
   void empty_channel(Channel& channel);

@@ -1,5 +1,7 @@
 #include "lookupd_peer.hpp"
 
+#include <rapidjson/document.h>
+
 #include <asio/connect.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
@@ -105,9 +107,24 @@ void LookupdPeer::read_answer() {
                            self->busy_ = false;
                            // nsqd drops a connection whose IDENTIFY was refused.
                            if (identify && self->answer_.rfind("E_", 0) == 0) return self->fail();
+                           if (identify) self->learn_http_address();
                            self->write_next();
                          });
       });
+}
+
+void LookupdPeer::learn_http_address() {
+  rapidjson::Document document;
+  document.Parse(answer_.data(), answer_.size());
+  if (document.HasParseError() || !document.IsObject()) return;
+  const auto address = document.FindMember("broadcast_address");
+  const auto port = document.FindMember("http_port");
+  if (address == document.MemberEnd() || !address->value.IsString() ||
+      port == document.MemberEnd() || !port->value.IsInt()) {
+    return;
+  }
+  http_address_ =
+      std::string(address->value.GetString()) + ":" + std::to_string(port->value.GetInt());
 }
 
 void LookupdPeer::fail() {

@@ -25,6 +25,9 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   LookupdPeer(asio::io_context& io, std::string address, Callbacks callbacks);
 
   const std::string& address() const { return address_; }
+  // The nsqlookupd's HTTP address, broadcast_address:http_port from its IDENTIFY answer; empty
+  // until it answered.
+  const std::string& http_address() const { return http_address_; }
   // A command line ("PING\n", "REGISTER t\n"...), sent once connected.
   void command(std::string line);
   // Connects, if not connected, to register without a command of its own.
@@ -39,6 +42,7 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   void write_next();
   void read_answer();
   void fail();
+  void learn_http_address();
 
   asio::ip::tcp::resolver resolver_;
   asio::ip::tcp::socket socket_;
@@ -49,6 +53,7 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   bool busy_ = false;  // a command is on the wire, its answer not read yet
   std::string header_;
   std::string answer_;
+  std::string http_address_;
   std::uint64_t generation_ = 0;  // a callback of an earlier connection is dropped
 };
 

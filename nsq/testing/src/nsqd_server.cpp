@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "go_text.hpp"
+#include "lookupd_channels_query.hpp"
 #include "nsqd_http.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -155,6 +156,11 @@ void NsqdServer::stop() {
   connections_.clear();
   listening_ = false;
   close_lookupd_peers();  // nsqlookupd takes this nsqd out as its connections close
+  const auto queries = std::move(channel_queries_);
+  channel_queries_.clear();
+  for (const auto& query : queries) {
+    if (auto alive = query.lock()) alive->cancel();
+  }
   broker_.return_in_flight();
   // Its connection to nsqlookupd closes with it: every registration loses this producer.
   if (registry_) registry_->remove_producer(producer().id());
@@ -255,7 +261,38 @@ void NsqdServer::announce_everything() {
 
 void NsqdServer::topic_created(const std::string& topic) {
   if (registry_ && listening_) registry_->add_topic_producer(topic, producer());
+  ask_lookupd_for_channels(topic);
   tell_lookupd_peers("REGISTER " + topic + "\n");
+}
+
+void NsqdServer::ask_lookupd_for_channels(const std::string& topic) {
+  std::vector<std::string> addresses;
+  for (const auto& peer : lookupd_peers_) {
+    if (!peer->http_address().empty()) addresses.push_back(peer->http_address());
+  }
+  Topic* created = broker_.find_topic(topic);
+  if (addresses.empty() || created == nullptr || !listening_) return;
+  created->starting = true;
+  // Every answer (or failure) counted; the union of the channels once all are in.
+  struct Pending {
+    std::size_t left;
+    std::vector<std::string> channels;
+  };
+  auto pending = std::make_shared<Pending>(Pending{addresses.size(), {}});
+  // Forget the queries that have answered.
+  channel_queries_.erase(
+      std::remove_if(channel_queries_.begin(), channel_queries_.end(),
+                     [](const std::weak_ptr<LookupdChannelsQuery>& q) { return q.expired(); }),
+      channel_queries_.end());
+  for (const std::string& address : addresses) {
+    channel_queries_.push_back(query_lookupd_channels(
+        io_.context(), address, topic, [this, topic, pending](std::vector<std::string> channels) {
+          pending->channels.insert(pending->channels.end(), channels.begin(), channels.end());
+          if (--pending->left > 0) return;
+          broker_.start_topic(topic, pending->channels);
+          state_changed();
+        }));
+  }
 }
 
 void NsqdServer::topic_deleted(const std::string& topic) {

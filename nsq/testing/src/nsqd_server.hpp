@@ -16,6 +16,7 @@
 #include "client_connection.hpp"
 #include "http_server.hpp"
 #include "lookup_registry.hpp"
+#include "lookupd_channels_query.hpp"
 #include "lookupd_peer.hpp"
 #include "polybus/adapter/io_thread.hpp"
 #include "polybus/adapter/port_hold.hpp"
@@ -89,6 +90,9 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   void connect_lookupd_peers();
   void close_lookupd_peers();
   void tell_lookupd_peers(const std::string& line);
+  // nsqd's GetTopic: a new topic holds what is published until the channels its nsqlookupd
+  // know exist here.
+  void ask_lookupd_for_channels(const std::string& topic);
   void arm_lookupd_ping();
   std::string lookupd_identify_body() const;
   std::uint16_t announced_tcp_port() const {
@@ -122,6 +126,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> connections_;
   std::shared_ptr<LookupRegistry> registry_;
   std::vector<std::shared_ptr<LookupdPeer>> lookupd_peers_;
+  std::vector<std::weak_ptr<LookupdChannelsQuery>> channel_queries_;
   asio::steady_timer lookupd_ping_timer_{io_.context()};
 
   mutable std::mutex change_mutex_;
