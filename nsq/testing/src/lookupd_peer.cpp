@@ -13,6 +13,8 @@ namespace {
 
 // nsqlookupd's answers are "OK", an error text or IDENTIFY's small JSON.
 constexpr std::uint32_t kMaxAnswer = 1024 * 1024;
+// Commands waiting for their turn while one waits for its answer.
+constexpr std::size_t kMaxQueued = 65536;
 
 std::string size_prefixed(const std::string& body) {
   std::string out;
@@ -26,10 +28,14 @@ LookupdPeer::LookupdPeer(asio::io_context& io, std::string address, Callbacks ca
     : resolver_(io), socket_(io), address_(std::move(address)), callbacks_(std::move(callbacks)) {}
 
 void LookupdPeer::command(std::string line) {
-  if (state_ == State::closed) return;
+  // Before the connection is up nothing is queued: the connection registers everything there is
+  // when it comes up, which covers whatever changed meanwhile.
+  if (state_ != State::connected) return;
+  // An nsqlookupd that stops answering: the connection is dropped rather than the queue grown
+  // (the next one registers everything again).
+  if (queue_.size() >= kMaxQueued) return fail();
   queue_.push_back(std::move(line));
-  if (state_ == State::disconnected) return connect();
-  if (state_ == State::connected) write_next();
+  write_next();
 }
 
 void LookupdPeer::close() {
@@ -70,7 +76,6 @@ void LookupdPeer::on_connected(std::error_code ec) {
   std::deque<std::string> first;
   first.push_back("  V1IDENTIFY\n" + size_prefixed(callbacks_.identify_body()));
   for (std::string& line : callbacks_.registrations()) first.push_back(std::move(line));
-  for (std::string& line : queue_) first.push_back(std::move(line));
   queue_ = std::move(first);
   write_next();
 }
@@ -133,7 +138,7 @@ void LookupdPeer::fail() {
   socket_.close(ignored);
   queue_.clear();
   busy_ = false;
-  state_ = State::disconnected;  // the next command (a PING at the latest) connects again
+  state_ = State::disconnected;  // start(), at the next ping, connects again
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -1,8 +1,9 @@
 // The test nsqd's side of nsqlookupd's TCP protocol: one connection to one nsqlookupd, as
 // nsqd's lookupPeer keeps it. Commands go one at a time, each waiting for its size-prefixed
-// answer; a command sent while disconnected connects first, and a new connection begins with
-// the magic, IDENTIFY and a REGISTER of everything the nsqd has. A failed connection drops what
-// was queued (the next connection registers everything again). Runs on the nsqd's io thread.
+// answer; a new connection begins with the magic, IDENTIFY and a REGISTER of everything the
+// nsqd has, so commands while disconnected are dropped. A failed connection is made again by
+// start() only, which the nsqd calls at each ping (every 15 s by default): attempts are paced,
+// however often topics change. Runs on the nsqd's io thread.
 #pragma once
 
 #include <asio/io_context.hpp>
@@ -28,9 +29,9 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   // The nsqlookupd's HTTP address, broadcast_address:http_port from its IDENTIFY answer; empty
   // until it answered.
   const std::string& http_address() const { return http_address_; }
-  // A command line ("PING\n", "REGISTER t\n"...), sent once connected.
+  // A command line ("PING\n", "REGISTER t\n"...), sent if connected, dropped if not.
   void command(std::string line);
-  // Connects, if not connected, to register without a command of its own.
+  // Connects, if neither connected nor connecting.
   void start() {
     if (state_ == State::disconnected) connect();
   }

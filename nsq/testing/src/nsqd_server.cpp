@@ -272,6 +272,14 @@ void NsqdServer::ask_lookupd_for_channels(const std::string& topic) {
   }
   Topic* created = broker_.find_topic(topic);
   if (addresses.empty() || created == nullptr || !listening_) return;
+  // Forget the queries that have answered. Past kMaxChannelQueries at once (a client creating
+  // topics by the thousand), a new topic starts without asking, rather than opening a
+  // connection per topic without bound.
+  channel_queries_.erase(
+      std::remove_if(channel_queries_.begin(), channel_queries_.end(),
+                     [](const std::weak_ptr<LookupdChannelsQuery>& q) { return q.expired(); }),
+      channel_queries_.end());
+  if (channel_queries_.size() + addresses.size() > kMaxChannelQueries) return;
   created->starting = true;
   // Every answer (or failure) counted; the union of the channels once all are in.
   struct Pending {
@@ -279,11 +287,6 @@ void NsqdServer::ask_lookupd_for_channels(const std::string& topic) {
     std::vector<std::string> channels;
   };
   auto pending = std::make_shared<Pending>(Pending{addresses.size(), {}});
-  // Forget the queries that have answered.
-  channel_queries_.erase(
-      std::remove_if(channel_queries_.begin(), channel_queries_.end(),
-                     [](const std::weak_ptr<LookupdChannelsQuery>& q) { return q.expired(); }),
-      channel_queries_.end());
   for (const std::string& address : addresses) {
     channel_queries_.push_back(query_lookupd_channels(
         io_.context(), address, topic, [this, topic, pending](std::vector<std::string> channels) {
@@ -365,7 +368,10 @@ void NsqdServer::arm_lookupd_ping() {
   lookupd_ping_timer_.expires_after(options_.lookupd_ping_interval);
   lookupd_ping_timer_.async_wait([this](std::error_code ec) {
     if (ec || !listening_) return;
-    for (const auto& peer : lookupd_peers_) peer->command("PING\n");
+    for (const auto& peer : lookupd_peers_) {
+      peer->start();  // a peer whose connection failed tries again, once per interval
+      peer->command("PING\n");
+    }
     arm_lookupd_ping();
   });
 }

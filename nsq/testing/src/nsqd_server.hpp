@@ -126,6 +126,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   std::unordered_map<std::uint64_t, std::shared_ptr<ClientConnection>> connections_;
   std::shared_ptr<LookupRegistry> registry_;
   std::vector<std::shared_ptr<LookupdPeer>> lookupd_peers_;
+  static constexpr std::size_t kMaxChannelQueries = 64;
   std::vector<std::weak_ptr<LookupdChannelsQuery>> channel_queries_;
   asio::steady_timer lookupd_ping_timer_{io_.context()};
 
