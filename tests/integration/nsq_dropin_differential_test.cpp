@@ -21,6 +21,7 @@
 #include "polybus/nsq_testing.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
+#include "wire_bytes.hpp"
 
 using namespace polybus;
 using namespace polybus::test;
@@ -134,13 +135,6 @@ void expect_same(const std::string& real, const std::string& ours, const Request
   }
   INFO(request.method << " " << request.target << " [" << request.body.size() << " bytes]");
   CHECK(difference == "");
-}
-
-std::string be32(std::uint32_t value) {
-  std::string out;
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((value >> shift) & 0xff));
-  return out;
 }
 
 std::unique_ptr<Nsqd> our_nsqd(NsqdOptions options = {}) {
@@ -386,8 +380,8 @@ class V2Connection {
         frames.push_back("EOF");
         return frames;
       }
-      const auto size = be32_of(header.substr(0, 4));
-      const auto type = be32_of(header.substr(4, 4));
+      const auto size = static_cast<std::uint32_t>(read_big_endian(header.data(), 4));
+      const auto type = static_cast<std::uint32_t>(read_big_endian(header.data() + 4, 4));
       std::string body(size >= 4 ? size - 4 : 0, '\0');
       asio::read(socket_, asio::buffer(body), ec);
       if (ec) {
@@ -405,20 +399,10 @@ class V2Connection {
   void mark_sentinel() { expect_sentinel_ = true; }
 
  private:
-  static std::uint32_t be32_of(const std::string& bytes) {
-    std::uint32_t value = 0;
-    for (const char c : bytes) value = (value << 8) | static_cast<unsigned char>(c);
-    return value;
-  }
-
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
   bool expect_sentinel_ = false;
 };
-
-std::string with_size(const std::string& body) {
-  return be32(static_cast<std::uint32_t>(body.size())) + body;
-}
 
 // A command of the V2 protocol, good or bad, in or out of order; no message is ever delivered
 // (the subscribed topics are never published to), so that every answer is deterministic.
@@ -433,12 +417,12 @@ std::string generated_command(std::mt19937& random) {
   switch (random() % 15) {
     case 0:
       return "IDENTIFY\n" +
-             with_size(pick({R"({"feature_negotiation":true})",
-                             R"({"feature_negotiation":true,"heartbeat_interval":-1})",
-                             R"({"feature_negotiation":true,"msg_timeout":999})",
-                             R"({"client_id":"x","hostname":"h"})", "not json",
-                             R"({"feature_negotiation":true,"sample_rate":200})",
-                             R"({"feature_negotiation":true,"output_buffer_size":-1})"}));
+             size_prefixed(pick({R"({"feature_negotiation":true})",
+                                 R"({"feature_negotiation":true,"heartbeat_interval":-1})",
+                                 R"({"feature_negotiation":true,"msg_timeout":999})",
+                                 R"({"client_id":"x","hostname":"h"})", "not json",
+                                 R"({"feature_negotiation":true,"sample_rate":200})",
+                                 R"({"feature_negotiation":true,"output_buffer_size":-1})"}));
     case 1:
       return "SUB " + topic + " " + channel + "\n";
     case 2:
@@ -456,20 +440,22 @@ std::string generated_command(std::mt19937& random) {
     case 8:
       return "CLS\n";
     case 9:
-      return "PUB " + published + "\n" + with_size(pick({"m", "", std::string(5, 'x')}));
+      return "PUB " + published + "\n" + size_prefixed(pick({"m", "", std::string(5, 'x')}));
     case 10:
       return "MPUB " + published + "\n" +
-             with_size(be32(2) + with_size("a") + with_size(pick({"b", ""})));
+             size_prefixed(be32(2) + size_prefixed("a") + size_prefixed(pick({"b", ""})));
     case 11:
-      return "DPUB " + published + " " + pick({"600000", "x", "3600001"}) + "\n" + with_size("d");
+      return "DPUB " + published + " " + pick({"600000", "x", "3600001"}) + "\n" +
+             size_prefixed("d");
     case 12:
-      return "AUTH\n" + with_size("secret");
+      return "AUTH\n" + size_prefixed("secret");
     case 13:
       return pick({"BOGUS\n", "PUB\n", "MPUB\n", "DPUB p\n", "REQ\n", "FIN\n", "TOUCH\n"});
     default:
       // A count nsqd refuses. (A body whose declared size disagrees with its messages is left
       // out: nsqd reads the messages on into the next command, docs/testing.md.)
-      return "MPUB " + published + "\n" + with_size(be32(pick({"0", "1"}) == "0" ? 0 : 0x7fffffff));
+      return "MPUB " + published + "\n" +
+             size_prefixed(be32(pick({"0", "1"}) == "0" ? 0 : 0x7fffffff));
   }
 }
 
@@ -480,7 +466,7 @@ TEST_CASE("drop-in: generated TCP command sequences get the same frames from rea
   NsqHarness real({"-no-lookupd"});
   auto ours = our_nsqd();
   std::mt19937 random(20261202);
-  const std::string sentinel = "PUB sentinel\n" + with_size("s");
+  const std::string sentinel = "PUB sentinel\n" + size_prefixed("s");
   for (int sequence = 0; sequence < 200; ++sequence) {
     V2Connection theirs(real.nsqd_tcp());
     V2Connection mine(ours->tcp_address());

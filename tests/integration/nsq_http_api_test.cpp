@@ -13,6 +13,7 @@
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
+#include "wire_bytes.hpp"
 
 using namespace polybus;
 using namespace polybus::test;
@@ -28,18 +29,6 @@ const std::string kFast = "reconnect_initial=5ms&reconnect_max=50ms";
 std::unique_ptr<Nsqd> nsqd_with_http(NsqdOptions options = {}) {
   options.http_port = 0;
   return Nsqd::start(std::move(options));
-}
-
-std::string big_endian(std::uint32_t value) {
-  std::string out;
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((value >> shift) & 0xff));
-  return out;
-}
-
-// A size-prefixed answer of nsqlookupd's TCP protocol.
-std::string framed(const std::string& text) {
-  return big_endian(static_cast<std::uint32_t>(text.size())) + text;
 }
 
 rapidjson::Document parse(const std::string& json) {
@@ -64,7 +53,7 @@ TEST_CASE("nsqd HTTP: /pub, /mpub and /pub?defer publish what a subscriber then 
   CHECK(pub.body == "OK");
   CHECK(pub.header("x-nsq-content-type") == "nsq; version=1.0");
   CHECK(http_exchange(http, "POST", "/mpub?topic=orders", "two\nthree\n\nfour").body == "OK");
-  const std::string binary = big_endian(2) + big_endian(4) + "five" + big_endian(3) + "six";
+  const std::string binary = be32(2) + be32(4) + "five" + be32(3) + "six";
   CHECK(http_exchange(http, "POST", "/mpub?topic=orders&binary=true", binary).body == "OK");
   CHECK(http_exchange(http, "POST", "/pub?topic=orders&defer=50", "seven").body == "OK");
   CHECK(nsqd->topic_message_count("orders") == 7);
@@ -107,8 +96,8 @@ TEST_CASE("nsqd HTTP: bad requests get nsqd's status and error text", "[nsq][htt
       {"POST", "/mpub?topic=t", std::string(65, 'x'), 413, R"({"message":"BODY_TOO_BIG"})"},
       {"POST", "/mpub?topic=t", std::string(17, 'x') + "\nok", 413, R"({"message":"MSG_TOO_BIG"})"},
       {"POST", "/mpub?topic=t&binary=1", "ab", 413, R"({"message":"BAD_BODY"})"},
-      {"POST", "/mpub?topic=t&binary=1", big_endian(0), 413, R"({"message":"BAD_BODY"})"},
-      {"POST", "/mpub?topic=t&binary=1", big_endian(1) + big_endian(9) + "short", 413,
+      {"POST", "/mpub?topic=t&binary=1", be32(0), 413, R"({"message":"BAD_BODY"})"},
+      {"POST", "/mpub?topic=t&binary=1", be32(1) + be32(9) + "short", 413,
        R"({"message":"BAD_MESSAGE"})"},
       {"GET", "/pub?topic=t", "", 405, R"({"message":"METHOD_NOT_ALLOWED"})"},
       {"GET", "/nothing", "", 404, R"({"message":"NOT_FOUND"})"},
@@ -320,12 +309,13 @@ TEST_CASE("nsqlookupd TCP: bad input gets nsqlookupd's error and the connection 
     asio::read(socket, asio::dynamic_buffer(answers), ec);  // to the close
     return answers;
   };
-  CHECK(exchange("  V2") == framed("E_BAD_PROTOCOL"));
-  CHECK(exchange("  V1REGISTER t\n") == framed("E_INVALID client must IDENTIFY"));
-  CHECK(exchange("  V1PING\nBOGUS\n") == framed("OK") + framed("E_INVALID invalid command BOGUS"));
+  CHECK(exchange("  V2") == size_prefixed("E_BAD_PROTOCOL"));
+  CHECK(exchange("  V1REGISTER t\n") == size_prefixed("E_INVALID client must IDENTIFY"));
+  CHECK(exchange("  V1PING\nBOGUS\n") ==
+        size_prefixed("OK") + size_prefixed("E_INVALID invalid command BOGUS"));
   const std::string missing = "{\"broadcast_address\":\"h\"}";
-  CHECK(exchange("  V1IDENTIFY\n" + big_endian(static_cast<std::uint32_t>(missing.size())) +
-                 missing) == framed("E_BAD_BODY IDENTIFY missing fields"));
+  CHECK(exchange("  V1IDENTIFY\n" + be32(static_cast<std::uint32_t>(missing.size())) + missing) ==
+        size_prefixed("E_BAD_BODY IDENTIFY missing fields"));
 }
 
 TEST_CASE(
@@ -345,7 +335,7 @@ TEST_CASE(
     asio::io_context io;
     asio::ip::tcp::socket socket(io);
     socket.connect({asio::ip::make_address("127.0.0.1"), nsqd->tcp_port()});
-    asio::write(socket, asio::buffer(std::string("  V2PUB t\n") + big_endian(1) + "x"));
+    asio::write(socket, asio::buffer(std::string("  V2PUB t\n") + be32(1) + "x"));
     std::string frames;
     std::error_code ec;
     asio::read(socket, asio::dynamic_buffer(frames), ec);
@@ -379,8 +369,9 @@ TEST_CASE("nsqd: a new topic gets the channels nsqlookupd knows for it before it
   auto b = nsqd_with_http(options);
   // The channel exists on a; b learns of it only through nsqlookupd.
   REQUIRE(http_exchange(a->http_address(), "POST", "/topic/create?topic=shared").status == 200);
-  REQUIRE(http_exchange(a->http_address(), "POST", "/channel/create?topic=shared&channel=c")
-              .status == 200);
+  REQUIRE(
+      http_exchange(a->http_address(), "POST", "/channel/create?topic=shared&channel=c").status ==
+      200);
   REQUIRE(eventually([&] {
     return http_exchange(lookup_http, "GET", "/channels?topic=shared").body ==
            R"({"channels":["c"]})";
