@@ -102,7 +102,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     std::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
-    server_.connections_.erase(id_);
+    server_.listener_->forget(id_);
   }
 
  private:
@@ -200,13 +200,11 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
 HttpServer::HttpServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
                        std::size_t max_body, Handlers handlers)
-    : acceptor_(io), max_body_(max_body), handlers_(std::move(handlers)) {
-  acceptor_.open(endpoint.protocol());
-  acceptor_.set_option(asio::socket_base::reuse_address(true));
-  acceptor_.bind(endpoint);
-  acceptor_.listen();
-  port_ = acceptor_.local_endpoint().port();
-  accept();
+    : max_body_(max_body), handlers_(std::move(handlers)) {
+  listener_ = std::make_unique<ConnectionListener<Connection>>(
+      io, endpoint, [this](asio::ip::tcp::socket socket, std::uint64_t id) {
+        return std::make_shared<Connection>(*this, std::move(socket), id);
+      });
 }
 
 HttpServer::~HttpServer() {
@@ -214,27 +212,7 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::close() {
-  std::error_code ignored;
-  acceptor_.close(ignored);
-  const auto connections = connections_;  // closing erases
-  for (const auto& [id, connection] : connections) connection->close();
-  connections_.clear();
-}
-
-void HttpServer::accept() {
-  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-    if (ec) {
-      if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
-      return;
-    }
-    // Answers are small and one per request: Nagle's algorithm would hold each for an ACK.
-    socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    const std::uint64_t id = ++next_id_;
-    auto connection = std::make_shared<Connection>(*this, std::move(socket), id);
-    connections_.emplace(id, connection);
-    connection->start();
-    accept();
-  });
+  listener_->close();
 }
 
 }  // namespace polybus::nsq::testing::detail

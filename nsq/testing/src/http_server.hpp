@@ -12,8 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
+#include "connection_listener.hpp"
 #include "polybus/adapter/http.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -55,20 +55,16 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  std::uint16_t port() const { return port_; }
+  std::uint16_t port() const { return listener_->port(); }
   // Closes the listener and every connection.
   void close();
 
  private:
   class Connection;
-  void accept();
 
-  asio::ip::tcp::acceptor acceptor_;
   std::size_t max_body_;
   Handlers handlers_;
-  std::uint16_t port_ = 0;
-  std::uint64_t next_id_ = 0;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections_;
+  std::unique_ptr<ConnectionListener<Connection>> listener_;  // last: closed first
 };
 
 }  // namespace polybus::nsq::testing::detail

@@ -29,7 +29,7 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
     socket_.close(ignored);
     // nsqlookupd takes a producer out of every registration when its connection ends.
     if (session_.identified()) server_.registry_->remove_producer(session_.peer_address());
-    server_.connections_.erase(id_);
+    server_.listener_->forget(id_);
   }
 
  private:
@@ -85,15 +85,13 @@ class LookupdTcpServer::Connection : public std::enable_shared_from_this<Connect
 LookupdTcpServer::LookupdTcpServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
                                    std::shared_ptr<LookupRegistry> registry,
                                    std::string broadcast_address)
-    : acceptor_(io),
-      registry_(std::move(registry)),
-      broadcast_address_(std::move(broadcast_address)) {
-  acceptor_.open(endpoint.protocol());
-  acceptor_.set_option(asio::socket_base::reuse_address(true));
-  acceptor_.bind(endpoint);
-  acceptor_.listen();
-  port_ = acceptor_.local_endpoint().port();
-  accept();
+    : registry_(std::move(registry)), broadcast_address_(std::move(broadcast_address)) {
+  listener_ = std::make_unique<ConnectionListener<Connection>>(
+      io, endpoint, [this](asio::ip::tcp::socket socket, std::uint64_t id) {
+        return std::make_shared<Connection>(
+            *this, std::move(socket), id,
+            LookupdIdentity{broadcast_address_, host_name(), port(), http_port_});
+      });
 }
 
 LookupdTcpServer::~LookupdTcpServer() {
@@ -101,28 +99,7 @@ LookupdTcpServer::~LookupdTcpServer() {
 }
 
 void LookupdTcpServer::close() {
-  std::error_code ignored;
-  acceptor_.close(ignored);
-  const auto connections = connections_;
-  for (const auto& [id, connection] : connections) connection->close();
-  connections_.clear();
-}
-
-void LookupdTcpServer::accept() {
-  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-    if (ec) {
-      if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
-      return;
-    }
-    socket.set_option(asio::ip::tcp::no_delay(true), ec);
-    const std::uint64_t id = ++next_id_;
-    auto connection = std::make_shared<Connection>(
-        *this, std::move(socket), id,
-        LookupdIdentity{broadcast_address_, host_name(), port_, http_port_});
-    connections_.emplace(id, connection);
-    connection->start();
-    accept();
-  });
+  listener_->close();
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
+#include "connection_listener.hpp"
 #include "lookup_registry.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -23,21 +23,17 @@ class LookupdTcpServer {
   LookupdTcpServer(const LookupdTcpServer&) = delete;
   LookupdTcpServer& operator=(const LookupdTcpServer&) = delete;
 
-  std::uint16_t port() const { return port_; }
+  std::uint16_t port() const { return listener_->port(); }
   void set_http_port(std::uint16_t port) { http_port_ = port; }
   void close();
 
  private:
   class Connection;
-  void accept();
 
-  asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<LookupRegistry> registry_;
   std::string broadcast_address_;
-  std::uint16_t port_ = 0;
   std::uint16_t http_port_ = 0;
-  std::uint64_t next_id_ = 0;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections_;
+  std::unique_ptr<ConnectionListener<Connection>> listener_;  // last: closed first
 };
 
 }  // namespace polybus::nsq::testing::detail
