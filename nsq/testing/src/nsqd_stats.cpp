@@ -32,12 +32,9 @@ struct StatsView {
 
 StatsView gather(NsqdServer& server, const StatsQuery& query) {
   StatsView view;
-  std::vector<const ClientConnection*> by_id;  // connection order, as nsqd's map iterates
-  std::vector<std::pair<std::uint64_t, const ClientConnection*>> ordered;
-  for (const auto& [id, connection] : server.connections())
-    ordered.emplace_back(id, connection.get());
-  std::sort(ordered.begin(), ordered.end());
-  for (const auto& entry : ordered) by_id.push_back(entry.second);
+  // In the order they connected (ids count up).
+  std::map<std::uint64_t, const ClientConnection*> by_id;
+  for (const auto& [id, connection] : server.connections()) by_id.emplace(id, connection.get());
 
   const auto& topics = server.broker().topics();
   if (!query.topic.empty() && topics.find(query.topic) == topics.end()) {
@@ -51,7 +48,7 @@ StatsView gather(NsqdServer& server, const StatsQuery& query) {
     for (const auto& [channel_name, channel] : topic->channels()) {
       if (!query.channel.empty() && channel_name != query.channel) continue;
       ChannelView channel_view{channel.get(), {}, 0};
-      for (const ClientConnection* connection : by_id) {
+      for (const auto& [id, connection] : by_id) {
         if (connection->channel() != channel.get()) continue;
         ++channel_view.client_count;
         if (query.include_clients) channel_view.clients.push_back(connection->stats());
@@ -61,7 +58,7 @@ StatsView gather(NsqdServer& server, const StatsQuery& query) {
     view.topics.push_back(std::move(topic_view));
   }
   if (query.include_clients) {
-    for (const ClientConnection* connection : by_id) {
+    for (const auto& [id, connection] : by_id) {
       if (!connection->producer()) continue;
       ClientStats stats = connection->stats();
       // nsqd lists one topic of a producer's, the asked one if any.
