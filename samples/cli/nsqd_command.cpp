@@ -239,6 +239,7 @@ int run_nsqd(const Argv& argv) {
   options.http_port = 4151;
   options.broadcast_address = host_name();
   options.heartbeat_interval = std::chrono::seconds(30);
+  options.log = [](const std::string& line) { std::cerr << "[nsqd] " << line << std::endl; };
   bool version = false;
   GoFlags flags;
   declare_nsqd_flags(flags, options, version);

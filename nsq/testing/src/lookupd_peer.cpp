@@ -33,7 +33,9 @@ void LookupdPeer::command(std::string line) {
   if (state_ != State::connected) return;
   // An nsqlookupd that stops answering: the connection is dropped rather than the queue grown
   // (the next one registers everything again).
-  if (queue_.size() >= kMaxQueued) return fail();
+  if (queue_.size() >= kMaxQueued) {
+    return fail("no answer while " + std::to_string(kMaxQueued) + " commands waited");
+  }
   queue_.push_back(std::move(line));
   write_next();
 }
@@ -57,7 +59,7 @@ void LookupdPeer::connect() {
                           [self = shared_from_this(), generation](
                               std::error_code ec, asio::ip::tcp::resolver::results_type results) {
                             if (generation != self->generation_) return;
-                            if (ec) return self->fail();
+                            if (ec) return self->fail("cannot resolve: " + ec.message());
                             asio::async_connect(self->socket_, results,
                                                 [self, generation](std::error_code connected,
                                                                    const asio::ip::tcp::endpoint&) {
@@ -68,7 +70,7 @@ void LookupdPeer::connect() {
 }
 
 void LookupdPeer::on_connected(std::error_code ec) {
-  if (ec) return fail();
+  if (ec) return fail("cannot connect: " + ec.message());
   std::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   state_ = State::connected;
@@ -87,7 +89,7 @@ void LookupdPeer::write_next() {
   asio::async_write(socket_, asio::buffer(queue_.front()),
                     [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
                       if (generation != self->generation_) return;
-                      if (ec) return self->fail();
+                      if (ec) return self->fail("write failed: " + ec.message());
                       self->read_answer();
                     });
 }
@@ -99,19 +101,24 @@ void LookupdPeer::read_answer() {
       socket_, asio::buffer(header_),
       [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
         if (generation != self->generation_) return;
-        if (ec) return self->fail();
+        if (ec) return self->fail("read failed: " + ec.message());
         const auto size = static_cast<std::uint32_t>(read_big_endian(self->header_.data(), 4));
-        if (size > kMaxAnswer) return self->fail();
+        if (size > kMaxAnswer) {
+          return self->fail("an answer of " + std::to_string(size) + " bytes, past the " +
+                            std::to_string(kMaxAnswer) + "-byte bound");
+        }
         self->answer_.assign(size, '\0');
         asio::async_read(self->socket_, asio::buffer(self->answer_),
                          [self, generation](std::error_code read, std::size_t) {
                            if (generation != self->generation_) return;
-                           if (read) return self->fail();
+                           if (read) return self->fail("read failed: " + read.message());
                            const bool identify = self->queue_.front().rfind("  V1", 0) == 0;
                            self->queue_.pop_front();
                            self->busy_ = false;
                            // nsqd drops a connection whose IDENTIFY was refused.
-                           if (identify && self->answer_.rfind("E_", 0) == 0) return self->fail();
+                           if (identify && self->answer_.rfind("E_", 0) == 0) {
+                             return self->fail("IDENTIFY refused: " + self->answer_);
+                           }
                            if (identify) self->learn_http_address();
                            self->write_next();
                          });
@@ -132,7 +139,8 @@ void LookupdPeer::learn_http_address() {
       std::string(address->value.GetString()) + ":" + std::to_string(port->value.GetInt());
 }
 
-void LookupdPeer::fail() {
+void LookupdPeer::fail(const std::string& why) {
+  if (callbacks_.report) callbacks_.report("LOOKUPD(" + address_ + "): " + why);
   ++generation_;
   std::error_code ignored;
   socket_.close(ignored);

@@ -21,6 +21,7 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   struct Callbacks {
     std::function<std::string()> identify_body;               // the IDENTIFY JSON
     std::function<std::vector<std::string>()> registrations;  // "REGISTER t c\n" lines
+    std::function<void(const std::string&)> report;           // why a connection failed
   };
 
   LookupdPeer(asio::io_context& io, std::string address, Callbacks callbacks);
@@ -42,7 +43,8 @@ class LookupdPeer : public std::enable_shared_from_this<LookupdPeer> {
   void on_connected(std::error_code ec);
   void write_next();
   void read_answer();
-  void fail();
+  // Drops the connection, saying why through Callbacks::report.
+  void fail(const std::string& why);
   void learn_http_address();
 
   asio::ip::tcp::resolver resolver_;

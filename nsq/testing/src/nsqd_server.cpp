@@ -346,7 +346,7 @@ void NsqdServer::connect_lookupd_peers() {
     auto peer = std::make_shared<LookupdPeer>(
         io_.context(), address,
         LookupdPeer::Callbacks{[this] { return lookupd_identify_body(); },
-                               [this] { return lookupd_registrations(); }});
+                               [this] { return lookupd_registrations(); }, options_.log});
     peer->start();
     lookupd_peers_.push_back(std::move(peer));
   }

@@ -68,6 +68,10 @@ struct NsqdOptions {
   // GET /config/nsqlookupd_tcp_addresses reports them, and PUT replaces them.
   std::vector<std::string> lookupd_tcp_addresses;
   std::chrono::milliseconds lookupd_ping_interval{15000};
+  // Told, as a line of text, why a connection to an nsqlookupd failed ("LOOKUPD(host:port):
+  // cannot connect: Connection refused"); polybus broker nsqd writes it to standard error.
+  // Called on the server's io thread.
+  std::function<void(const std::string&)> log;
   // Reported by /config only: messages live in memory whatever their number, and nothing is
   // written to a data path.
   std::int64_t mem_queue_size = 10000;
