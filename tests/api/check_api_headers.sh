@@ -10,7 +10,7 @@ cxx=$1
 src=$2
 generated=$3
 includes=()
-for dir in "$src"/*/include; do includes+=(-I"$dir"); done
+for dir in "$src"/*/include "$src"/core/*/include; do includes+=(-I"$dir"); done
 includes+=(-I"$generated")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,7 +32,10 @@ check() {  # header, standard[, asio: the Asio bridge may reach asio]
   fi
 }
 headers=(polybus/polybus.hpp polybus/all.hpp polybus/mem.hpp)
-for path in "$src"/core/include/polybus/*.hpp; do headers+=("polybus/$(basename "$path")"); done
+# Every header the core installs at polybus/ (the api room's, and error.hpp, cloudevents.hpp,
+# testing.hpp, fault_proxy.hpp from the rooms around it); those under polybus/adapter/ are the
+# adapter side.
+for path in "$src"/core/*/include/polybus/*.hpp; do headers+=("polybus/$(basename "$path")"); done
 for header in "${headers[@]}"; do
   for std in c++17 c++20; do check "$header" "$std"; done
 done

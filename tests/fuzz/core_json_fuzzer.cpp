@@ -1,6 +1,6 @@
 // text::is_valid_json, the scanner every codec checks received JSON with, against RapidJSON's
 // Reader (kParseIterativeFlag | kParseValidateEncodingFlag, the check it replaced): both judge
-// every input alike, except where the scanner is documented to differ (core/src/json.cpp).
+// every input alike, except where the scanner is documented to differ (core/text/src/json.cpp).
 // Input: byte 0 sets the depth bound (1 + its low 7 bits); the rest is the JSON text.
 #include <rapidjson/encodedstream.h>
 #include <rapidjson/memorystream.h>

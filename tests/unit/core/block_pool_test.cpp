@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/src/block_pool.hpp"
+#include "core/adapter/src/block_pool.hpp"
 #include "samples/cli/allocation_counter.hpp"
 
 using polybus::Strand;

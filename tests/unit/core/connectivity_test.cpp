@@ -2,7 +2,7 @@
 // events the adapters report, with no adapter, socket or clock of its own.
 #include <catch2/catch.hpp>
 
-#include "core/src/connectivity.hpp"
+#include "core/client/src/connectivity.hpp"
 #include "polybus/error.hpp"
 
 using namespace polybus;

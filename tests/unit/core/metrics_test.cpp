@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/src/metric_cells.hpp"
+#include "core/metrics/src/metric_cells.hpp"
 #include "polybus/adapter/counters_by_name.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"

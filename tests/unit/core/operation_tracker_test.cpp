@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/operations.hpp"
+#include "core/client/src/operations.hpp"
 #include "polybus/error.hpp"
 
 using namespace std::chrono_literals;

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/src/topic_names.hpp"
+#include "core/client/src/topic_names.hpp"
 
 using polybus::TopicName;
 using polybus::detail::TopicNames;
