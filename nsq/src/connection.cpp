@@ -7,17 +7,18 @@
 
 namespace polybus::nsq {
 
-std::shared_ptr<Connection> Connection::create(std::shared_ptr<const AdapterContext> context, HostPort target,
-                                               MachineConfig config, TransportSettings transport,
+std::shared_ptr<Connection> Connection::create(std::shared_ptr<const AdapterContext> context,
+                                               HostPort target, MachineConfig config,
+                                               TransportSettings transport,
                                                std::chrono::milliseconds read_timeout,
                                                Events events) {
   return std::make_shared<Connection>(std::move(context), std::move(target), std::move(config),
                                       std::move(transport), read_timeout, std::move(events));
 }
 
-Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort target, MachineConfig config,
-                       TransportSettings transport, std::chrono::milliseconds read_timeout,
-                       Events events)
+Connection::Connection(std::shared_ptr<const AdapterContext> context, HostPort target,
+                       MachineConfig config, TransportSettings transport,
+                       std::chrono::milliseconds read_timeout, Events events)
     : context_(std::move(context)),
       target_(std::move(target)),
       endpoint_(target_.to_string()),
@@ -70,7 +71,8 @@ void Connection::connect() {
     self->events_.on_write_room();
   };
   // A fresh transport per attempt, whose callbacks carry this attempt's generation.
-  transport_ = Transport::create(context_->strand(), transport_settings_, std::move(callbacks), context_.get());
+  transport_ = Transport::create(context_->strand(), transport_settings_, std::move(callbacks),
+                                 context_.get());
   transport_->connect(target_);
 }
 
@@ -160,21 +162,35 @@ void Connection::on_ready(const IdentifyResponse& negotiated) {
   connecting_ = false;
   ready_ = true;
   transport_->established();
-  // Two heartbeat intervals of silence mean the connection is dead (as go-nsq decides).
+  // Two heartbeat intervals without a whole frame mean the connection is dead (go-nsq sets its
+  // read deadline so). Whole frames, not bytes: a live nsqd sends a heartbeat each interval, so a
+  // frame that drips in a byte at a time for longer is no sign of life.
   std::chrono::milliseconds idle = read_timeout_;
-  if (idle.count() == 0 && config_.identify.heartbeat_interval.value_or(30000) > 0)
-    idle = std::chrono::milliseconds(2 * config_.identify.heartbeat_interval.value_or(30000));
+  std::string clock = "read_timeout";
+  if (idle.count() == 0 && config_.identify.heartbeat_interval.value_or(30000) > 0) {
+    const std::int64_t heartbeat = config_.identify.heartbeat_interval.value_or(30000);
+    idle = std::chrono::milliseconds(2 * heartbeat);
+    clock = "two heartbeat intervals of " + std::to_string(heartbeat) + "ms";
+  }
   if (idle.count() > 0) {
     std::weak_ptr<Connection> weak = shared_from_this();
-    transport_->set_idle_timeout(idle, [weak, idle] {
-      if (auto self = weak.lock())
-        self->fail(make_error_code(polybus::errc::timeout),
-                   self->endpoint_ + ": nothing received for " + std::to_string(idle.count()) +
-                       "ms (two heartbeat intervals): connection presumed dead");
-    });
+    transport_->set_idle_timeout(
+        idle,
+        [weak, idle, clock] {
+          auto self = weak.lock();
+          if (!self) return;
+          const char* what = self->transport_->partial_frame()
+                                 ? ": a frame begun and no whole frame for "
+                                 : ": no frame for ";
+          self->fail(make_error_code(polybus::errc::timeout),
+                     self->endpoint_ + what + std::to_string(idle.count()) + "ms (" + clock +
+                         "): connection presumed dead");
+        },
+        Transport::IdleCounts::frames);
   }
-  context_->log(LogLevel::debug, endpoint_ + ": ready (nsqd " + negotiated.version + ", max_rdy_count " +
-                                    std::to_string(negotiated.max_rdy_count) + ")");
+  context_->log(LogLevel::debug, endpoint_ + ": ready (nsqd " + negotiated.version +
+                                     ", max_rdy_count " + std::to_string(negotiated.max_rdy_count) +
+                                     ")");
   if (events_.on_ready) events_.on_ready();
 }
 

@@ -10,9 +10,15 @@ namespace polybus::nsq {
 namespace {
 
 // A message names its connection attempt: the connection's key and its generation.
-std::uint64_t token_of(std::uint64_t key, std::uint64_t generation) { return (key << 32) | (generation & 0xffffffff); }
-std::uint64_t key_of(std::uint64_t token) { return token >> 32; }
-std::uint64_t generation_of(std::uint64_t token) { return token & 0xffffffff; }
+std::uint64_t token_of(std::uint64_t key, std::uint64_t generation) {
+  return (key << 32) | (generation & 0xffffffff);
+}
+std::uint64_t key_of(std::uint64_t token) {
+  return token >> 32;
+}
+std::uint64_t generation_of(std::uint64_t token) {
+  return token & 0xffffffff;
+}
 
 }  // namespace
 
@@ -34,6 +40,7 @@ Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings setti
       backoff_timer_(context_->strand()),
       redistribute_timer_(context_->strand()),
       poll_timer_(context_->strand()),
+      dial_timer_(context_->strand()),
       stop_timer_(context_->strand()) {}
 
 void Consumer::start() {
@@ -61,9 +68,11 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   };
   Connection::Events events;
   events.on_ready = with([](Consumer& self, Conn& c) { self.on_ready(c); });
-  events.on_message = with([](Consumer& self, Conn& c, const MessageView& m,
-                              const std::shared_ptr<const void>& owner) { self.on_message(c, m, owner); });
-  events.on_response = with([](Consumer& self, Conn& c, std::string_view body) { self.on_response(c, body); });
+  events.on_message =
+      with([](Consumer& self, Conn& c, const MessageView& m,
+              const std::shared_ptr<const void>& owner) { self.on_message(c, m, owner); });
+  events.on_response =
+      with([](Consumer& self, Conn& c, std::string_view body) { self.on_response(c, body); });
   // The backoff starts over once the connection has shown it works (a heartbeat, or a message
   // within RDY), not at SUB's OK: a server that accepts and then breaks must wait longer.
   events.on_heartbeat = with([](Consumer&, Conn& c) { c.reconnect->proven(); });
@@ -74,17 +83,24 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
       // The handshake or SUB refused for a reason a retry cannot change (a bad name, no
       // authorisation): the subscription fails now with nsqd's words, and nothing reconnects.
       self.ready_reported_ = true;
-      self.sink_->ended(make_error_code(e.code), "nsqd refused the subscription to '" + self.topic_ +
-                                                     "'/'" + self.channel_ + "': " + text);
+      self.sink_->ended(make_error_code(e.code), "nsqd refused the subscription to '" +
+                                                     self.topic_ + "'/'" + self.channel_ +
+                                                     "': " + text);
       self.stop(Clock::now(), {});
+      return;
+    }
+    if (!c.subscribed) {
+      // Refused for a reason a later connection may not have (E_INVALID "cannot SUB in current
+      // state", say): nsqd closes the connection after it. The connection ends with nsqd's
+      // words, which its reconnect reports, and the subscription carries on.
+      c.connection->fail(make_error_code(e.code), text);
       return;
     }
     // FIN/REQ/TOUCH for a message that timed out on nsqd: it is redelivered, the connection stays.
     self.context_->error(make_error_code(e.code), text);
   });
-  events.on_closed = with([](Consumer& self, Conn& c, std::error_code ec, const std::string& detail) {
-    self.on_closed(c, ec, detail);
-  });
+  events.on_closed = with([](Consumer& self, Conn& c, std::error_code ec,
+                             const std::string& detail) { self.on_closed(c, ec, detail); });
   conn->connection = Connection::create(context_, target, settings_.machine, settings_.transport,
                                         settings_.read_timeout, std::move(events));
   Conn& ref = *conn;
@@ -92,9 +108,12 @@ Consumer::Conn& Consumer::add_conn(const HostPort& target) {
   return ref;
 }
 
+// What nsqd answers the same way on every connection: a name it will never accept, an
+// IDENTIFY it cannot take, authorisation missing or refused. E_INVALID is not among them: nsqd
+// sends it for a command out of place ("cannot SUB in current state"), which a new connection
+// does not repeat.
 bool Consumer::refuses_for_good(errc code) {
   switch (code) {
-    case errc::e_invalid:
     case errc::e_bad_topic:
     case errc::e_bad_channel:
     case errc::e_identify_failed:
@@ -116,8 +135,10 @@ Consumer::Conn* Consumer::find_conn(std::uint64_t key) {
 void Consumer::remove_conn(std::uint64_t key) {
   auto it = conns_.find(key);
   if (it == conns_.end()) return;
-  if (stopping_) it->second->reconnect->closed();
-  else it->second->reconnect->cancel();
+  if (stopping_)
+    it->second->reconnect->closed();
+  else
+    it->second->reconnect->cancel();
   // FINs and REQs written just before must reach nsqd: flush, then close.
   it->second->connection->close_after_flush();
   // Destroyed after the current callback has unwound: it may be running inside this connection.
@@ -169,7 +190,8 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
   }
 }
 
-void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared_ptr<const void>& owner) {
+void Consumer::on_message(Conn& conn, const MessageView& view,
+                          const std::shared_ptr<const void>& owner) {
   // Frames left in a read after this connection was failed: nsqd requeues them.
   if (!conn.connection->ready()) return;
   const auto now = ArrivalClock::now();  // when the read that carried it came
@@ -179,8 +201,8 @@ void Consumer::on_message(Conn& conn, const MessageView& view, const std::shared
   // only the recent ones are held against RDY.
   if (conn.in_flight > conn.rdy_ceiling && conn.recent_in_flight.recent(now) > conn.rdy_ceiling) {
     conn.connection->fail(make_error_code(polybus::errc::protocol_error),
-                          conn.target.to_string() + " ignored RDY: " +
-                              std::to_string(conn.recent_in_flight.recent(now)) +
+                          conn.target.to_string() +
+                              " ignored RDY: " + std::to_string(conn.recent_in_flight.recent(now)) +
                               " messages in flight that arrived within its msg_timeout, but "
                               "the largest RDY sent is " +
                               std::to_string(conn.rdy_ceiling));
@@ -240,7 +262,8 @@ void Consumer::answered(const detail::MessageState& message) {
   Conn* conn = find_conn(key_of(message.adapter_token));
   // A message of an earlier connection under the same key: that connection's count was reset
   // when it ended, and nsqd requeued the message then.
-  if (!conn || (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
+  if (!conn ||
+      (conn->connection->generation() & 0xffffffff) != generation_of(message.adapter_token))
     return;
   if (conn->in_flight > 0) --conn->in_flight;
   conn->recent_in_flight.answered(message.id.view());
@@ -260,11 +283,14 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   const std::uint64_t key = conn.key;
   conn.subscribed = conn.closing = false;
   conn.rdy = conn.rdy_ceiling = 0;
+  const bool failed_dial = conn.dialing;
   if (conn.dialing) {
     conn.dialing = false;
     --dialing_;
   }
   conn.in_flight = 0;  // nsqd requeues what this connection held
+  // A discovery dial that never subscribed: not tried again until nsqlookupd's answer changes.
+  if (failed_dial && !discovery_.lookupds.empty()) failed_dials_.insert(conn.target.to_string());
   if (stopping_ || conn.retiring) {
     // A retiring connection's end is still a disconnect the application hears about.
     if (!stopping_) conn.reconnect->retired(ec, detail);
@@ -346,7 +372,8 @@ void Consumer::signal(Signal signal) {
   if (signal == Signal::failure) {
     // Stop counting once the wait is already at its cap.
     auto unit = settings_.backoff_multiplier.count();
-    if (backoff_counter_ < 31 && (unit << backoff_counter_) < settings_.max_backoff_duration.count() * 2)
+    if (backoff_counter_ < 31 &&
+        (unit << backoff_counter_) < settings_.max_backoff_duration.count() * 2)
       ++backoff_counter_;
   } else if (backoff_counter_ > 0) {
     --backoff_counter_;
@@ -397,52 +424,72 @@ void Consumer::poll_lookupd() {
   auto timeout = std::min<std::chrono::milliseconds>(settings_.lookupd_poll_interval * 2,
                                                      settings_.transport.connect_timeout * 2);
   for (const auto& lookupd : discovery_.lookupds) {
-    http_get(context_, settings_.transport, lookupd, "/lookup?topic=" + topic_, timeout,
-             [weak, state, round, lookupd](HttpResult result) {
-               auto self = weak.lock();
-               if (!self || round != self->lookup_round_) return;
-               std::vector<LookupProducer> producers;
-               std::size_t rejected = 0;
-               if (!result.ec && result.status == 200 &&
-                   !parse_lookup_response(result.body, producers, &rejected)) {
-                 if (rejected > 0)
-                   self->context_->error(make_error_code(polybus::errc::protocol_error),
-                                         skipped_producers_text(lookupd, rejected, producers.size()));
-                 state->any_answer = state->topic_known = true;
-                 for (auto& p : producers) state->found.push_back({p.broadcast_address, p.tcp_port});
-               } else if (!result.ec && result.status == 404) {
-                 state->any_answer = true;  // nobody has the topic yet
-               } else {
-                 self->context_->log(LogLevel::warn, "nsqlookupd " + lookupd.to_string() + ": " +
-                                                         (result.ec ? result.detail : "HTTP " + std::to_string(result.status)));
-               }
-               if (--state->waiting > 0) return;
-               if (state->any_answer && !state->topic_known) {
-                 // No nsqd has the topic yet: subscribe on every nsqd nsqlookupd knows, so the
-                 // channel exists before the first message is published and none is missed.
-                 auto nodes = std::make_shared<std::vector<HostPort>>();
-                 auto left = std::make_shared<std::size_t>(self->discovery_.lookupds.size());
-                 for (const auto& l : self->discovery_.lookupds) {
-                   http_get(self->context_, self->settings_.transport, l, "/nodes",
-                            std::chrono::milliseconds(5000), [weak, round, nodes, left](HttpResult r) {
-                              auto me = weak.lock();
-                              if (!me || round != me->lookup_round_) return;
-                              std::vector<LookupProducer> all;
-                              if (!r.ec && r.status == 200 && !parse_lookup_response(r.body, all))
-                                for (auto& p : all) nodes->push_back({p.broadcast_address, p.tcp_port});
-                              if (--*left == 0) me->on_lookup(round, *nodes, true);
-                            });
-                 }
-                 return;
-               }
-               self->on_lookup(round, state->found, state->any_answer);
-             });
+    http_get(
+        context_, settings_.transport, lookupd, "/lookup?topic=" + topic_, timeout,
+        [weak, state, round, lookupd](HttpResult result) {
+          auto self = weak.lock();
+          if (!self || round != self->lookup_round_) return;
+          std::vector<LookupProducer> producers;
+          std::size_t rejected = 0;
+          if (!result.ec && result.status == 200 &&
+              !parse_lookup_response(result.body, producers, &rejected)) {
+            if (rejected > 0)
+              self->context_->error(make_error_code(polybus::errc::protocol_error),
+                                    skipped_producers_text(lookupd, rejected, producers.size()));
+            state->any_answer = state->topic_known = true;
+            for (auto& p : producers) state->found.push_back({p.broadcast_address, p.tcp_port});
+          } else if (!result.ec && result.status == 404) {
+            state->any_answer = true;  // nobody has the topic yet
+          } else {
+            self->context_->log(
+                LogLevel::warn,
+                "nsqlookupd " + lookupd.to_string() + ": " +
+                    (result.ec ? result.detail : "HTTP " + std::to_string(result.status)));
+          }
+          if (--state->waiting > 0) return;
+          if (state->any_answer && !state->topic_known) {
+            // No nsqd has the topic yet: subscribe on every nsqd nsqlookupd knows, so the
+            // channel exists before the first message is published and none is missed.
+            auto nodes = std::make_shared<std::vector<HostPort>>();
+            auto left = std::make_shared<std::size_t>(self->discovery_.lookupds.size());
+            for (const auto& l : self->discovery_.lookupds) {
+              http_get(self->context_, self->settings_.transport, l, "/nodes",
+                       std::chrono::milliseconds(5000), [weak, round, nodes, left](HttpResult r) {
+                         auto me = weak.lock();
+                         if (!me || round != me->lookup_round_) return;
+                         std::vector<LookupProducer> all;
+                         if (!r.ec && r.status == 200 && !parse_lookup_response(r.body, all))
+                           for (auto& p : all) nodes->push_back({p.broadcast_address, p.tcp_port});
+                         if (--*left == 0) me->on_lookup(round, *nodes, true);
+                       });
+            }
+            return;
+          }
+          self->on_lookup(round, state->found, state->any_answer);
+        });
   }
 }
 
 void Consumer::pump_dials() {
+  const Clock::duration spacing =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) /
+      static_cast<Clock::rep>(std::max<std::size_t>(1, settings_.max_dials_per_second));
   while (!stopping_ && !dial_queue_.empty() && dialing_ < settings_.max_concurrent_dials &&
          conns_.size() < settings_.max_nsqd_connections) {
+    const auto now = Clock::now();
+    if (now < next_dial_at_) {
+      if (dial_timer_armed_) return;
+      dial_timer_armed_ = true;
+      dial_timer_.expires_at(next_dial_at_);
+      dial_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+        auto self = weak.lock();
+        if (!self) return;
+        self->dial_timer_armed_ = false;
+        if (!ec) self->pump_dials();
+      });
+      return;
+    }
+    next_dial_at_ = std::max(next_dial_at_, now - spacing) + spacing;
     Conn& conn = add_conn(dial_queue_.front());
     dial_queue_.pop_front();
     conn.dialing = true;
@@ -456,35 +503,46 @@ void Consumer::on_lookup(std::size_t, std::vector<HostPort> found, bool any_answ
   if (any_answer) {
     std::set<std::string> wanted;
     for (auto& target : found) wanted.insert(target.to_string());
-    dial_queue_.erase(std::remove_if(dial_queue_.begin(), dial_queue_.end(),
-                                     [&](const HostPort& t) { return !wanted.count(t.to_string()); }),
-                      dial_queue_.end());
+    dial_queue_.erase(
+        std::remove_if(dial_queue_.begin(), dial_queue_.end(),
+                       [&](const HostPort& t) { return !wanted.count(t.to_string()); }),
+        dial_queue_.end());
     std::set<std::string> have;
     std::vector<std::uint64_t> gone;
     for (auto& [key, conn] : conns_) {
       have.insert(conn->target.to_string());
       if (!wanted.count(conn->target.to_string()) && !conn->retiring) gone.push_back(key);
     }
-    // Dialled a few at a time and capped in total: a lookupd listing thousands of nsqd must
-    // not open thousands of connections at once. Shuffled, so capped consumers spread out.
+    // A changed answer may have brought back what failed: everything is a candidate again.
+    std::vector<std::string> answer(wanted.begin(), wanted.end());  // sorted, as the set is
+    const bool changed = answer != last_answer_;
+    if (changed) {
+      last_answer_ = std::move(answer);
+      failed_dials_.clear();
+    }
+    // Every producer listed failed and nothing else is left: they are tried again, this poll
+    // pacing the passes.
+    if (conns_.empty() && dial_queue_.empty() && !failed_dials_.empty() &&
+        std::all_of(found.begin(), found.end(),
+                    [&](const HostPort& t) { return failed_dials_.count(t.to_string()) > 0; }))
+      failed_dials_.clear();
+    // Dialled a few at a time, at a bounded rate, and capped in the connections kept: a lookupd
+    // listing thousands of nsqd must not open thousands of connections at once. Shuffled, so
+    // capped consumers spread out and no order lookupd gives keeps the live ones last.
     std::shuffle(found.begin(), found.end(), random_);
     for (const auto& queued : dial_queue_) have.insert(queued.to_string());
-    std::size_t skipped = 0;
     for (auto& target : found) {
-      if (have.count(target.to_string())) continue;
-      if (conns_.size() + dial_queue_.size() >= settings_.max_nsqd_connections) {
-        ++skipped;
-        continue;
-      }
-      have.insert(target.to_string());
+      const std::string key = target.to_string();
+      if (have.count(key) || failed_dials_.count(key)) continue;
+      have.insert(key);
       dial_queue_.push_back(target);
     }
-    if (skipped > 0)
+    if (changed && found.size() > settings_.max_nsqd_connections)
       context_->log(LogLevel::warn,
                     topic_ + ": " +
                         limit_exceeded_text("nsqlookupd lists more nsqd than a subscription uses",
                                             "max_nsqd_connections", settings_.max_nsqd_connections,
-                                            conns_.size() + dial_queue_.size() + skipped));
+                                            found.size()));
     for (auto key : gone) {
       // nsqlookupd no longer lists it: finish what it gave us, then close.
       Conn& conn = *find_conn(key);
@@ -521,6 +579,7 @@ void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
   stopping_ = true;
   stopped_ = std::move(done);
   poll_timer_.cancel();
+  dial_timer_.cancel();
   redistribute_timer_.cancel();
   backoff_timer_.cancel();
   update_rdy();  // RDY 0 everywhere

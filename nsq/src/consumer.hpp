@@ -10,12 +10,13 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <unordered_set>
 
 #include "connection.hpp"
 #include "in_flight_window.hpp"
-#include "polybus/adapter/reconnect.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
+#include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
 
@@ -24,12 +25,13 @@ class Consumer : public AdapterSubscription,
                  public std::enable_shared_from_this<Consumer> {
  public:
   struct Discovery {
-    std::vector<HostPort> nsqds;    // fixed list (nsq://), reconnected with backoff
+    std::vector<HostPort> nsqds;     // fixed list (nsq://), reconnected with backoff
     std::vector<HostPort> lookupds;  // or nsqlookupd HTTP addresses (nsq+lookupd://)
   };
 
-  Consumer(std::shared_ptr<const AdapterContext> context, Settings settings, std::string topic, std::string channel,
-           std::uint32_t max_in_flight, Discovery discovery, std::shared_ptr<SubscriptionSink> sink);
+  Consumer(std::shared_ptr<const AdapterContext> context, Settings settings, std::string topic,
+           std::string channel, std::uint32_t max_in_flight, Discovery discovery,
+           std::shared_ptr<SubscriptionSink> sink);
   void start();
   // Ends the subscription: RDY 0, CLS, wait for in-flight messages until the deadline, close.
   void stop(Clock::time_point deadline, std::function<void()> done);
@@ -55,16 +57,16 @@ class Consumer : public AdapterSubscription,
     HostPort target;
     std::shared_ptr<Connection> connection;
     std::unique_ptr<ReconnectLoop> reconnect;
-    std::uint32_t rdy = 0;        // last RDY sent
+    std::uint32_t rdy = 0;  // last RDY sent
     // The largest RDY sent on this connection: nsqd never has more messages in flight on it,
     // so more is a server ignoring RDY (a protocol error, not a buffer to grow).
     std::uint32_t rdy_ceiling = 0;
     bool dialing = false;  // a discovery dial not yet subscribed (counts against the dial cap)
-    std::uint32_t max_rdy = 2500;  // negotiated
-    std::size_t in_flight = 0;  // delivered, not yet finished or requeued
+    std::uint32_t max_rdy = 2500;     // negotiated
+    std::size_t in_flight = 0;        // delivered, not yet finished or requeued
     InFlightWindow recent_in_flight;  // of those, the ones nsqd may still count (the RDY check)
     bool subscribed = false;
-    bool closing = false;  // CLS sent
+    bool closing = false;   // CLS sent
     bool retiring = false;  // lookupd no longer lists it: close once drained
   };
   enum class Signal { success, failure };
@@ -106,8 +108,16 @@ class Consumer : public AdapterSubscription,
   std::shared_ptr<SubscriptionSink> sink_;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::uint64_t next_key_ = 0;
-  std::deque<HostPort> dial_queue_;  // found by discovery, not yet dialled
+  // Discovery's choice among what nsqlookupd lists. A dial that fails is replaced at once by
+  // one not tried yet: the failed are remembered until nsqlookupd's answer changes (or every
+  // producer listed has failed), so that a live nsqd among thousands of dead ones is reached in
+  // one pass over the list, whatever its order.
+  std::deque<HostPort> dial_queue_;  // found by discovery, not yet dialled (shuffled)
   std::size_t dialing_ = 0;
+  std::unordered_set<std::string> failed_dials_;  // since the answer last changed
+  std::vector<std::string> last_answer_;          // nsqlookupd's producers, sorted
+  Clock::time_point next_dial_at_{};              // max_dials_per_second
+  bool dial_timer_armed_ = false;
   bool paused_ = false;
   std::optional<Clock::time_point> touching_since_;  // the first touch_held of this pause
   bool stopping_ = false;
@@ -121,6 +131,7 @@ class Consumer : public AdapterSubscription,
   asio::steady_timer backoff_timer_;
   asio::steady_timer redistribute_timer_;
   asio::steady_timer poll_timer_;
+  asio::steady_timer dial_timer_;
   asio::steady_timer stop_timer_;
   std::size_t rotation_ = 0;  // which connections hold RDY when max_in_flight < connections
   std::size_t lookup_round_ = 0;

@@ -36,7 +36,8 @@ OptionTable option_table() {
        "nsqd's output buffer flush timeout (-1: none)"},
       {"msg_timeout", OptionType::duration, "0", 0, 15 * 60'000,
        "how long nsqd waits for FIN before redelivering (0: nsqd's default; nsqd's minimum is 1s)"},
-      {"sample_rate", OptionType::integer, "0", 0, 99, "percentage of messages nsqd sends (0: all)"},
+      {"sample_rate", OptionType::integer, "0", 0, 99,
+       "percentage of messages nsqd sends (0: all)"},
       {"snappy", OptionType::boolean, "false", 0, 0, "compress the stream with snappy"},
       {"deflate", OptionType::boolean, "false", 0, 0, "compress the stream with deflate"},
       {"deflate_level", OptionType::integer, "6", 1, 9, "deflate level"},
@@ -47,12 +48,19 @@ OptionTable option_table() {
        "random extra delay on each lookupd poll, percent of the interval"},
       {"max_nsqd_connections", OptionType::integer, "100", 1, 100000,
        "nsqd a subscription connects to at most (nsqlookupd may list more)"},
-      {"max_concurrent_dials", OptionType::integer, "4", 1, 1000,
-       "nsqd connection attempts a subscription makes at once"},
+      {"max_concurrent_dials", OptionType::integer, "16", 1, 1000,
+       "nsqd connection attempts discovery makes at once"},
+      {"max_dials_per_second", OptionType::integer, "5000", 1, 1000000,
+       "nsqd connection attempts discovery starts a second at most"},
       {"rdy_redistribute_interval", OptionType::duration, "5s", 10, hour,
        "with more connections than max_in_flight, how often RDY moves between them"},
-      {"backoff_strategy", OptionType::choice, "exponential", 0, 0,
-       "consumer backoff after failures", {"exponential", "full_jitter"}},
+      {"backoff_strategy",
+       OptionType::choice,
+       "exponential",
+       0,
+       0,
+       "consumer backoff after failures",
+       {"exponential", "full_jitter"}},
       {"backoff_multiplier", OptionType::duration, "1s", 1, hour, "backoff unit"},
       {"max_backoff_duration", OptionType::duration, "2m", 0, 24 * hour,
        "cap on one backoff wait (0: no backoff)"},
@@ -85,7 +93,8 @@ Settings Settings::from(const ResolvedOptions& options) {
   if (id.deflate) id.deflate_level = static_cast<int>(options.get_int("deflate_level"));
   s.machine.auth_secret = options.get_string("auth_secret");
   s.machine.max_frame_size = static_cast<std::size_t>(options.get_int("max_frame_size"));
-  s.machine.max_decoded_per_read = static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
+  s.machine.max_decoded_per_read =
+      static_cast<std::size_t>(options.get_int("max_decoded_per_read"));
   s.transport = TransportSettings::from_options(options);
   // IDENTIFY (and TLS, AUTH) within connect_timeout too: nsqd answers nothing else before it.
   s.transport.handshake_timeout = s.transport.connect_timeout;
@@ -94,6 +103,7 @@ Settings Settings::from(const ResolvedOptions& options) {
   s.lookupd_poll_jitter = options.get_int("lookupd_poll_jitter") / 100.0;
   s.max_nsqd_connections = static_cast<std::size_t>(options.get_int("max_nsqd_connections"));
   s.max_concurrent_dials = static_cast<std::size_t>(options.get_int("max_concurrent_dials"));
+  s.max_dials_per_second = static_cast<std::size_t>(options.get_int("max_dials_per_second"));
   s.rdy_redistribute_interval = options.get_duration("rdy_redistribute_interval");
   s.backoff_multiplier = options.get_duration("backoff_multiplier");
   s.max_backoff_duration = options.get_duration("max_backoff_duration");

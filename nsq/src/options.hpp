@@ -2,9 +2,9 @@
 // values read from it once per client.
 #pragma once
 
+#include "machine.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/transport.hpp"
-#include "machine.hpp"
 
 namespace polybus::nsq {
 
@@ -16,10 +16,11 @@ struct Settings {
   std::chrono::milliseconds read_timeout{0};
   std::chrono::milliseconds lookupd_poll_interval{60000};
   double lookupd_poll_jitter = 0.3;
-  // Discovery's dials: at most this many nsqd connections per subscription, and this many
-  // connection attempts at once (the rest wait for one to finish).
+  // Discovery's dials: at most this many nsqd connections per subscription or publisher, this
+  // many connection attempts at once (the rest wait for one to finish), started at this rate.
   std::size_t max_nsqd_connections = 100;
-  std::size_t max_concurrent_dials = 4;
+  std::size_t max_concurrent_dials = 16;
+  std::size_t max_dials_per_second = 5000;
   std::chrono::milliseconds rdy_redistribute_interval{5000};
   std::chrono::milliseconds backoff_multiplier{1000};
   std::chrono::milliseconds max_backoff_duration{120000};

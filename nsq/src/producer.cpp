@@ -18,11 +18,12 @@ constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
 
 }  // namespace
 
-Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
-                   Discover discover)
+Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings,
+                   std::vector<HostPort> nsqds, Discover discover)
     : context_(std::move(context)), settings_(std::move(settings)), discover_(std::move(discover)) {
   set_nodes(std::move(nsqds), false);
-  if (discover_) rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+  if (discover_)
+    rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
 }
 
 void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
@@ -47,18 +48,22 @@ void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
     }
   }
   // More than may be kept: a random choice, so that a list led by dead entries cannot keep a
-  // publisher from the live ones for good, and publishers spread over the nsqd.
+  // publisher from the live ones for good, and publishers spread over the nsqd. The rest wait
+  // in untried_, to replace those that fail.
   if (discovered && nodes_.size() + nsqds.size() > settings_.max_nsqd_connections)
     std::shuffle(nsqds.begin(), nsqds.end(), random_);
+  if (discovered) untried_.clear();
   std::size_t skipped = 0;
   for (auto& target : nsqds) {
     if (!known.insert(target.to_string()).second) continue;
     if (discovered && nodes_.size() >= settings_.max_nsqd_connections) {
       ++skipped;
+      untried_.push_back(std::move(target));
       continue;
     }
     auto node = std::make_shared<Node>();
     node->target = std::move(target);
+    node->discovered = discovered;
     nodes_.push_back(std::move(node));
   }
   if (skipped > 0)
@@ -277,9 +282,9 @@ void Producer::discover_now() {
     if (!self->nodes_.empty()) return self->connect_some();
     // Nothing to publish to: say why, and ask again after the reconnect policy's delay while
     // publishes wait.
-    self->discover_later(found.where, make_error_code(polybus::errc::connect_failed),
-                         found.failure.empty() ? "nsqlookupd " + found.where + " lists no nsqd"
-                                               : found.failure);
+    self->discover_later(
+        found.where, make_error_code(polybus::errc::connect_failed),
+        found.failure.empty() ? "nsqlookupd " + found.where + " lists no nsqd" : found.failure);
   });
 }
 
@@ -309,6 +314,7 @@ std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node
     // connection every reconnect_initial.
     raw->reconnect->connected();
     raw->failed = false;
+    raw->ever_ready = true;
     if (self->rediscover_) self->rediscover_->succeeded();  // discovery found a live nsqd
     self->flush_waiting();
   };
@@ -354,8 +360,9 @@ void Producer::on_response(Node& node, std::string_view body) {
 void Producer::on_server_error(Node& node, const ServerError& error) {
   // Answers to a publish complete it in order; the connection closes after fatal ones.
   if (node.awaiting.empty()) {
-    context_->error(make_error_code(error.code),
-                   node.target.to_string() + ": " + std::string(error.code_text) + " " + std::string(error.description));
+    context_->error(make_error_code(error.code), node.target.to_string() + ": " +
+                                                     std::string(error.code_text) + " " +
+                                                     std::string(error.description));
     return;
   }
   Outgoing refused = std::move(node.awaiting.front());
@@ -392,6 +399,24 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   if (closed_) return;
   node.reconnect->ended(ec, detail);
   node.failed = true;
+  if (node.discovered && !node.ever_ready && !untried_.empty()) {
+    // A discovered nsqd that never shook hands gives way at once to one not tried yet.
+    std::shared_ptr<Node> failed;
+    for (auto& known : nodes_)
+      if (known.get() == &node) failed = known;
+    auto next = std::make_shared<Node>();
+    next->target = std::move(untried_.front());
+    next->discovered = true;
+    untried_.pop_front();
+    if (failed) retire(failed);
+    nodes_.push_back(std::move(next));
+    if (Node* other = usable_node()) {
+      (void)other;
+      flush_waiting();
+    }
+    if (!waiting_.empty()) connect_some();
+    return;
+  }
   if (Node* other = usable_node()) {
     (void)other;
     flush_waiting();
@@ -420,7 +445,8 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
 
 void Producer::ping(OpCompletion done) {
   // nsqd answers nothing to NOP, so the round trip is a full handshake on a fresh connection.
-  if (nodes_.empty()) return done(make_error_code(polybus::errc::connect_failed), {}, "no nsqd known");
+  if (nodes_.empty())
+    return done(make_error_code(polybus::errc::connect_failed), {}, "no nsqd known");
   auto finished = std::make_shared<OpCompletion>(std::move(done));
   auto holder = std::make_shared<std::shared_ptr<Connection>>();
   Connection::Events events;
@@ -434,9 +460,9 @@ void Producer::ping(OpCompletion done) {
     holder->reset();
   };
   Node* node = usable_node();
-  *holder = Connection::create(context_, node ? node->target : nodes_.front()->target,
-                               settings_.machine, settings_.transport, settings_.read_timeout,
-                               std::move(events));
+  *holder =
+      Connection::create(context_, node ? node->target : nodes_.front()->target, settings_.machine,
+                         settings_.transport, settings_.read_timeout, std::move(events));
   (*holder)->connect();
 }
 

@@ -31,8 +31,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   };
   using Discover = std::function<void(std::function<void(Discovered)>)>;
 
-  Producer(std::shared_ptr<const AdapterContext> context, Settings settings, std::vector<HostPort> nsqds,
-           Discover discover = nullptr);
+  Producer(std::shared_ptr<const AdapterContext> context, Settings settings,
+           std::vector<HostPort> nsqds, Discover discover = nullptr);
   void publish(PublishWork work);
   void ping(OpCompletion done);
   void close();
@@ -57,7 +57,9 @@ class Producer : public std::enable_shared_from_this<Producer> {
     std::unique_ptr<ReconnectLoop> reconnect;  // made at the first dial
     Fifo<Outgoing> awaiting;                   // written, answer pending, in order
     bool retry_scheduled = false;
-    bool failed = false;  // its last connection or attempt ended; cleared when it is ready
+    bool failed = false;      // its last connection or attempt ended; cleared when it is ready
+    bool discovered = false;  // from nsqlookupd's answer
+    bool ever_ready = false;  // a connection to it completed the handshake
   };
 
   Node* usable_node();
@@ -96,6 +98,10 @@ class Producer : public std::enable_shared_from_this<Producer> {
   bool rediscover_pending_ = false;
   // Shared with the callbacks of their connections (weakly): a retired node may still be in one.
   std::vector<std::shared_ptr<Node>> nodes_;
+  // What nsqlookupd listed beyond max_nsqd_connections, not tried yet (shuffled): a discovered
+  // nsqd that fails before its handshake gives way to the next of these at once, so that a live
+  // nsqd among thousands of dead ones is reached in one pass, whatever the answer's order.
+  std::deque<HostPort> untried_;
   std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
   // Single publishes to one topic arriving in one turn of the strand (a burst taken from the
   // client's intake), sent as one MPUB at its end: nsqd answers and flushes once for them all

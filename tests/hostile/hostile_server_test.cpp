@@ -137,6 +137,26 @@ bool nsq_handshake(HostileConnection& c, bool subscribe) {
   return c.send(nsq_response("OK"));
 }
 
+// An nsqd that takes every subscription and counts each down on `subscribed`.
+HostileServer::Script nsqd_counting_subscriptions(Latch& subscribed) {
+  return [&subscribed](HostileConnection& c, std::size_t) {
+    if (nsq_handshake(c, true)) subscribed.count_down();
+    c.hold_open();
+  };
+}
+
+// An nsqd that answers SUB with the error frame `error`, then holds the connection open or, as
+// nsqd does after a fatal error, closes it.
+HostileServer::Script nsqd_refusing_sub(std::string error, bool hold_open) {
+  return [error, hold_open](HostileConnection& c, std::size_t) {
+    if (!nsq_handshake(c, false)) return;
+    if (!c.read_until([](const std::string& r) { return r.find("SUB ") != std::string::npos; }))
+      return;
+    c.send(nsq_frame(1, error));
+    if (hold_open) c.hold_open();
+  };
+}
+
 // An nsqd that shakes hands with a producer, then reads nothing more on its first connection;
 // later connections are held open.
 HostileServer::Script nsqd_that_stops_reading() {
@@ -166,10 +186,34 @@ std::size_t count_of(const std::string& haystack, std::string_view needle) {
   return n;
 }
 
-// Sends a byte every 50 ms until the peer goes or the server stops.
-void drip(HostileConnection& c) {
+// Sends a byte every `period` until the peer goes or the server stops.
+void drip_every(HostileConnection& c, std::chrono::milliseconds period) {
   while (!c.stopping() && c.send("x"))
-    if (!c.read_some(50ms)) break;
+    if (!c.read_some(period)) break;
+}
+void drip(HostileConnection& c) { drip_every(c, 50ms); }
+
+// How long after `since` `reports` saw `text` (max() if not within 30 s): the time a dead
+// connection took to be given up.
+std::chrono::milliseconds time_to_text(Reports& reports, const std::string& text,
+                                       std::chrono::steady_clock::time_point since) {
+  if (!reports.wait_text(text, 30s)) return std::chrono::milliseconds::max();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               since);
+}
+
+// An nsqd whose first connection, once subscribed, sends a header announcing a 1000-byte
+// frame and then a byte every `period` (noting in `began`, when given, the steady clock's count
+// as it starts); later connections are held open.
+HostileServer::Script nsqd_dripping_a_frame(std::chrono::milliseconds period,
+                                            std::atomic<std::int64_t>* began = nullptr) {
+  return [period, began](HostileConnection& c, std::size_t index) {
+    if (!nsq_handshake(c, true)) return;
+    if (index != 0) return c.hold_open();
+    if (began) *began = std::chrono::steady_clock::now().time_since_epoch().count();
+    c.send(be32(1000) + be32(2));
+    drip_every(c, period);
+  };
 }
 
 // A client of scheme with frame_timeout=300ms against server, whose first connection drips a
@@ -214,13 +258,7 @@ TEST_CASE("nsq: a server that ignores RDY is a protocol error, and the client re
 
 TEST_CASE("nsq: a SUB refused for good fails the subscription at once with nsqd's words",
           "[hostile][nsq]") {
-  HostileServer server([](HostileConnection& c, std::size_t) {
-    if (!nsq_handshake(c, false)) return;
-    if (!c.read_until([](const std::string& r) { return r.find("SUB ") != std::string::npos; }))
-      return;
-    c.send(nsq_frame(1, "E_BAD_TOPIC SUB topic name \"t\" is not valid"));
-    c.hold_open();
-  });
+  HostileServer server(nsqd_refusing_sub("E_BAD_TOPIC SUB topic name \"t\" is not valid", true));
   Reports reports;
   auto client = connect("nsq://" + server.address() + "?reconnect_initial=10ms", reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
@@ -234,6 +272,60 @@ TEST_CASE("nsq: a SUB refused for good fails the subscription at once with nsqd'
   CHECK_FALSE(sub.active());
   client.close_sync(5s);
   CHECK(server.connections() == 1);  // nothing reconnected to be refused again
+}
+
+TEST_CASE("nsq: a SUB refused with E_INVALID ends the connection, and a later one subscribes",
+          "[hostile][nsq]") {
+  // nsqd closes the connection after E_INVALID ("cannot SUB in current state"); a new
+  // connection may well be accepted. The first two connections are refused so, the third takes
+  // the SUB and delivers a message.
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!nsq_handshake(c, false)) return;
+    if (!c.read_until([](const std::string& r) {
+          auto at = r.find("SUB ");
+          return at != std::string::npos && r.find('\n', at) != std::string::npos;
+        }))
+      return;
+    if (index < 2) {
+      c.send(nsq_frame(1, "E_INVALID cannot SUB in current state"));
+      return;  // and closes, as nsqd does
+    }
+    c.send(nsq_response("OK"));
+    if (!c.read_until([](const std::string& r) { return r.find("RDY ") != std::string::npos; }))
+      return;
+    c.send(nsq_message(1, "after the refusals"));
+    c.hold_open();
+  });
+  Reports reports;
+  Collector got;
+  auto client = connect("nsq://" + server.address() + "?reconnect_initial=10ms", reports.options());
+  auto sub =
+      client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
+  const Status ready = sub.wait_ready(20s);
+  INFO(ready.message() << "\n" << reports.dump());
+  CHECK_FALSE(ready);
+  CHECK(got.wait_for_count(1));
+  CHECK(sub.active());
+  CHECK(server.connections() == 3);
+  // Each refusal was reported with nsqd's words, as the reason of a disconnect.
+  CHECK(reports.wait_count("E_INVALID cannot SUB in current state", 2));
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq: a SUB refused with E_INVALID on every connection says why in wait_ready",
+          "[hostile][nsq]") {
+  HostileServer server(nsqd_refusing_sub("E_INVALID cannot SUB in current state", false));
+  Reports reports;
+  auto client = connect("nsq://" + server.address() + "?reconnect_initial=10ms&reconnect_max=100ms",
+                        reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  CHECK(server.wait_connections(3));  // refused, and tried again with backoff
+  const Status ready = sub.wait_ready(500ms);
+  INFO(ready.message());
+  CHECK(ready == errc::timeout);
+  CHECK_THAT(ready.message(), Catch::Contains("E_INVALID cannot SUB in current state"));
+  CHECK(sub.active());  // still trying: not ended
+  client.close_sync(5s);
 }
 
 TEST_CASE("nsq: a publish refused by nsqd fails with broker_error and nsqd's words",
@@ -337,23 +429,39 @@ TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not 
 
 TEST_CASE("nsq: a frame that drips in is cut off by frame_timeout with a named error",
           "[hostile][nsq]") {
-  HostileServer server([](HostileConnection& c, std::size_t index) {
-    if (!nsq_handshake(c, true)) return;
-    if (index == 0) {
-      // A header announcing 1000 bytes, then a byte every 50 ms: bytes keep coming (so the idle
-      // clock never fires), the frame never completes.
-      c.send(be32(1000) + be32(2));
-      drip(c);  // a byte every 50 ms
-      return;
-    }
-    c.hold_open();
-  });
+  // A header announcing 1000 bytes, then a byte every 50 ms: bytes keep coming (so the idle
+  // clock never fires), the frame never completes.
+  HostileServer server(nsqd_dripping_a_frame(50ms));
   Reports reports;
   auto client = connect("nsq://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
                         reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
   CHECK(reports.wait_text("frame_timeout=300ms"));
   CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
+  CHECK(server.wait_connections(2));  // recovery: a fresh connection
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq: a frame that drips past two heartbeat intervals is a dead connection, named",
+          "[hostile][nsq]") {
+  // heartbeat_interval=1s: a live nsqd sends a whole frame every second. This one sends a header
+  // announcing 1000 bytes, then a byte every 300 ms: bytes keep coming, frames never do. The
+  // connection is given up after two intervals, not after frame_timeout (30 s by default).
+  std::atomic<std::int64_t> drip_began{0};
+  HostileServer server(nsqd_dripping_a_frame(300ms, &drip_began));
+  Reports reports;
+  auto client = connect("nsq://" + server.address() + "?heartbeat_interval=1s&reconnect_initial=10ms",
+                        reports.options());
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  REQUIRE(reports.wait_text(
+      "a frame begun and no whole frame for 2000ms (two heartbeat intervals of 1000ms)", 30s));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - std::chrono::steady_clock::time_point(
+                                             std::chrono::steady_clock::duration(drip_began)));
+  INFO(reports.dump());
+  INFO("given up after " << took.count() << " ms");
+  CHECK(took < 10s);  // about 2 s; frame_timeout would have taken 30 s
+  CHECK(reports.saw_reason(make_error_code(errc::timeout)));
   CHECK(server.wait_connections(2));  // recovery: a fresh connection
   client.close_sync(5s);
 }
@@ -475,6 +583,15 @@ constexpr std::size_t kSanitizerSlackMb = 1024;
 constexpr std::size_t kSanitizerSlackMb = 0;
 #endif
 
+// CPU time of this process (client and hostile server threads together: an upper bound on what
+// the client spends), in milliseconds.
+double cpu_ms() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 + usage.ru_stime.tv_sec * 1e3 +
+         usage.ru_stime.tv_usec / 1e3;
+}
+
 // Peak resident memory of this process (each ctest case runs in a process of its own).
 std::size_t peak_rss_mb() {
   struct rusage usage {};
@@ -563,10 +680,7 @@ TEST_CASE("nsq: a read that inflates past max_decoded_per_read is a named error"
 TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad entries skipped",
           "[hostile][nsq]") {
   Latch subscribed;
-  HostileServer nsqd([&](HostileConnection& c, std::size_t) {
-    if (nsq_handshake(c, true)) subscribed.count_down();
-    c.hold_open();
-  });
+  HostileServer nsqd(nsqd_counting_subscriptions(subscribed));
   // 5,000 producers on ports where nothing listens, the real one, and one malformed entry.
   std::string producers;
   for (int port = 20000; port < 25000; ++port)
@@ -593,28 +707,113 @@ TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad 
   CHECK(peak_rss_mb() < 300 + kSanitizerSlackMb);  // before: every dial at once, a TLS context each: 900 MB
 }
 
-TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connections, bad entries said",
-          "[hostile][nsq]") {
-  HostileServer nsqd([](HostileConnection& c, std::size_t) {
+namespace {
+// nsqlookupd's answer listing `dead` producers on 127.0.0.1 ports where nothing listens (from
+// 21000, below Linux's ephemeral range) and, last, `live`.
+std::string lookup_body_with_dead(int dead, std::uint16_t live) {
+  std::string producers;
+  for (int port = 21000; port < 21000 + dead; ++port)
+    producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(port) + "},";
+  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(live) + "}";
+  return "{\"channels\":[],\"producers\":[" + producers + "]}";
+}
+HostileServer::Script lookupd_answering(const std::string& body) {
+  return [body](HostileConnection& c, std::size_t) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body);
+  };
+}
+// An nsqd that shakes hands with a producer and answers its first PUB with OK.
+HostileServer::Script nsqd_answering_one_pub() {
+  return [](HostileConnection& c, std::size_t) {
     if (!nsq_handshake(c, false)) return;
     if (!c.read_until([](const std::string& r) { return r.find("PUB ") != std::string::npos; }))
       return;
     c.send(nsq_response("OK"));
     c.hold_open();
-  });
+  };
+}
+// Subscribes through url and returns how long until `subscribed` counted down (max() if not
+// within a minute).
+std::chrono::milliseconds time_to_subscribe(const std::string& url, Latch& subscribed) {
+  const auto start = std::chrono::steady_clock::now();
+  auto client = connect(url);
+  auto sub = client.subscribe("t", group("c"), [](Message&) {});
+  const bool reached = subscribed.wait_for(1, 60s);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  client.close_sync(5s);
+  return reached ? took : std::chrono::milliseconds::max();
+}
+// How long reaching the live nsqd may take: 5 s (docs/safety.md), more under sanitizers.
+constexpr auto kReachBound = kSanitizerSlackMb ? 30s : 5s;
+}  // namespace
+
+TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among 10,000 that refuse",
+          "[hostile][nsq]") {
+  Latch subscribed;
+  HostileServer nsqd(nsqd_counting_subscriptions(subscribed));
+  HostileServer lookupd(lookupd_answering(lookup_body_with_dead(10000, nsqd.port())));
+  // The defaults but the poll: one answer, so only the failed dials' replacements can find it.
+  const auto took = time_to_subscribe(
+      "nsq+lookupd://" + lookupd.address() + "?lookupd_poll_interval=1h", subscribed);
+  INFO("reached after " << took.count() << " ms");
+  CHECK(took < kReachBound);  // before: 100 of them drawn a poll, the live one never in 20 s
+  CHECK(lookupd.connections() == 1);
+}
+
+TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones within its bound",
+          "[hostile][nsq]") {
+  // 40 producers that accept and never answer IDENTIFY: each dial takes connect_timeout, at
+  // most max_concurrent_dials of them at once, so the live one is reached within
+  // 40 / 4 x 200 ms = 2 s (docs/safety.md).
+  std::vector<std::unique_ptr<HostileServer>> silent;
+  std::string producers;
+  for (int i = 0; i < 40; ++i) {
+    silent.push_back(std::make_unique<HostileServer>([](HostileConnection& c, std::size_t) {
+      c.hold_open();
+    }));
+    producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" +
+                 std::to_string(silent.back()->port()) + "},";
+  }
+  Latch subscribed;
+  HostileServer nsqd(nsqd_counting_subscriptions(subscribed));
+  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) + "}";
+  HostileServer lookupd(lookupd_answering("{\"channels\":[],\"producers\":[" + producers + "]}"));
+  const auto took = time_to_subscribe(
+      "nsq+lookupd://" + lookupd.address() +
+          "?lookupd_poll_interval=1h&max_concurrent_dials=4&connect_timeout=200ms",
+      subscribed);
+  INFO("reached after " << took.count() << " ms");
+  CHECK(took < (kSanitizerSlackMb ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
+}
+
+TEST_CASE("nsq+lookupd: a publisher reaches the live nsqd among 10,000 that refuse",
+          "[hostile][nsq]") {
+  HostileServer nsqd(nsqd_answering_one_pub());
+  HostileServer lookupd(lookupd_answering(lookup_body_with_dead(10000, nsqd.port())));
+  const auto start = std::chrono::steady_clock::now();
+  auto client = connect("nsq+lookupd://" + lookupd.address());
+  CHECK(client.publish_sync("t", "found", within(60s)) == std::error_code{});
+  const auto took = std::chrono::steady_clock::now() - start;
+  INFO("published after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                          << " ms");
+  CHECK(took < kReachBound);  // before: 100 drawn a round, each round paced by the backoff
+  client.close_sync(5s);
+}
+
+TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connections, bad entries said",
+          "[hostile][nsq]") {
+  HostileServer nsqd(nsqd_answering_one_pub());
   // 200 producers where nothing listens, the real one last, and a malformed entry.
   std::string producers;
   for (int port = 21000; port < 21200; ++port)
     producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(port) + "},";
   producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) +
                "},{\"broadcast_address\":\"\",\"tcp_port\":\"x\"}";
-  const std::string body = "{\"producers\":[" + producers + "]}";
-  HostileServer lookupd([&](HostileConnection& c, std::size_t) {
-    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
-      return;
-    c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\nConnection: close\r\n\r\n" + body);
-  });
+  HostileServer lookupd(lookupd_answering("{\"producers\":[" + producers + "]}"));
   {
     // Capped: ten of them, the cap and the bad entry named. Before: every entry kept, each with
     // its own reconnect state, and de-duplicated pairwise (60,000 entries: 10 s of CPU).
@@ -666,6 +865,39 @@ TEST_CASE("nsq+lookupd: a subscription connects to at most max_nsqd_connections"
                         reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
   CHECK(reports.wait_text("50 exceeds max_nsqd_connections=10"));
+  client.close_sync(5s);
+}
+
+TEST_CASE("quickio: a server that moves the client to itself forever is paced and named a loop",
+          "[hostile][quickio]") {
+  // Every connection proves itself (a heartbeat the client accepts) and is then moved to the
+  // same server again, so "moves in a row" never grows. Before: about 1,200 connections a second,
+  // a third of a core. Moves are followed at once only while few: a run of them waits the
+  // backoff, which proving no longer resets.
+  std::atomic<std::uint16_t> self_port{0};
+  HostileServer server([&](HostileConnection& c, std::size_t) {
+    if (!qio_handshake(c)) return;
+    c.send(qio_frame("/qio/heartbeat:0=null"));
+    c.send(qio_frame("/qio/move:0=\"127.0.0.1:" + std::to_string(self_port.load()) + "\""));
+    c.hold_open();
+  });
+  self_port = server.port();
+  Reports reports;
+  auto client = connect("quickio://" + server.address() + "?reconnect_initial=10ms",
+                        reports.options());
+  REQUIRE(reports.wait_text("moved in a loop"));
+  const std::size_t before = server.connections();
+  const double cpu_before = cpu_ms();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(3s);  // the measured window, not a synchronisation
+  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double share = (cpu_ms() - cpu_before) / wall;
+  const std::size_t moves = server.connections() - before;
+  INFO(moves << " connections in 3 s, " << 100 * share << "% of a core\n"
+             << reports.dump().substr(0, 3000));
+  // The backoff from 10 ms doubles each move (about 9 in 3 s), not 3,600.
+  CHECK(moves <= 15);
+  CHECK(share < (kSanitizerSlackMb ? 0.25 : 0.05));
   client.close_sync(5s);
 }
 
@@ -959,6 +1191,31 @@ TEST_CASE("quickio: a raw frame that drips in is cut off by frame_timeout", "[ho
   expect_cut_off_by_frame_timeout(server, "quickio");
 }
 
+TEST_CASE("quickio: a raw frame that drips past heartbeat_timeout is a dead connection, named",
+          "[hostile][quickio]") {
+  // heartbeat_timeout=1s counts whole frames: a frame of 1000 bytes dripping a byte every 300 ms
+  // ends the connection after about a second, not after frame_timeout (30 s by default).
+  HostileServer server([](HostileConnection& c, std::size_t index) {
+    if (!qio_handshake(c)) return;
+    if (index == 0) {
+      c.send(be64(1000));
+      drip_every(c, 300ms);
+      return;
+    }
+    c.hold_open();
+  });
+  Reports reports;
+  const auto start = std::chrono::steady_clock::now();
+  auto client = connect("quickio://" + server.address() +
+                            "?heartbeat_timeout=1s&reconnect_initial=10ms",
+                        reports.options());
+  const auto took = time_to_text(reports, "no whole frame for 1000ms (heartbeat_timeout)", start);
+  INFO(reports.dump());
+  CHECK(took < 10s);
+  CHECK(server.wait_connections(2));
+  client.close_sync(5s);
+}
+
 namespace {
 // The server side of a QuickIO WebSocket: the 101 with the quickio subprotocol, then /qio/ohai
 // both ways. Server frames are unmasked.
@@ -977,6 +1234,31 @@ bool qio_ws_handshake(HostileConnection& c) {
          c.send(ws_text_frame("/qio/ohai"));
 }
 }  // namespace
+
+TEST_CASE("quickio+ws: a request late while the server keeps cutting its connection names why",
+          "[hostile][quickio]") {
+  // Every connection is closed by the server as soon as the client writes, with a close code no
+  // endpoint may send (1005): the request never completes, and its timeout says what kept
+  // cutting the connection, not only that it was late.
+  HostileServer server([](HostileConnection& c, std::size_t) {
+    if (!qio_ws_handshake(c)) return;
+    if (!c.read_some(5s)) return;
+    c.send(std::string{'\x88', '\x02', '\x03', '\xed'});
+    c.hold_open();
+  });
+  Reports reports;
+  auto client = connect("quickio+ws://" + server.address() +
+                            "?reconnect_initial=10ms&reconnect_max=50ms&http_fallback=false",
+                        reports.options());
+  const auto reply = client.request_sync("probe", "x", 2s);
+  INFO(reply.status().message() << "\n" << reports.dump().substr(0, 2000));
+  CHECK(reply.ec);
+  CHECK_THAT(reply.status().message(), Catch::Contains("request to probe"));
+  // The connection's last failure, with the server's address: "a connection was lost
+  // meanwhile: ..." while a new connection is up at the deadline, "not connected: ..." if not.
+  CHECK_THAT(reply.status().message(), Catch::Contains(server.address() + ": "));
+  client.close_sync(5s);
+}
 
 TEST_CASE("quickio+ws: a WebSocket frame that drips in is cut off by frame_timeout",
           "[hostile][quickio]") {
@@ -1133,14 +1415,6 @@ TEST_CASE("quickio: a heartbeat flood is answered once per write, not once per h
 }
 
 namespace {
-// CPU time of this process (client and hostile server threads together: an upper bound on what
-// the client spends), in milliseconds.
-double cpu_ms() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 + usage.ru_stime.tv_sec * 1e3 +
-         usage.ru_stime.tv_usec / 1e3;
-}
 
 // Runs the client against a server misbehaving in a loop, with the default reconnect policy,
 // and prints the share of one core used: a measurement for docs and notes, not an assertion.

@@ -108,11 +108,16 @@ Status Connectivity::verdict(const std::string& what, Clock::time_point started,
     if (!exhausted(started, deadline)) return {};
     return Status(failure_code(last_failure_, last_failure_connecting_),
                   what + ": not connected, and the next attempt, in " +
-                      millis(next_attempt_ - now) + ", comes after its deadline: " +
-                      last_failure_.cause());
+                      millis(next_attempt_ - now) +
+                      ", comes after its deadline: " + last_failure_.cause());
   }
   const std::string late = not_completed_within(what, deadline - started);
-  if (!up_.empty()) return Status(errc::timeout, late);
+  // Connected now, but a connection was lost since the operation began (one a server keeps
+  // cutting, say): that is likely why, so it is said.
+  if (!up_.empty())
+    return Status(
+        errc::timeout,
+        failed_since ? late + ": a connection was lost meanwhile: " + last_failure_.cause() : late);
   if (failed_since || (!ever_connected_ && last_failure_))
     return Status(failure_code(last_failure_, last_failure_connecting_),
                   late + ": not connected: " + last_failure_.cause());

@@ -86,6 +86,14 @@ std::chrono::milliseconds ReconnectLoop::lost(std::error_code reason, const std:
   return retry(reason, detail, std::move(attempt));
 }
 
+bool ReconnectLoop::move() {
+  const auto now = Clock::now();
+  if (!moves_going_on(now)) moves_in_run_ = 0;
+  last_move_ = now;
+  ++moves_in_run_;
+  return moves_in_run_ <= kMovesAtOnce;
+}
+
 void ReconnectLoop::report(ConnectionState state, std::error_code reason, const std::string& detail,
                            std::chrono::milliseconds retry_in) const {
   if (reports_.state) reports_.state(StateEvent{state, endpoint_, reason, detail, retry_in});

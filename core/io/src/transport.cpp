@@ -25,7 +25,7 @@ namespace {
 
 // Enough to tell one protocol from another (protocol_guess.hpp).
 constexpr std::size_t kFirstBytesKept = 16;
-constexpr std::size_t kMaxGather = 64;  // buffers per write
+constexpr std::size_t kMaxGather = 64;                         // buffers per write
 constexpr std::size_t kCoalesceLimit = Transport::kPieceSize;  // write_copy() appends up to it
 constexpr std::size_t kCopyAtMost = Transport::kCopiedAtMost;
 // Written pieces of owned bytes kept for write_copy() and spare_string(): enough for the frames
@@ -55,7 +55,8 @@ std::shared_ptr<asio::ssl::context> shared_tls_context(const TlsSettings& tls) {
   const Key key{tls.verify, tls.ca_file, tls.cert_file, tls.key_file};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = cache[key].lock()) return found;
-  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() ? cache.erase(it) : ++it;
+  for (auto it = cache.begin(); it != cache.end();)
+    it = it->second.expired() ? cache.erase(it) : ++it;
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
@@ -225,7 +226,7 @@ void Transport::on_tcp_connected(std::error_code ec) {
     connecting_ = false;
     connected_ = true;
     connect_timer_.cancel();
-    last_read_ = Clock::now();
+    last_read_ = idle_since_ = Clock::now();
     arm_handshake_deadline();
     if (callbacks_.on_connected) callbacks_.on_connected();
     if (connected_) {
@@ -262,7 +263,7 @@ void Transport::handshake(asio::ssl::stream_base::handshake_type type,
   if (parse_ec) SSL_set_tlsext_host_name(tls_stream.native_handle(), name.c_str());
   if (tls.verify) tls_stream.set_verify_callback(asio::ssl::host_name_verification(name));
   tls_stream.async_handshake(type, [self = shared_from_this(), gen = generation_, stream = stream_,
-                                  done = std::move(done)](std::error_code ec) {
+                                    done = std::move(done)](std::error_code ec) {
     if (gen != self->generation_) return;
     if (!ec) self->tls_active_ = true;
     done(ec);
@@ -359,6 +360,7 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
                true);
   }
   last_read_ = Clock::now();
+  if (idle_counts_ == IdleCounts::bytes) idle_since_ = last_read_;
   if (stats_) stats_->count_bytes_in(n);
   const char* data = chunk_->data.get() + chunk_used_;
   chunk_used_ += n;
@@ -563,10 +565,12 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   flush();
 }
 
-void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle) {
+void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
+                                 IdleCounts counts) {
   idle_ = idle;
   on_idle_ = std::move(on_idle);
-  last_read_ = Clock::now();
+  idle_counts_ = counts;
+  idle_since_ = Clock::now();
   arm_idle();
 }
 
@@ -578,13 +582,15 @@ void Transport::pause_reading() {
 void Transport::resume_reading() {
   if (!read_paused_) return;
   read_paused_ = false;
-  last_read_ = Clock::now();
+  last_read_ = idle_since_ = Clock::now();
   if (!connected_) return;
   arm_idle();
   read_next();
 }
 
 void Transport::frame_state(bool partial_frame, bool completed_frame) {
+  if (idle_counts_ == IdleCounts::frames && (completed_frame || !partial_frame))
+    idle_since_ = last_read_;
   if (!partial_frame || !connected_) {
     frame_pending_ = false;  // an armed watchdog finds none and stops
     return;
@@ -601,12 +607,12 @@ void Transport::arm_idle() {
     idle_timer_.cancel();
     return;
   }
-  idle_timer_.expires_at(last_read_ + idle_);
+  idle_timer_.expires_at(idle_since_ + idle_);
   idle_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || gen != self->generation_ || !self->connected_) return;
-    if (Clock::now() - self->last_read_ >= self->idle_) {
-      self->last_read_ = Clock::now();  // the next call comes one idle period later
+    if (Clock::now() - self->idle_since_ >= self->idle_) {
+      self->idle_since_ = Clock::now();  // the next call comes one idle period later
       if (self->on_idle_) self->on_idle_();
     }
     if (gen == self->generation_) self->arm_idle();

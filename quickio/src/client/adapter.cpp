@@ -290,8 +290,8 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     send_with_callback(path, json, done,
                        [weak, done](int code, std::string_view data, std::string_view err) mutable {
                          auto ec = map_callback_code(code, err);
-                         if (ec) return done(ec, {}, std::string(err));
                          auto self = weak.lock();
+                         if (ec) return done(ec, {}, lost_with(self.get(), code, err));
                          if (!self) return done(make_error_code(polybus::errc::closed));
                          std::string reply(data);
                          std::string text;
@@ -302,11 +302,19 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   }
 
   void ping(OpCompletion done) {
-    send_with_callback("/qio/ping", "null", done,
-                       [done](int code, std::string_view, std::string_view err) mutable {
-                         if (code == 200) return done({});
-                         done(map_callback_code(code, err), {}, std::string(err));
-                       });
+    send_with_callback(
+        "/qio/ping", "null", done,
+        [weak = weak_from_this(), done](int code, std::string_view, std::string_view err) mutable {
+          if (code == 200) return done({});
+          auto self = weak.lock();
+          done(map_callback_code(code, err), {}, lost_with(self.get(), code, err));
+        });
+  }
+
+  // A callback's error text; for one lost with its connection (-1), how that connection ended.
+  static std::string lost_with(const QuickioBackend* self, int code, std::string_view err) {
+    if (code != -1 || !self || self->connection_->last_end().empty()) return std::string(err);
+    return std::string(err) + ": " + self->connection_->last_end();
   }
 
   void close() {
@@ -326,11 +334,13 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     std::string why;
     std::error_code answered;
     if (ec) {
-      answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
-                                           "null", std::string(kHandlerFailedPrefix) + detail);
+      answered =
+          connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+                                        "null", std::string(kHandlerFailedPrefix) + detail);
     } else if (check(payload, why)) {
-      answered = connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
-                                           "null", std::string(kHandlerFailedPrefix) + why);
+      answered =
+          connection_->machine().answer(message.adapter_token, callback_id, kHandlerFailedCode,
+                                        "null", std::string(kHandlerFailedPrefix) + why);
     } else {
       answered =
           connection_->machine().answer(message.adapter_token, callback_id, 200, encode(payload));

@@ -60,8 +60,8 @@ ConnectionSettings ConnectionSettings::from(const Url& url, const ResolvedOption
   return s;
 }
 
-Connection::Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff, ConnectionHooks hooks,
-               const AdapterContext* stats)
+Connection::Connection(const Strand& strand, ConnectionSettings settings, Backoff backoff,
+                       ConnectionHooks hooks, const AdapterContext* stats)
     : strand_(strand),
       settings_(std::move(settings)),
       hooks_(std::move(hooks)),
@@ -162,7 +162,7 @@ void Connection::on_link_open(Link* link) {
 }
 
 void Connection::on_link_event(Link* link, std::string_view text,
-                           const std::shared_ptr<const void>& owner) {
+                               const std::shared_ptr<const void>& owner) {
   if (link != link_.get() || !link_open_) return;
   std::string why;
   auto ec = machine_.receive(text, owner, &why);
@@ -195,6 +195,7 @@ void Connection::on_link_closed(Link* link, std::error_code ec, const std::strin
     return;
   }
   bool was_open = link_open_;
+  last_end_ = detail;  // before the callbacks it fails hear of it
   std::vector<UnsentEvent> unsent = link->take_unsent();
   retire_link();
   open_connection_.store(0);  // before /close's listeners run
@@ -219,8 +220,28 @@ void Connection::on_link_closed(Link* link, std::error_code ec, const std::strin
   };
   const bool moved = moving_;
   moving_ = false;  // a move that cannot connect backs off like any failed attempt
-  if (moved && redirects_ <= 1) {
-    reconnect_.retry_now(ec, detail, now);  // as transparent as a reconnect, and at once
+  if (moved) {
+    // Followed at once while moves are few and not in a row; a run of them is a loop, paced by
+    // the backoff (ReconnectLoop::move), and said so.
+    if (reconnect_.move() && redirects_ <= 1)
+      return reconnect_.retry_now(ec, detail, now);  // as transparent as a reconnect
+    std::string loop = detail;
+    if (reconnect_.recent_moves() > ReconnectLoop::kMovesAtOnce) {
+      loop = "moved in a loop: " + std::to_string(reconnect_.recent_moves()) +
+             " moves, each within " + std::to_string(ReconnectLoop::kMoveWindow.count()) +
+             "ms of the last, the latest to " + address_.to_string() +
+             "; each move now waits the reconnect backoff";
+      log(LogLevel::warn, "quickio: " + loop);
+    }
+    reconnect_.retry(ec, loop, now);
+  } else if (!was_open && address_.to_string() != settings_.address.to_string()) {
+    // The address a move gave cannot be reached: back to the one the client was given, after
+    // the backoff.
+    log(LogLevel::info, "quickio: " + address_.to_string() + " (from a move) cannot be reached (" +
+                            detail + "); back to " + settings_.address.to_string());
+    address_ = settings_.address;
+    reconnect_.set_endpoint(address_.to_string());
+    reconnect_.retry(ec, detail, now);
   } else if (refused && settings_.carrier == Carrier::websocket && !use_http_ &&
              settings_.http_fallback) {
     use_http_ = true;  // the document: fall back to HTTP at once
@@ -255,7 +276,8 @@ void Connection::move_to(const std::string& address) {
   if (link_) link_->fail(make_error_code(client_errc::moved), "moved to " + address_.to_string());
 }
 
-void Connection::subscription_refused(const std::string& path, int code, const std::string& err_msg) {
+void Connection::subscription_refused(const std::string& path, int code,
+                                      const std::string& err_msg) {
   if (hooks_.subscription_refused) hooks_.subscription_refused(path, code, err_msg);
 }
 
@@ -291,14 +313,14 @@ void Connection::arm_heartbeat() {
     if (Clock::now() - self->last_activity_ < self->settings_.heartbeat_timeout)
       return self->arm_heartbeat();  // something arrived since: wait from then
     self->link_->fail(make_error_code(client_errc::heartbeat_timeout),
-                      self->link_->endpoint() + ": nothing received for " +
+                      self->link_->endpoint() + ": no whole frame for " +
                           std::to_string(self->settings_.heartbeat_timeout.count()) +
                           "ms (heartbeat_timeout)");
   });
 }
 
 void Connection::state(ConnectionState s, std::error_code reason, const std::string& detail,
-                   std::chrono::milliseconds retry_in) {
+                       std::chrono::milliseconds retry_in) {
   if (hooks_.state) hooks_.state(s, address_.to_string(), reason, detail, retry_in);
 }
 

@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "link.hpp"
+#include "machine.hpp"
 #include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/transport.hpp"
-#include "machine.hpp"
 
 namespace polybus::quickio::detail {
 
@@ -71,6 +71,8 @@ class Connection : public LinkHandler,
   std::size_t max_queued_bytes() const { return settings_.max_queued_bytes; }
   Carrier current_carrier() const { return current_carrier_; }
   const HostPort& address() const { return address_; }
+  // How the last link ended (its endpoint and cause), for what was lost with it.
+  const std::string& last_end() const { return last_end_; }
 
   // LinkHandler
   void on_link_open(Link* link) override;
@@ -109,6 +111,7 @@ class Connection : public LinkHandler,
   asio::steady_timer heartbeat_timer_;
   std::shared_ptr<Link> link_;
   HostPort address_;
+  std::string last_end_;
   Carrier current_carrier_ = Carrier::raw;
   bool link_open_ = false;
   bool use_http_ = false;  // quickio+ws: the WebSocket handshake was refused; this attempt is HTTP

@@ -255,7 +255,6 @@ void HttpLink::open_channel(const std::shared_ptr<Request>& request) {
     auto self = weak.lock();
     auto c = weak_channel.lock();
     if (!self || !c || self->ended_ || c->dropped) return;
-    self->handler_.on_link_activity(self.get());
     auto r = c->busy ? c->request.lock() : nullptr;
     if (!r)
       return self->fail(make_error_code(polybus::errc::protocol_error),
@@ -263,7 +262,11 @@ void HttpLink::open_channel(const std::shared_ptr<Request>& request) {
     r->answered = true;
     if (auto ec = r->reader.feed(std::string_view(data, n)))
       return self->fail(ec, self->endpoint() + ": " + r->reader.why());
-    if (r->reader.complete()) return self->on_response(r);
+    // Liveness counts whole responses: one that drips in is no sign of life.
+    if (r->reader.complete()) {
+      self->handler_.on_link_activity(self.get());
+      return self->on_response(r);
+    }
     // A response begun must complete within frame_timeout, however slowly it drips.
     c->transport->frame_state(true, false);
   };

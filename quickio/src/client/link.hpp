@@ -21,7 +21,7 @@ class LinkHandler {
   virtual void on_link_open(Link* link) = 0;
   virtual void on_link_event(Link* link, std::string_view text,
                              const std::shared_ptr<const void>& owner) = 0;
-  virtual void on_link_activity(Link* link) = 0;  // bytes arrived
+  virtual void on_link_activity(Link* link) = 0;  // a whole frame (or response) arrived
   // After write_room() said no: there is room again.
   virtual void on_link_write_room(Link*) {}
   // Once per link, unless close() came first. refused: the server was reached but did not
@@ -54,7 +54,7 @@ class Link {
   virtual void start() = 0;
   // After on_link_open; the link copies the event (or writes it) before it returns.
   virtual void send(std::string_view event, WrittenFn written = {}) = 0;
-  virtual void close() = 0;                  // no on_link_closed follows
+  virtual void close() = 0;  // no on_link_closed follows
   virtual void fail(std::error_code ec, const std::string& detail) = 0;  // on_link_closed follows
   virtual std::string endpoint() const = 0;
   virtual std::size_t unsent_bytes() const = 0;  // given to send() and not yet written

@@ -134,7 +134,6 @@ void StreamLink::flush() {
 
 void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* data, std::size_t n) {
   if (ended_) return;
-  handler_.on_link_activity(this);
   std::string why;
   auto keep = shared_from_this();  // a handler may drop the link while it runs
   const std::uint64_t events_before = events_;
@@ -143,8 +142,11 @@ void StreamLink::on_data(const std::shared_ptr<ReadChunk>& chunk, const char* da
   if (ended_) return;
   flush();
   if (ec) return fail(ec, endpoint() + ": " + why);
-  transport_->frame_state(wire_->partial_frame(), events_ != events_before ||
-                                                      wire_->frames_completed() != frames_before);
+  const bool completed = events_ != events_before || wire_->frames_completed() != frames_before;
+  // Liveness counts whole frames: bytes of a frame that drips in are no sign of life.
+  if (completed || !wire_->partial_frame()) handler_.on_link_activity(this);
+  if (ended_) return;
+  transport_->frame_state(wire_->partial_frame(), completed);
 }
 
 void StreamLink::on_closed(std::error_code ec, const std::string& detail) {

@@ -35,7 +35,7 @@ struct WsWire::State {
   // last read fed bytes that completed nothing: part of a frame is then held.
   std::uint64_t frames = 0;
   bool partial = false;
-  bool too_big = false;  // websocketpp refused a message over max_frame_size
+  bool too_big = false;     // websocketpp refused a message over max_frame_size
   std::string status_line;  // the upgrade answer's first line, checked before websocketpp sees it
   // The upgrade answer's head until its blank line: websocketpp reads exactly that, and frames
   // after it are ours.
@@ -85,6 +85,18 @@ struct WsWire::State {
       if (frame.opcode == 1 || frame.opcode == 2) websocketpp_message = !frame.fin;
       if (frame.opcode == 0 && frame.fin) websocketpp_message = false;
       const std::size_t used = connection->read_all(rest.data(), size);
+      if (frame.opcode == 8 && failure.empty() &&
+          connection->get_state() != websocketpp::session::state::open) {
+        // The server's close: QuickIO sends nothing after it, so the link ends now (websocketpp's
+        // answer, written already, goes first) rather than when the server ends the TCP
+        // connection, which a broken server may never do.
+        const auto ec = connection->get_ec();
+        failure = "the server closed the WebSocket (" +
+                  std::to_string(connection->get_remote_close_code()) + " " +
+                  connection->get_remote_close_reason() + ")" +
+                  (ec ? ", and not validly: " + ec.message() : std::string());
+        break;
+      }
       auto messages = std::move(received);
       received.clear();
       for (auto& msg : messages) {
@@ -210,7 +222,8 @@ void WsWire::start() {
     ++raw->frames;
     return true;  // websocketpp answers with a pong
   });
-  s.connection->set_pong_handler([raw](websocketpp::connection_hdl, std::string) { ++raw->frames; });
+  s.connection->set_pong_handler(
+      [raw](websocketpp::connection_hdl, std::string) { ++raw->frames; });
   s.endpoint.connect(s.connection);
 }
 

@@ -14,7 +14,8 @@ namespace {
 void refused(Connectivity& c, std::chrono::milliseconds retry_in) {
   const auto why = make_error_code(errc::connect_failed);
   c.on_state(ConnectionState::connecting, "h:1", {}, {});
-  c.on_state(ConnectionState::disconnected, "h:1", why, "cannot connect to h:1: connection refused");
+  c.on_state(ConnectionState::disconnected, "h:1", why,
+             "cannot connect to h:1: connection refused");
   c.on_state(ConnectionState::reconnecting, "h:1", why, "cannot connect to h:1: connection refused",
              retry_in);
 }
@@ -27,9 +28,10 @@ void dropped(Connectivity& c, std::chrono::milliseconds retry_in) {
 
 }  // namespace
 
-TEST_CASE("a client that never connected fails its operations after connect_timeout, or at once "
-          "when no attempt is left in time",
-          "[connectivity]") {
+TEST_CASE(
+    "a client that never connected fails its operations after connect_timeout, or at once "
+    "when no attempt is left in time",
+    "[connectivity]") {
   Connectivity c;
   c.set_connect_timeout(5000ms);
   const auto now = Clock::now();
@@ -43,9 +45,10 @@ TEST_CASE("a client that never connected fails its operations after connect_time
                                   Catch::Contains("connection refused"));
 }
 
-TEST_CASE("a client that was connected fails an operation at once when its broker went away and "
-          "the next attempt comes after the operation's deadline",
-          "[connectivity]") {
+TEST_CASE(
+    "a client that was connected fails an operation at once when its broker went away and "
+    "the next attempt comes after the operation's deadline",
+    "[connectivity]") {
   Connectivity c;
   c.on_state(ConnectionState::connecting, "h:1", {}, {});
   c.on_state(ConnectionState::connected, "h:1", {}, {});
@@ -90,4 +93,25 @@ TEST_CASE("at its deadline an operation is told the last failure, or a timeout w
   verdict = c.verdict("request to svc", start, deadline, deadline);
   CHECK(verdict == errc::disconnected);
   CHECK_THAT(verdict.cause(), Catch::Contains("not connected: h:1: connection reset by peer"));
+}
+
+TEST_CASE("an operation late while its connection keeps being cut names the last cut",
+          "[connectivity]") {
+  Connectivity c;
+  const auto start = Clock::now();
+  const auto deadline = start + 1s;
+  c.on_state(ConnectionState::connecting, "h:1", {}, {});
+  c.on_state(ConnectionState::connected, "h:1", {}, {});
+  dropped(c, 100ms);  // cut after the operation began, and up again at its deadline
+  c.on_state(ConnectionState::connecting, "h:1", {}, {});
+  c.on_state(ConnectionState::connected, "h:1", {}, {});
+  const auto verdict = c.verdict("request to svc", start, deadline, deadline);
+  CHECK(verdict == errc::timeout);
+  CHECK(verdict.cause() ==
+        "request to svc not completed within 1000ms: a connection was lost meanwhile: h:1: "
+        "connection reset by peer");
+  // A cut from before the operation began says nothing about it.
+  const auto later = Clock::now() + 1ms;
+  CHECK(c.verdict("request to svc", later, later + 1s, later + 1s).cause() ==
+        "request to svc not completed within 1000ms");
 }

@@ -8,7 +8,10 @@
 //   client was open. A refused attempt is not one;
 // - when the backoff starts over: once the connection has proven itself (a frame the protocol
 //   accepted), not when TCP connects, so a server that accepts and then breaks the protocol is
-//   paced like one that refuses.
+//   paced like one that refuses;
+// - how fast server-ordered moves are followed: at once while they are few, then at the
+//   backoff's pace, which a connection that proves itself does not reset while moves go on, so a
+//   server that moves the client to itself forever costs little.
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -63,7 +66,10 @@ class ReconnectLoop {
   // The connection works (the server sent a frame the protocol accepted): the backoff starts
   // over. Cheap to call for every frame.
   void proven() {
-    if (up_ && !proven_) proven_ = true, retries_.succeeded();
+    if (up_ && !proven_) {
+      proven_ = true;
+      if (!moves_going_on(Clock::now())) retries_.succeeded();
+    }
   }
   bool up() const { return up_; }
 
@@ -88,6 +94,15 @@ class ReconnectLoop {
   // ended(), then retry(): the common case.
   std::chrono::milliseconds lost(std::error_code reason, const std::string& detail,
                                  std::function<void()> attempt);
+  // The server ordered a move (QuickIO's /qio/move). Returns whether it may be followed at once
+  // (retry_now()): the first kMovesAtOnce of a run of moves, each within kMoveWindow of the one
+  // before. Past that it is a loop: each move waits the backoff (retry()), and no connection
+  // resets the backoff by proving itself until kMoveWindow passes without a move.
+  static constexpr std::uint32_t kMovesAtOnce = 3;
+  static constexpr std::chrono::milliseconds kMoveWindow{10000};
+  bool move();
+  // Moves in the current run (for the words that say a loop is paced).
+  std::uint32_t recent_moves() const { return moves_in_run_; }
   // A scheduled attempt is dropped (close, or the owner connects by other means).
   void cancel() { retries_.cancel(); }
   std::uint32_t attempts() const { return retries_.attempts(); }
@@ -95,6 +110,9 @@ class ReconnectLoop {
  private:
   void report(ConnectionState state, std::error_code reason = {}, const std::string& detail = {},
               std::chrono::milliseconds retry_in = std::chrono::milliseconds(0)) const;
+  bool moves_going_on(Clock::time_point now) const {
+    return moves_in_run_ > 0 && now - last_move_ < kMoveWindow;
+  }
 
   Strand strand_;
   Reconnector retries_;
@@ -102,6 +120,8 @@ class ReconnectLoop {
   Reports reports_;
   bool up_ = false;
   bool proven_ = false;
+  Clock::time_point last_move_;
+  std::uint32_t moves_in_run_ = 0;
 };
 
 }  // namespace polybus

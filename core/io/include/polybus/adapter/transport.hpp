@@ -43,7 +43,7 @@ struct TransportSettings {
   // connection fails with errc::timeout: a server that accepts and then says nothing cannot hold
   // an attempt forever. 0: the owner bounds its handshake itself.
   std::chrono::milliseconds handshake_timeout{0};
-  std::chrono::milliseconds write_timeout{10000};   // 0: none
+  std::chrono::milliseconds write_timeout{10000};  // 0: none
   std::size_t read_chunk_size = 64 * 1024;
   // Budget (budget.hpp): bytes queued for writing, and how long a begun frame may take.
   std::size_t max_write_buffer = 64 * 1024 * 1024;
@@ -126,13 +126,22 @@ class Transport : public std::enable_shared_from_this<Transport> {
   // reading resumes over TLS after the handshake. done runs on the strand. Bytes queued in the
   // same handler, before it, go out after the handshake, over TLS.
   void start_tls(std::function<void(std::error_code)> done);
-  // Calls on_idle after `idle` without received bytes, then every `idle` while it lasts.
-  void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle);
+  // What the idle clock waits for. Bytes: any read restarts it. Frames: only a read after which
+  // the parser holds no partial frame, or completed one (frame_state()), so that a frame that
+  // drips in a byte at a time does not keep a dead connection alive; for an owner that calls
+  // frame_state() after every on_data and has a clock of its own (NSQ's heartbeats).
+  enum class IdleCounts { bytes, frames };
+  // Calls on_idle after `idle` without received bytes (or whole frames), then every `idle` while
+  // it lasts.
+  void set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
+                        IdleCounts counts = IdleCounts::bytes);
   // Back-pressure: no read is started while paused (the peer's writes then wait in TCP), and the
   // idle clock stops. Resuming reads again and restarts the idle clock.
   void pause_reading();
   void resume_reading();
   bool reading_paused() const { return read_paused_; }
+  // The parser held part of a frame after the last read (as frame_state() last said).
+  bool partial_frame() const { return frame_pending_; }
   // The owner's parser says, after each on_data, whether it holds part of a frame and whether it
   // completed any. A frame begun must complete within frame_timeout, however slowly its bytes
   // drip in: the idle clock counts bytes, this one counts frames. Past it the connection fails
@@ -173,8 +182,8 @@ class Transport : public std::enable_shared_from_this<Transport> {
                  std::function<void(std::error_code)> done);
   void read_next();
   void on_read(std::error_code ec, std::size_t n);
-  void flush();       // writes what is queued now, unless a write is under way
-  void flush_soon();  // flush() once the strand's current handler is done
+  void flush();                // writes what is queued now, unless a write is under way
+  void flush_soon();           // flush() once the strand's current handler is done
   void flush_posted_writes();  // close() and fail(): flush_soon()'s bytes go first
   void on_written(std::error_code ec, std::size_t n);
   // A deadline on what begins often (a write, a frame): what is still under way `limit` after
@@ -235,7 +244,7 @@ class Transport : public std::enable_shared_from_this<Transport> {
   bool writing_ = false;
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run
   bool close_when_flushed_ = false;
-  bool room_wanted_ = false;  // write_room() said no: on_write_room is owed
+  bool room_wanted_ = false;   // write_room() said no: on_write_room is owed
   bool flush_posted_ = false;  // flush_soon()'s post has not run yet
   std::function<void(std::error_code)> pending_tls_;
   // A queued piece: owned bytes, or bytes shared with the caller.
@@ -267,7 +276,9 @@ class Transport : public std::enable_shared_from_this<Transport> {
   std::size_t chunk_used_ = 0;  // bytes of chunk_ that reads filled (views may point into them)
   std::chrono::milliseconds idle_{0};
   std::function<void()> on_idle_;
+  IdleCounts idle_counts_ = IdleCounts::bytes;
   Clock::time_point last_read_;
+  Clock::time_point idle_since_;  // what the idle clock counts from: the last read, or whole frame
 };
 
 }  // namespace polybus
