@@ -4,6 +4,7 @@
 #include <set>
 
 #include "polybus/adapter/arrival_clock.hpp"
+#include "polybus/adapter/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {
@@ -425,8 +426,8 @@ void Consumer::poll_lookupd() {
                                                      settings_.transport.connect_timeout * 2);
   for (const auto& lookupd : discovery_.lookupds) {
     http_get(
-        context_, settings_.transport, lookupd, "/lookup?topic=" + topic_, timeout,
-        [weak, state, round, lookupd](HttpResult result) {
+        context_, settings_.transport, lookupd, "/lookup?topic=" + text::percent_encode(topic_),
+        timeout, [weak, state, round, lookupd](HttpResult result) {
           auto self = weak.lock();
           if (!self || round != self->lookup_round_) return;
           std::vector<LookupProducer> producers;

@@ -790,6 +790,30 @@ TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones w
   CHECK(took < (kSanitizerSlackMb ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
 }
 
+TEST_CASE("nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not cut off as a fragment",
+          "[hostile][nsq]") {
+  std::mutex mutex;
+  std::string request;
+  Latch asked;
+  HostileServer lookupd([&](HostileConnection& c, std::size_t) {
+    if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      request = c.received().substr(0, c.received().find("\r\n"));
+    }
+    asked.count_down();
+    c.send("HTTP/1.1 404 Not Found\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
+           "{\"message\":\"TOPIC_NOT_FOUND\"}");
+  });
+  auto client = connect("nsq+lookupd://" + lookupd.address() + "?lookupd_poll_interval=1h");
+  auto sub = client.subscribe("t#ephemeral", group("c#ephemeral"), [](Message&) {});
+  REQUIRE(asked.wait_for(1));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(request == "GET /lookup?topic=t%23ephemeral HTTP/1.1");
+  client.close_sync(5s);
+}
+
 TEST_CASE("nsq+lookupd: a publisher reaches the live nsqd among 10,000 that refuse",
           "[hostile][nsq]") {
   HostileServer nsqd(nsqd_answering_one_pub());

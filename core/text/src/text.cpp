@@ -86,6 +86,22 @@ void append_hex_byte(std::string& out, std::string_view prefix, unsigned byte) {
   out += kHex[byte & 0xf];
 }
 
+std::string percent_encode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (const char c : in) {
+    const auto byte = static_cast<unsigned char>(c);
+    const bool unreserved = (byte >= 'a' && byte <= 'z') || (byte >= 'A' && byte <= 'Z') ||
+                            (byte >= '0' && byte <= '9') || c == '-' || c == '.' || c == '_' ||
+                            c == '~';
+    if (unreserved)
+      out += c;
+    else
+      append_hex_byte(out, "%", byte);
+  }
+  return out;
+}
+
 namespace {
 
 // One byte that needs more than itself inside a JSON string.
@@ -154,9 +170,12 @@ int hex_digit_value(char c) {
 
 const char* describe(PercentError error) {
   switch (error) {
-    case PercentError::none: return "no error";
-    case PercentError::truncated_escape: return "truncated %-escape";
-    case PercentError::bad_escape: return "bad %-escape";
+    case PercentError::none:
+      return "no error";
+    case PercentError::truncated_escape:
+      return "truncated %-escape";
+    case PercentError::bad_escape:
+      return "bad %-escape";
   }
   return "unknown %-decoding error";
 }

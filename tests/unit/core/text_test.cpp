@@ -92,6 +92,22 @@ TEST_CASE("json_quote writes standard escapes, or Go's encoding/json ones", "[te
   CHECK(out == "prefix:\"x\\u001f\"");
 }
 
+TEST_CASE("percent_encode keeps unreserved bytes and escapes the rest, which decode back",
+          "[text]") {
+  CHECK(percent_encode("topic_1.x-y~") == "topic_1.x-y~");
+  CHECK(percent_encode("t#ephemeral") == "t%23ephemeral");  // not a fragment
+  CHECK(percent_encode("a b&c=d+e%") == "a%20b%26c%3dd%2be%25");
+  CHECK(percent_encode(std::string("\x00\xff", 2)) == "%00%ff");
+  const std::string all = [] {
+    std::string bytes;
+    for (int b = 0; b < 256; ++b) bytes += static_cast<char>(b);
+    return bytes;
+  }();
+  std::string back;
+  REQUIRE(percent_decode(percent_encode(all), back, true) == PercentError::none);
+  CHECK(back == all);
+}
+
 TEST_CASE("percent_decode decodes %XX and, for forms, '+', naming what is wrong", "[text]") {
   std::string out;
   CHECK(percent_decode("a%20b+c%2B%2f", out, true) == PercentError::none);

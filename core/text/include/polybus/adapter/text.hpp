@@ -38,6 +38,11 @@ void append_hex_byte(std::string& out, std::string_view prefix, unsigned byte);
 enum class PercentError { none, truncated_escape, bad_escape };
 const char* describe(PercentError error);  // "truncated %-escape", "bad %-escape"
 
+// `in` as one component of a URL's query (RFC 3986): unreserved bytes (letters, digits, "-",
+// ".", "_", "~") as they are, every other byte as %XX, so that "#", "&", "=", "+" and spaces
+// stay inside the value.
+std::string percent_encode(std::string_view in);
+
 // %XX escapes decoded (and '+' as a space when plus_is_space: form and query encoding) into
 // `out`, which is replaced. On an error `out` holds what was decoded before it.
 PercentError percent_decode(std::string_view in, std::string& out, bool plus_is_space);
