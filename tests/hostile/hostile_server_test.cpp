@@ -747,8 +747,9 @@ std::chrono::milliseconds time_to_subscribe(const std::string& url, Latch& subsc
   client.close_sync(5s);
   return reached ? took : std::chrono::milliseconds::max();
 }
-// How long reaching the live nsqd may take: 5 s (docs/safety.md), more under sanitizers.
-constexpr auto kReachBound = kSanitizerSlackMb ? 30s : 5s;
+// How long reaching the live nsqd may take: about 2 s when the host is idle (docs/safety.md),
+// with room for a host running other tests at once, more under the sanitizers. Before: never.
+constexpr auto kReachBound = kSanitizerSlackMb ? 30s : 10s;
 }  // namespace
 
 TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among 10,000 that refuse",
@@ -819,7 +820,10 @@ TEST_CASE("nsq+lookupd: a publisher reaches the live nsqd among 10,000 that refu
   HostileServer nsqd(nsqd_answering_one_pub());
   HostileServer lookupd(lookupd_answering(lookup_body_with_dead(10000, nsqd.port())));
   const auto start = std::chrono::steady_clock::now();
-  auto client = connect("nsq+lookupd://" + lookupd.address());
+  // One attempt at a time: under the sanitizers a pass over 10,000 takes longer than the 5 s
+  // after which a client that never connected fails its operations, so connect_timeout is
+  // raised; the time to reach the live one is what is checked.
+  auto client = connect("nsq+lookupd://" + lookupd.address() + "?connect_timeout=60s");
   CHECK(client.publish_sync("t", "found", within(60s)) == std::error_code{});
   const auto took = std::chrono::steady_clock::now() - start;
   INFO("published after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
