@@ -397,6 +397,15 @@ void HttpLink::schedule_post() {
     if (ec || !self || self->ended_) return;
     self->post_scheduled_ = false;
     if (self->requests_.size() >= 2) return;  // sent when one of them completes
+    // One request carrying events at a time: the server reads a request's events as it arrives,
+    // and two requests on two connections may arrive in either order (a new TLS connection
+    // behind a kept-alive one), which reorders what was published. While one is unanswered, a
+    // plain poll goes instead: the server answers the request it holds when a new one comes,
+    // and the events follow in the next request.
+    const bool events_unanswered = std::any_of(
+        self->requests_.begin(), self->requests_.end(),
+        [](const auto& entry) { return !entry.second->handshake && !entry.second->body.empty(); });
+    if (events_unanswered) return self->issue(false, {}, {});
     std::vector<WrittenFn> written;
     std::string body = self->take_post_body(written);
     self->issue(false, std::move(body), std::move(written));
