@@ -41,7 +41,7 @@ Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings setti
       backoff_timer_(context_->strand()),
       redistribute_timer_(context_->strand()),
       poll_timer_(context_->strand()),
-      dial_timer_(context_->strand()),
+      dial_pacer_(context_->strand(), settings_.max_dials_per_second),
       stop_timer_(context_->strand()) {}
 
 void Consumer::start() {
@@ -472,25 +472,12 @@ void Consumer::poll_lookupd() {
 }
 
 void Consumer::pump_dials() {
-  const Clock::duration spacing =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) /
-      static_cast<Clock::rep>(std::max<std::size_t>(1, settings_.max_dials_per_second));
   while (!stopping_ && !dial_queue_.empty() && dialing_ < settings_.max_concurrent_dials &&
          conns_.size() < settings_.max_nsqd_connections) {
-    const auto now = Clock::now();
-    if (now < next_dial_at_) {
-      if (dial_timer_armed_) return;
-      dial_timer_armed_ = true;
-      dial_timer_.expires_at(next_dial_at_);
-      dial_timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
-        auto self = weak.lock();
-        if (!self) return;
-        self->dial_timer_armed_ = false;
-        if (!ec) self->pump_dials();
-      });
+    if (!dial_pacer_.admit([weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->pump_dials();
+        }))
       return;
-    }
-    next_dial_at_ = std::max(next_dial_at_, now - spacing) + spacing;
     Conn& conn = add_conn(dial_queue_.front());
     dial_queue_.pop_front();
     conn.dialing = true;
@@ -580,7 +567,7 @@ void Consumer::stop(Clock::time_point deadline, std::function<void()> done) {
   stopping_ = true;
   stopped_ = std::move(done);
   poll_timer_.cancel();
-  dial_timer_.cancel();
+  dial_pacer_.cancel();
   redistribute_timer_.cancel();
   backoff_timer_.cancel();
   update_rdy();  // RDY 0 everywhere

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "connection.hpp"
+#include "dial_pacer.hpp"
 #include "in_flight_window.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
@@ -116,8 +117,6 @@ class Consumer : public AdapterSubscription,
   std::size_t dialing_ = 0;
   std::unordered_set<std::string> failed_dials_;  // since the answer last changed
   std::vector<std::string> last_answer_;          // nsqlookupd's producers, sorted
-  Clock::time_point next_dial_at_{};              // max_dials_per_second
-  bool dial_timer_armed_ = false;
   bool paused_ = false;
   std::optional<Clock::time_point> touching_since_;  // the first touch_held of this pause
   bool stopping_ = false;
@@ -131,7 +130,7 @@ class Consumer : public AdapterSubscription,
   asio::steady_timer backoff_timer_;
   asio::steady_timer redistribute_timer_;
   asio::steady_timer poll_timer_;
-  asio::steady_timer dial_timer_;
+  DialPacer dial_pacer_;  // max_dials_per_second
   asio::steady_timer stop_timer_;
   std::size_t rotation_ = 0;  // which connections hold RDY when max_in_flight < connections
   std::size_t lookup_round_ = 0;

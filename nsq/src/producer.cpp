@@ -20,7 +20,10 @@ constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
 
 Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings,
                    std::vector<HostPort> nsqds, Discover discover)
-    : context_(std::move(context)), settings_(std::move(settings)), discover_(std::move(discover)) {
+    : context_(std::move(context)),
+      settings_(std::move(settings)),
+      discover_(std::move(discover)),
+      dial_pacer_(context_->strand(), settings_.max_dials_per_second) {
   set_nodes(std::move(nsqds), false);
   if (discover_)
     rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
@@ -269,6 +272,16 @@ void Producer::connect_some() {
                    "every nsqd known failed; asking nsqlookupd " + lookupds_ + " again");
 }
 
+// connect_some(), within max_dials_per_second: a pass over a list of thousands of refusing nsqd
+// is paced, not a burst.
+void Producer::connect_paced() {
+  if (dial_pacer_.admit([weak = weak_from_this()] {
+        if (auto self = weak.lock(); self && !self->closed_ && !self->waiting_.empty())
+          self->connect_paced();
+      }))
+    connect_some();
+}
+
 void Producer::discover_now() {
   discovering_ = true;
   std::weak_ptr<Producer> weak = shared_from_this();
@@ -414,7 +427,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
       (void)other;
       flush_waiting();
     }
-    if (!waiting_.empty()) connect_some();
+    if (!waiting_.empty()) connect_paced();
     return;
   }
   if (Node* other = usable_node()) {
@@ -468,6 +481,7 @@ void Producer::ping(OpCompletion done) {
 
 void Producer::close() {
   closed_ = true;
+  dial_pacer_.cancel();
   if (rediscover_) rediscover_->cancel();
   for (auto& node : nodes_) {
     if (node->reconnect) node->reconnect->closed();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "connection.hpp"
+#include "dial_pacer.hpp"
 #include "options.hpp"
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/handler_memory.hpp"
@@ -81,6 +82,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // Asks nsqlookupd: now (no nsqd known yet), or after the reconnect policy's delay (every nsqd
   // known waits out its backoff), so a list of dead nsqd is not asked for in a loop.
   void discover_now();
+  void connect_paced();
   void discover_later(const std::string& where, std::error_code reason, const std::string& why);
   void retire(const std::shared_ptr<Node>& node);
   std::shared_ptr<Connection> make_connection(const std::shared_ptr<Node>& node);
@@ -102,6 +104,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // nsqd that fails before its handshake gives way to the next of these at once, so that a live
   // nsqd among thousands of dead ones is reached in one pass, whatever the answer's order.
   std::deque<HostPort> untried_;
+  DialPacer dial_pacer_;          // those replacements, at most max_dials_per_second
   std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
   // Single publishes to one topic arriving in one turn of the strand (a burst taken from the
   // client's intake), sent as one MPUB at its end: nsqd answers and flushes once for them all

@@ -578,10 +578,11 @@ namespace {
 // Sanitizers keep freed memory in quarantine and shadow every byte: bounds on resident memory
 // get this much room under them (the unbounded cases grew by gigabytes).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr std::size_t kSanitizerSlackMb = 1024;
+constexpr bool kSanitized = true;
 #else
-constexpr std::size_t kSanitizerSlackMb = 0;
+constexpr bool kSanitized = false;
 #endif
+constexpr std::size_t kSanitizerSlackMb = kSanitized ? 1024 : 0;
 
 // CPU time of this process (client and hostile server threads together: an upper bound on what
 // the client spends), in milliseconds.
@@ -749,7 +750,7 @@ std::chrono::milliseconds time_to_subscribe(const std::string& url, Latch& subsc
 }
 // How long reaching the live nsqd may take: about 2 s when the host is idle (docs/safety.md),
 // with room for a host running other tests at once, more under the sanitizers. Before: never.
-constexpr auto kReachBound = kSanitizerSlackMb ? 30s : 10s;
+constexpr auto kReachBound = kSanitized ? 30s : 10s;
 }  // namespace
 
 TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among 10,000 that refuse",
@@ -788,7 +789,7 @@ TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones w
           "?lookupd_poll_interval=1h&max_concurrent_dials=4&connect_timeout=200ms",
       subscribed);
   INFO("reached after " << took.count() << " ms");
-  CHECK(took < (kSanitizerSlackMb ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
+  CHECK(took < (kSanitized ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
 }
 
 TEST_CASE("nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not cut off as a fragment",
@@ -925,7 +926,7 @@ TEST_CASE("quickio: a server that moves the client to itself forever is paced an
              << reports.dump().substr(0, 3000));
   // The backoff from 10 ms doubles each move (about 9 in 3 s), not 3,600.
   CHECK(moves <= 15);
-  CHECK(share < (kSanitizerSlackMb ? 0.25 : 0.05));
+  CHECK(share < (kSanitized ? 0.25 : 0.05));
   client.close_sync(5s);
 }
 
