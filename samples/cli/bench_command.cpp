@@ -26,6 +26,7 @@ const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N]
                            [--publishers P] [--subscribers S] [--window W] [--batch K]
                            [--concurrency C] [--group G] [--from OFFSET] [--rate R]
                            [--timeout S] [--metrics HOST:PORT]
+                           [--batch-consume N [--batch-wait MS]]
        polybus bench --compare URL URL... [--rounds R] [--report FILE.svg|FILE.html] [same flags]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
@@ -43,7 +44,9 @@ a later run's messages; publish-only and consume-only runs default to "bench", t
                     with groups, --from OFFSET on Figg); payloads polybus did not write are
                     counted but give no latency.
 --window W keeps at most W publishes in flight per publisher (default 1000). --batch K
-publishes K messages per publish_batch (NSQ's MPUB). --concurrency C runs C handlers at once per
+publishes K messages per publish_batch (NSQ's MPUB). --batch-consume N consumes in batches of
+up to N (subscribe_batch; --batch-wait MS, default 100, bounds a batch's wait; max_in_flight is
+raised to N where below it). --concurrency C runs C handlers at once per
 subscriber or responder (MemoDB: C workers on its socket; default: the URL's
 handler_concurrency option, 1 unless set). --rate R offers R messages per second (all
 publishers together) instead of flooding: latency is then measured from when each message was
@@ -149,7 +152,8 @@ void print_run(const BenchSettings& s, const BenchResult& r, const Target& targe
 int run_bench(const Argv& argv) {
   Args args(argv,
             {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
-             "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report"},
+             "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
+             "batch-consume", "batch-wait"},
             {"compare"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   const bool compare = args.has("compare");
@@ -170,6 +174,10 @@ int run_bench(const Argv& argv) {
   s.window = args.number("window", 1000, 1, 1'000'000);
   s.batch = args.number("batch", 1, 1, 100'000);
   s.concurrency = args.number("concurrency", 0, 0, 256);
+  s.batch_consume = args.number("batch-consume", 0, 1, 100'000);
+  if (args.has("batch-wait") && !args.has("batch-consume"))
+    throw UsageError("--batch-wait goes with --batch-consume");
+  s.batch_wait = std::chrono::milliseconds(args.number("batch-wait", 100, 1, 3'600'000));
   s.rate = static_cast<double>(args.number("rate", 0, 1, 100'000'000));
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
   s.group = args.value("group");

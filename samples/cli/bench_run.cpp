@@ -204,10 +204,22 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
           s.topic, [](Message& m) { return std::string(m.payload()); }, options));
     } else {
       if (caps.consumer_groups) options.group = group;
-      subs.push_back(c.subscribe(s.topic, options, [&](Message& m) {
+      auto take = [&](Message& m) {
         latencies.record(sent_at(m.payload()));
         if (++received == target) finished.store(SteadyClock::now().time_since_epoch().count());
-      }));
+      };
+      if (s.batch_consume) {
+        options.max_in_flight = std::max<std::uint32_t>(
+            options.max_in_flight, static_cast<std::uint32_t>(s.batch_consume));
+        subs.push_back(c.subscribe_batch(
+            s.topic, options,
+            BatchOptions{static_cast<std::uint32_t>(s.batch_consume), s.batch_wait},
+            [take](Batch& batch) {
+              for (Message& m : batch) take(m);
+            }));
+      } else {
+        subs.push_back(c.subscribe(s.topic, options, take));
+      }
     }
   }
   for (auto& sub : subs)

@@ -17,6 +17,8 @@ struct BenchSettings {
   std::string url, topic;
   std::uint64_t messages = 100000, size = 200, publishers = 1, subscribers = 1, window = 1000,
                 batch = 1, concurrency = 0;
+  std::uint64_t batch_consume = 0;  // subscribe_batch in batches of this many; 0: one at a time
+  std::chrono::milliseconds batch_wait{100};
   double rate = 0;  // messages per second offered, all publishers together; 0: as fast as possible
   std::chrono::seconds timeout{600};
   std::optional<std::string> group;

@@ -23,13 +23,16 @@ envelope, so the URL needs envelope=cloudevents. KEY is a CloudEvents attribute 
 
 const char* kSubUsage = R"(usage: polybus sub URL TOPIC [--group G] [--count N] [--from OFFSET]
                         [--headers] [--dead-letter TOPIC] [--max-attempts N]
-                        [--metrics HOST:PORT]
+                        [--batch N [--batch-wait MS]] [--metrics HOST:PORT]
 Prints each payload on its own line; exits after N messages when --count is given, else at
 SIGINT or SIGTERM. Says on standard error when the subscription is confirmed.
 --headers prints each message's headers as one JSON object on the line before its payload ({}
 when it has none; with envelope=cloudevents in the URL, the envelope's attributes).
 --dead-letter sends a message that was delivered more than --max-attempts times (default 5)
 to TOPIC, then acknowledges it.
+--batch takes messages in batches of up to N (subscribe_batch, with max_in_flight N), handed
+over when full, --batch-wait ms (default 100) after their first message, or when the broker
+will send no more; each batch is acknowledged once printed.
 --metrics serves the client's metrics at http://HOST:PORT/metrics (Prometheus text format;
 port 0 takes a free port, printed on standard error).
 )";
@@ -92,8 +95,10 @@ int run_pub(const Argv& argv) {
 }
 
 int run_sub(const Argv& argv) {
-  Args args(argv, {"group", "count", "from", "metrics", "dead-letter", "max-attempts"},
-            {"headers"});
+  Args args(
+      argv,
+      {"group", "count", "from", "metrics", "dead-letter", "max-attempts", "batch", "batch-wait"},
+      {"headers"});
   if (args.help()) return std::cout << kSubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
@@ -108,6 +113,10 @@ int run_sub(const Argv& argv) {
     options.max_attempts = static_cast<std::uint32_t>(args.number("max-attempts", 5, 1, 65535));
   }
   const bool print_headers = args.has("headers");
+  if (args.has("batch-wait") && !args.has("batch"))
+    throw UsageError("--batch-wait goes with --batch");
+  const auto batch_size = static_cast<std::uint32_t>(args.number("batch", 0, 1, 1'000'000));
+  const auto batch_wait = std::chrono::milliseconds(args.number("batch-wait", 100, 1, 3'600'000));
   const std::uint64_t limit = args.number("count", 0, 1, UINT64_MAX);
   if (!limit) block_termination_signals();
   auto client = connect_reporting(url);
@@ -115,16 +124,31 @@ int run_sub(const Argv& argv) {
   std::condition_variable cv;
   std::uint64_t printed = 0;
   options.concurrency = 1;
-  auto sub = client.subscribe(topic, options, [&](Message& m) {
-    std::lock_guard<std::mutex> lock(mutex);
+  auto take = [&](Message& m) {  // with mutex held
     if (limit && printed >= limit) {
       if (client.capabilities().ack) m.nack(std::chrono::milliseconds(0));  // not ours to take
       return;
     }
     if (print_headers) std::cout << headers_json(m.headers()) << '\n';
-    std::cout << m.payload() << '\n' << std::flush;
+    std::cout << m.payload() << '\n';
     if (++printed == limit) cv.notify_all();
-  });
+  };
+  Subscription sub;
+  if (batch_size) {
+    options.max_in_flight = batch_size;
+    sub = client.subscribe_batch(topic, options, BatchOptions{batch_size, batch_wait},
+                                 [&](Batch& batch) {
+                                   std::lock_guard<std::mutex> lock(mutex);
+                                   for (Message& m : batch) take(m);
+                                   std::cout << std::flush;
+                                 });
+  } else {
+    sub = client.subscribe(topic, options, [&](Message& m) {
+      std::lock_guard<std::mutex> lock(mutex);
+      take(m);
+      std::cout << std::flush;
+    });
+  }
   // Declared after the client: destroyed first, so no scrape reads a client that is gone.
   auto endpoint = metrics_endpoint_if_asked(args, client);
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {

@@ -101,6 +101,13 @@ Subscription Client::subscribe(std::string_view topic, SubscribeOptions options,
   return core_of(handle_).subscribe(topic, std::move(options), std::move(handler), nullptr);
 }
 
+Subscription Client::subscribe_batch(std::string_view topic, SubscribeOptions options,
+                                     BatchOptions batch, BatchHandler handler) {
+  if (!handler) throw Error(errc::invalid_argument, "subscribe_batch: the handler is empty");
+  return core_of(handle_).subscribe(topic, std::move(options), nullptr, nullptr, std::move(handler),
+                                    batch);
+}
+
 Subscription Client::serve(std::string_view topic, ServeHandler handler, SubscribeOptions options) {
   if (!handler) throw Error(errc::invalid_argument, "serve: the handler is empty");
   return core_of(handle_).subscribe(topic, std::move(options), nullptr, std::move(handler));
@@ -129,6 +136,17 @@ Reply Client::request_sync(std::string_view topic, std::string payload, RequestO
         request(topic, std::move(payload), std::move(done), std::move(options));
       },
       Reply{make_error_code(errc::would_block_io_thread), {}, "request_sync on the io thread", {}});
+}
+
+void Client::flush(std::chrono::milliseconds timeout, Completion done) {
+  core_of(handle_).flush(timeout, std::move(done));
+}
+
+Status Client::flush_sync(std::chrono::milliseconds timeout) {
+  auto& core = core_of(handle_);
+  return wait_for<Status>(
+      core, [&](std::function<void(Status)> done) { flush(timeout, std::move(done)); },
+      Status(errc::would_block_io_thread, "flush_sync on the io thread"));
 }
 
 void Client::ping(Completion done, std::chrono::milliseconds timeout) {

@@ -121,6 +121,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
   work.bytes = bytes;
   work.done = std::move(done);
   work.defer = options.defer;
+  work.flush_epoch = shared_->flush_epochs.enter();
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
   take_in(std::move(work), topic);
@@ -193,6 +194,7 @@ void ClientCore::start_publish(IntakeWork& work) {
     shared_->complete(
         "publish to " + work.topic.str(), work.done,
         Status(errc::closed, "publish to " + work.topic.str() + ": the client is closed"));
+    shared_->flush_epochs.leave(work.flush_epoch);
     return;
   }
   // Kept by shared_, which the completion holds. A burst is mostly one topic, whose name is
@@ -206,7 +208,8 @@ void ClientCore::start_publish(IntakeWork& work) {
   auto op = ops_->add(
       work.deadline,
       [shared = shared_, done = std::move(work.done), count, cells, issued = work.issued,
-       bytes = work.bytes](std::error_code ec, std::string&&, std::string&& cause) {
+       bytes = work.bytes,
+       epoch = work.flush_epoch](std::error_code ec, std::string&&, std::string&& cause) {
         shared->outgoing.give_back(bytes);
         (ec ? shared->stats.publish_failed : shared->stats.publish_acked) += count;
         if (ec) {
@@ -216,6 +219,7 @@ void ClientCore::start_publish(IntakeWork& work) {
           cells->confirm_latency.observe(ArrivalClock::now() - issued);
         }
         if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
+        shared->flush_epochs.leave(epoch);  // after its completion: a flush follows it
       },
       "publish to ", work.topic.shared(), work.issued);
   work.made = op.operation();
@@ -224,7 +228,8 @@ void ClientCore::start_publish(IntakeWork& work) {
 }
 
 Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,
-                                   MessageHandler handler, ServeHandler serve) {
+                                   MessageHandler handler, ServeHandler serve, BatchHandler batch,
+                                   BatchOptions batch_options) {
   const bool serving = static_cast<bool>(serve);
   const auto& caps = shared_->caps;
   if (state_.load() != State::open) throw Error(errc::closed, scheme() + ": client is closed");
@@ -257,9 +262,29 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
       throw Error(errc::not_supported,
                   "subscribe to " + std::string(topic) + ": the dead-letter client cannot publish");
   }
+  const std::uint32_t max_in_flight =
+      options.max_in_flight ? options.max_in_flight : default_max_in_flight_;
+  if (batch) {
+    const std::string what = "subscribe_batch to " + std::string(topic);
+    if (batch_options.max_messages == 0)
+      throw Error(errc::invalid_argument, what + ": BatchOptions::max_messages is 0");
+    if (batch_options.max_wait.count() <= 0)
+      throw Error(errc::invalid_argument, what + ": BatchOptions::max_wait must be above 0, not " +
+                                              std::to_string(batch_options.max_wait.count()) +
+                                              "ms");
+    if (max_in_flight < batch_options.max_messages)
+      throw Error(
+          errc::invalid_option,
+          what + ": max_in_flight=" + std::to_string(max_in_flight) +
+              " is below BatchOptions::max_messages=" + std::to_string(batch_options.max_messages) +
+              ": the broker would never send a full batch (raise max_in_flight, in "
+              "SubscribeOptions or the URL, or lower max_messages)");
+  }
+  SubscriptionCore::Handlers handlers{std::move(handler), std::move(serve), std::move(batch),
+                                      batch_options, std::move(options.middleware)};
   auto sub = std::make_shared<SubscriptionCore>(
-      shared_from_this(), std::string(topic), options.group, std::move(handler), std::move(serve),
-      concurrency, max_attempts, std::move(options.on_discard), std::move(options.dead_letter),
+      shared_from_this(), std::string(topic), options.group, std::move(handlers), concurrency,
+      max_in_flight, max_attempts, std::move(options.on_discard), std::move(options.dead_letter),
       Budget::from_options(options_));
   {
     std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
@@ -268,8 +293,7 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
                subs.end());
     subs.push_back(sub);
   }
-  SubscribeSpec spec{std::string(topic), options.group, options.from_offset,
-                     options.max_in_flight ? options.max_in_flight : default_max_in_flight_};
+  SubscribeSpec spec{std::string(topic), options.group, options.from_offset, max_in_flight};
   // On the io thread one handler runs at a time: more workers would hold jobs others could take.
   ServeSpec serve_spec{std::string(topic), handlers_on_io_thread_ ? 1 : concurrency};
   post_in_order([self = shared_from_this(), sub, spec, serve_spec, serving] {
@@ -393,6 +417,40 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
             "ping", issued);
         self->adapter_->ping(std::move(op));
       });
+}
+
+void ClientCore::flush(std::chrono::milliseconds timeout, Completion done) {
+  const auto deadline = deadline_from(timeout, Clock::now());
+  const auto limit = timeout.count() > 0 ? timeout : op_timeout_;
+  struct Flush {
+    Completion done;
+    std::atomic<bool> completed{false};
+    std::unique_ptr<asio::steady_timer> timer;  // strand
+    std::uint64_t ticket = 0;
+  };
+  auto flush = std::make_shared<Flush>();
+  flush->done = std::move(done);
+  // Exactly once, on the strand, whichever comes first: the publishes or the deadline.
+  auto finish = [shared = shared_, flush](Status status) {
+    if (flush->completed.exchange(true)) return;
+    asio::post(shared->strand, [shared, flush, status = std::move(status)] {
+      if (flush->timer) flush->timer->cancel();
+      shared->complete("flush", flush->done, status);
+    });
+  };
+  flush->ticket = shared_->flush_epochs.wait([finish] { finish(Status{}); });
+  if (flush->ticket == 0) return finish(Status{});
+  asio::post(shared_->strand, [shared = shared_, flush, finish, deadline, limit] {
+    if (flush->completed.load()) return;
+    flush->timer = std::make_unique<asio::steady_timer>(shared->strand, deadline);
+    flush->timer->async_wait([shared, flush, finish, limit](std::error_code ec) {
+      std::uint64_t pending = 0;
+      if (ec || !shared->flush_epochs.cancel(flush->ticket, pending)) return;
+      finish(Status(errc::timeout, "flush: " + std::to_string(pending) +
+                                       " publish(es) made before it still pending after " +
+                                       std::to_string(limit.count()) + "ms"));
+    });
+  });
 }
 
 void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {

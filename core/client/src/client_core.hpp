@@ -31,8 +31,16 @@ class ClientCore;
 class SubscriptionCore : public SubscriptionSink,
                          public std::enable_shared_from_this<SubscriptionCore> {
  public:
+  // What a subscription runs: one of handler, serve and batch, and the middleware around it.
+  struct Handlers {
+    MessageHandler handler;
+    ServeHandler serve;
+    BatchHandler batch;
+    BatchOptions batch_options;
+    std::vector<Middleware> middleware;
+  };
   SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic, std::string group,
-                   MessageHandler handler, ServeHandler serve_handler, std::uint32_t concurrency,
+                   Handlers handlers, std::uint32_t concurrency, std::uint32_t max_in_flight,
                    std::uint32_t max_attempts, DiscardCallback on_discard, DeadLetter dead_letter,
                    const Budget& budget);
 
@@ -59,8 +67,26 @@ class SubscriptionCore : public SubscriptionSink,
   void drain_held();  // resumed or closing: what a pause held goes to the handler
   void drop_handlers();  // after close: break reference cycles through user lambdas
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
+  // circuit_breaker: no message reaches the handler for `length`, and the adapter is paused
+  // meanwhile (as pause() does, apart from the application's own pause). Any thread.
+  void cool_down(std::chrono::milliseconds length);
+  // The subscription whose handler runs on this thread now (for the ready middleware), or null.
+  static SubscriptionCore* current();
 
  private:
+  // With mutex_ held: no message goes to a handler now.
+  bool held_back() const { return delivery_paused_ || cooling_; }
+  // Failed handler (or batch handler) of `message`: nacked, retried in place, dead-lettered or
+  // discarded as max_attempts says. False when that settled it (no in_flight count left to do).
+  bool handle_failure(Message& message, const std::string& failure);
+  // subscribe_batch: `message` joins the batch being filled (the chain's last step); a full one
+  // is handed to the batch handler on this thread.
+  void join_batch(Message& message);
+  bool credit_used_up() const;               // the broker sends no more until something is answered
+  void batch_due(std::uint64_t generation);  // strand: max_wait passed for that batch
+  void hand_over_batch_if_closing();         // what a close finds in the batch, at once
+  void run_batch_elsewhere(std::vector<Message> messages);  // on a handler thread (or strand)
+  void run_batch(std::vector<Message> messages);
   void run_queue();
   void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
   void post_run_queue();  // to a handler thread, or the strand (handler_thread=io)
@@ -99,6 +125,17 @@ class SubscriptionCore : public SubscriptionSink,
   std::shared_ptr<SubscriptionCells> cells_;
   MessageHandler handler_;
   ServeHandler serve_handler_;
+  BatchHandler batch_handler_;
+  BatchOptions batch_options_;
+  std::atomic<std::uint32_t> max_in_flight_;
+  // subscribe_batch: the batch being filled, guarded by batch_mutex_ (taken before mutex_,
+  // never the other way); the generation tells a due timer whether its batch is still there.
+  std::mutex batch_mutex_;
+  std::vector<Message> batch_;
+  std::uint64_t batch_generation_ = 0;
+  std::atomic<std::size_t> batch_held_{0};           // batch_.size(), read by idle() and pending()
+  std::atomic<std::size_t> batch_running_{0};        // batches handed to a thread and not yet done
+  std::unique_ptr<asio::steady_timer> batch_timer_;  // strand
   const bool on_io_thread_;  // handlers run on the strand, one at a time (handler_thread=io)
   // The hop onto the strand that wakes a handler: one is pending per idle handler slot.
   HandlerMemory wake_memory_;
@@ -122,6 +159,10 @@ class SubscriptionCore : public SubscriptionSink,
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on
   // the strand: what the broker had sent before it heard of the pause is held too.
   bool delivery_paused_ = false;
+  bool cooling_ = false;              // guarded by mutex_: cool_down() holds messages back
+  std::uint64_t cooling_arming_ = 0;  // strand: which cool_down the timer below ends
+  bool cooling_strand_ = false;       // strand: the adapter is paused for cool_down()
+  std::unique_ptr<asio::steady_timer> cooling_timer_;  // strand
   // Strand only:
   bool user_paused_ = false;
   bool adapter_paused_ = false;
@@ -161,11 +202,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   void publish(std::string_view topic, Payloads payloads, Completion done,
                PublishOptions options, bool batch);
+  // One of handler, serve and batch is set (batch_options with batch).
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
-                         ServeHandler serve);
+                         ServeHandler serve, BatchHandler batch = nullptr,
+                         BatchOptions batch_options = {});
   void request(std::string_view topic, std::string payload, ReplyCompletion done,
                RequestOptions options);
   void ping(Completion done, std::chrono::milliseconds timeout);
+  void flush(std::chrono::milliseconds timeout, Completion done);
   void close(std::chrono::milliseconds timeout, Completion done);
   bool closed() const { return state_.load() == State::closed; }
   // Closing or closed: only then does a subscription falling idle matter to check_drain().
@@ -214,6 +258,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     ReplyCompletion reply;  // a request's
     bool request = false;
     std::chrono::milliseconds defer{0};
+    std::uint64_t flush_epoch = 0;  // a publish's, counted in shared_->flush_epochs
     Clock::time_point deadline;
     Clock::time_point issued;
     const Operation* made = nullptr;  // its operation, once made: completed at once if the

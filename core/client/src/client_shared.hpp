@@ -8,6 +8,7 @@
 #include "block_pool.hpp"
 #include "connectivity.hpp"
 #include "envelope.hpp"
+#include "flush_epochs.hpp"
 #include "metric_cells.hpp"
 #include "operations.hpp"
 #include "outgoing_bytes.hpp"
@@ -43,6 +44,7 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   AtomicStats stats;
   std::atomic<std::uint64_t> publish_refused{0};
   OutgoingBytes outgoing;        // max_outgoing_bytes
+  FlushEpochs flush_epochs;      // which publishes a flush waits for
   TopicCellsMap publish_topics;  // per-topic publish metrics
   LatencyCells request_latency;
   ResponseIntake responses;  // acks, nacks, touches and replies on their way to the strand

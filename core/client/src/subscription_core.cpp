@@ -2,26 +2,47 @@
 #include <asio/post.hpp>
 
 #include "client_core.hpp"
+#include "middleware_chain.hpp"
 #include "polybus/adapter/text.hpp"
 #include "polybus/cloudevents.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::detail {
 
+namespace {
+// The subscription whose handler this thread runs (SubscriptionCore::current()), and whether the
+// message it handles joined a batch: both set and read on the handler's own thread, in handle().
+thread_local SubscriptionCore* running_subscription = nullptr;
+thread_local bool joined_batch = false;
+
+struct RunningSubscription {
+  explicit RunningSubscription(SubscriptionCore* sub) : previous(running_subscription) {
+    running_subscription = sub;
+  }
+  ~RunningSubscription() { running_subscription = previous; }
+  SubscriptionCore* previous;
+};
+}  // namespace
+
+SubscriptionCore* SubscriptionCore::current() {
+  return running_subscription;
+}
+
 SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::string topic,
-                                   std::string group, MessageHandler handler,
-                                   ServeHandler serve_handler, std::uint32_t concurrency,
-                                   std::uint32_t max_attempts, DiscardCallback on_discard,
-                                   DeadLetter dead_letter, const Budget& budget)
+                                   std::string group, Handlers handlers, std::uint32_t concurrency,
+                                   std::uint32_t max_in_flight, std::uint32_t max_attempts,
+                                   DiscardCallback on_discard, DeadLetter dead_letter,
+                                   const Budget& budget)
     : client_(client),
       shared_(client->shared()),
       pool_(client->pool()),
       topic_(std::move(topic)),
       group_(std::move(group)),
-      serving_(static_cast<bool>(serve_handler)),
+      serving_(static_cast<bool>(handlers.serve)),
       cells_(std::make_shared<SubscriptionCells>()),
-      handler_(std::move(handler)),
-      serve_handler_(std::move(serve_handler)),
+      batch_handler_(std::move(handlers.batch)),
+      batch_options_(handlers.batch_options),
+      max_in_flight_(max_in_flight),
       on_io_thread_(client->handlers_on_io_thread()),
       concurrency_(on_io_thread_ ? 1 : std::max<std::uint32_t>(1, concurrency)),
       max_attempts_(max_attempts),
@@ -30,6 +51,13 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
       max_held_messages_(budget.max_held_messages),
       max_held_bytes_(budget.max_held_bytes) {
   pool_->reserve(concurrency_);
+  // The middleware wraps the handler once, here: an empty chain costs nothing per message.
+  if (serving_)
+    serve_handler_ = wrap_serve_handler(handlers.middleware, std::move(handlers.serve));
+  else if (batch_handler_)
+    handler_ = wrap_handler(handlers.middleware, [this](Message& m) { join_batch(m); });
+  else
+    handler_ = wrap_handler(handlers.middleware, std::move(handlers.handler));
 }
 
 void SubscriptionCore::deliver(Message message) {
@@ -56,7 +84,7 @@ void SubscriptionCore::enqueue(Message message) {
     std::lock_guard<std::mutex> lock(mutex_);
     held_bytes_ += message.payload().size();
     queue_.push_back(std::move(message));
-    if (running_ < concurrency_ && !delivery_paused_) {
+    if (running_ < concurrency_ && !held_back()) {
       ++running_;
       start = true;
     }
@@ -115,7 +143,7 @@ void SubscriptionCore::apply_flow() {
   if (!adapter_) return;
   if (!adapter_->has_own_hold()) {
     // One pause serves both: the application's and the budget's.
-    const bool want = user_paused_ || over;
+    const bool want = user_paused_ || cooling_strand_ || over;
     if (want != adapter_paused_ && (want || active())) {
       adapter_paused_ = want;
       if (want) adapter_->pause();
@@ -127,9 +155,11 @@ void SubscriptionCore::apply_flow() {
     adapter_held_ = over;
     adapter_->hold(over);
   }
-  if (user_paused_ != adapter_paused_ && (user_paused_ || active())) {
-    adapter_paused_ = user_paused_;
-    if (user_paused_) adapter_->pause();
+  const bool want = user_paused_ || cooling_strand_;
+  if (want != adapter_paused_ && (want || active())) {
+    adapter_paused_ = want;
+    if (want)
+      adapter_->pause();
     else adapter_->resume();
   }
 }
@@ -153,7 +183,7 @@ void SubscriptionCore::run_queue() {
     Message message;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty() || (delivery_paused_ && active_.load())) {
+      if (queue_.empty() || (held_back() && active_.load())) {
         --running_;
         // Only a close waits for handlers to fall idle: posting this on every idle moment
         // woke the io thread once per burst of messages. The state is read after running_ was
@@ -342,13 +372,15 @@ void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
 
 Clock::time_point SubscriptionCore::handle(Message& message) {
   open_envelope(message);
+  const RunningSubscription running(this);
   const auto& caps = shared_->caps;
   const auto trace_scope = shared_->envelope.extract(message);
   const auto started = Clock::now();
   Clock::time_point returned = started;
+  const bool batching = static_cast<bool>(batch_handler_);
   auto handler_returned = [&] {
     returned = Clock::now();
-    cells_->handler_time.observe(returned - started);
+    if (!batching) cells_->handler_time.observe(returned - started);  // a batch's: run_batch
   };
   if (serve_handler_) {
     try {
@@ -378,8 +410,13 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
   } settle{*cells_, !caps.ack};
   std::string failure;
   try {
+    joined_batch = false;
     handler_(message);
     handler_returned();
+    if (batching && joined_batch) {
+      settle.settles = false;  // by its batch
+      return returned;
+    }
     if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
     return returned;
   } catch (const std::exception& e) {
@@ -391,21 +428,190 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
   shared_->emit_error(make_error_code(errc::handler_failed),
                       topic_ + ": handler threw: " + failure);
   if (message.state()->manual.load() || message.responded()) return returned;
+  if (!handle_failure(message, failure)) settle.settles = false;
+  return returned;
+}
+
+bool SubscriptionCore::handle_failure(Message& message, const std::string& failure) {
   const bool last = max_attempts_ > 0 && message.attempts() >= max_attempts_;
-  if (last && (!dead_letter_.topic.empty() || !caps.ack)) {
+  if (last && (!dead_letter_.topic.empty() || !shared_->caps.ack)) {
     // Its reason is known only now: give it up here rather than on a redelivery.
-    settle.settles = false;
     give_up(message, "attempt " + std::to_string(message.attempts()) + " of " +
                          std::to_string(max_attempts_) + " failed: " + failure);
-  } else if (caps.ack) {
+    return false;
+  }
+  if (shared_->caps.ack) {
     message.nack();
   } else if (max_attempts_ > 0) {
     // The broker cannot redeliver: the next attempt is made here.
-    settle.settles = false;
     ++message.state()->attempts;
     retry_in_place(message, false, failure);
+    return false;
   }
-  return returned;
+  return true;
+}
+
+// ---- subscribe_batch ----
+
+bool SubscriptionCore::credit_used_up() const {
+  // Where answers give the broker its credit back (NSQ's RDY, mem's credit), every message the
+  // subscription may have unanswered is in hand: nothing more comes until the batch is answered.
+  if (!shared_->caps.ack) return false;
+  const std::uint64_t received = cells_->received.load(std::memory_order_relaxed);
+  const std::uint64_t answered = cells_->acked.load(std::memory_order_relaxed) +
+                                 cells_->nacked.load(std::memory_order_relaxed) +
+                                 cells_->settled.load(std::memory_order_relaxed);
+  const std::uint64_t in_flight = received > answered ? received - answered : 0;
+  if (in_flight < max_in_flight_.load()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.empty();  // what is queued joins this batch first
+}
+
+void SubscriptionCore::join_batch(Message& message) {
+  joined_batch = true;
+  std::vector<Message> full;
+  std::uint64_t arm = 0;  // the generation of a batch this message began
+  {
+    std::lock_guard<std::mutex> lock(batch_mutex_);
+    batch_.push_back(message);
+    batch_held_.store(batch_.size());
+    if (batch_.size() == 1) arm = ++batch_generation_;
+    auto client = client_.lock();
+    const bool closing = !client || client->closing();
+    if (batch_.size() >= batch_options_.max_messages || credit_used_up() || (closing && [&] {
+          std::lock_guard<std::mutex> queue_lock(mutex_);
+          return queue_.empty();
+        }())) {
+      full.swap(batch_);
+      batch_held_.store(0);
+      ++batch_generation_;  // its timer, if armed, finds another generation
+      ++batch_running_;
+      arm = 0;
+    }
+  }
+  if (arm)
+    asio::post(shared_->strand, [self = shared_from_this(), arm] {
+      if (!self->batch_timer_)
+        self->batch_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
+      self->batch_timer_->expires_after(self->batch_options_.max_wait);
+      self->batch_timer_->async_wait([weak = self->weak_from_this(), arm](std::error_code ec) {
+        if (auto me = weak.lock(); me && !ec) me->batch_due(arm);
+      });
+    });
+  if (!full.empty()) {
+    run_batch(std::move(full));
+    --batch_running_;
+  }
+}
+
+void SubscriptionCore::batch_due(std::uint64_t generation) {
+  std::vector<Message> due;
+  {
+    std::lock_guard<std::mutex> lock(batch_mutex_);
+    if (generation != batch_generation_ || batch_.empty()) return;
+    due.swap(batch_);
+    batch_held_.store(0);
+    ++batch_generation_;
+    ++batch_running_;
+  }
+  run_batch_elsewhere(std::move(due));
+}
+
+void SubscriptionCore::hand_over_batch_if_closing() {
+  if (!batch_handler_) return;
+  std::uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(batch_mutex_);
+    generation = batch_generation_;
+  }
+  asio::post(shared_->strand, [self = shared_from_this(), generation] {
+    auto client = self->client_.lock();
+    if (!client || client->closing()) self->batch_due(generation);
+  });
+}
+
+void SubscriptionCore::run_batch_elsewhere(std::vector<Message> messages) {
+  auto run = [self = shared_from_this(), messages = std::move(messages)]() mutable {
+    self->run_batch(std::move(messages));
+    if (--self->batch_running_ == 0 && !self->batch_held_.load()) {
+      auto client = self->client_.lock();
+      if (client && client->closing())
+        asio::post(self->shared_->strand, [client] { client->check_drain(); });
+    }
+  };
+  if (on_io_thread_)
+    asio::post(shared_->strand, std::move(run));
+  else
+    pool_->post(std::move(run));
+}
+
+void SubscriptionCore::run_batch(std::vector<Message> messages) {
+  bump(cells_->batches);
+  bump(cells_->batched_messages, messages.size());
+  Batch batch(std::move(messages));
+  const auto started = Clock::now();
+  bool failed = false;
+  std::string failure;
+  try {
+    if (active_.load()) {
+      batch_handler_(batch);
+    } else {
+      for (auto& message : batch) release(message);
+      return;
+    }
+  } catch (const std::exception& e) {
+    failed = true;
+    failure = e.what();
+  } catch (...) {
+    failed = true;
+    failure = "a non-standard exception";
+  }
+  cells_->handler_time.observe(Clock::now() - started);
+  const bool ack = shared_->caps.ack;
+  if (failed)
+    shared_->emit_error(make_error_code(errc::handler_failed), topic_ + ": batch handler threw (" +
+                                                                   std::to_string(batch.size()) +
+                                                                   " messages): " + failure);
+  for (auto& message : batch) {
+    if (message.state()->manual.load() || message.responded()) {
+      if (!ack) bump(cells_->settled);
+      continue;
+    }
+    if (!failed) {
+      if (ack)
+        message.ack();
+      else
+        bump(cells_->settled);
+    } else if (handle_failure(message, failure) && !ack) {
+      bump(cells_->settled);
+    }
+  }
+}
+
+void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cooling_ = true;
+  }
+  asio::post(shared_->strand, [self = shared_from_this(), length] {
+    self->cooling_strand_ = true;
+    self->apply_flow();
+    self->touch_held();
+    self->cooling_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand, length);
+    self->cooling_timer_->async_wait(
+        [weak = self->weak_from_this(), arming = ++self->cooling_arming_](std::error_code ec) {
+          auto me = weak.lock();
+          if (ec || !me || me->cooling_arming_ != arming) return;
+          {
+            std::lock_guard<std::mutex> lock(me->mutex_);
+            me->cooling_ = false;
+          }
+          me->cooling_strand_ = false;
+          if (!me->user_paused_) me->stop_touching();
+          me->apply_flow();
+          me->start_handlers();
+        });
+  });
 }
 
 void SubscriptionCore::release(Message& message) {
@@ -479,6 +685,16 @@ void SubscriptionCore::deactivate() {
     }
   }
   for (auto& message : left) release(message);
+  std::vector<Message> batch;
+  {
+    std::lock_guard<std::mutex> lock(batch_mutex_);
+    batch.swap(batch_);
+    batch_held_.store(0);
+    ++batch_generation_;
+  }
+  for (auto& message : batch) release(message);
+  if (batch_timer_) batch_timer_->cancel();
+  if (cooling_timer_) cooling_timer_->cancel();
 }
 
 void SubscriptionCore::drop_handlers() {
@@ -486,6 +702,7 @@ void SubscriptionCore::drop_handlers() {
   if (running_ == 0) {
     handler_ = nullptr;
     serve_handler_ = nullptr;
+    if (batch_running_.load() == 0) batch_handler_ = nullptr;
     on_discard_ = nullptr;
   }
 }
@@ -506,7 +723,7 @@ void SubscriptionCore::start_handlers() {
   std::uint32_t start = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (delivery_paused_ && active_.load()) return;
+    if (held_back() && active_.load()) return;
     start = static_cast<std::uint32_t>(
         std::min<std::size_t>(concurrency_ - std::min(concurrency_, running_), queue_.size()));
     running_ += start;
@@ -518,8 +735,10 @@ void SubscriptionCore::drain_held() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     delivery_paused_ = false;
+    if (auto client = client_.lock(); !client || client->closing()) cooling_ = false;
   }
   start_handlers();
+  hand_over_batch_if_closing();
 }
 
 void SubscriptionCore::pause() {
@@ -537,14 +756,14 @@ void SubscriptionCore::pause() {
 }
 
 void SubscriptionCore::touch_held() {
-  if (!user_paused_ || !active() || !adapter_ || !shared_->caps.touch) return;
+  if (!(user_paused_ || cooling_strand_) || !active() || !adapter_ || !shared_->caps.touch) return;
   const auto interval = adapter_->held_touch_interval();
   if (interval.count() <= 0) return;
   std::vector<Message> held;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Resumed (or closing) already: handlers take these now, and ack them.
-    if (!delivery_paused_) return;
+    if (!held_back()) return;
     held.assign(queue_.begin(), queue_.end());
   }
   held.erase(
@@ -576,6 +795,7 @@ void SubscriptionCore::resume() {
 }
 
 void SubscriptionCore::set_max_in_flight(std::uint32_t n) {
+  max_in_flight_.store(n);
   asio::post(shared_->strand, [self = shared_from_this(), n] {
     if (self->adapter_) self->adapter_->set_max_in_flight(n);
   });
@@ -602,17 +822,29 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
     m.held_bytes = held_bytes_ + retry_bytes_;
   }
   m.handler_time = cells_->handler_time.snapshot();
+  const auto read = [](const std::atomic<std::uint64_t>& cell) {
+    return cell.load(std::memory_order_relaxed);
+  };
+  m.batches = read(cells_->batches);
+  m.batched_messages = read(cells_->batched_messages);
+  m.handler_timeouts = read(cells_->handler_timeouts);
+  m.handler_late_returns = read(cells_->handler_late_returns);
+  m.throttled_messages = read(cells_->throttled_messages);
+  m.circuit_opened = read(cells_->circuit_opened);
+  m.circuit_rejected_messages = read(cells_->circuit_rejected_messages);
+  m.deduplicated_messages = read(cells_->deduplicated_messages);
   return m;
 }
 
 std::size_t SubscriptionCore::pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.size() + running_ + retries_waiting_.load();
+  return queue_.size() + running_ + retries_waiting_.load() + batch_held_.load();
 }
 
 bool SubscriptionCore::idle() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.empty() && running_ == 0 && retries_waiting_.load() == 0;
+  return queue_.empty() && running_ == 0 && retries_waiting_.load() == 0 &&
+         batch_held_.load() == 0 && batch_running_.load() == 0;
 }
 
 }  // namespace polybus::detail

@@ -62,6 +62,11 @@ struct SubscriptionCells {
   // message was released unhandled. Only for in_flight.
   std::atomic<std::uint64_t> settled{0};
   LatencyCells handler_time;
+  // subscribe_batch: batches handed to the handler, and the messages in them.
+  std::atomic<std::uint64_t> batches{0}, batched_messages{0};
+  // What the ready middleware (polybus/middleware.hpp) did.
+  std::atomic<std::uint64_t> handler_timeouts{0}, handler_late_returns{0}, throttled_messages{0},
+      circuit_opened{0}, circuit_rejected_messages{0}, deduplicated_messages{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) noexcept {

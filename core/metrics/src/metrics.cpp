@@ -243,7 +243,32 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
   subscription_family(e, clients, "polybus_held_bytes", "gauge",
                       "Payload bytes of the messages waiting for a handler.",
                       [](const SubscriptionMetrics& s) { return s.held_bytes; });
-  e.family("polybus_handler_seconds", "histogram", "Time a handler ran per message.");
+  subscription_family(e, clients, "polybus_batches_total", "counter",
+                      "Batches handed to a subscribe_batch handler.",
+                      [](const SubscriptionMetrics& s) { return s.batches; });
+  subscription_family(e, clients, "polybus_batched_messages_total", "counter",
+                      "Messages handed to a subscribe_batch handler in its batches.",
+                      [](const SubscriptionMetrics& s) { return s.batched_messages; });
+  subscription_family(e, clients, "polybus_handler_timeouts_total", "counter",
+                      "Messages nacked by middleware::timeout, their handler still running.",
+                      [](const SubscriptionMetrics& s) { return s.handler_timeouts; });
+  subscription_family(e, clients, "polybus_handler_late_returns_total", "counter",
+                      "Handlers that returned or threw after middleware::timeout's limit.",
+                      [](const SubscriptionMetrics& s) { return s.handler_late_returns; });
+  subscription_family(e, clients, "polybus_throttled_messages_total", "counter",
+                      "Messages that waited for their turn in middleware::throttle.",
+                      [](const SubscriptionMetrics& s) { return s.throttled_messages; });
+  subscription_family(e, clients, "polybus_circuit_opened_total", "counter",
+                      "Times middleware::circuit_breaker opened and paused the subscription.",
+                      [](const SubscriptionMetrics& s) { return s.circuit_opened; });
+  subscription_family(e, clients, "polybus_circuit_rejected_messages_total", "counter",
+                      "Messages failed at once while middleware::circuit_breaker was open.",
+                      [](const SubscriptionMetrics& s) { return s.circuit_rejected_messages; });
+  subscription_family(e, clients, "polybus_deduplicated_messages_total", "counter",
+                      "Messages acked by middleware::deduplicate without reaching the handler.",
+                      [](const SubscriptionMetrics& s) { return s.deduplicated_messages; });
+  e.family("polybus_handler_seconds", "histogram",
+           "Time a handler ran per message (per batch for subscribe_batch).");
   for (const auto& c : clients)
     for (const auto& s : c.subscriptions) e.histogram(subscription_labels(c, s), s.handler_time);
 

@@ -49,6 +49,18 @@ for name in nsq figg; do
   expect "$line" delivered 3000
   expect "$line" latency_samples 3000
 
+  # In batches: every message still delivered once, and timed.
+  line=$(bench --topic batched --messages 2000 --batch-consume 100 --batch-wait 20)
+  expect "$line" delivered 2000
+  expect "$line" latency_samples 2000
+
+  # sub --batch: batches of 4 print each payload, and a partial one comes at --batch-wait.
+  "$polybus" pub "$url" sub-batched a b c d e f > /dev/null || fail "pub sub-batched on $url"
+  timeout 60 "$polybus" sub "$url" sub-batched "${replay[@]}" --count 6 --batch 4 --batch-wait 50 \
+    > "$work/batched.log" 2> "$work/batched.err" || fail "sub --batch: $(cat "$work/batched.err")"
+  [ "$(sort "$work/batched.log" | tr -d '\n')" = abcdef ] ||
+    fail "sub --batch printed: $(cat "$work/batched.log")"
+
   "$polybus" pub "$url" foreign one two three > /dev/null || fail "pub on $url"
   line=$(bench --topic foreign --messages 3 --publishers 0 "${replay[@]}")
   expect "$line" delivered 3

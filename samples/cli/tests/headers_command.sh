@@ -40,15 +40,16 @@ echo "--header without the envelope: refused ($(cat "$work/err"))"
 # Two messages; a first reader of channel "workers" takes one and gives the other back (nack),
 # so nsqd hands it over again with attempts 2: over --max-attempts 1 for the next reader.
 "$polybus" pub "$ce" orders first second > /dev/null || fail "pub orders"
-timeout 60 "$polybus" sub "$ce" orders --group workers --count 1 > /dev/null 2>&1 ||
-  fail "the first reader"
+timeout 60 "$polybus" sub "$ce" orders --group workers --count 1 > "$work/first.log" 2>&1 ||
+  fail "the first reader (exit $?): $(cat "$work/first.log")"
 timeout 60 "$polybus" sub "$ce" orders-dead --count 1 --headers > "$work/dead.log" \
   2> "$work/dead.err" &
 dead_reader=$!
 timeout 60 "$polybus" sub "$ce" orders --group workers --dead-letter orders-dead \
   --max-attempts 1 > "$work/dl.log" 2> "$work/dl.err" &
 dead_letterer=$!
-wait "$dead_reader" || fail "no dead letter arrived: $(cat "$work/dead.err" "$work/dl.err")"
+wait "$dead_reader" ||
+  fail "no dead letter arrived (exit $?): $(cat "$work/dead.err" "$work/dl.err")"
 kill "$dead_letterer" 2> /dev/null || true
 wait "$dead_letterer" 2> /dev/null || true
 python3 - "$(head -1 "$work/dead.log")" << 'PY' || fail "dead letter: $(cat "$work/dead.log")"

@@ -104,6 +104,11 @@ class Client {
                                PublishOptions options = {});
 
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler);
+  // Messages in batches (BatchOptions says when one is handed over). Throws
+  // polybus::Error(errc::invalid_option) when the subscription's max_in_flight is below
+  // max_messages: such a batch could never fill.
+  Subscription subscribe_batch(std::string_view topic, SubscribeOptions options, BatchOptions batch,
+                               BatchHandler handler);
 
   void request(std::string_view topic, std::string payload, ReplyCompletion done,
                std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
@@ -113,6 +118,14 @@ class Client {
                      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   Reply request_sync(std::string_view topic, std::string payload, RequestOptions options);
   Subscription serve(std::string_view topic, ServeHandler handler, SubscribeOptions options = {});
+
+  // Completes once every publish made before the call has completed (confirmed or failed: each
+  // says which in its own completion), or at the deadline with errc::timeout naming how many are
+  // still pending. Publishes made meanwhile go on as usual and are not waited for. Runs `done` on
+  // the strand, as publish completions.
+  void flush(std::chrono::milliseconds timeout, Completion done);
+  // Blocks until then. Not from a completion (errc::would_block_io_thread there).
+  Status flush_sync(std::chrono::milliseconds timeout);
 
   // Round trip to the broker.
   void ping(Completion done, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));

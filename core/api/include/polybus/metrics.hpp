@@ -49,7 +49,16 @@ struct SubscriptionMetrics {
   std::uint64_t in_flight = 0;  // received, not yet answered (acked, nacked, replied, discarded)
   std::uint64_t held_messages = 0;  // waiting for a handler now
   std::uint64_t held_bytes = 0;
-  Histogram handler_time;  // handler start to return
+  Histogram handler_time;              // handler start to return (a batch's handler: per batch)
+  std::uint64_t batches = 0;           // subscribe_batch: batches handed to the handler
+  std::uint64_t batched_messages = 0;  // the messages in them
+  // What the ready middleware (polybus/middleware.hpp) did.
+  std::uint64_t handler_timeouts = 0;           // middleware::timeout: messages nacked at the limit
+  std::uint64_t handler_late_returns = 0;       // handlers that returned (or threw) after it
+  std::uint64_t throttled_messages = 0;         // middleware::throttle: messages that waited
+  std::uint64_t circuit_opened = 0;             // middleware::circuit_breaker: times it opened
+  std::uint64_t circuit_rejected_messages = 0;  // failed at once while it was open
+  std::uint64_t deduplicated_messages = 0;      // middleware::deduplicate: acked, not handled
 };
 
 struct ClientMetrics {

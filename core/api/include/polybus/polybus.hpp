@@ -6,6 +6,7 @@
 
 #include "polybus/client.hpp"
 #include "polybus/error.hpp"
+#include "polybus/middleware.hpp"
 #include "polybus/schemes.hpp"
 #include "polybus/status.hpp"
 #include "polybus/url.hpp"

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "polybus/message.hpp"
 #include "polybus/status.hpp"
@@ -25,6 +26,10 @@ using MessageHandler = std::function<void(Message&)>;
 // A serve() handler returns the reply payload; throwing sends an error reply (handler_failed).
 using ServeHandler = std::function<std::string(Message&)>;
 using DiscardCallback = std::function<void(const Message&)>;
+// A step around every handler: runs on the handler's thread with the message, and calls `next`
+// (the rest of the chain, then the handler) or answers the message itself. What it throws counts
+// as the handler's failure. polybus/middleware.hpp has ready ones.
+using Middleware = std::function<void(Message&, const MessageHandler& next)>;
 
 // Where a message goes when its handler keeps failing: after max_attempts deliveries it is
 // published to `topic` and only then acknowledged. If that publish fails it is not acknowledged:
@@ -49,7 +54,43 @@ struct SubscribeOptions {
   // max_attempts (here or the client's option). Where the broker cannot redeliver (no ack), a
   // handler that throws is retried in place, with the requeue_delay backoff, up to max_attempts.
   DeadLetter dead_letter;
+  // Around every handler, outermost first: subscribe's, serve's (whose `next` runs the serve
+  // handler and sends its reply) and subscribe_batch's (whose `next` adds the message to the
+  // batch: a middleware sees each message as it joins one).
+  std::vector<Middleware> middleware;
 };
+
+// subscribe_batch(): a batch is handed to the handler when it holds max_messages, when max_wait
+// has passed since its first message, or as soon as the broker will send no more until something
+// is answered (every message the subscription may have in flight is in hand: NSQ's RDY, mem's
+// credit), so a batch never waits for messages that cannot come.
+struct BatchOptions {
+  std::uint32_t max_messages = 100;
+  std::chrono::milliseconds max_wait{100};
+};
+
+// The messages of one batch, in the order they arrived. When the handler returns, every message
+// it did not answer itself is acked; when it throws, each is handled as a failed handler's
+// message (nacked, or retried, dead-lettered or discarded by max_attempts). A message it calls
+// take_manual_control() on is left to it.
+class Batch {
+ public:
+  using iterator = std::vector<Message>::iterator;
+  using const_iterator = std::vector<Message>::const_iterator;
+  explicit Batch(std::vector<Message> messages) : messages_(std::move(messages)) {}
+  std::size_t size() const { return messages_.size(); }
+  bool empty() const { return messages_.empty(); }
+  Message& operator[](std::size_t i) { return messages_[i]; }
+  const Message& operator[](std::size_t i) const { return messages_[i]; }
+  iterator begin() { return messages_.begin(); }
+  iterator end() { return messages_.end(); }
+  const_iterator begin() const { return messages_.begin(); }
+  const_iterator end() const { return messages_.end(); }
+
+ private:
+  std::vector<Message> messages_;
+};
+using BatchHandler = std::function<void(Batch&)>;
 
 class Subscription {
  public:
