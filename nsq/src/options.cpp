@@ -62,6 +62,15 @@ OptionTable option_table() {
        "consumer backoff after failures",
        {"exponential", "full_jitter"}},
       {"backoff_multiplier", OptionType::duration, "1s", 1, hour, "backoff unit"},
+      {"publish_strategy",
+       OptionType::choice,
+       "least_pending",
+       0,
+       0,
+       "how a publisher with several nsqd spreads its publishes: the one with the fewest "
+       "unconfirmed (then the fewest sent), each in turn by messages sent, or the first up "
+       "(failover); a failed nsqd is left out until it answers again",
+       {"least_pending", "round_robin", "failover"}},
       {"max_backoff_duration", OptionType::duration, "2m", 0, 24 * hour,
        "cap on one backoff wait (0: no backoff)"},
   });
@@ -108,6 +117,10 @@ Settings Settings::from(const ResolvedOptions& options) {
   s.backoff_multiplier = options.get_duration("backoff_multiplier");
   s.max_backoff_duration = options.get_duration("max_backoff_duration");
   s.backoff_full_jitter = options.get_string("backoff_strategy") == "full_jitter";
+  const auto& strategy = options.get_string("publish_strategy");
+  s.publish_strategy = strategy == "failover"      ? PublishStrategy::failover
+                       : strategy == "round_robin" ? PublishStrategy::round_robin
+                                                   : PublishStrategy::least_pending;
   s.max_requeue_delay = options.get_duration("max_requeue_delay");
   return s;
 }

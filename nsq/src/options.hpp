@@ -10,6 +10,9 @@ namespace polybus::nsq {
 
 OptionTable option_table();
 
+// Which nsqd a publisher writes each publish to (publish_strategy).
+enum class PublishStrategy { least_pending, round_robin, failover };
+
 struct Settings {
   MachineConfig machine;
   TransportSettings transport;
@@ -25,6 +28,7 @@ struct Settings {
   std::chrono::milliseconds backoff_multiplier{1000};
   std::chrono::milliseconds max_backoff_duration{120000};
   bool backoff_full_jitter = false;
+  PublishStrategy publish_strategy = PublishStrategy::least_pending;
   std::chrono::milliseconds max_requeue_delay{900000};
 
   static Settings from(const ResolvedOptions& options);

@@ -16,6 +16,8 @@ constexpr std::size_t kGatherAtMost = 64 * 1024;
 constexpr std::size_t kMaxGathered = 512;
 constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
 
+using NodeState = detail::PublishNodeCells::State;
+
 }  // namespace
 
 Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings settings,
@@ -64,10 +66,7 @@ void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
       untried_.push_back(std::move(target));
       continue;
     }
-    auto node = std::make_shared<Node>();
-    node->target = std::move(target);
-    node->discovered = discovered;
-    nodes_.push_back(std::move(node));
+    nodes_.push_back(make_node(std::move(target), discovered));
   }
   if (skipped > 0)
     context_->log(LogLevel::warn,
@@ -75,6 +74,14 @@ void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {
                                       "choice of them is kept)",
                                       "max_nsqd_connections", settings_.max_nsqd_connections,
                                       nodes_.size() + skipped));
+}
+
+std::shared_ptr<Producer::Node> Producer::make_node(HostPort target, bool discovered) {
+  auto node = std::make_shared<Node>();
+  node->cells = context_->publish_node(target.to_string());
+  node->target = std::move(target);
+  node->discovered = discovered;
+  return node;
 }
 
 void Producer::retire(const std::shared_ptr<Node>& node) {
@@ -92,10 +99,40 @@ Producer::Node* Producer::usable_node() {
 }
 
 Producer::Node* Producer::node_with_room() {
-  for (auto& node : nodes_)
-    if (node->connection && node->connection->ready() && node->connection->write_room())
-      return node.get();
-  return nullptr;
+  const auto strategy = settings_.publish_strategy;
+  Node* best = nullptr;
+  for (auto& node : nodes_) {
+    if (!(node->connection && node->connection->ready() && node->connection->write_room()))
+      continue;
+    if (strategy == PublishStrategy::failover) return node.get();  // the first up, in order
+    if (!best ||
+        (strategy == PublishStrategy::least_pending &&
+         (node->pending < best->pending ||
+          (node->pending == best->pending && node->sent < best->sent))) ||
+        (strategy == PublishStrategy::round_robin && node->sent < best->sent))
+      best = node.get();
+  }
+  return best;
+}
+
+void Producer::node_ready(Node& node) {
+  node.cells->state.store(NodeState::ready);
+  // A first connection catches up with those that were up before it (the first up took what came
+  // meanwhile); one that comes back is in turn with the others, not owed what it missed while
+  // out: it would take every publish until it caught up.
+  if (!node.ever_ready) return;
+  std::uint64_t least = UINT64_MAX;
+  for (auto& other : nodes_)
+    if (other.get() != &node && other->connection && other->connection->ready())
+      least = std::min(least, other->sent);
+  if (least != UINT64_MAX) node.sent = least;
+}
+
+void Producer::settled(Node& node, const Outgoing& out, bool confirmed) {
+  const std::uint64_t n = out.batch ? out.bodies.size() : 1;
+  node.pending -= std::min(node.pending, n);
+  node.cells->pending.store(node.pending, std::memory_order_relaxed);
+  (confirmed ? node.cells->confirmed : node.cells->failed).fetch_add(n, std::memory_order_relaxed);
 }
 
 void Producer::publish(PublishWork work) {
@@ -226,6 +263,11 @@ void Producer::send(Node& node, Outgoing& work) {
   if (!work.gathered() && work.done.done()) return;  // its deadline passed while it waited
   // Awaiting its answer before it is written: a write over max_write_buffer ends the connection
   // at once, and on_closed must find it there to send it again.
+  const std::uint64_t messages = work.batch ? work.bodies.size() : 1;
+  node.sent += messages;
+  node.pending += messages;
+  node.cells->published.fetch_add(messages, std::memory_order_relaxed);
+  node.cells->pending.store(node.pending, std::memory_order_relaxed);
   node.awaiting.push_back(std::move(work));
   most_awaiting_ = std::max(most_awaiting_, node.awaiting.size());
   const Outgoing& sent = node.awaiting.back();
@@ -237,6 +279,7 @@ void Producer::send(Node& node, Outgoing& work) {
     // Refused before anything was written: still the last one awaiting.
     Outgoing refused = std::move(node.awaiting.back());
     node.awaiting.pop_back();
+    settled(node, refused, false);
     complete(refused, ec, "cannot publish to '" + refused.topic.str() + "': " + ec.message());
   }
 }
@@ -254,22 +297,44 @@ void Producer::flush_waiting() {
 void Producer::connect_some() {
   if (closed_ || discovering_ || rediscover_pending_) return;
   if (nodes_.empty() && discover_) return discover_now();
-  // The nsqd are tried in the order given: the first one that is not waiting out its backoff.
-  // Later ones are only connected when the earlier ones are down (failover).
-  for (auto& node : nodes_) {
-    if (node->connection && (node->connection->ready() || node->connection->connecting())) return;
-    if (node->retry_scheduled) continue;
-    if (!node->connection) node->connection = make_connection(node);
-    if (!node->reconnect)
-      node->reconnect = std::make_unique<ReconnectLoop>(context_, node->target.to_string());
-    node->reconnect->attempting();
-    node->connection->connect();
-    return;
+  if (spreads()) {
+    // Every nsqd known is dialled, but those waiting out their backoff.
+    bool live = false;
+    for (auto& node : nodes_) {
+      if (node->connection && (node->connection->ready() || node->connection->connecting())) {
+        live = true;
+        continue;
+      }
+      if (node->retry_scheduled) continue;
+      dial(*node);
+      live = true;
+    }
+    if (live) return;
+  } else {
+    // The nsqd are tried in the order given: the first one that is not waiting out its backoff.
+    // Later ones are only connected when the earlier ones are down (failover).
+    for (auto& node : nodes_) {
+      if (node->connection && (node->connection->ready() || node->connection->connecting())) return;
+      if (node->retry_scheduled) continue;
+      return dial(*node);
+    }
   }
   // Every nsqd known waits out its backoff.
   if (discover_ && !waiting_.empty())
     discover_later(lookupds_, make_error_code(polybus::errc::connect_failed),
                    "every nsqd known failed; asking nsqlookupd " + lookupds_ + " again");
+}
+
+void Producer::dial(Node& node) {
+  std::shared_ptr<Node> shared;
+  for (auto& known : nodes_)
+    if (known.get() == &node) shared = known;
+  if (!node.connection) node.connection = make_connection(shared);
+  if (!node.reconnect)
+    node.reconnect = std::make_unique<ReconnectLoop>(context_, node.target.to_string());
+  node.cells->state.store(NodeState::connecting);
+  node.reconnect->attempting();
+  node.connection->connect();
 }
 
 // connect_some(), within max_dials_per_second: a pass over a list of thousands of refusing nsqd
@@ -327,6 +392,7 @@ std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node
     // connection every reconnect_initial.
     raw->reconnect->connected();
     raw->failed = false;
+    self->node_ready(*raw);
     raw->ever_ready = true;
     if (self->rediscover_) self->rediscover_->succeeded();  // discovery found a live nsqd
     self->flush_waiting();
@@ -366,6 +432,7 @@ void Producer::on_response(Node& node, std::string_view body) {
   node.reconnect->proven();
   Outgoing answered = std::move(node.awaiting.front());
   node.awaiting.pop_front();
+  settled(node, answered, true);
   complete(answered, {}, {});
   keep_vectors(answered);
 }
@@ -380,6 +447,7 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
   }
   Outgoing refused = std::move(node.awaiting.front());
   node.awaiting.pop_front();
+  settled(node, refused, false);
   if (refused.gathered() &&
       (error.code_text == "E_BAD_MESSAGE" || error.code_text == "E_BAD_BODY")) {
     // nsqd checks a whole MPUB before it keeps any of it, so none was kept: each publish goes
@@ -407,6 +475,8 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   // Unanswered publishes go first in line again, in their order: at least once.
   auto awaiting = std::move(node.awaiting);
   node.awaiting.clear();
+  for (const auto& lost : awaiting) settled(node, lost, false);
+  node.cells->state.store(NodeState::idle);
   waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
                   std::make_move_iterator(awaiting.end()));
   if (closed_) return;
@@ -417,9 +487,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
     std::shared_ptr<Node> failed;
     for (auto& known : nodes_)
       if (known.get() == &node) failed = known;
-    auto next = std::make_shared<Node>();
-    next->target = std::move(untried_.front());
-    next->discovered = true;
+    auto next = make_node(std::move(untried_.front()), true);
     untried_.pop_front();
     if (failed) retire(failed);
     nodes_.push_back(std::move(next));
@@ -434,8 +502,11 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
     (void)other;
     flush_waiting();
   }
-  if (waiting_.empty()) return;  // lazy: reconnect when there is something to send
+  // Failover is lazy: it reconnects when there is something to send. Spread, a failed nsqd is
+  // probed with the backoff so that it comes back into the rotation.
+  if (waiting_.empty() && !spreads()) return;
   node.retry_scheduled = true;
+  node.cells->state.store(NodeState::backing_off);
   std::weak_ptr<Producer> weak = shared_from_this();
   std::weak_ptr<Node> weak_node;
   for (auto& known : nodes_)
@@ -445,7 +516,7 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
     auto raw = weak_node.lock();
     if (!self || !raw) return;
     raw->retry_scheduled = false;
-    if (!self->waiting_.empty()) self->connect_some();
+    if (!self->waiting_.empty() || self->spreads()) self->connect_some();
   });
   // With nsqlookupd, once every nsqd known has failed: ask it again (paced), for others.
   const bool all_failed =

@@ -1,8 +1,10 @@
 // Publishing to nsqd: PUB, MPUB and DPUB pipelined on one connection per nsqd, completions
-// matched in order to nsqd's answers. Connects lazily; uses the first nsqd in the list that is
-// up and fails over to the next; while none is reachable, publishes wait until their deadline.
-// A publish written to a connection that then dies without an answer fails with
-// errc::disconnected: nsqd may or may not have it (at-least-once callers retry).
+// matched in order to nsqd's answers. Connects at the first publish. With several nsqd the
+// publish_strategy picks one per publish (a batch stays on one): the fewest unconfirmed, each in
+// turn, or the first up (failover); a failed nsqd is left out, dialled again with the reconnect
+// backoff and back in once it answers. While none is reachable, publishes wait until their
+// deadline. What a connection that dies had unanswered is sent again on another (nsqd may have
+// it already: at least once).
 #pragma once
 
 #include <deque>
@@ -17,6 +19,7 @@
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/payloads.hpp"
+#include "polybus/adapter/publish_node.hpp"
 #include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::nsq {
@@ -61,7 +64,16 @@ class Producer : public std::enable_shared_from_this<Producer> {
     bool failed = false;      // its last connection or attempt ended; cleared when it is ready
     bool discovered = false;  // from nsqlookupd's answer
     bool ever_ready = false;  // a connection to it completed the handshake
+    std::uint64_t sent = 0;   // messages written: round_robin's turn, least_pending's tie-break
+    std::uint64_t pending = 0;                        // messages written and not yet answered
+    std::shared_ptr<detail::PublishNodeCells> cells;  // its metrics
   };
+  std::shared_ptr<Node> make_node(HostPort target, bool discovered);
+  void dial(Node& node);
+  void node_ready(Node& node);
+  // Answered (or lost) messages of `out` on `node`: its counts.
+  void settled(Node& node, const Outgoing& out, bool confirmed);
+  bool spreads() const { return settings_.publish_strategy != PublishStrategy::failover; }
 
   Node* usable_node();
   Node* node_with_room();  // usable, with room to write (Transport::write_room)

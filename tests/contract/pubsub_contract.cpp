@@ -294,6 +294,7 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
   Latch published;
   constexpr int kCount = 200;
   std::atomic<int> member1{0}, member2{0};
+  Latch first1, first2;  // see `member` below
   auto client_a = env.connect();
   auto client_b = env.connect();
   auto topic = unique_name("groups");
@@ -302,16 +303,22 @@ CONTRACT_CASE(consumer_groups_share_messages_and_each_group_gets_all) {
   g1.max_in_flight = 1;
   SubscribeOptions g2;
   g2.group = "g2";
-  auto member = [&group1](std::atomic<int>& count, Collector& warm) {
-    return [&group1, &count, &warm](Message& m) {
+  // Each member holds its first message until the other has one: with one in flight each, the
+  // broker must give the other member the next ones meanwhile. Without the hold, a member whose
+  // handler thread a loaded machine did not run soon enough could see none of the 200.
+  auto member = [&group1](std::atomic<int>& count, Collector& warm, Latch& mine, Latch& other) {
+    return [&group1, &count, &warm, &mine, &other](Message& m) {
       std::string payload(m.payload());
       if (payload.rfind("warm-", 0) == 0) return warm.add(std::move(payload));
-      ++count;
+      if (++count == 1) {
+        mine.count_down();
+        other.wait_for(1);  // bounded: a broker that never shares fails the checks below
+      }
       group1.add(std::move(payload));
     };
   };
-  auto s1 = client_a.subscribe(topic, g1, member(member1, warm1));
-  auto s2 = client_b.subscribe(topic, g1, member(member2, warm2));
+  auto s1 = client_a.subscribe(topic, g1, member(member1, warm1, first1, first2));
+  auto s2 = client_b.subscribe(topic, g1, member(member2, warm2, first2, first1));
   auto s3 = client_a.subscribe(topic, g2, [&](Message& m) {
     std::string payload(m.payload());
     (payload.rfind("warm-", 0) == 0 ? warm3 : group2_got).add(std::move(payload));

@@ -1,11 +1,13 @@
 // The NSQ adapter against the in-process nsqd and nsqlookupd, and against a fake nsqd that
 // goes silent: heartbeats, clean close, RDY spread, discovery, restarts. No real server needed.
+#include <sys/socket.h>
+#include <algorithm>
 #include <asio/ip/tcp.hpp>
 #include <asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <sys/socket.h>
-#include <algorithm>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -724,4 +726,113 @@ TEST_CASE("nsq: what a long pause holds is touched, so nsqd does not send it aga
   CHECK(handled.total() == 5);  // each once
   CHECK(nsqd->timeout_count("held", "held") == 0);
   REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}
+
+namespace {
+// Publishes `count` messages "prefix-N", at most `window` unanswered at once; true when every
+// one completed without error. `midway` runs once, after half were published.
+bool publish_windowed(Client& client, const std::string& topic, const std::string& prefix,
+                      int count, const std::function<void()>& midway = {}) {
+  constexpr int kWindow = 2000;
+  std::mutex mutex;
+  std::condition_variable cv;
+  int outstanding = 0, failed = 0;
+  for (int i = 0; i < count; ++i) {
+    if (i == count / 2 && midway) midway();
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!cv.wait_for(lock, kWaitBound, [&] { return outstanding < kWindow; })) return false;
+      ++outstanding;
+    }
+    client.publish(topic, prefix + "-" + std::to_string(i), [&](const Status& s) {
+      std::lock_guard<std::mutex> lock(mutex);
+      --outstanding;
+      if (s) ++failed;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  return cv.wait_for(lock, kWaitBound, [&] { return outstanding == 0; }) && failed == 0;
+}
+}  // namespace
+
+TEST_CASE(
+    "nsq: round_robin spreads publishes evenly over three nsqd and routes around one "
+    "stopped mid-run, losing nothing",
+    "[nsq][publish_strategy]") {
+  std::vector<std::unique_ptr<Nsqd>> nsqds;
+  std::string hosts;
+  for (int i = 0; i < 3; ++i) {
+    nsqds.push_back(Nsqd::start());
+    hosts += (i ? "," : "") + nsqds.back()->tcp_address();
+  }
+  auto producer = connect("nsq://" + hosts + "?publish_strategy=round_robin&" + kFast);
+  constexpr int kEach = 30000;
+  REQUIRE(publish_windowed(producer, "spread", "even", kEach));
+  for (auto& nsqd : nsqds) {
+    const auto got = nsqd->topic_message_count("spread");
+    INFO(nsqd->tcp_address() << " took " << got);
+    CHECK(got >= kEach / 3 * 95 / 100);
+    CHECK(got <= kEach / 3 * 105 / 100);
+  }
+  const auto nodes = producer.metrics().publish_nodes;
+  REQUIRE(nodes.size() == 3);
+  std::uint64_t confirmed = 0;
+  for (const auto& node : nodes) {
+    CHECK(node.state == "ready");
+    confirmed += node.confirmed;
+  }
+  CHECK(confirmed == kEach);
+
+  // One stopped halfway through: what it had unanswered goes to the others, and the rest too.
+  REQUIRE(publish_windowed(producer, "spread", "routed", kEach, [&] { nsqds[1]->stop(); }));
+  bool out = false;
+  for (const auto& node : producer.metrics().publish_nodes)
+    if (node.address == nsqds[1]->tcp_address()) out = node.state != "ready";
+  CHECK(out);
+  nsqds[1]->resume();  // what it kept is read too
+  Collector got;
+  auto consumer = connect("nsq://" + hosts + "?max_in_flight=500&" + kFast);
+  SubscribeOptions options;
+  options.group = "all";
+  auto sub =
+      consumer.subscribe("spread", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  CHECK(got.wait_for_distinct(2 * kEach));
+  // And it is back in the rotation once it answers again.
+  CHECK(nsqds[0]->wait_until([&] {
+    producer.publish("spread", "probe", nullptr);
+    for (const auto& node : producer.metrics().publish_nodes)
+      if (node.address == nsqds[1]->tcp_address()) return node.state == "ready";
+    return false;
+  }));
+}
+
+TEST_CASE("nsq: least_pending and failover pick their nsqd as they say",
+          "[nsq][publish_strategy]") {
+  auto a = Nsqd::start();
+  auto b = Nsqd::start();
+  const std::string hosts = a->tcp_address() + "," + b->tcp_address();
+  {
+    auto failover = connect("nsq://" + hosts + "?publish_strategy=failover&" + kFast);
+    REQUIRE(publish_windowed(failover, "picked", "f", 1000));
+    CHECK(a->topic_message_count("picked") == 1000);  // the first up takes everything
+    CHECK(b->topic_message_count("picked") == 0);
+  }
+  // The default (least_pending) spreads: both take a share (not an even one: the one whose
+  // connection was up first, or answers sooner, takes more).
+  auto spread = connect("nsq://" + hosts + "?" + kFast);
+  REQUIRE(publish_windowed(spread, "spread-default", "d", 10000));
+  CHECK(a->topic_message_count("spread-default") >= 1000);
+  CHECK(b->topic_message_count("spread-default") >= 1000);
+  // A batch stays on one nsqd.
+  std::vector<std::string> batch(50, "batched");
+  REQUIRE(spread.publish_sync("spread-batch", "warm") == std::error_code{});
+  std::promise<Status> done;
+  spread.publish_batch("spread-batch", batch, [&](const Status& s) { done.set_value(s); });
+  REQUIRE(done.get_future().get() == std::error_code{});
+  const auto on_a = a->topic_message_count("spread-batch"),
+             on_b = b->topic_message_count("spread-batch");
+  CHECK(((on_a == 51 && on_b == 0) || (on_a == 1 && on_b == 50) || (on_a == 50 && on_b == 1) ||
+         (on_a == 0 && on_b == 51)));
 }

@@ -60,6 +60,10 @@ Backoff AdapterContext::backoff() const {
   return shared_->custom_backoff ? *shared_->custom_backoff : Backoff::from_options(options_);
 }
 
+std::shared_ptr<detail::PublishNodeCells> AdapterContext::publish_node(std::string address) const {
+  return shared_->publish_nodes.add(std::move(address));
+}
+
 std::shared_ptr<detail::MessageState> AdapterContext::make_message(
     std::weak_ptr<MessageBackend> backend) const {
   // The allocator holds the client's shared state for as long as the message lives.

@@ -586,6 +586,7 @@ metrics::ClientMetrics ClientCore::metrics() const {
   m.request_reply = shared_->caps.request_reply;
   m.request_round_trip = shared_->request_latency.snapshot();
   m.topics = shared_->publish_topics.snapshot();
+  m.publish_nodes = shared_->publish_nodes.snapshot();
   std::vector<std::shared_ptr<SubscriptionCore>> subs;
   {
     std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);

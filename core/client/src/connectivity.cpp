@@ -77,8 +77,10 @@ Clock::time_point Connectivity::look_by(Clock::time_point started,
 }
 
 bool Connectivity::exhausted(Clock::time_point started, Clock::time_point deadline) const {
-  return up_.empty() && last_failure_ && next_attempt_ != Clock::time_point::max() &&
-         next_attempt_ >= look_by(started, deadline);
+  // An endpoint still being dialled may yet connect, whatever the others' backoff says (several
+  // are dialled at once where publishes are spread over nodes).
+  return up_.empty() && attempting_.empty() && last_failure_ &&
+         next_attempt_ != Clock::time_point::max() && next_attempt_ >= look_by(started, deadline);
 }
 
 Clock::time_point Connectivity::first_look(Clock::time_point now,

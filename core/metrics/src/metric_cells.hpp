@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/publish_node.hpp"
 #include "polybus/metrics.hpp"
 
 namespace polybus::detail {
@@ -67,6 +68,17 @@ struct SubscriptionCells {
   // What the ready middleware (polybus/middleware.hpp) did.
   std::atomic<std::uint64_t> handler_timeouts{0}, handler_late_returns{0}, throttled_messages{0},
       circuit_opened{0}, circuit_rejected_messages{0}, deduplicated_messages{0};
+};
+
+// The nodes an adapter publishes to, while it holds their cells (a retired node drops out).
+class PublishNodeCellsList {
+ public:
+  std::shared_ptr<PublishNodeCells> add(std::string address);
+  std::vector<metrics::PublishNodeMetrics> snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<std::weak_ptr<PublishNodeCells>> nodes_;  // pruned by snapshots
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) noexcept {

@@ -58,6 +58,38 @@ TopicCells& TopicCellsMap::cells_for(const std::string& topic) {
   return *entry->second;
 }
 
+std::shared_ptr<PublishNodeCells> PublishNodeCellsList::add(std::string address) {
+  auto cells = std::make_shared<PublishNodeCells>(std::move(address));
+  std::lock_guard<std::mutex> lock(mutex_);
+  nodes_.erase(
+      std::remove_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.expired(); }),
+      nodes_.end());
+  nodes_.push_back(cells);
+  return cells;
+}
+
+std::vector<metrics::PublishNodeMetrics> PublishNodeCellsList::snapshot() const {
+  static constexpr const char* kStates[] = {"idle", "connecting", "ready", "backing_off"};
+  std::vector<metrics::PublishNodeMetrics> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  nodes_.erase(
+      std::remove_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.expired(); }),
+      nodes_.end());
+  for (const auto& weak : nodes_) {
+    auto cells = weak.lock();
+    if (!cells) continue;
+    metrics::PublishNodeMetrics m;
+    m.address = cells->address;
+    m.state = kStates[static_cast<int>(cells->state.load(std::memory_order_relaxed))];
+    m.published = cells->published.load(std::memory_order_relaxed);
+    m.confirmed = cells->confirmed.load(std::memory_order_relaxed);
+    m.failed = cells->failed.load(std::memory_order_relaxed);
+    m.pending = cells->pending.load(std::memory_order_relaxed);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::vector<metrics::TopicMetrics> TopicCellsMap::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<metrics::TopicMetrics> out;
@@ -90,6 +122,11 @@ Labels client_labels(const ClientMetrics& c) {
 Labels topic_labels(const ClientMetrics& c, const TopicMetrics& t) {
   auto labels = client_labels(c);
   labels.emplace_back("topic", t.topic);
+  return labels;
+}
+Labels node_labels(const ClientMetrics& c, const PublishNodeMetrics& n) {
+  auto labels = client_labels(c);
+  labels.emplace_back("node", n.address);
   return labels;
 }
 Labels subscription_labels(const ClientMetrics& c, const SubscriptionMetrics& s) {
@@ -153,6 +190,14 @@ void topic_family(Emitter& e, const std::vector<ClientMetrics>& clients, std::st
 }
 
 template <typename Get>
+void node_family(Emitter& e, const std::vector<ClientMetrics>& clients, std::string_view name,
+                 std::string_view type, std::string_view help, Get get) {
+  e.family(name, type, help);
+  for (const auto& c : clients)
+    for (const auto& n : c.publish_nodes) e.value(node_labels(c, n), static_cast<double>(get(n)));
+}
+
+template <typename Get>
 void subscription_family(Emitter& e, const std::vector<ClientMetrics>& clients,
                          std::string_view name, std::string_view type, std::string_view help,
                          Get get) {
@@ -212,6 +257,22 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
   for (const auto& c : clients)
     for (const auto& t : c.topics) e.histogram(topic_labels(c, t), t.confirm_latency);
 
+  node_family(e, clients, "polybus_publish_node_messages_total", "counter",
+              "Messages written to this node of the publisher's publish_strategy.",
+              [](const PublishNodeMetrics& n) { return n.published; });
+  node_family(e, clients, "polybus_publish_node_confirmed_total", "counter",
+              "Of those, confirmed by the node.",
+              [](const PublishNodeMetrics& n) { return n.confirmed; });
+  node_family(e, clients, "polybus_publish_node_failed_total", "counter",
+              "Of those, refused by the node or lost with its connection (sent again "
+              "elsewhere where that was possible).",
+              [](const PublishNodeMetrics& n) { return n.failed; });
+  node_family(e, clients, "polybus_publish_node_pending_messages", "gauge",
+              "Messages written to the node and not yet answered.",
+              [](const PublishNodeMetrics& n) { return n.pending; });
+  node_family(e, clients, "polybus_publish_node_up", "gauge",
+              "1 while the node is ready to take publishes, 0 while it is out or idle.",
+              [](const PublishNodeMetrics& n) { return n.state == "ready" ? 1 : 0; });
   subscription_family(e, clients, "polybus_received_messages_total", "counter",
                       "Messages the broker delivered to the subscription.",
                       [](const SubscriptionMetrics& s) { return s.received; });

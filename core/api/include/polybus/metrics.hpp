@@ -61,6 +61,17 @@ struct SubscriptionMetrics {
   std::uint64_t deduplicated_messages = 0;      // middleware::deduplicate: acked, not handled
 };
 
+// One broker node a publisher spreads its publishes over (nsq:// with several nsqd, or the nsqd
+// nsqlookupd lists), by the scheme's publish_strategy.
+struct PublishNodeMetrics {
+  std::string address;
+  std::string state;            // "ready", "connecting", "backing_off" (out, probed again), "idle"
+  std::uint64_t published = 0;  // messages written to it
+  std::uint64_t confirmed = 0;  // of which it confirmed
+  std::uint64_t failed = 0;     // of which it refused, or lost with its connection
+  std::uint64_t pending = 0;    // now: written, not yet answered
+};
+
 struct ClientMetrics {
   std::string client;  // ConnectOptions::name, or a number unique in the process
   std::string scheme;
@@ -71,6 +82,7 @@ struct ClientMetrics {
   Histogram request_round_trip;           // request call to its reply, replied ones
   std::vector<TopicMetrics> topics;
   std::vector<SubscriptionMetrics> subscriptions;
+  std::vector<PublishNodeMetrics> publish_nodes;  // where the scheme spreads publishes over nodes
 };
 
 // What an in-process test broker (polybus/testing.hpp, `polybus broker NAME --metrics`) carried,

@@ -29,6 +29,7 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace detail {
 struct Operation;
+struct PublishNodeCells;
 }
 
 // Exactly-once completion of one pending operation. The core has already armed its deadline:
@@ -167,6 +168,10 @@ class AdapterContext {
   Backoff backoff() const;
   // ConnectOptions::reconnect_backoff was given (an adapter that cannot follow it refuses it).
   bool has_custom_backoff() const;
+
+  // The cells of a node publishes are spread over, counted in Client::metrics() while the
+  // adapter holds them (polybus/adapter/publish_node.hpp).
+  std::shared_ptr<detail::PublishNodeCells> publish_node(std::string address) const;
 
   // Builds a message for delivery; the adapter fills the fields it has.
   std::shared_ptr<detail::MessageState> make_message(std::weak_ptr<MessageBackend> backend) const;
