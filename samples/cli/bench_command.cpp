@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "args.hpp"
 #include "bench_report.hpp"
@@ -26,7 +27,7 @@ const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N]
                            [--publishers P] [--subscribers S] [--window W] [--batch K]
                            [--concurrency C] [--group G] [--from OFFSET] [--rate R]
                            [--timeout S] [--metrics HOST:PORT]
-                           [--batch-consume N [--batch-wait MS]]
+                           [--batch-consume N [--batch-wait MS]] [--middleware M,...]
        polybus bench --compare URL URL... [--rounds R] [--report FILE.svg|FILE.html] [same flags]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
@@ -46,7 +47,9 @@ a later run's messages; publish-only and consume-only runs default to "bench", t
 --window W keeps at most W publishes in flight per publisher (default 1000). --batch K
 publishes K messages per publish_batch (NSQ's MPUB). --batch-consume N consumes in batches of
 up to N (subscribe_batch; --batch-wait MS, default 100, bounds a batch's wait; max_in_flight is
-raised to N where below it). --concurrency C runs C handlers at once per
+raised to N where below it). --middleware puts each named one around every handler, outermost
+first (pass: a step of one's own that calls next; timeout 10 min; throttle at 1e9/s, which never
+waits; circuit_breaker; deduplicate), for what each costs a message. --concurrency C runs C handlers at once per
 subscriber or responder (MemoDB: C workers on its socket; default: the URL's
 handler_concurrency option, 1 unless set). --rate R offers R messages per second (all
 publishers together) instead of flooding: latency is then measured from when each message was
@@ -153,7 +156,7 @@ int run_bench(const Argv& argv) {
   Args args(argv,
             {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
              "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
-             "batch-consume", "batch-wait"},
+             "batch-consume", "batch-wait", "middleware"},
             {"compare"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   const bool compare = args.has("compare");
@@ -178,6 +181,20 @@ int run_bench(const Argv& argv) {
   if (args.has("batch-wait") && !args.has("batch-consume"))
     throw UsageError("--batch-wait goes with --batch-consume");
   s.batch_wait = std::chrono::milliseconds(args.number("batch-wait", 100, 1, 3'600'000));
+  if (auto list = args.value("middleware")) {
+    static const std::set<std::string> kKnown{"pass", "timeout", "throttle", "circuit_breaker",
+                                              "deduplicate"};
+    std::size_t at = 0;
+    while (at <= list->size()) {
+      const auto comma = std::min(list->find(',', at), list->size());
+      std::string name = list->substr(at, comma - at);
+      if (!kKnown.count(name))
+        throw UsageError("--middleware: unknown '" + name +
+                         "' (pass, timeout, throttle, circuit_breaker, deduplicate)");
+      s.middleware.push_back(std::move(name));
+      at = comma + 1;
+    }
+  }
   s.rate = static_cast<double>(args.number("rate", 0, 1, 100'000'000));
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
   s.group = args.value("group");

@@ -15,10 +15,31 @@
 
 #include "allocation_counter.hpp"
 #include "args.hpp"
+#include "polybus/middleware.hpp"
 #include "windowed_publisher.hpp"
 
 namespace polybus::cli {
 namespace {
+
+// --middleware's names, as the chain they make.
+std::vector<Middleware> bench_middleware(const std::vector<std::string>& names) {
+  std::vector<Middleware> chain;
+  for (const auto& name : names) {
+    if (name == "pass")
+      chain.push_back([](Message& m, const MessageHandler& next) { next(m); });
+    else if (name == "timeout")
+      chain.push_back(middleware::timeout(std::chrono::minutes(10)));
+    else if (name == "throttle")
+      chain.push_back(middleware::throttle(1e9));
+    else if (name == "circuit_breaker")
+      chain.push_back(middleware::circuit_breaker());
+    else if (name == "deduplicate")
+      chain.push_back(middleware::deduplicate());
+    else
+      throw std::invalid_argument("unknown middleware '" + name + "'");
+  }
+  return chain;
+}
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -199,6 +220,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
     options.max_in_flight = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.window, 2500));
     options.concurrency = static_cast<std::uint32_t>(s.concurrency);
     options.from_offset = s.from;
+    options.middleware = bench_middleware(s.middleware);
     if (mode == BenchMode::request) {
       subs.push_back(c.serve(
           s.topic, [](Message& m) { return std::string(m.payload()); }, options));

@@ -19,6 +19,9 @@ struct BenchSettings {
                 batch = 1, concurrency = 0;
   std::uint64_t batch_consume = 0;  // subscribe_batch in batches of this many; 0: one at a time
   std::chrono::milliseconds batch_wait{100};
+  // Around every handler, outermost first: pass (a step of one's own that calls next), timeout,
+  // throttle (at a rate never reached), circuit_breaker, deduplicate; for what each costs.
+  std::vector<std::string> middleware;
   double rate = 0;  // messages per second offered, all publishers together; 0: as fast as possible
   std::chrono::seconds timeout{600};
   std::optional<std::string> group;

@@ -219,7 +219,8 @@ TEST_CASE("AUTH with the right secret is accepted and with a wrong one refused",
 
 TEST_CASE("a producer fails over to the next nsqd when the first is down", "[nsq][real]") {
   NsqHarness a({"-no-lookupd"}), b({"-no-lookupd"});
-  auto producer = connect("nsq://" + a.nsqd_tcp() + "," + b.nsqd_tcp() + "?" + kFast);
+  auto producer =
+      connect("nsq://" + a.nsqd_tcp() + "," + b.nsqd_tcp() + "?publish_strategy=failover&" + kFast);
   REQUIRE(producer.publish_sync("failover", "to-a") == std::error_code{});
   a.stop();
   PublishOptions options;
@@ -230,6 +231,34 @@ TEST_CASE("a producer fails over to the next nsqd when the first is down", "[nsq
   auto sub = collect(consumer, "failover", on_b);
   REQUIRE(on_b.wait_until([](const auto& seen) { return seen.count("to-b") > 0; }));
   CHECK(on_b.count("to-a") == 0);
+}
+
+TEST_CASE("a producer spreading over two nsqd routes around one that stops, losing nothing",
+          "[nsq][real][publish_strategy]") {
+  NsqHarness a({"-no-lookupd"}), b({"-no-lookupd"});
+  auto producer = connect("nsq://" + a.nsqd_tcp() + "," + b.nsqd_tcp() + "?" + kFast);
+  PublishOptions options;
+  options.timeout = kWaitBound;
+  for (int i = 0; i < 200; ++i)
+    REQUIRE(producer.publish_sync("spread", "early-" + std::to_string(i), options) ==
+            std::error_code{});
+  std::uint64_t on_a = 0, on_b = 0;
+  for (const auto& node : producer.metrics().publish_nodes)
+    (node.address == a.nsqd_tcp() ? on_a : on_b) += node.confirmed;
+  CHECK(on_a > 0);  // both took a share
+  CHECK(on_b > 0);
+  a.stop();
+  for (int i = 0; i < 200; ++i)
+    REQUIRE(producer.publish_sync("spread", "late-" + std::to_string(i), options) ==
+            std::error_code{});
+  Collector got;
+  auto consumer = connect("nsq://" + b.nsqd_tcp() + "?" + kFast);
+  auto sub = collect(consumer, "spread", got);
+  REQUIRE(got.wait_until([](const auto& seen) {
+    std::size_t late = 0;
+    for (const auto& [payload, n] : seen) late += payload.rfind("late-", 0) == 0;
+    return late == 200;
+  }));
 }
 
 TEST_CASE("with more nsqd than max_in_flight no nsqd starves", "[nsq][real]") {

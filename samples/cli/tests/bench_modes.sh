@@ -54,6 +54,10 @@ for name in nsq figg; do
   expect "$line" delivered 2000
   expect "$line" latency_samples 2000
 
+  # Every ready middleware around the handler: still every message, once.
+  line=$(bench --topic wrapped --messages 2000 --middleware pass,timeout,throttle,circuit_breaker,deduplicate)
+  expect "$line" delivered 2000
+
   # sub --batch: batches of 4 print each payload, and a partial one comes at --batch-wait.
   "$polybus" pub "$url" sub-batched a b c d e f > /dev/null || fail "pub sub-batched on $url"
   timeout 60 "$polybus" sub "$url" sub-batched "${replay[@]}" --count 6 --batch 4 --batch-wait 50 \
