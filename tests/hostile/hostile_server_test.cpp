@@ -801,8 +801,9 @@ TEST_CASE("nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not c
     if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
       return;
     {
+      // The first: after the 404 the subscription asks /nodes too, on a connection of its own.
       std::lock_guard<std::mutex> lock(mutex);
-      request = c.received().substr(0, c.received().find("\r\n"));
+      if (request.empty()) request = c.received().substr(0, c.received().find("\r\n"));
     }
     asked.count_down();
     c.send("HTTP/1.1 404 Not Found\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
