@@ -203,7 +203,6 @@ CONTRACT_CASE(close_hands_a_partial_batch_to_its_handler) {
   auto topic = unique_name("batch-close");
   SubscribeOptions options;
   options.max_in_flight = 100;
-  Latch received;
   auto sub = client.subscribe_batch(topic, options, BatchOptions{50, std::chrono::minutes(10)},
                                     [&](Batch& b) {
                                       for (Message& m : b) got.add(std::string(m.payload()));

@@ -87,13 +87,15 @@ Middleware timeout(std::chrono::milliseconds limit) {
   return [limit](Message& message, const MessageHandler& next) {
     detail::ClientShared* client = message.state() ? message.state()->client : nullptr;
     if (!client) return next(message);
-    // Whoever sets `decided` first answers the message: the handler's return or the timer.
+    // Whoever sets `decided` first answers the message: the handler's return or the timer. One
+    // allocation per message for both.
     struct Race {
+      Race(const Strand& strand, std::chrono::milliseconds limit) : timer(strand, limit) {}
+      asio::steady_timer timer;
       std::atomic<bool> decided{false};
     };
-    auto race = std::make_shared<Race>();
-    auto timer = std::make_shared<asio::steady_timer>(client->strand, limit);
-    timer->async_wait([race, message, limit](std::error_code ec) mutable {
+    auto race = std::make_shared<Race>(client->strand, limit);
+    race->timer.async_wait([race, message, limit](std::error_code ec) mutable {
       if (ec || race->decided.load()) return;
       const auto* shared = message.state()->client;
       const bool can_answer = message.expects_reply() || shared->caps.ack;
@@ -114,7 +116,7 @@ Middleware timeout(std::chrono::milliseconds limit) {
         count(message, &SubscriptionCells::handler_late_returns);
         return false;
       }
-      asio::post(client->strand, [timer] { timer->cancel(); });  // the timer's own strand
+      asio::post(client->strand, [race] { race->timer.cancel(); });  // the timer's own strand
       return true;
     };
     try {
