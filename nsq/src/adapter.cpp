@@ -105,6 +105,17 @@ class NsqAdapter : public Adapter {
     return consumer;
   }
 
+  std::string reply_topic(std::string_view unique_name) const override {
+    // A consumer through nsqlookupd finds a topic's nsqd at its next poll: the reply to a
+    // request would wait for it, up to lookupd_poll_interval.
+    if (!lookupds_.empty())
+      throw Error(polybus::errc::not_supported,
+                  "nsq+lookupd: request/reply over topics needs nsq:// with the nsqd addresses "
+                  "(a new reply topic would be found through nsqlookupd only at its next poll)");
+    // Ephemeral: nsqd deletes the channel when this client disconnects, then the topic.
+    return std::string(unique_name) + "#ephemeral";
+  }
+
   void ping(OpCompletion done) override {
     if (nsqds_.empty() && !lookupds_.empty()) {
       // nsqlookupd's /ping is the health check there.

@@ -363,7 +363,7 @@ CONTRACT_CASE(middleware_throttle_spaces_messages_out) {
   CHECK(client.close_sync(5s) == std::error_code{});
 }
 
-CONTRACT_CASE(middleware_runs_around_serve_handlers) {
+CONTRACT_REQUEST_CASE(middleware_runs_around_serve_handlers) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   std::atomic<int> seen{0};
   auto client = env.connect();

@@ -12,7 +12,7 @@ namespace {
 // The broker's metrics; a stand-in for a real server counts nothing, an in-process broker must.
 std::optional<metrics::BrokerMetrics> broker_metrics(const Env& env) {
   auto m = env.broker->metrics();
-  const bool real = env.name.size() > 5 && env.name.compare(env.name.size() - 5, 5, "-real") == 0;
+  const bool real = env.name.find("-real") != std::string::npos;  // nsq-real+cloudevents too
   if (!m && !real) FAIL("in-process broker '" << env.name << "' keeps no metrics");
   return m;
 }
@@ -130,7 +130,7 @@ CONTRACT_CASE(broker_metrics_count_what_publishers_and_subscribers_carried) {
   CHECK(broker_metrics(env)->running);
 }
 
-CONTRACT_CASE(broker_metrics_count_requests_and_their_answers) {
+CONTRACT_REQUEST_CASE(broker_metrics_count_requests_and_their_answers) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   if (!broker_metrics(env)) return skip("a real server's metrics are its own");
   constexpr int kRequests = 3;
@@ -155,7 +155,10 @@ CONTRACT_CASE(broker_metrics_count_requests_and_their_answers) {
   const auto q = queues_of(m, topic);
   CHECK(q.delivered >= kRequests);
   CHECK(q.delivered <= asked->published);
-  CHECK(q.acked >= kRequests);
+  // Over topics (no request/reply of the protocol's own) on a broker without acks (Figg), it
+  // sees the requests delivered and the replies published, never an answer.
+  const bool over_topics = !describe_scheme(Url::parse(env.url).scheme)->capabilities.request_reply;
+  if (!over_topics || env.caps.ack) CHECK(q.acked >= kRequests);
   CHECK(q.acked <= q.delivered);
   CHECK(q.consumers >= 1);
   CHECK(responder.close_sync(5s) == std::error_code{});

@@ -172,7 +172,7 @@ const std::vector<FlagCheck>& flag_checks() {
 
 }  // namespace
 
-CONTRACT_CASE(every_capability_flag_is_checked_where_claimed_and_refused_where_not) {
+CONTRACT_REQUEST_CASE(every_capability_flag_is_checked_where_claimed_and_refused_where_not) {
   const auto& checks = flag_checks();
   const auto& titles = case_titles();
   for (const auto& [flag, claimed] : env.caps.list()) {

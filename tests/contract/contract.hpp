@@ -31,6 +31,13 @@ std::vector<std::string> broker_names();
 void skip(const std::string& why);
 // Every case's title, as CONTRACT_CASE registers it.
 bool add_case(const char* title);
+// A case that requests or serves (CONTRACT_REQUEST_CASE): it runs on the +cloudevents variants
+// too (envelope_brokers.hpp).
+bool add_request_case(const char* title);
+bool is_request_case(const std::string& title);
+bool is_variant(const std::string& broker);  // a +cloudevents variant
+// Whether the case runs on the broker: a variant runs only the request cases.
+bool runs_on(const std::string& broker, const std::string& title);
 const std::vector<std::string>& case_titles();
 // Called by CONTRACT_CASE around each broker's run.
 void begin_run();
@@ -69,20 +76,27 @@ struct Env {
 }  // namespace polybus::contract
 
 // One test case body per broker: `auto& env = ...` inside.
-#define CONTRACT_CASE(title)                                                          \
-  static void contract_body_##title(polybus::contract::Env& env);                     \
-  static const bool contract_listed_##title = polybus::contract::add_case(#title);    \
-  TEST_CASE(#title, "[contract]") {                                                  \
-    for (const auto& name : polybus::contract::broker_names()) {                      \
-      DYNAMIC_SECTION(name) {                                                         \
-        polybus::contract::begin_run();                                               \
-        polybus::contract::Env env(name);                                             \
-        if (env.broker) contract_body_##title(env);                                   \
-        polybus::contract::end_run();                                                 \
-      }                                                                               \
-    }                                                                                 \
-  }                                                                                   \
+#define CONTRACT_CASE(title)                                                       \
+  static void contract_body_##title(polybus::contract::Env& env);                  \
+  static const bool contract_listed_##title = polybus::contract::add_case(#title); \
+  TEST_CASE(#title, "[contract]") {                                                \
+    for (const auto& name : polybus::contract::broker_names()) {                   \
+      if (!polybus::contract::runs_on(name, #title)) continue;                     \
+      DYNAMIC_SECTION(name) {                                                      \
+        polybus::contract::begin_run();                                            \
+        polybus::contract::Env env(name);                                          \
+        if (env.broker) contract_body_##title(env);                                \
+        polybus::contract::end_run();                                              \
+      }                                                                            \
+    }                                                                              \
+  }                                                                                \
   static void contract_body_##title(polybus::contract::Env& env)
+
+// A case that requests or serves: run on the plain brokers and on their +cloudevents variants,
+// where request/reply runs over topics.
+#define CONTRACT_REQUEST_CASE(title)                                                               \
+  static const bool contract_request_listed_##title = polybus::contract::add_request_case(#title); \
+  CONTRACT_CASE(title)
 
 // The case needs this of the broker; without it the run is reported as skipped.
 #define CONTRACT_REQUIRES(condition)                                                 \

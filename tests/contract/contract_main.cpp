@@ -5,6 +5,7 @@
 
 #include "catch_session.hpp"
 #include "contract.hpp"
+#include "envelope_brokers.hpp"
 #include "figg_server_broker.hpp"
 #include "nsq_harness_broker.hpp"
 #include "polybus/register_all_test_brokers.hpp"
@@ -26,6 +27,11 @@ std::vector<std::string>& cases() {
   return titles;
 }
 
+std::vector<std::string>& request_cases() {
+  static std::vector<std::string> titles;
+  return titles;
+}
+
 // What the (broker, case) runs of this process did.
 std::size_t ran = 0, skipped = 0;
 bool current_skipped = false;
@@ -34,6 +40,26 @@ bool current_skipped = false;
 bool add_case(const char* title) {
   cases().push_back(title);
   return true;
+}
+
+bool add_request_case(const char* title) {
+  request_cases().push_back(title);
+  return true;
+}
+
+bool is_request_case(const std::string& title) {
+  const auto& titles = request_cases();
+  return std::find(titles.begin(), titles.end(), title) != titles.end();
+}
+
+bool is_variant(const std::string& broker) {
+  for (const auto& [plain, variant] : envelope_variants())
+    if (variant == broker) return true;
+  return false;
+}
+
+bool runs_on(const std::string& broker, const std::string& title) {
+  return !is_variant(broker) || is_request_case(title);
 }
 
 const std::vector<std::string>& case_titles() { return cases(); }
@@ -66,6 +92,12 @@ std::unique_ptr<testing::TestBroker> start_broker(const std::string& name) {
       skip(name + " needs " + needs);
       return nullptr;
     }
+  for (const auto& [plain, variant] : envelope_variants())
+    for (const auto& [optional, needs] : kOptionalBrokers)
+      if (variant == name && optional == plain) {
+        skip(name + " needs " + needs);
+        return nullptr;
+      }
   FAIL("no test broker named '" << name << "' is registered");
   return nullptr;
 }
@@ -74,9 +106,12 @@ Env::Env(const std::string& name) : name(name), broker(start_broker(name)) {
   if (!broker) return;
   url = broker->url();
   auto scheme = Url::parse(url).scheme;
-  const auto info = describe_scheme(scheme);
-  REQUIRE(info.has_value());
-  caps = info->capabilities;
+  REQUIRE(describe_scheme(scheme).has_value());
+  // The client's, not the scheme's: options can add to them (envelope=cloudevents gives NSQ and
+  // Figg request/reply over topics).
+  auto probe = connect();
+  caps = probe.capabilities();
+  probe.close_sync(std::chrono::seconds(5));
 }
 
 Client Env::connect(Options extra) const {
@@ -93,6 +128,7 @@ int main(int argc, char* argv[]) {
   polybus::contract::register_tls_test_brokers();
   polybus::test::register_real_nsq_brokers();
   polybus::test::register_real_figg_broker();
+  polybus::contract::register_envelope_test_brokers();
   // --list-contract: "<broker> <case>" per line, for the ctest registration
   // (discover_contract_tests.cmake).
   if (argc == 2 && std::string(argv[1]) == "--list-contract") {
@@ -101,8 +137,12 @@ int main(int argc, char* argv[]) {
     for (const auto& [optional, needs] : polybus::contract::kOptionalBrokers)
       if (std::find(brokers.begin(), brokers.end(), optional) == brokers.end())
         brokers.push_back(optional);
+    for (const auto& [plain, variant] : polybus::contract::envelope_variants())
+      if (std::find(brokers.begin(), brokers.end(), variant) == brokers.end())
+        brokers.push_back(variant);
     for (const auto& broker : brokers)
-      for (const auto& title : polybus::contract::cases()) std::cout << broker << ' ' << title << '\n';
+      for (const auto& title : polybus::contract::cases())
+        if (polybus::contract::runs_on(broker, title)) std::cout << broker << ' ' << title << '\n';
     return 0;
   }
   const int result = polybus::test::run_catch_session(argc, argv);

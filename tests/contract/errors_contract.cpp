@@ -48,7 +48,7 @@ struct Reported {
 };
 }  // namespace
 
-CONTRACT_CASE(work_after_close_fails_with_closed_naming_the_operation) {
+CONTRACT_REQUEST_CASE(work_after_close_fails_with_closed_naming_the_operation) {
   auto client = env.connect();
   REQUIRE(client.close_sync(5s) == std::error_code{});
   if (env.caps.publish) {
@@ -69,7 +69,7 @@ CONTRACT_CASE(work_after_close_fails_with_closed_naming_the_operation) {
   CHECK_THAT(ping.cause(), Catch::Contains("ping"));
 }
 
-CONTRACT_CASE(a_request_nobody_serves_fails_with_no_responder_or_at_its_deadline) {
+CONTRACT_REQUEST_CASE(a_request_nobody_serves_fails_with_no_responder_or_at_its_deadline) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto client = env.connect();
   auto topic = unique_name("nobody");
@@ -80,7 +80,7 @@ CONTRACT_CASE(a_request_nobody_serves_fails_with_no_responder_or_at_its_deadline
   CHECK_FALSE(s.cause().empty());
 }
 
-CONTRACT_CASE(a_failing_handler_reaches_the_requester_as_handler_failed_with_its_words) {
+CONTRACT_REQUEST_CASE(a_failing_handler_reaches_the_requester_as_handler_failed_with_its_words) {
   CONTRACT_REQUIRES(env.caps.request_reply && env.caps.reply_errors);
   auto server = env.connect();
   auto client = env.connect();

@@ -81,7 +81,7 @@ CONTRACT_CASE(handlers_on_the_io_thread_get_every_message_one_at_a_time_and_sett
   if (env.caps.ack) CHECK(client.stats().acked == static_cast<std::uint64_t>(kCount));
 }
 
-CONTRACT_CASE(a_serve_handler_on_the_io_thread_answers_every_request) {
+CONTRACT_REQUEST_CASE(a_serve_handler_on_the_io_thread_answers_every_request) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   constexpr int kCount = 200;
   Latch answered, pinged;

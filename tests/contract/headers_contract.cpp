@@ -108,7 +108,7 @@ CONTRACT_CASE(
   }
 }
 
-CONTRACT_CASE(request_headers_reach_serve_and_the_reply_comes_back_unwrapped) {
+CONTRACT_REQUEST_CASE(request_headers_reach_serve_and_the_reply_comes_back_unwrapped) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   Received seen;
   auto server = env.connect(kEnvelope);

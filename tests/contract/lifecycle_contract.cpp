@@ -157,7 +157,7 @@ CONTRACT_CASE(a_close_whose_deadline_passes_while_a_handler_runs_says_what_it_cu
                                  Catch::Contains("1 message(s) still being handled"));
 }
 
-CONTRACT_CASE(request_gets_the_reply_from_serve) {
+CONTRACT_REQUEST_CASE(request_gets_the_reply_from_serve) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
@@ -171,7 +171,7 @@ CONTRACT_CASE(request_gets_the_reply_from_serve) {
   }
 }
 
-CONTRACT_CASE(a_serve_handler_that_throws_fails_the_request) {
+CONTRACT_REQUEST_CASE(a_serve_handler_that_throws_fails_the_request) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
@@ -188,7 +188,7 @@ CONTRACT_CASE(a_serve_handler_that_throws_fails_the_request) {
   CHECK(reply.ec == errc::handler_failed);
 }
 
-CONTRACT_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
+CONTRACT_REQUEST_CASE(a_request_nobody_answers_expires_with_a_timeout_error) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto server = env.connect();
   auto client = env.connect();
@@ -544,7 +544,7 @@ CONTRACT_CASE(state_events_follow_the_connection_through_a_broker_restart) {
   }
 }
 
-CONTRACT_CASE(nothing_reaches_the_application_after_close_completes) {
+CONTRACT_REQUEST_CASE(nothing_reaches_the_application_after_close_completes) {
   std::atomic<bool> close_returned{false};
   std::atomic<int> after_close{0};
   std::mutex mutex;

@@ -83,7 +83,7 @@ CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
   CHECK(publisher.close_sync(5s) == std::error_code{});
 }
 
-CONTRACT_CASE(metrics_count_requests_and_the_replies_served) {
+CONTRACT_REQUEST_CASE(metrics_count_requests_and_the_replies_served) {
   CONTRACT_REQUIRES(env.caps.request_reply);
   auto responder = env.connect();
   auto requester = env.connect();

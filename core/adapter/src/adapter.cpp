@@ -15,5 +15,8 @@ std::shared_ptr<AdapterSubscription> Adapter::serve(const ServeSpec&,
 void Adapter::ping(OpCompletion done) {
   done(make_error_code(errc::not_supported));
 }
+std::string Adapter::reply_topic(std::string_view unique_name) const {
+  return std::string(unique_name);
+}
 
 }  // namespace polybus

@@ -4,6 +4,7 @@
 
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/error.hpp"
+#include "topic_requests.hpp"
 
 namespace polybus::detail {
 
@@ -60,9 +61,40 @@ void ClientCore::start(const SchemeInfo& scheme) {
   AdapterContext context(shared_->strand, url_, options_, shared_);
   adapter_ = scheme.factory(context);
   shared_->caps = adapter_->capabilities();
+  set_up_requests_over_topics();
   ops_->set_on_idle([weak = weak_from_this()] {
     if (auto self = weak.lock()) self->check_drain();
   });
+}
+
+void ClientCore::set_up_requests_over_topics() {
+  auto& caps = shared_->caps;
+  if (caps.request_reply) return;
+  no_request_reply_ = scheme() + " has no request/reply";
+  if (!caps.publish || !caps.subscribe) return;
+  const std::string unique = TopicRequests::unique_name();
+  std::string reply_topic;
+  try {
+    reply_topic = adapter_->reply_topic("polybus.reply." + unique);
+  } catch (const Error& e) {
+    no_request_reply_ = e.what();
+    return;
+  }
+  if (!shared_->envelope.on()) {
+    no_request_reply_ +=
+        " of its own: with envelope=cloudevents it runs over topics (the request's headers carry "
+        "its correlation id and reply topic)";
+    return;
+  }
+  // Replies are small and answered at once: enough in flight that concurrent requests do not
+  // wait for each other's acknowledgements.
+  constexpr std::uint32_t kMinReplyInFlight = 64;
+  topic_requests_ =
+      std::make_shared<TopicRequests>(weak_from_this(), shared_, unique, std::move(reply_topic),
+                                      std::max(default_max_in_flight_, kMinReplyInFlight));
+  caps.request_reply = true;
+  caps.reply_errors = true;  // a failure travels in the reply's replyerror header
+  shared_->replies_over_topics = true;
 }
 
 Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout,
@@ -187,7 +219,11 @@ void ClientCore::adapter_failed(IntakeWork& work, std::error_code ec, const std:
 
 void ClientCore::start_publish(IntakeWork& work) {
   const std::size_t count = work.payloads.size();
-  if (state_.load() != State::open || !adapter_) {
+  // A reply over topics still goes while a close drains the handlers that send them.
+  const bool takes_it =
+      state_.load() == State::open ||
+      (work.answers_request && state_.load() == State::closing && !adapter_closing_);
+  if (!takes_it || !adapter_) {
     shared_->outgoing.give_back(work.bytes);
     shared_->stats.publish_failed += count;
     bump(shared_->publish_refused, count);
@@ -230,12 +266,24 @@ void ClientCore::start_publish(IntakeWork& work) {
 Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions options,
                                    MessageHandler handler, ServeHandler serve, BatchHandler batch,
                                    BatchOptions batch_options) {
+  return Subscription(open_subscription(topic, std::move(options), std::move(handler),
+                                        std::move(serve), std::move(batch), batch_options));
+}
+
+std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
+    std::string_view topic, SubscribeOptions options, MessageHandler handler, ServeHandler serve,
+    BatchHandler batch, BatchOptions batch_options) {
   const bool serving = static_cast<bool>(serve);
   const auto& caps = shared_->caps;
   if (state_.load() != State::open) throw Error(errc::closed, scheme() + ": client is closed");
-  if (serving ? !caps.request_reply : !caps.subscribe)
-    throw Error(errc::not_supported, scheme() + ": " + (serving ? "serve" : "subscribe") +
-                                         " is not supported by this adapter");
+  if (serving && !caps.request_reply)
+    throw Error(errc::not_supported, "serve: " + no_request_reply_);
+  if (!serving && !caps.subscribe)
+    throw Error(errc::not_supported, scheme() + ": subscribe is not supported by this adapter");
+  // Over topics, the servers of a topic share its requests where the protocol has groups.
+  const bool serving_over_topics = serving && topic_requests_;
+  if (serving_over_topics && options.group.empty() && caps.consumer_groups)
+    options.group = "polybus.serve";
   if (!options.group.empty() && !caps.consumer_groups)
     throw Error(errc::not_supported, scheme() + ": consumer groups are not supported");
   if (options.from_offset && !caps.replay_from_offset)
@@ -262,8 +310,11 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
       throw Error(errc::not_supported,
                   "subscribe to " + std::string(topic) + ": the dead-letter client cannot publish");
   }
-  const std::uint32_t max_in_flight =
-      options.max_in_flight ? options.max_in_flight : default_max_in_flight_;
+  // A serve over topics keeps each of its handlers busy, as the protocols' own serves do.
+  const std::uint32_t max_in_flight = options.max_in_flight ? options.max_in_flight
+                                      : serving_over_topics
+                                          ? std::max(default_max_in_flight_, concurrency)
+                                          : default_max_in_flight_;
   if (batch) {
     const std::string what = "subscribe_batch to " + std::string(topic);
     if (batch_options.max_messages == 0)
@@ -296,7 +347,9 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset, max_in_flight};
   // On the io thread one handler runs at a time: more workers would hold jobs others could take.
   ServeSpec serve_spec{std::string(topic), handlers_on_io_thread_ ? 1 : concurrency};
-  post_in_order([self = shared_from_this(), sub, spec, serve_spec, serving] {
+  // Over topics a serve is a subscription whose messages the core answers (SubscriptionCore).
+  const bool adapter_serves = serving && !serving_over_topics;
+  post_in_order([self = shared_from_this(), sub, spec, serve_spec, adapter_serves] {
     if (self->state_.load() != State::open || !self->adapter_) {
       sub->ready(make_error_code(errc::closed), "client is closed");
       sub->deactivate();
@@ -304,15 +357,15 @@ Subscription ClientCore::subscribe(std::string_view topic, SubscribeOptions opti
     }
     self->subscriptions_.push_back(sub);
     try {
-      auto adapter_sub =
-          serving ? self->adapter_->serve(serve_spec, sub) : self->adapter_->subscribe(spec, sub);
+      auto adapter_sub = adapter_serves ? self->adapter_->serve(serve_spec, sub)
+                                        : self->adapter_->subscribe(spec, sub);
       sub->attach(std::move(adapter_sub));
     } catch (const Error& e) {
       sub->ready(e.code(), e.what());
       sub->deactivate();
     }
   });
-  return Subscription(std::move(sub));
+  return sub;
 }
 
 void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
@@ -344,9 +397,12 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   if (state_.load() != State::open)
     refused = Status(errc::closed, "request to " + std::string(topic) + ": the client is closed");
   else if (!shared_->caps.request_reply)
-    refused = Status(errc::not_supported, scheme() + " has no request/reply");
-  else
-    refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
+    refused =
+        Status(errc::not_supported, "request to " + std::string(topic) + ": " + no_request_reply_);
+  std::string correlation;
+  if (!refused && topic_requests_)
+    refused = topic_requests_->address(topic, options.headers, correlation);
+  if (!refused) refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
   if (!refused) refused = take_outgoing("request to", topic, payload.size());
   ++shared_->stats.requests;
   if (refused) {
@@ -361,6 +417,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);
   work.request = true;
+  work.correlation = std::move(correlation);
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
   take_in(std::move(work), topic);
@@ -373,6 +430,7 @@ void ClientCore::start_request(IntakeWork& work) {
                       Reply{make_error_code(errc::closed), {}, "client is closed"});
     return;
   }
+  if (topic_requests_) return start_request_over_topics(work);
   auto op = ops_->add(
       work.deadline,
       [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes](
@@ -395,6 +453,85 @@ void ClientCore::start_request(IntakeWork& work) {
       "request to ", work.topic.shared(), work.issued);
   work.made = op.operation();
   adapter_->request(RequestWork{work.topic.str(), std::move(work.payloads.front()), std::move(op)});
+}
+
+void ClientCore::start_request_over_topics(IntakeWork& work) {
+  // What the completion needs besides the reply, in one allocation: the reply's attributes,
+  // set by TopicRequests before it completes the operation, and the id to let go after.
+  struct Waiting {
+    Headers reply_headers;
+    std::string correlation;
+    std::weak_ptr<TopicRequests> requests;
+  };
+  auto waiting = std::make_shared<Waiting>(Waiting{{}, work.correlation, topic_requests_});
+  auto op = ops_->add(
+      work.deadline,
+      [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes,
+       waiting](std::error_code ec, std::string&& reply, std::string&& detail) {
+        shared->outgoing.give_back(bytes);
+        if (auto requests = waiting->requests.lock()) requests->forget(waiting->correlation);
+        if (!ec) {
+          ++shared->stats.replies;
+          shared->request_latency.observe(ArrivalClock::now() - issued);
+        }
+        shared->complete(
+            "request", done,
+            Reply{ec, std::move(reply), std::move(detail), std::move(waiting->reply_headers)});
+      },
+      "request to ", work.topic.shared(), work.issued);
+  work.made = op.operation();
+  topic_requests_->send(std::move(work.topic), std::move(work.payloads), work.correlation,
+                        std::move(op), std::shared_ptr<Headers>(waiting, &waiting->reply_headers),
+                        work.deadline);
+}
+
+void ClientCore::publish_request(TopicName topic, Payloads payloads, Clock::time_point deadline,
+                                 std::function<void(std::error_code, const std::string&)> failed) {
+  if (state_.load() == State::closed || adapter_closing_ || !adapter_)
+    return failed(make_error_code(errc::closed), "the client is closed");
+  auto op = ops_->add(
+      deadline,
+      [failed](std::error_code ec, std::string&&, std::string&& cause) {
+        if (ec) failed(ec, cause);
+      },
+      "request to ", topic.shared(), Clock::now());
+  OpCompletion if_thrown = op;
+  try {
+    adapter_->publish(PublishWork{std::move(topic), std::move(payloads),
+                                  std::chrono::milliseconds(0), std::move(op)});
+  } catch (const std::exception& e) {
+    if_thrown(code_of(e), {}, std::string("the adapter failed to take it: ") + e.what());
+  }
+}
+
+void ClientCore::publish_enveloped(std::string_view topic, std::string payload, Completion done) {
+  Status refused;
+  if (state_.load() == State::closed)
+    refused = Status(errc::closed, "reply to " + std::string(topic) + ": the client is closed");
+  else
+    refused = take_outgoing("reply to", topic, payload.size());
+  ++shared_->stats.published;
+  if (refused) {
+    ++shared_->stats.publish_failed;
+    bump(shared_->publish_refused);
+    return fail_now(std::move(done), refused);
+  }
+  IntakeWork work;
+  work.bytes = payload.size();
+  work.payloads = Payloads(std::move(payload));
+  work.done = std::move(done);
+  work.answers_request = true;
+  work.flush_epoch = shared_->flush_epochs.enter();
+  work.issued = Clock::now();
+  work.deadline = deadline_from({}, work.issued);
+  work.topic = topic_names_.name(topic);
+  // Now, not through the intake: a close that finds the handler done must find its reply's
+  // publish pending too, or it would close the connection under it.
+  try {
+    start_publish(work);
+  } catch (const std::exception& e) {
+    adapter_failed(work, code_of(e), std::string("the adapter failed to take it: ") + e.what());
+  }
 }
 
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
@@ -466,6 +603,9 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
     self->close_timeout_ = timeout;
     // Stop intake: no new messages reach handlers that will have to be drained.
     for (auto& sub : self->subscriptions_) {
+      // The replies of requests still waiting are let in: the close waits for them.
+      const auto& requests = self->topic_requests_;
+      if (requests && requests->is_reply_subscription(sub.get())) continue;
       if (sub->adapter()) sub->adapter()->pause();
       sub->drain_held();
     }
@@ -484,6 +624,15 @@ void ClientCore::check_drain() {
   if (ops_ && ops_->live() > 0) return;
   for (auto& sub : subscriptions_)
     if (!sub->idle()) return;
+  // A handler that answered and returned before the close began: its ack or reply is queued
+  // on the strand, ahead of this check posted again, and may start an operation (a reply over
+  // topics) that the close must wait for.
+  if (shared_->responses.waiting()) {
+    asio::post(shared_->strand, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->check_drain();
+    });
+    return;
+  }
   finish_close(false);
 }
 

@@ -25,6 +25,7 @@
 namespace polybus::detail {
 
 class ClientCore;
+class TopicRequests;
 
 // One subscription or serve() registration: the sink the adapter delivers into, and the
 // dispatcher that runs handlers on the pool with bounded concurrency.
@@ -50,6 +51,11 @@ class SubscriptionCore : public SubscriptionSink,
   void ended(std::error_code ec, const std::string& detail) override;
 
   Status wait_ready(std::chrono::milliseconds timeout);
+  // Strand: fn hears the broker's confirmation or refusal (ended false), then the end of the
+  // subscription on the broker's side (ended true). Set before the adapter knows of it.
+  void on_settled(std::function<void(const Status&, bool ended)> fn) {
+    on_settled_ = std::move(fn);
+  }
   void unsubscribe(std::function<void(const Status&)> done);
   void pause();
   void resume();
@@ -121,6 +127,9 @@ class SubscriptionCore : public SubscriptionSink,
   std::string topic_;
   std::string group_;
   bool serving_;
+  // A serve over topics (TopicRequests): each message is a request whose reply the client sends.
+  std::weak_ptr<MessageBackend> reply_route_;
+  bool routes_replies_ = false;
   // Counted by messages too (MessageState::subscription_cells), which may outlive this.
   std::shared_ptr<SubscriptionCells> cells_;
   MessageHandler handler_;
@@ -147,6 +156,7 @@ class SubscriptionCore : public SubscriptionSink,
 
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
+  std::function<void(const Status&, bool ended)> on_settled_;  // strand
   std::optional<Status> ready_result_;
   Fifo<Message> queue_;
   std::uint32_t running_ = 0;
@@ -206,6 +216,19 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
                          ServeHandler serve, BatchHandler batch = nullptr,
                          BatchOptions batch_options = {});
+  std::shared_ptr<SubscriptionCore> open_subscription(std::string_view topic,
+                                                      SubscribeOptions options,
+                                                      MessageHandler handler, ServeHandler serve,
+                                                      BatchHandler batch = nullptr,
+                                                      BatchOptions batch_options = {});
+  // Request/reply over topics (topic_requests.hpp); null where the protocol has its own, or
+  // without the envelope.
+  const std::shared_ptr<TopicRequests>& topic_requests() const { return topic_requests_; }
+  // Strand: a request over topics goes out as a publish; `failed` hears of its failure.
+  void publish_request(TopicName topic, Payloads payloads, Clock::time_point deadline,
+                       std::function<void(std::error_code, const std::string&)> failed);
+  // Strand: a payload in its envelope already (a reply over topics), published as it is.
+  void publish_enveloped(std::string_view topic, std::string payload, Completion done);
   void request(std::string_view topic, std::string payload, ReplyCompletion done,
                RequestOptions options);
   void ping(Completion done, std::chrono::milliseconds timeout);
@@ -257,6 +280,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     Completion done;        // a publish's
     ReplyCompletion reply;  // a request's
     bool request = false;
+    std::string correlation;       // a request's over topics (TopicRequests)
+    bool answers_request = false;  // a reply over topics: it goes while a close drains
     std::chrono::milliseconds defer{0};
     std::uint64_t flush_epoch = 0;  // a publish's, counted in shared_->flush_epochs
     Clock::time_point deadline;
@@ -269,6 +294,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void drain_intake();
   void start_publish(IntakeWork& work);  // strand
   void start_request(IntakeWork& work);  // strand
+  void start_request_over_topics(IntakeWork& work);  // strand
+  // start(): request/reply over topics where the protocol has none and the envelope is on.
+  void set_up_requests_over_topics();
   // Strand: an adapter threw while taking `work`: logged, and its operation completed now.
   void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
   TopicNames topic_names_;  // each publish's and request's topic, shared, not copied
@@ -291,6 +319,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint32_t default_concurrency_;
   bool handlers_on_io_thread_;  // handler_thread=io
   std::uint32_t default_max_attempts_;
+  // Set by start(), read-only after: request/reply over topics, or why there is none.
+  std::shared_ptr<TopicRequests> topic_requests_;
+  std::string no_request_reply_;
 
   std::atomic<State> state_{State::open};
   // The subscriptions a metrics snapshot reports (any thread; pruned as they go).

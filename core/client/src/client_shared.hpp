@@ -55,6 +55,9 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   LogLevel log_level = LogLevel::info;
   Capabilities caps;
   Envelope envelope;  // set before the adapter starts, read-only after
+  // Request/reply runs over topics (TopicRequests): a reply is wrapped by the backend that
+  // publishes it, with its correlation id. Set before any message, read-only after.
+  bool replies_over_topics = false;
   std::chrono::milliseconds requeue_delay{0};
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;

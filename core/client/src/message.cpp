@@ -95,7 +95,11 @@ std::error_code Message::touch() {
 std::error_code Message::reply(std::string payload) {
   if (!state_) return make_error_code(errc::invalid_argument);
   if (!state_->expects_reply) return make_error_code(errc::not_supported);
-  if (auto wrapped = state_->client->envelope.wrap_reply(state_->topic_name(), payload); wrapped) {
+  const auto& client = *state_->client;
+  if (auto wrapped = client.replies_over_topics
+                         ? Status()
+                         : client.envelope.wrap_reply(state_->topic_name(), payload);
+      wrapped) {
     // The requester hears why instead of waiting for its deadline.
     state_->client->emit_error(wrapped.code(),
                                state_->topic_name() + ": reply: " + wrapped.message());

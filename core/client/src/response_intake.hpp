@@ -23,11 +23,16 @@ class ResponseIntake {
 
   // Any thread. `owner` owns this intake; the drain it posts holds it.
   void push(Task task, ClientShared& owner);
+  // Answers are on their way: their drain is queued on the strand already.
+  bool waiting() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !pending_.empty();
+  }
 
  private:
   void drain(const ClientShared& shared);  // strand
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<Task> pending_;  // guarded by mutex_
   std::vector<Task> spare_;    // guarded by mutex_: an empty one, reused
   // The one drain posted at a time, and the idle strand's invoker: from a handler thread,

@@ -6,6 +6,7 @@
 #include "polybus/adapter/text.hpp"
 #include "polybus/cloudevents.hpp"
 #include "polybus/error.hpp"
+#include "topic_requests.hpp"
 
 namespace polybus::detail {
 
@@ -51,6 +52,10 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
       max_held_messages_(budget.max_held_messages),
       max_held_bytes_(budget.max_held_bytes) {
   pool_->reserve(concurrency_);
+  if (serving_ && client->topic_requests()) {
+    reply_route_ = client->topic_requests();
+    routes_replies_ = true;
+  }
   // The middleware wraps the handler once, here: an empty chain costs nothing per message.
   if (serving_)
     serve_handler_ = wrap_serve_handler(handlers.middleware, std::move(handlers.serve));
@@ -63,7 +68,14 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
 void SubscriptionCore::deliver(Message message) {
   ++shared_->stats.received;
   bump(cells_->received);
-  if (message.state()) message.state()->subscription_cells = cells_;
+  if (auto* state = message.state().get()) {
+    state->subscription_cells = cells_;
+    if (routes_replies_) {  // answered through the client, settled through the adapter
+      state->expects_reply = true;
+      state->request_backend = std::move(state->backend);
+      state->backend = reply_route_;
+    }
+  }
   if (!active_.load()) return release(message);
   if (max_attempts_ > 0 && message.attempts() > max_attempts_ && !message.expects_reply()) {
     std::string reason = "delivered " + std::to_string(message.attempts()) +
@@ -383,6 +395,10 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
     if (!batching) cells_->handler_time.observe(returned - started);  // a batch's: run_batch
   };
   if (serve_handler_) {
+    if (routes_replies_ && !TopicRequests::answerable(message.headers())) {
+      detail_reply_error(message, "no route for the reply");  // said and settled by the route
+      return returned;
+    }
     try {
       std::string reply = serve_handler_(message);
       handler_returned();
@@ -632,6 +648,7 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
     ready_result_ = Status(ec, detail);
   }
   ready_cv_.notify_all();
+  if (on_settled_) on_settled_(Status(ec, detail), false);
   // Closing the client is the application's own doing, not an error to report.
   if (ec && ec != make_error_code(errc::closed))
     shared_->emit_error(ec, topic_ + ": subscription refused: " + detail);
@@ -640,6 +657,10 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
 void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
   deactivate();  // first: whoever wait_ready() wakes sees the subscription inactive
   ready(ec ? ec : make_error_code(errc::closed), detail);
+  if (auto settled = std::move(on_settled_)) {
+    on_settled_ = nullptr;
+    settled(Status(ec ? ec : make_error_code(errc::closed), detail), true);
+  }
   if (ec && ec != make_error_code(errc::closed))
     shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
 }

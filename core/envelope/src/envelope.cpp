@@ -73,9 +73,8 @@ Status Envelope::wrap_in_place(std::string& payload, const Headers& headers,
   return {};
 }
 
-Status Envelope::wrap_reply(std::string_view topic, std::string& payload) const {
+Status Envelope::wrap_reply(std::string_view topic, std::string& payload, Headers headers) const {
   if (!on_) return {};
-  Headers headers;
   if (trace_.inject) trace_.inject(topic, headers);
   return wrap_in_place(payload, headers, type_ + ".reply");
 }

@@ -26,8 +26,9 @@ class Envelope {
   // (a header the envelope cannot carry, headers with the envelope off); nothing is changed then.
   Status wrap(std::string_view topic, Payloads& payloads, Headers headers) const;
   Status wrap(std::string_view topic, std::string& payload, Headers headers) const;
-  // A reply: the envelope's defaults and the inject hook, no headers of the caller's.
-  Status wrap_reply(std::string_view topic, std::string& payload) const;
+  // A reply: the envelope's defaults, the inject hook and `headers` (the client's own: a
+  // correlation id over topics), no headers of the application's.
+  Status wrap_reply(std::string_view topic, std::string& payload, Headers headers = {}) const;
 
   // Replaces the message's payload by the envelope's data and sets its headers. False, with the
   // message left raw, when the payload is not a valid envelope (why says where).

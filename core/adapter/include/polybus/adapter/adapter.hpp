@@ -135,6 +135,11 @@ class Adapter {
                                                      std::shared_ptr<SubscriptionSink> sink);
   // Ping the broker (health check); completes when it answered.
   virtual void ping(OpCompletion done);
+  // Where the protocol has no request/reply of its own (request_reply false), the core carries
+  // it over topics when the envelope is on: the name of the topic this client's replies come to,
+  // made from a name unique to the client (NSQ makes it ephemeral, so it goes with the client).
+  // Throws Error(not_supported, why) where replies could not reach the client that way.
+  virtual std::string reply_topic(std::string_view unique_name) const;
   // Publishes and handlers have drained (or the deadline passed): close connections, then call
   // done. Pending adapter work may be abandoned; the core fails what is left with errc::closed.
   virtual void close(Clock::time_point deadline, std::function<void()> done) = 0;
@@ -208,6 +213,9 @@ struct MessageState {
   bool expects_reply = false;
   std::uint64_t adapter_token = 0;  // the adapter's own (connection generation, etc.)
   std::weak_ptr<MessageBackend> backend;
+  // A request that came over a topic (request/reply over topics): the adapter's backend, which
+  // acknowledges it once answered; backend is then the client's, which sends the reply.
+  std::weak_ptr<MessageBackend> request_backend;
   // Kept alive by the state's own allocation (AdapterContext::make_message), which holds it.
   ClientShared* client = nullptr;
   std::shared_ptr<SubscriptionCells> subscription_cells;  // set by the subscription it reached
