@@ -836,3 +836,76 @@ TEST_CASE("nsq: least_pending and failover pick their nsqd as they say",
   CHECK(((on_a == 51 && on_b == 0) || (on_a == 1 && on_b == 50) || (on_a == 50 && on_b == 1) ||
          (on_a == 0 && on_b == 51)));
 }
+
+TEST_CASE(
+    "nsq: request/reply over topics uses one ephemeral reply topic per client, gone with "
+    "it, and a serve channel its servers share",
+    "[nsq][request]") {
+  auto nsqd = Nsqd::start();
+  const std::string url = "nsq://" + nsqd->tcp_address() + "?" + kFast + "&envelope=cloudevents";
+  auto server = connect(url);
+  auto requester = connect(url);
+  auto serving =
+      server.serve("rpc-topic", [](Message& m) { return "re:" + std::string(m.payload()); });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 3; ++i) {
+    auto reply =
+        requester.request_sync("rpc-topic", "q" + std::to_string(i), std::chrono::seconds(10));
+    REQUIRE(reply.ec == std::error_code{});
+    CHECK(reply.payload == "re:q" + std::to_string(i));
+    CHECK(reply.headers.contains("polybuscorrelation"));
+  }
+  auto reply_topics = [&] {
+    std::vector<std::string> found;
+    for (const auto& topic : nsqd->topics())
+      if (topic.rfind("polybus.reply.", 0) == 0) found.push_back(topic);
+    return found;
+  };
+  const auto topics = reply_topics();
+  REQUIRE(topics.size() == 1);  // one per client, not one per request
+  CHECK(topics.front().size() > std::string("#ephemeral").size());
+  CHECK(topics.front().compare(topics.front().size() - 10, 10, "#ephemeral") == 0);
+  CHECK(nsqd->channels("rpc-topic") == std::vector<std::string>{"polybus.serve"});
+  REQUIRE(requester.close_sync(std::chrono::seconds(5)) == std::error_code{});
+  // nsqd deletes the ephemeral channel with its last client, then the ephemeral topic.
+  CHECK(nsqd->wait_until([&] { return reply_topics().empty(); }));
+  CHECK(server.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}
+
+TEST_CASE(
+    "nsq: a message on a served topic without a reply route is reported and acknowledged, "
+    "never handled",
+    "[nsq][request]") {
+  auto nsqd = Nsqd::start();
+  const std::string url = "nsq://" + nsqd->tcp_address() + "?" + kFast + "&envelope=cloudevents";
+  std::mutex mutex;
+  std::vector<Status> errors;
+  ConnectOptions options;
+  options.on_error = [&](std::error_code ec, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.emplace_back(ec, text);
+  };
+  auto server = connect(url, options);
+  std::atomic<int> handled{0};
+  auto serving = server.serve("rpc-bare", [&](Message&) {
+    ++handled;
+    return std::string("never");
+  });
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  auto publisher = connect(url);
+  REQUIRE(publisher.publish_sync("rpc-bare", "no route") == std::error_code{});
+  CHECK(eventually([&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& e : errors)
+      if (e == errc::invalid_argument && e.cause().find("polybusreplyto") != std::string::npos)
+        return true;
+    return false;
+  }));
+  CHECK(nsqd->wait_until([&] {
+    return nsqd->in_flight("rpc-bare", "polybus.serve") == 0 &&
+           nsqd->channel_depth("rpc-bare", "polybus.serve") == 0;
+  }));
+  CHECK(handled.load() == 0);
+  CHECK(server.close_sync(std::chrono::seconds(5)) == std::error_code{});
+  CHECK(publisher.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}
