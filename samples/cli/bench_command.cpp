@@ -28,13 +28,16 @@ const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N]
                            [--concurrency C] [--group G] [--from OFFSET] [--rate R]
                            [--timeout S] [--metrics HOST:PORT]
                            [--batch-consume N [--batch-wait MS]] [--middleware M,...]
+                           [--requests]
        polybus bench --compare URL URL... [--rounds R] [--report FILE.svg|FILE.html] [same flags]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
 msgs/s, MB/s, publish-to-receive latency p50/p99/p99.9, this process's CPU time and its heap
 allocations (operator new) per message. Schemes that only do request/reply run N round trips to
-S responders instead. A URL may be broker:NAME: the in-process test broker NAME (polybus broker
---help lists them), started in this process for the run.
+S responders instead, as --requests makes any scheme with request/reply do. A URL may be
+broker:NAME[?OPTIONS]: the in-process test broker NAME (polybus broker --help lists them),
+started in this process for the run, with the client options given (broker:nsq?envelope=
+cloudevents).
 The topic: a run that publishes and consumes uses a new one (bench-XXXXXXXX) unless --topic
 names it, so that the consumer group it leaves behind (an NSQ channel is kept) never collects
 a later run's messages; publish-only and consume-only runs default to "bench", to meet.
@@ -72,12 +75,16 @@ Target resolve_target(const std::string& given,
   const std::string prefix = "broker:";
   if (given.rfind(prefix, 0) != 0)
     return {given, given, given.rfind("mem://", 0) == 0};
-  const std::string name = given.substr(prefix.size());
+  // broker:NAME?OPTIONS: the client's options go on the broker's URL.
+  const std::string rest = given.substr(prefix.size());
+  const std::string name = rest.substr(0, rest.find('?'));
+  const std::string options = name.size() < rest.size() ? rest.substr(name.size()) : "";
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name != name) continue;
     brokers.push_back(factory.start());
     const std::string url = brokers.back()->url();
-    return {given, url.substr(0, url.find('?')), true};  // its plain URL, as `polybus broker`
+    // Its plain URL, as `polybus broker` prints it, with the options given.
+    return {given, url.substr(0, url.find('?')) + options, true};
   }
   std::string known;
   for (const auto& factory : testing::test_brokers()) known += " " + factory.name;
@@ -157,7 +164,7 @@ int run_bench(const Argv& argv) {
             {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
              "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
              "batch-consume", "batch-wait", "middleware"},
-            {"compare"});
+            {"compare", "requests"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   const bool compare = args.has("compare");
   BenchSettings s;
@@ -195,6 +202,7 @@ int run_bench(const Argv& argv) {
       at = comma + 1;
     }
   }
+  s.requests = args.has("requests");
   s.rate = static_cast<double>(args.number("rate", 0, 1, 100'000'000));
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
   s.group = args.value("group");

@@ -180,10 +180,15 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
     throw UsageError(probe.scheme() + " has no batch publish: --batch needs it");
   if (!pubsub && !caps.request_reply)
     throw UsageError(probe.scheme() + " can neither publish/subscribe nor request/reply");
-  const BenchMode mode = !pubsub                 ? BenchMode::request
-                    : s.subscribers == 0    ? BenchMode::publish
-                    : s.publishers == 0     ? BenchMode::consume
-                                            : BenchMode::pubsub;
+  if (s.requests && !caps.request_reply)
+    throw UsageError(
+        probe.scheme() +
+        " has no request/reply: --requests needs it (NSQ and Figg: envelope=cloudevents "
+        "in the URL)");
+  const BenchMode mode = !pubsub || s.requests ? BenchMode::request
+                         : s.subscribers == 0  ? BenchMode::publish
+                         : s.publishers == 0   ? BenchMode::consume
+                                               : BenchMode::pubsub;
   if (mode == BenchMode::request && (s.publishers == 0 || s.subscribers == 0))
     throw UsageError(probe.scheme() +
                      " only does request/reply: it needs a requester and a responder");

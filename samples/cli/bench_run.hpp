@@ -27,6 +27,7 @@ struct BenchSettings {
   std::optional<std::string> group;
   std::optional<std::uint64_t> from;
   bool progress = false;  // a line per second on standard error while it runs
+  bool requests = false;  // round trips (request/serve) on a scheme that also publishes
 };
 
 // What one run measures: deliveries (pubsub, consume), publish completions (publish) or round

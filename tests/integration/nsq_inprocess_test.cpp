@@ -866,6 +866,13 @@ TEST_CASE(
   CHECK(topics.front().size() > std::string("#ephemeral").size());
   CHECK(topics.front().compare(topics.front().size() - 10, 10, "#ephemeral") == 0);
   CHECK(nsqd->channels("rpc-topic") == std::vector<std::string>{"polybus.serve"});
+  // The server counts its replies under one name, whatever topic each requester has.
+  CHECK(eventually([&] {
+    for (const auto& t : server.metrics().topics)
+      if (t.topic == "_replies") return t.confirmed == 3;
+    return false;
+  }));
+  for (const auto& t : server.metrics().topics) CHECK(t.topic.rfind("polybus.reply.", 0) != 0);
   REQUIRE(requester.close_sync(std::chrono::seconds(5)) == std::error_code{});
   // nsqd deletes the ephemeral channel with its last client, then the ephemeral topic.
   CHECK(nsqd->wait_until([&] { return reply_topics().empty(); }));

@@ -235,11 +235,18 @@ void ClientCore::start_publish(IntakeWork& work) {
   }
   // Kept by shared_, which the completion holds. A burst is mostly one topic, whose name is
   // the one shared string (TopicNames): the last lookup serves while it is that string.
-  if (!last_cells_ || work.topic.shared() != last_cells_name_) {
-    last_cells_ = &shared_->publish_topics.cells_for(work.topic);
-    last_cells_name_ = work.topic.shared();  // held: its address names no other topic meanwhile
+  // Replies over topics go to one topic per requesting client: counted under one name, not
+  // one each, which would crowd the application's topics out of the bounded map.
+  TopicCells* cells = nullptr;
+  if (work.answers_request) {
+    cells = &shared_->publish_topics.cells_for(TopicRequests::kRepliesMetricTopic);
+  } else {
+    if (!last_cells_ || work.topic.shared() != last_cells_name_) {
+      last_cells_ = &shared_->publish_topics.cells_for(work.topic);
+      last_cells_name_ = work.topic.shared();  // held: its address names no other topic meanwhile
+    }
+    cells = last_cells_;
   }
-  TopicCells* cells = last_cells_;
   bump(cells->published, count);
   auto op = ops_->add(
       work.deadline,
@@ -399,7 +406,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   else if (!shared_->caps.request_reply)
     refused =
         Status(errc::not_supported, "request to " + std::string(topic) + ": " + no_request_reply_);
-  std::string correlation;
+  std::uint64_t correlation = 0;
   if (!refused && topic_requests_)
     refused = topic_requests_->address(topic, options.headers, correlation);
   if (!refused) refused = shared_->envelope.wrap(topic, payload, std::move(options.headers));
@@ -417,7 +424,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   work.payloads = Payloads(std::move(payload));
   work.reply = std::move(done);
   work.request = true;
-  work.correlation = std::move(correlation);
+  work.correlation = correlation;
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
   take_in(std::move(work), topic);
@@ -460,7 +467,7 @@ void ClientCore::start_request_over_topics(IntakeWork& work) {
   // set by TopicRequests before it completes the operation, and the id to let go after.
   struct Waiting {
     Headers reply_headers;
-    std::string correlation;
+    std::uint64_t correlation;
     std::weak_ptr<TopicRequests> requests;
   };
   auto waiting = std::make_shared<Waiting>(Waiting{{}, work.correlation, topic_requests_});
@@ -524,7 +531,8 @@ void ClientCore::publish_enveloped(std::string_view topic, std::string payload, 
   work.flush_epoch = shared_->flush_epochs.enter();
   work.issued = Clock::now();
   work.deadline = deadline_from({}, work.issued);
-  work.topic = topic_names_.name(topic);
+  // Not kept among the shared names: one reply topic per requesting client would fill them.
+  work.topic = TopicName(std::make_shared<const std::string>(topic));
   // Now, not through the intake: a close that finds the handler done must find its reply's
   // publish pending too, or it would close the connection under it.
   try {

@@ -280,7 +280,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     Completion done;        // a publish's
     ReplyCompletion reply;  // a request's
     bool request = false;
-    std::string correlation;       // a request's over topics (TopicRequests)
+    std::uint64_t correlation = 0;  // a request's over topics (TopicRequests)
     bool answers_request = false;  // a reply over topics: it goes while a close drains
     std::chrono::milliseconds defer{0};
     std::uint64_t flush_epoch = 0;  // a publish's, counted in shared_->flush_epochs

@@ -1,6 +1,7 @@
 #include "topic_requests.hpp"
 
 #include <asio/post.hpp>
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -32,30 +33,27 @@ TopicRequests::TopicRequests(std::weak_ptr<ClientCore> client, std::shared_ptr<C
       correlation_prefix_(std::move(unique_name) + "-"),
       reply_max_in_flight_(reply_max_in_flight) {}
 
-Status TopicRequests::address(std::string_view topic, Headers& headers, std::string& correlation) {
+Status TopicRequests::address(std::string_view topic, Headers& headers,
+                              std::uint64_t& correlation) {
   for (const auto name : {kCorrelationId, kReplyTo, kReplyError})
     if (headers.contains(name))
       return Status(errc::invalid_argument,
                     "request to " + std::string(topic) + ": the header '" + std::string(name) +
                         "' is the client's own over topics (it routes the reply): leave it out");
-  correlation = correlation_prefix_ + std::to_string(++next_correlation_);
-  headers.set(std::string(kCorrelationId), correlation);
+  correlation = ++next_correlation_;
+  headers.set(std::string(kCorrelationId), correlation_prefix_ + std::to_string(correlation));
   headers.set(std::string(kReplyTo), reply_topic_);
   return {};
 }
 
-void TopicRequests::send(TopicName topic, Payloads payloads, std::string correlation,
+void TopicRequests::send(TopicName topic, Payloads payloads, std::uint64_t correlation,
                          OpCompletion request, std::shared_ptr<Headers> reply_headers,
                          Clock::time_point deadline) {
   pending_.emplace(correlation, Pending{std::move(request), std::move(reply_headers)});
-  Unsent unsent{std::move(topic), std::move(payloads), std::move(correlation), deadline};
+  Unsent unsent{std::move(topic), std::move(payloads), correlation, deadline};
   if (confirmed_) return publish(std::move(unsent));
   unsent_.push_back(std::move(unsent));
   if (!subscription_) subscribe_replies();
-}
-
-void TopicRequests::forget(const std::string& correlation) {
-  pending_.erase(correlation);
 }
 
 void TopicRequests::subscribe_replies() {
@@ -103,9 +101,9 @@ void TopicRequests::subscription_settled(const Status& status, bool ended) {
   unsent_.clear();
   for (const auto& one : unsent) fail(one.correlation, ec, cause);
   // Sent requests whose replies can no longer arrive: the same.
-  std::vector<std::string> sent;
+  std::vector<std::uint64_t> sent;
   for (const auto& [correlation, pending] : pending_) sent.push_back(correlation);
-  for (const auto& correlation : sent) fail(correlation, ec, cause);
+  for (const auto correlation : sent) fail(correlation, ec, cause);
 }
 
 void TopicRequests::publish(Unsent unsent) {
@@ -120,8 +118,7 @@ void TopicRequests::publish(Unsent unsent) {
                           });
 }
 
-void TopicRequests::fail(const std::string& correlation, std::error_code ec,
-                         const std::string& cause) {
+void TopicRequests::fail(std::uint64_t correlation, std::error_code ec, const std::string& cause) {
   auto it = pending_.find(correlation);
   if (it == pending_.end()) return;
   auto request = std::move(it->second.request);
@@ -131,7 +128,7 @@ void TopicRequests::fail(const std::string& correlation, std::error_code ec,
 
 void TopicRequests::on_reply(Message& message) {
   const auto correlation = message.headers().get(kCorrelationId);
-  auto it = correlation ? pending_.find(std::string(*correlation)) : pending_.end();
+  auto it = correlation ? pending_.find(correlation_of(*correlation)) : pending_.end();
   if (it == pending_.end()) {
     // Late (its request timed out), another client's, or not a reply at all: acked, dropped.
     if (shared_->logs(LogLevel::debug))
@@ -151,6 +148,17 @@ void TopicRequests::on_reply(Message& message) {
   }
   *pending.reply_headers = message.headers();
   pending.request({}, std::string(message.payload()), {});
+}
+
+std::uint64_t TopicRequests::correlation_of(std::string_view value) const {
+  if (value.size() <= correlation_prefix_.size() ||
+      value.size() > correlation_prefix_.size() + 20 ||
+      value.compare(0, correlation_prefix_.size(), correlation_prefix_) != 0)
+    return 0;
+  std::uint64_t id = 0;
+  const std::string_view digits = value.substr(correlation_prefix_.size());
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  return ec == std::errc() && end == digits.data() + digits.size() ? id : 0;
 }
 
 bool TopicRequests::answerable(const Headers& headers) {

@@ -34,6 +34,9 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   static constexpr std::string_view kCorrelationId = "polybuscorrelation";
   static constexpr std::string_view kReplyTo = "polybusreplyto";
   static constexpr std::string_view kReplyError = "polybuserror";
+  // The topic label the replies a server publishes are counted under (every requester has a
+  // reply topic of its own).
+  static constexpr const char* kRepliesMetricTopic = "_replies";
 
   // A name no other client has: the base of its reply topic and of its correlation ids.
   static std::string unique_name();
@@ -46,14 +49,14 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
 
   // Calling thread: sets a request's correlation id and reply topic in its headers (an
   // application's own value for either is refused: the replies could not find the request).
-  Status address(std::string_view topic, Headers& headers, std::string& correlation);
+  Status address(std::string_view topic, Headers& headers, std::uint64_t& correlation);
 
   // Strand: the request waits for its reply under `request` (its deadline armed); it is
   // published once the reply subscription is confirmed, at once when it is.
-  void send(TopicName topic, Payloads payloads, std::string correlation, OpCompletion request,
+  void send(TopicName topic, Payloads payloads, std::uint64_t correlation, OpCompletion request,
             std::shared_ptr<Headers> reply_headers, Clock::time_point deadline);
   // Strand: the request completed (reply, deadline, close): its correlation id is let go.
-  void forget(const std::string& correlation);
+  void forget(std::uint64_t correlation) { pending_.erase(correlation); }
 
   // The subscription to the reply topic, which a close leaves running until the requests
   // waiting on it are answered.
@@ -80,7 +83,7 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   struct Unsent {  // published once the reply subscription is confirmed
     TopicName topic;
     Payloads payloads;
-    std::string correlation;
+    std::uint64_t correlation;
     Clock::time_point deadline;
   };
 
@@ -88,7 +91,9 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   void subscription_settled(const Status& status, bool ended);  // strand
   void publish(Unsent unsent);                                  // strand
   void on_reply(Message& message);                              // strand
-  void fail(const std::string& correlation, std::error_code ec, const std::string& cause);
+  void fail(std::uint64_t correlation, std::error_code ec, const std::string& cause);
+  // The request a reply's correlation id names (0: none of this client's).
+  std::uint64_t correlation_of(std::string_view value) const;
   void settle_request(MessageState& message);  // acks it through the adapter's backend
 
   std::weak_ptr<ClientCore> client_;
@@ -99,7 +104,8 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   std::atomic<std::uint64_t> next_correlation_{0};
 
   // Strand only:
-  std::unordered_map<std::string, Pending> pending_;
+  // By the number after the prefix: the header's text is parsed once, never kept.
+  std::unordered_map<std::uint64_t, Pending> pending_;
   std::vector<Unsent> unsent_;
   std::shared_ptr<SubscriptionCore> subscription_;
   bool confirmed_ = false;
