@@ -1,11 +1,13 @@
 #include "nsq_harness_broker.hpp"
 
-#include <chrono>
-#include <thread>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <chrono>
+#include <thread>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -98,14 +100,31 @@ void NsqHarness::launch_once(bool first) {
   close(out[1]);
   // Our end of its stdin: if this process dies, the harness sees EOF and shuts down.
   stdin_ = in[1];
-  // One JSON line with the bound addresses; the servers listen once it is printed.
+  // One JSON line with the bound addresses; the servers listen once it is printed. A bound on
+  // the wait: a harness that neither prints nor exits is ended, and the launch tried again.
   std::string line;
-  char c;
-  while (read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool ended = false;
+  while (!ended) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    pollfd readable{out[0], POLLIN, 0};
+    const int ready = left.count() > 0 ? poll(&readable, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      line.clear();
+      break;
+    }
+    char c;
+    if (read(out[0], &c, 1) != 1 || c == '\n')
+      ended = true;
+    else
+      line.push_back(c);
+  }
   close(out[0]);
   if (line.empty()) {
     stop();
-    throw std::runtime_error("the nsq harness printed no addresses (" + args[0] + ")");
+    throw std::runtime_error("the nsq harness printed no addresses within 30 s (" + args[0] + ")");
   }
   nsqd_tcp_ = json_field(line, "nsqd_tcp");
   nsqd_http_ = json_field(line, "nsqd_http");
