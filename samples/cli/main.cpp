@@ -9,6 +9,7 @@
 namespace {
 
 const char* kUsage = R"(usage: polybus COMMAND [ARGS] [--help]
+       polybus --version           the library's version and ABI
 
 commands:
   pub URL TOPIC [MSG...]      publish MSGs, or stdin lines, or --count N --size B generated ones
@@ -46,6 +47,11 @@ int main(int argc, char* argv[]) {
       std::string(argv[1]) == "help") {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version") {
+    // The library's, which a shared build may take from another release than the headers'.
+    std::cout << "polybus " << polybus::version() << " (ABI " << polybus::abi_version() << ")\n";
+    return 0;
   }
   std::string command = argv[1];
   polybus::cli::Argv args(argv + 2, argv + argc);

@@ -4,14 +4,13 @@
 # (polybus/adapter/...). polybus/all.hpp adds the adapters' register functions and nothing more;
 # polybus/asio/async.hpp (Asio completion tokens) reaches asio, and no adapter interface.
 #
-#   check_api_headers.sh CXX SOURCE_DIR GENERATED_DIR
+#   check_api_headers.sh CXX SOURCE_DIR GENERATED_DIR...
 set -euo pipefail
 cxx=$1
 src=$2
-generated=$3
 includes=()
 for dir in "$src"/*/include "$src"/core/*/include; do includes+=(-I"$dir"); done
-includes+=(-I"$generated")
+for generated in "${@:3}"; do includes+=(-I"$generated"); done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
@@ -31,7 +30,7 @@ check() {  # header, standard[, asio: the Asio bridge may reach asio]
     status=1
   fi
 }
-headers=(polybus/polybus.hpp polybus/all.hpp polybus/mem.hpp)
+headers=(polybus/polybus.hpp polybus/all.hpp polybus/mem.hpp polybus/version.hpp)
 # Every header the core installs at polybus/ (the api room's, and error.hpp, cloudevents.hpp,
 # testing.hpp, fault_proxy.hpp from the rooms around it); those under polybus/adapter/ are the
 # adapter side.

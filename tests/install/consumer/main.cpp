@@ -5,6 +5,8 @@
 #include <iostream>
 
 int main() {
+  // The library linked is the release of the headers included.
+  if (std::string(polybus::version()) != POLYBUS_VERSION_STRING) return 1;
   polybus::register_all_schemes();
   auto client = polybus::connect("mem://installed");
   std::promise<std::string> got;

@@ -10,3 +10,4 @@
 #include "polybus/schemes.hpp"
 #include "polybus/status.hpp"
 #include "polybus/url.hpp"
+#include "polybus/version.hpp"
