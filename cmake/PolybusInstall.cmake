@@ -11,24 +11,46 @@ foreach(adapter IN LISTS POLYBUS_ADAPTERS)
     list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter}_codec)
   endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${adapter}/include/polybus
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
   # Its in-process broker, for users' own integration tests (polybus::<adapter>_testing, and
   # polybus::testing for all of them with register_all_test_brokers()).
   if(TARGET polybus_${adapter}_testing)
     list(APPEND POLYBUS_INSTALL_TARGETS polybus_${adapter}_testing)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${adapter}/testing/include/polybus
-            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
   endif()
 endforeach()
 
+# A shared library's file is libpolybus_<name>.so.<version>, its SONAME libpolybus_<name>.so.<ABI>:
+# a release that breaks binary compatibility raises POLYBUS_ABI_VERSION (README "Versions").
+foreach(target IN LISTS POLYBUS_INSTALL_TARGETS)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "SHARED_LIBRARY")
+    set_target_properties(${target} PROPERTIES VERSION ${PROJECT_VERSION}
+                                               SOVERSION ${POLYBUS_ABI_VERSION})
+  endif()
+endforeach()
+
+# Components, for the Debian packages (cmake/PolybusPackages.cmake): runtime (the shared
+# libraries' files), development (the rest) and tools (the polybus command).
 install(TARGETS ${POLYBUS_INSTALL_TARGETS}
         EXPORT polybusTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
+                NAMELINK_COMPONENT development
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT polybusTargets NAMESPACE polybus::
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
+# A static and a shared build install side by side into one prefix (libpolybus-dev holds the
+# static archives, libpolybus0 the shared libraries), each with targets of its own;
+# polybusConfig.cmake picks one (POLYBUS_SHARED_LIBS, else BUILD_SHARED_LIBS, else shared when
+# installed).
+if(BUILD_SHARED_LIBS)
+  set(POLYBUS_TARGETS_FILE polybusTargets-shared)
+else()
+  set(POLYBUS_TARGETS_FILE polybusTargets-static)
+endif()
+install(EXPORT polybusTargets NAMESPACE polybus:: FILE ${POLYBUS_TARGETS_FILE}.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus COMPONENT development)
 
 configure_package_config_file(cmake/polybusConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/polybusConfig.cmake
@@ -37,7 +59,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/polybusConfigVersion.cmak
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
               ${PROJECT_BINARY_DIR}/polybusConfigVersion.cmake
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus)
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus COMPONENT development)
 
 set(POLYBUS_PC_LIBS "-lpolybus_core -lpolybus_text")
 foreach(adapter IN LISTS POLYBUS_ADAPTERS)
@@ -50,4 +72,5 @@ endforeach()
 file(RELATIVE_PATH POLYBUS_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" POLYBUS_PC_TO_PREFIX "${POLYBUS_PC_TO_PREFIX}")
 configure_file(cmake/polybus.pc.in ${PROJECT_BINARY_DIR}/polybus.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/polybus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_BINARY_DIR}/polybus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+        COMPONENT development)

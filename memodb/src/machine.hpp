@@ -17,7 +17,9 @@
 
 namespace polybus::memodb {
 
-struct Requester {
+// Exported (POLYBUS_API) though internal: the machines live in polybus_memodb_codec, beside the
+// codec the in-process broker and the fuzzers share, and the adapter is a library of its own.
+struct POLYBUS_API Requester {
   // The JOB's header for a request to service; the job's payload follows it in the message.
   static std::error_code job(std::string& out, std::string_view service, std::uint64_t timeout_ms);
   // The broker's answer to a JOB: the RESULT's payload (a view into answer), or an error and
@@ -30,7 +32,7 @@ struct Requester {
   static Answer answer(std::string_view answer, std::string_view service);
 };
 
-class Worker {
+class POLYBUS_API Worker {
  public:
   enum class State { stopped, sending, receiving, handling };
   // What the owner does after the broker's message.

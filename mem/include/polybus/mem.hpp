@@ -5,18 +5,21 @@
 // polybus/all.hpp's register_all_schemes()). Broker::get(name) gives tests control of it.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "polybus/metrics.hpp"
 
+/// The in-process mem:// broker and its scheme.
 namespace polybus::mem {
 
 // Registers the mem scheme (idempotent).
-void register_scheme();
+POLYBUS_API void register_scheme();
 
-struct BrokerStats {
+struct POLYBUS_API BrokerStats {
   std::uint64_t published = 0;
   std::uint64_t delivered = 0;   // deliveries, redeliveries included
   std::uint64_t redelivered = 0;
@@ -26,7 +29,7 @@ struct BrokerStats {
 
 class BrokerImpl;
 
-class Broker {
+class POLYBUS_API Broker {
  public:
   // The broker of that name, created if it does not exist yet.
   static std::shared_ptr<Broker> get(const std::string& name);

@@ -4,9 +4,12 @@
 // JOB -> RESULT, HEARTBEAT). Options: `polybus schemes`.
 #pragma once
 
+#include "polybus/export.hpp"
+
+/// The MemoDB adapter (memodb+tcp:// and memodb+ipc://).
 namespace polybus::memodb {
 
 // Registers the memodb+tcp and memodb+ipc schemes (idempotent).
-void register_scheme();
+POLYBUS_API void register_scheme();
 
 }  // namespace polybus::memodb

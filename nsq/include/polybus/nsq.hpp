@@ -2,9 +2,12 @@
 // host:port[,...] discovers nsqd through nsqlookupd's HTTP API. Options: `polybus schemes`.
 #pragma once
 
+#include "polybus/export.hpp"
+
+/// The NSQ adapter (nsq:// and nsq+lookupd://).
 namespace polybus::nsq {
 
 // Registers the nsq and nsq+lookupd schemes (idempotent).
-void register_scheme();
+POLYBUS_API void register_scheme();
 
 }  // namespace polybus::nsq

@@ -3,9 +3,12 @@
 // and docs/quickio.md. The native client is polybus/quickio/client.hpp.
 #pragma once
 
+#include "polybus/export.hpp"
+
+/// The QuickIO adapter (quickio://, quickio+ws:// and quickio+http://).
 namespace polybus::quickio {
 
 // Registers the quickio, quickio+ws and quickio+http schemes (idempotent).
-void register_scheme();
+POLYBUS_API void register_scheme();
 
 }  // namespace polybus::quickio

@@ -2,35 +2,43 @@
 // never a silent no-op; the contract suite uses these flags to decide which behaviours to check.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace polybus {
 
-struct Capabilities {
-  bool ack = false;                    // messages must be acknowledged; unacked ones come back
-  bool nack_with_delay = false;        // a message can be requeued with a delay
-  bool touch = false;                  // a slow handler can extend its message's timeout
-  bool redelivery_on_timeout = false;  // a message never acked is redelivered after its timeout
-  bool replay_from_offset = false;     // subscribe can start from an offset
-  bool request_reply = false;          // request() and serve()
-  // A serve handler's failure reaches the requester as an error (false: the protocol has no
-  // error reply, so the request runs to its deadline).
+/// What a scheme's adapter can do (Client::capabilities(), SchemeDescription::capabilities).
+/// Calling what it cannot do fails with errc::not_supported.
+struct POLYBUS_API Capabilities {
+  bool ack = false;                    ///< messages must be acknowledged; unacked ones come back
+  bool nack_with_delay = false;        ///< a message can be requeued with a delay
+  bool touch = false;                  ///< a slow handler can extend its message's timeout
+  bool redelivery_on_timeout = false;  ///< a message never acked is redelivered after its timeout
+  bool replay_from_offset = false;     ///< subscribe can start from an offset
+  bool request_reply = false;          ///< request() and serve()
+  /// A serve handler's failure reaches the requester as an error (false: the protocol has no
+  /// error reply, so the request runs to its deadline).
   bool reply_errors = true;
-  bool ordered_delivery = false;  // one subscriber sees one publisher's messages in order
-  bool consumer_groups = false;   // groups share messages; each group gets every message
-  bool batch_publish = false;     // publish_batch() is one protocol operation
-  bool deferred_publish = false;  // publish with a delay
-  bool publish = true;            // plain publish (false: request/reply only)
-  bool subscribe = true;          // plain subscribe
-  bool durable = false;           // the broker keeps messages across its own restart
-  bool publish_confirmed = true;  // publish completes when the broker has accepted it
-  // Reconnects follow reconnect_backoff or ConnectOptions::reconnect_backoff (false: the
-  // transport paces them itself; only the policy it follows, the scheme's default
-  // reconnect_backoff, is accepted, and any other fails the connect with not_supported).
+  bool ordered_delivery = false;  ///< one subscriber sees one publisher's messages in order
+  bool consumer_groups = false;   ///< groups share messages; each group gets every message
+  /// publish_batch() works, as one protocol operation (false: it fails with not_supported).
+  bool batch_publish = false;
+  bool deferred_publish = false;  ///< publish with a delay (PublishOptions::defer)
+  bool publish = true;            ///< plain publish (false: request/reply only)
+  bool subscribe = true;          ///< plain subscribe
+  bool durable = false;           ///< the broker keeps messages across its own restart
+  /// A publish completes when the broker has accepted it (false: once it was written, as the
+  /// protocol confirms nothing).
+  bool publish_confirmed = true;
+  /// Reconnects follow reconnect_backoff or ConnectOptions::reconnect_backoff (false: the
+  /// transport paces them itself; only the policy it follows, the scheme's default
+  /// reconnect_backoff, is accepted, and any other fails the connect with not_supported).
   bool reconnect_policy = true;
 
+  /// Every capability as a (name, value) pair, in a fixed order, for listing them.
   std::vector<std::pair<const char*, bool>> list() const {
     return {{"publish", publish},
             {"subscribe", subscribe},

@@ -3,6 +3,8 @@
 // themselves (polybus/all.hpp's register_all_schemes(), or each adapter's register_scheme()).
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,16 +14,19 @@
 
 namespace polybus {
 
-struct SchemeDescription {
-  std::string scheme;
-  std::string summary;
-  OptionTable options;  // the core's options plus the adapter's, with their defaults
+/// A registered scheme and what it offers (describe_scheme()).
+struct POLYBUS_API SchemeDescription {
+  std::string scheme;   ///< as in URLs, e.g. "nsq+lookupd"
+  std::string summary;  ///< what it connects to, in a line
+  OptionTable options;  ///< the core's options plus the adapter's, with their defaults
+  /// What its adapter can do whatever the options; a client's capabilities() may say more
+  /// (request/reply over topics with envelope=cloudevents).
   Capabilities capabilities;
 };
 
-// Every registered scheme, sorted.
-std::vector<std::string> registered_schemes();
-// nullopt when no adapter registered `scheme`.
-std::optional<SchemeDescription> describe_scheme(const std::string& scheme);
+/// Every registered scheme, sorted.
+POLYBUS_API std::vector<std::string> registered_schemes();
+/// The scheme's description; nullopt when no adapter registered `scheme`.
+POLYBUS_API std::optional<SchemeDescription> describe_scheme(const std::string& scheme);
 
 }  // namespace polybus

@@ -13,6 +13,8 @@
 // `data_base64`; every attribute but the data becomes a header, specversion too.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -30,10 +32,10 @@ inline constexpr std::size_t kMaxAttributes = 64;
 
 // Why `name` cannot be a header in an envelope (reserved, bad characters, too long); empty when
 // it can.
-std::string check_header_name(std::string_view name);
+POLYBUS_API std::string check_header_name(std::string_view name);
 
 // The required attributes a publish does not set through its headers.
-struct Defaults {
+struct POLYBUS_API Defaults {
   std::string_view id;
   std::string_view source;
   std::string_view type;
@@ -43,11 +45,12 @@ struct Defaults {
 // Appends the envelope of `payload` to `out`. On a caller error (a bad header name or value,
 // a JSON content type over a payload that is not JSON) appends nothing and returns what was
 // wrong; empty on success.
-std::string encode(std::string_view payload, const Headers& headers, const Defaults& defaults,
-                   std::size_t max_json_depth, std::string& out);
+POLYBUS_API std::string encode(std::string_view payload, const Headers& headers,
+                               const Defaults& defaults, std::size_t max_json_depth,
+                               std::string& out);
 
 // One envelope read back. `payload` points into the text decoded or into `storage`.
-struct Event {
+struct POLYBUS_API Event {
   std::string_view payload;
   std::string storage;
   Headers headers;
@@ -55,15 +58,15 @@ struct Event {
 
 // Reads one envelope. Returns why `json` is not a valid CloudEvents 1.0 structured event (with the
 // byte offset where that was found), or empty when it is and `out` holds it.
-std::string decode(std::string_view json, std::size_t max_json_depth, Event& out);
+POLYBUS_API std::string decode(std::string_view json, std::size_t max_json_depth, Event& out);
 
 // `unix_ns` as RFC 3339 UTC with microseconds: 2026-11-25T03:40:00.123456Z.
-std::string format_time(std::int64_t unix_ns);
+POLYBUS_API std::string format_time(std::int64_t unix_ns);
 // The same into a buffer (no allocation); returns its length.
 inline constexpr std::size_t kTimeLength = 27;
-std::size_t format_time(std::int64_t unix_ns, char (&out)[kTimeLength + 1]);
+POLYBUS_API std::size_t format_time(std::int64_t unix_ns, char (&out)[kTimeLength + 1]);
 
 // The media type of a datacontenttype is JSON: application/json, text/json, or a +json suffix.
-bool is_json_content_type(std::string_view content_type);
+POLYBUS_API bool is_json_content_type(std::string_view content_type);
 
 }  // namespace polybus::cloudevents

@@ -11,6 +11,8 @@
 // the next byte each open connection forwards, and to every later connection.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -26,7 +28,7 @@ namespace polybus::testing {
 enum class Direction { to_upstream, to_client };
 
 // The faults of one direction. A default-constructed Faults forwards everything at once.
-struct Faults {
+struct POLYBUS_API Faults {
   // Every piece read waits this long before it is forwarded, plus a random share of `jitter`
   // (uniform in [0, jitter], from the proxy's seed). Bytes keep their order.
   std::chrono::milliseconds latency{0};
@@ -48,7 +50,7 @@ struct Faults {
   bool blackhole = false;
 };
 
-struct FaultProxyOptions {
+struct POLYBUS_API FaultProxyOptions {
   std::string upstream_host = "127.0.0.1";  // an address or a name, resolved once at start
   std::uint16_t upstream_port = 0;
   std::string listen_host = "127.0.0.1";
@@ -64,7 +66,7 @@ struct FaultProxyOptions {
   asio::io_context* io_context = nullptr;
 };
 
-struct FaultProxyCounters {
+struct POLYBUS_API FaultProxyCounters {
   struct Flow {
     std::uint64_t read = 0;       // bytes read from the sender
     std::uint64_t forwarded = 0;  // bytes written to the receiver
@@ -81,7 +83,7 @@ struct FaultProxyCounters {
   }
 };
 
-class FaultProxy {
+class POLYBUS_API FaultProxy {
  public:
   // Listens at once; throws std::system_error when the address cannot be bound or resolved, and
   // std::invalid_argument for a non-loopback listen address that was not allowed.

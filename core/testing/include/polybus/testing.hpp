@@ -2,6 +2,8 @@
 // factory; the contract suite and `polybus demo` run against every registered one.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,40 +13,47 @@
 
 #include "polybus/metrics.hpp"
 
+/// Test support: the registry of in-process test brokers and a TCP proxy with faults.
 namespace polybus::testing {
 
-class TestBroker {
+/// A running test broker of some protocol, as a TestBrokerFactory starts it.
+class POLYBUS_API TestBroker {
  public:
   virtual ~TestBroker() = default;
-  // A URL for clients, with options that keep tests fast (short timeouts and backoff).
+  /// A URL for clients, with options that keep tests fast (short timeouts and backoff).
   virtual std::string url() const = 0;
-  // Stop drops every connection and refuses new ones; start accepts them again, on the same port,
-  // which no other socket can take in between. The broker keeps its messages across the two
-  // where the protocol's real broker does.
+  /// Stop drops every connection and refuses new ones; start accepts them again, on the same port,
+  /// which no other socket can take in between. The broker keeps its messages across the two
+  /// where the protocol's real broker does.
   virtual void stop() = 0;
+  /// Accepts connections again after stop(), on the same port.
   virtual void start() = 0;
+  /// stop() then start(): clients see their connections drop, and reconnect.
   void restart() {
     stop();
     start();
   }
-  // False for brokers that never answer the protocol's ping (the older Figg server).
+  /// False for brokers that never answer the protocol's ping (the older Figg server).
   virtual bool answers_ping() const { return true; }
-  // What the broker carried so far (docs/metrics.md), for `polybus broker --metrics` and tests;
-  // every in-process broker counts, a stand-in for a real server (nsq-real, figg-real) does not.
-  // `broker` is left for the caller to name.
+  /// What the broker carried so far (docs/metrics.md), for `polybus broker --metrics` and tests;
+  /// every in-process broker counts, a stand-in for a real server (nsq-real, figg-real) does not.
+  /// `broker` is left for the caller to name.
   virtual std::optional<metrics::BrokerMetrics> metrics() const { return std::nullopt; }
 };
 
-struct TestBrokerFactory {
-  std::string name;    // e.g. "mem", "nsq", "nsq+lookupd"
-  std::string scheme;  // the URL scheme its url() uses
-  std::function<std::unique_ptr<TestBroker>()> start;  // 127.0.0.1, a free port
-  // The same on 127.0.0.1:port (the port of the URL); empty for a broker with no TCP port (mem,
-  // memodb+ipc). Throws std::system_error when the port cannot be bound.
+/// How to start one kind of test broker; each protocol's testing library registers its own.
+struct POLYBUS_API TestBrokerFactory {
+  std::string name;                                    ///< e.g. "mem", "nsq", "nsq+lookupd"
+  std::string scheme;                                  ///< the URL scheme its url() uses
+  std::function<std::unique_ptr<TestBroker>()> start;  ///< 127.0.0.1, a free port
+  /// The same on 127.0.0.1:port (the port of the URL); empty for a broker with no TCP port (mem,
+  /// memodb+ipc). Throws std::system_error when the port cannot be bound.
   std::function<std::unique_ptr<TestBroker>(std::uint16_t port)> start_on_port = {};
 };
 
-void register_test_broker(TestBrokerFactory factory);
-std::vector<TestBrokerFactory> test_brokers();
+/// Adds `factory` to the registry; one registered earlier under the same name is replaced.
+POLYBUS_API void register_test_broker(TestBrokerFactory factory);
+/// Every registered factory, sorted by name.
+POLYBUS_API std::vector<TestBrokerFactory> test_brokers();
 
 }  // namespace polybus::testing

@@ -4,6 +4,8 @@
 // own failures as codes of the same category (make_error_code).
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -11,49 +13,56 @@
 
 namespace polybus {
 
+/// The portable failures, one per kind of trouble whatever the broker: compare any code with them
+/// (`ec == polybus::errc::timeout`). The core's own codes have these values too.
 enum class errc {
-  success = 0,
-  timeout = 1,            // the operation's deadline passed
-  closed,                 // the client is closed or closing
-  not_supported,          // the adapter cannot do this (see capabilities())
-  invalid_argument,       // a caller-supplied value was rejected
-  invalid_url,            // the URL could not be parsed
-  unknown_scheme,         // no adapter is registered for the URL's scheme
-  invalid_option,         // an option key or value was rejected
-  disconnected,           // the connection dropped while the operation was pending
-  connect_failed,         // no broker could be reached
-  protocol_error,         // the peer sent something the codec rejects
-  frame_too_large,        // a length read from the wire is over the configured bound
-  already_responded,      // ack/nack/reply on a message that already got its response
-  already_subscribed,     // a second subscription where the protocol allows one
-  handler_failed,         // a serve() handler threw; the requester gets this
-  no_responder,           // request() found nobody serving the topic
-  would_block_io_thread,  // a blocking call was made from the client's own io thread
-  broker_error,           // the broker refused the operation
-  canceled,               // the subscription or operation was cancelled by the caller
-  tls_error,              // TLS set-up or handshake failed
-  limit_exceeded,         // the peer pushed the client past a budget limit (see budget.hpp)
+  success = 0,            ///< no failure
+  timeout = 1,            ///< the operation's deadline passed
+  closed,                 ///< the client is closed or closing
+  not_supported,          ///< the adapter cannot do this (see capabilities())
+  invalid_argument,       ///< a caller-supplied value was rejected
+  invalid_url,            ///< the URL could not be parsed
+  unknown_scheme,         ///< no adapter is registered for the URL's scheme
+  invalid_option,         ///< an option key or value was rejected
+  disconnected,           ///< the connection dropped while the operation was pending
+  connect_failed,         ///< no broker could be reached
+  protocol_error,         ///< the peer sent something the codec rejects
+  frame_too_large,        ///< a length read from the wire is over the configured bound
+  already_responded,      ///< ack/nack/reply on a message that already got its response
+  already_subscribed,     ///< a second subscription where the protocol allows only one
+  handler_failed,         ///< a serve() handler threw; the requester gets this
+  no_responder,           ///< request() found nobody serving the topic
+  would_block_io_thread,  ///< a blocking call was made from the client's own io thread
+  broker_error,           ///< the broker refused the operation
+  canceled,               ///< the subscription or operation was cancelled by the caller
+  tls_error,              ///< TLS set-up or handshake failed
+  /// A configured limit was passed: the peer pushed the client past a budget (the max_* options,
+  /// docs/safety.md), or max_outgoing_bytes refused a publish.
+  limit_exceeded,
 };
 
-const std::error_category& core_category() noexcept;
+/// The category of polybus's own codes (name "polybus"), whose conditions are errc.
+POLYBUS_API const std::error_category& core_category() noexcept;
 
+/// The core's own code for `e` (of core_category()), as Status and Error make it from an errc.
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), core_category()};
 }
+/// The portable condition `e`, which codes of every protocol category compare equal to.
 inline std::error_condition make_error_condition(errc e) noexcept {
   return {static_cast<int>(e), core_category()};
 }
 
-// The portable condition a code maps onto (errc::success for none): the system's and Asio's
-// socket errors as the abstraction names them, and for a protocol category what its
-// default_error_condition says.
-errc portable_condition(const std::error_code& ec) noexcept;
+/// The portable condition a code maps onto (errc::success for none): the system's and Asio's
+/// socket errors as the abstraction names them, and for a protocol category what its
+/// default_error_condition says.
+POLYBUS_API errc portable_condition(const std::error_code& ec) noexcept;
 
 namespace detail {
 
 // Header-only, so that the sans-IO codec libraries map their codes onto it without linking the
 // core.
-class CoreCategory final : public std::error_category {
+class POLYBUS_API CoreCategory final : public std::error_category {
  public:
   const char* name() const noexcept override { return "polybus"; }
   std::string message(int value) const override {
@@ -135,11 +144,13 @@ inline errc portable_condition(const std::error_code& ec) noexcept {
   return errc::success;
 }
 
-// Thrown only where the caller cannot go on: connect() with a bad URL or option, programming
-// errors such as an unknown option name in an adapter's own table.
-class Error : public std::system_error {
+/// Thrown only where the caller cannot go on: connect() with a bad URL or option, programming
+/// errors such as an unknown option name in an adapter's own table.
+class POLYBUS_API Error : public std::system_error {
  public:
+  /// The failure `ec`, with `what` saying what was wrong (what() adds the code's message).
   Error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
+  /// The failure `e` as the core's code, with `what` saying what was wrong.
   Error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };
 

@@ -4,6 +4,8 @@
 // fixed-size integers and uint32-length-prefixed byte fields. Both directions are here, so the in-process broker shares it.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,8 +21,8 @@ enum class errc {
   unknown_type,         // a message type the receiver does not handle
   invalid_topic,        // empty topic, or one over the maximum length
 };
-const std::error_category& figg_category() noexcept;
-std::error_code make_error_code(errc e) noexcept;
+POLYBUS_API const std::error_category& figg_category() noexcept;
+POLYBUS_API std::error_code make_error_code(errc e) noexcept;
 
 enum class MessageType : std::uint16_t {
   attach = 1,
@@ -41,25 +43,26 @@ inline constexpr std::uint16_t kAttachFromOffset = 0x8000;
 inline constexpr std::size_t kMaxTopicLength = 1024;
 
 // ---- encoders (append to out) ----
-void append_attach(std::string& out, std::string_view topic, bool from_offset, std::uint64_t offset);
-void append_detach(std::string& out, std::string_view topic);
+POLYBUS_API void append_attach(std::string& out, std::string_view topic, bool from_offset,
+                               std::uint64_t offset);
+POLYBUS_API void append_detach(std::string& out, std::string_view topic);
 // Everything of PUBLISH but the data bytes, for a gather write of (header, data).
 // A PUBLISH header's size before its topic: frame header (8), topic length (4), sequence
 // number (8), payload length (4).
 inline constexpr std::size_t kPublishHeaderBase = 8 + 4 + 8 + 4;
-void append_publish_header(std::string& out, std::string_view topic, std::uint64_t seq,
-                           std::size_t data_size);
-void append_ping(std::string& out, std::uint64_t timestamp);
+POLYBUS_API void append_publish_header(std::string& out, std::string_view topic, std::uint64_t seq,
+                                       std::size_t data_size);
+POLYBUS_API void append_ping(std::string& out, std::uint64_t timestamp);
 // Server side.
-void append_attached(std::string& out, std::string_view topic, std::uint64_t offset);
-void append_detached(std::string& out, std::string_view topic);
-void append_ack(std::string& out, std::uint64_t seq);
-void append_data_header(std::string& out, std::string_view topic, std::uint64_t offset,
-                        std::size_t data_size);
-void append_pong(std::string& out, std::uint64_t timestamp);
+POLYBUS_API void append_attached(std::string& out, std::string_view topic, std::uint64_t offset);
+POLYBUS_API void append_detached(std::string& out, std::string_view topic);
+POLYBUS_API void append_ack(std::string& out, std::uint64_t seq);
+POLYBUS_API void append_data_header(std::string& out, std::string_view topic, std::uint64_t offset,
+                                    std::size_t data_size);
+POLYBUS_API void append_pong(std::string& out, std::uint64_t timestamp);
 
 // ---- frames ----
-struct Frame {
+struct POLYBUS_API Frame {
   MessageType type;
   std::uint16_t version;
   std::string_view payload;
@@ -68,7 +71,7 @@ struct Frame {
 
 // Incremental, bounded: the size is checked before any payload is buffered; a payload wholly
 // inside the fed bytes is returned as a view of them; only split payloads are copied.
-class FrameParser {
+class POLYBUS_API FrameParser {
  public:
   explicit FrameParser(std::size_t max_payload);
   struct Result {
@@ -94,7 +97,7 @@ class FrameParser {
 };
 
 // ---- payloads ----
-struct Attach {
+struct POLYBUS_API Attach {
   bool from_offset = false;
   std::string_view topic;
   std::uint64_t offset = 0;
@@ -103,23 +106,25 @@ struct TopicOffset {  // ATTACHED
   std::string_view topic;
   std::uint64_t offset = 0;
 };
-struct Publish {
+struct POLYBUS_API Publish {
   std::string_view topic;
   std::uint64_t seq = 0;
   std::string_view data;
 };
-struct Data {
+struct POLYBUS_API Data {
   std::string_view topic;
   std::uint64_t offset = 0;
   std::string_view data;
 };
 
-std::error_code parse_attach(std::string_view payload, Attach& out);
-std::error_code parse_topic(std::string_view payload, std::string_view& topic);  // DETACH(ED)
-std::error_code parse_attached(std::string_view payload, TopicOffset& out);
-std::error_code parse_publish(std::string_view payload, Publish& out);
-std::error_code parse_data(std::string_view payload, Data& out);
-std::error_code parse_u64(std::string_view payload, std::uint64_t& out);  // ACK, PING, PONG
+POLYBUS_API std::error_code parse_attach(std::string_view payload, Attach& out);
+POLYBUS_API std::error_code parse_topic(std::string_view payload,
+                                        std::string_view& topic);  // DETACH(ED)
+POLYBUS_API std::error_code parse_attached(std::string_view payload, TopicOffset& out);
+POLYBUS_API std::error_code parse_publish(std::string_view payload, Publish& out);
+POLYBUS_API std::error_code parse_data(std::string_view payload, Data& out);
+POLYBUS_API std::error_code parse_u64(std::string_view payload,
+                                      std::uint64_t& out);  // ACK, PING, PONG
 
 }  // namespace polybus::figg
 

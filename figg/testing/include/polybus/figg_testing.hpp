@@ -10,6 +10,8 @@
 // With BrokerOptions::tls_cert_file and tls_key_file, clients connect with "?tls=true".
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -17,9 +19,10 @@
 
 #include "polybus/metrics.hpp"
 
+/// An in-process Figg broker for tests, and its test brokers.
 namespace polybus::figg::testing {
 
-struct BrokerOptions {
+struct POLYBUS_API BrokerOptions {
   // Listens on host:port; port 0 picks a free port (kept across stop()/start()).
   std::uint16_t port = 0;
   std::string host = "127.0.0.1";
@@ -40,7 +43,7 @@ struct BrokerOptions {
 
 class BrokerImpl;
 
-class Broker {
+class POLYBUS_API Broker {
  public:
   static std::unique_ptr<Broker> launch(BrokerOptions options = {});
   ~Broker();
@@ -72,6 +75,6 @@ class Broker {
 };
 
 // Registers "figg" and "figg-quirks" with polybus::testing (the contract suite and the demo).
-void register_test_brokers();
+POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::figg::testing

@@ -2,15 +2,18 @@
 // tests fast, registered with polybus::testing for the contract suite and `polybus demo`.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <memory>
 
 #include "polybus/testing.hpp"
 
+/// The mem:// test broker for polybus::testing.
 namespace polybus::mem::testing {
 
-std::unique_ptr<polybus::testing::TestBroker> start_broker();
+POLYBUS_API std::unique_ptr<polybus::testing::TestBroker> start_broker();
 
 // Registers it as "mem" (idempotent).
-void register_test_brokers();
+POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::mem::testing

@@ -16,6 +16,8 @@
 // shares it.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,8 +46,8 @@ enum class errc {
   sp_message_too_large,  // a message's length over the limit
   sp_no_backtrace,       // a request or reply without its request ID
 };
-const std::error_category& memodb_category() noexcept;
-std::error_code make_error_code(errc e) noexcept;
+POLYBUS_API const std::error_category& memodb_category() noexcept;
+POLYBUS_API std::error_code make_error_code(errc e) noexcept;
 
 enum class MessageType : std::uint8_t {
   ready = 1,
@@ -54,7 +56,7 @@ enum class MessageType : std::uint8_t {
   heartbeat = 4,
   disconnect = 5,
 };
-const char* to_string(MessageType type) noexcept;
+POLYBUS_API const char* to_string(MessageType type) noexcept;
 
 inline constexpr std::string_view kProtocolVersion = "memo01";
 // The real broker's worker IDs are 4 bytes and clients send an empty one: 64 is generous.
@@ -63,7 +65,7 @@ inline constexpr std::size_t kMaxServiceLength = 255;
 inline constexpr std::size_t kMaxServices = 256;
 
 // A decoded header. The views point into the decoded message.
-struct Header {
+struct POLYBUS_API Header {
   MessageType type = MessageType::ready;
   std::string_view id;
   std::vector<std::string_view> services;  // READY
@@ -75,24 +77,27 @@ struct Header {
 // Decodes the header at the front of `message`; `payload` is every byte after it. On error,
 // `header` and `payload` are unspecified. Accepts non-shortest integer and length forms (as the
 // real broker does) but no indefinite lengths.
-std::error_code decode(std::string_view message, Header& header, std::string_view& payload);
+POLYBUS_API std::error_code decode(std::string_view message, Header& header,
+                                   std::string_view& payload);
 
 // ---- service names ----
 // A valid name is 1 to kMaxServiceLength bytes of valid UTF-8.
-std::error_code validate_service(std::string_view name);
+POLYBUS_API std::error_code validate_service(std::string_view name);
 // The order READY needs: by length, then bytewise; repeats removed.
-bool service_order(std::string_view a, std::string_view b) noexcept;
-std::vector<std::string> canonical_services(std::vector<std::string> names);
+POLYBUS_API bool service_order(std::string_view a, std::string_view b) noexcept;
+POLYBUS_API std::vector<std::string> canonical_services(std::vector<std::string> names);
 
 // ---- encoders: append the header to `out` (the caller appends any payload after it) ----
 // READY's ID is always empty. The names are validated, sorted and de-duplicated here.
-[[nodiscard]] std::error_code append_ready(std::string& out, std::vector<std::string> services);
-[[nodiscard]] std::error_code append_job(std::string& out, std::string_view id,
-                                         std::string_view service, std::uint64_t timeout_ms);
-[[nodiscard]] std::error_code append_result(std::string& out, std::string_view id,
-                                            std::optional<bool> disconnecting = std::nullopt);
-[[nodiscard]] std::error_code append_heartbeat(std::string& out, std::string_view id);
-[[nodiscard]] std::error_code append_disconnect(std::string& out, std::string_view id);
+[[nodiscard]] POLYBUS_API std::error_code append_ready(std::string& out,
+                                                       std::vector<std::string> services);
+[[nodiscard]] POLYBUS_API std::error_code append_job(std::string& out, std::string_view id,
+                                                     std::string_view service,
+                                                     std::uint64_t timeout_ms);
+[[nodiscard]] POLYBUS_API std::error_code append_result(
+    std::string& out, std::string_view id, std::optional<bool> disconnecting = std::nullopt);
+[[nodiscard]] POLYBUS_API std::error_code append_heartbeat(std::string& out, std::string_view id);
+[[nodiscard]] POLYBUS_API std::error_code append_disconnect(std::string& out, std::string_view id);
 
 }  // namespace polybus::memodb
 

@@ -14,6 +14,8 @@
 //            reply carries the backtrace back in front.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,19 +33,19 @@ inline constexpr std::size_t kHeaderSize = 8;
 inline constexpr int kMaxHops = 8;
 
 // The 8 bytes a side sends first.
-std::string connection_header(Protocol self);
+POLYBUS_API std::string connection_header(Protocol self);
 // Checks the peer's 8 bytes: memodb::errc::sp_bad_header if they are not an SP header or name
 // another protocol than `peer`; `why` (if given) says which.
-std::error_code check_connection_header(std::string_view bytes, Protocol peer,
-                                        std::string* why = nullptr);
+POLYBUS_API std::error_code check_connection_header(std::string_view bytes, Protocol peer,
+                                                    std::string* why = nullptr);
 
 // What goes in front of a message of `length` bytes: 8 bytes (TCP) or 9 (IPC).
-std::string frame_prefix(Carrier carrier, std::uint64_t length);
+POLYBUS_API std::string frame_prefix(Carrier carrier, std::uint64_t length);
 
 // Splits a stream into messages. Each message's bytes are collected in one string (the only
 // copy), handed out whole; a length over max_message is refused before anything is allocated
 // for it. After an error the decoder stays failed: the connection is to be closed.
-class FrameDecoder {
+class POLYBUS_API FrameDecoder {
  public:
   FrameDecoder(Carrier carrier, std::size_t max_message);
 
@@ -76,16 +78,17 @@ inline std::uint32_t request_id(std::uint32_t counter) {
   return counter | 0x80000000u;
 }
 // The 4 bytes of `id` (big-endian), for the front of a request.
-std::string encode_request_id(std::uint32_t id);
+POLYBUS_API std::string encode_request_id(std::uint32_t id);
 // A reply's request ID and what follows it; nullopt when the reply is shorter than 4 bytes or
 // its first word lacks the top bit (rep0 would never send that).
-std::optional<std::uint32_t> split_reply(std::string_view reply, std::string_view& rest);
+POLYBUS_API std::optional<std::uint32_t> split_reply(std::string_view reply,
+                                                     std::string_view& rest);
 
 // ---- rep0 ----
 // Splits a request into its backtrace and its body. sp_no_backtrace when the bytes end before a
 // word with the top bit (rep0 closes such a connection); `hops_exceeded` is set (and no error)
 // when the backtrace is longer than kMaxHops words (rep0 drops such a request silently).
-std::error_code split_request(std::string_view request, std::string_view& backtrace,
-                              std::string_view& body, bool& hops_exceeded);
+POLYBUS_API std::error_code split_request(std::string_view request, std::string_view& backtrace,
+                                          std::string_view& body, bool& hops_exceeded);
 
 }  // namespace polybus::memodb::sp

@@ -14,6 +14,8 @@
 //   auto client = polybus::connect("memodb+" + broker->url() + "?heartbeat_interval=200ms");
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,9 +25,10 @@
 
 #include "polybus/metrics.hpp"
 
+/// An in-process MemoDB broker for tests, and its test brokers.
 namespace polybus::memodb::testing {
 
-struct BrokerOptions {
+struct POLYBUS_API BrokerOptions {
   // The address to listen on, as NNG writes it: tcp://IP:port (empty: 127.0.0.1 on a free port)
   // or ipc:///path.
   std::string url;
@@ -41,7 +44,7 @@ struct BrokerOptions {
   std::size_t max_held_bytes = std::size_t{64} << 20;
 };
 
-struct BrokerStats {
+struct POLYBUS_API BrokerStats {
   std::uint64_t received = 0;         // requests received
   std::uint64_t malformed = 0;        // undecodable requests (dropped; counted in dropped too)
   std::uint64_t dropped = 0;          // requests left without a reply, for whatever reason
@@ -67,7 +70,7 @@ struct BrokerStats {
 
 class BrokerImpl;
 
-class Broker {
+class POLYBUS_API Broker {
  public:
   static std::unique_ptr<Broker> launch(BrokerOptions options = {});
   ~Broker();
@@ -95,6 +98,6 @@ class Broker {
 
 // Registers "memodb+tcp" and "memodb+ipc" (a fresh temporary path) with polybus::testing (the
 // contract suite and the demo); their URLs carry fast broker timings and matching options.
-void register_test_brokers();
+POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::memodb::testing

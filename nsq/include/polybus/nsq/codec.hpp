@@ -11,6 +11,8 @@
 // and never allocates more than max_frame_size bytes. Output arguments are only written on success.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,81 +50,87 @@ inline constexpr std::string_view kCloseWaitBody = "CLOSE_WAIT";
 
 // nsqd 1.3 accepts 1-64 characters of [.a-zA-Z0-9_-], optionally ending in "#ephemeral" (the
 // suffix counts toward the 64). Topics and channels follow the same rule.
-bool valid_topic_name(std::string_view name) noexcept;
-bool valid_channel_name(std::string_view name) noexcept;
+POLYBUS_API bool valid_topic_name(std::string_view name) noexcept;
+POLYBUS_API bool valid_channel_name(std::string_view name) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Command encoders
 
 // "  V2", sent once right after connecting.
-void append_magic(std::string& out);
+POLYBUS_API void append_magic(std::string& out);
 
 // "IDENTIFY\n" [size] [json]. `json` is usually IdentifyRequest::to_json(). Errors: empty_body,
 // body_too_large.
-std::error_code append_identify(std::string& out, std::string_view json);
+POLYBUS_API std::error_code append_identify(std::string& out, std::string_view json);
 
 // "AUTH\n" [size] [secret]. Errors: empty_body, body_too_large.
-std::error_code append_auth(std::string& out, std::string_view secret);
+POLYBUS_API std::error_code append_auth(std::string& out, std::string_view secret);
 
 // "SUB <topic> <channel>\n". Errors: invalid_name.
-std::error_code append_sub(std::string& out, std::string_view topic, std::string_view channel);
+POLYBUS_API std::error_code append_sub(std::string& out, std::string_view topic,
+                                       std::string_view channel);
 
 // "RDY <count>\n". The upper bound is the negotiated IdentifyResponse::max_rdy_count, which the
 // caller enforces (nsqd closes the connection when it is exceeded).
-void append_rdy(std::string& out, std::uint32_t count);
+POLYBUS_API void append_rdy(std::string& out, std::uint32_t count);
 
 // "FIN <id>\n", "REQ <id> <delay_ms>\n", "TOUCH <id>\n". Errors: invalid_message_id (the id must
 // be the 16 bytes nsqd sent, see MessageView::id). nsqd bounds REQ's delay by its
 // --max-req-timeout (1 h by default) and closes the connection beyond it.
-std::error_code append_fin(std::string& out, std::string_view message_id);
-std::error_code append_req(std::string& out, std::string_view message_id, std::uint32_t delay_ms);
-std::error_code append_touch(std::string& out, std::string_view message_id);
+POLYBUS_API std::error_code append_fin(std::string& out, std::string_view message_id);
+POLYBUS_API std::error_code append_req(std::string& out, std::string_view message_id,
+                                       std::uint32_t delay_ms);
+POLYBUS_API std::error_code append_touch(std::string& out, std::string_view message_id);
 
 // "CLS\n" (nsqd answers CLOSE_WAIT) and "NOP\n" (the answer to a heartbeat).
-void append_cls(std::string& out);
-void append_nop(std::string& out);
+POLYBUS_API void append_cls(std::string& out);
+POLYBUS_API void append_nop(std::string& out);
 
 // "PUB <topic>\n" [size] [body]. Errors: invalid_name, empty_body, body_too_large.
-std::error_code append_pub(std::string& out, std::string_view topic, std::string_view body);
+POLYBUS_API std::error_code append_pub(std::string& out, std::string_view topic,
+                                       std::string_view body);
 // Everything of PUB except the body bytes, for a gather write of (out, body).
-std::error_code append_pub_header(std::string& out, std::string_view topic, std::size_t body_size);
+POLYBUS_API std::error_code append_pub_header(std::string& out, std::string_view topic,
+                                              std::size_t body_size);
 
 // "DPUB <topic> <defer_ms>\n" [size] [body]. nsqd bounds defer_ms by --max-req-timeout.
 // Errors as for PUB.
-std::error_code append_dpub(std::string& out, std::string_view topic, std::uint32_t defer_ms,
-                            std::string_view body);
-std::error_code append_dpub_header(std::string& out, std::string_view topic, std::uint32_t defer_ms,
-                                   std::size_t body_size);
+POLYBUS_API std::error_code append_dpub(std::string& out, std::string_view topic,
+                                        std::uint32_t defer_ms, std::string_view body);
+POLYBUS_API std::error_code append_dpub_header(std::string& out, std::string_view topic,
+                                               std::uint32_t defer_ms, std::size_t body_size);
 
 // "MPUB <topic>\n" [body size] [count] ([size] [body])... where body size counts the 4-byte count
 // and every size prefix. Errors: invalid_name, empty_body (no bodies, or an empty one),
 // body_too_large (the whole MPUB body over kMaxWireSize).
-std::error_code append_mpub(std::string& out, std::string_view topic,
-                            const std::vector<std::string>& bodies);
-std::error_code append_mpub(std::string& out, std::string_view topic,
-                            const std::vector<std::string_view>& bodies);
+POLYBUS_API std::error_code append_mpub(std::string& out, std::string_view topic,
+                                        const std::vector<std::string>& bodies);
+POLYBUS_API std::error_code append_mpub(std::string& out, std::string_view topic,
+                                        const std::vector<std::string_view>& bodies);
 
 // Zero-copy MPUB. append_mpub_header writes "MPUB <topic>\n" [body size] [count] after checking all
 // of `bodies` as append_mpub does; append_size_prefix writes one body's 4-byte size. A gather write
 // sends: header, then for each body its prefix and the body itself.
-std::error_code append_mpub_header(std::string& out, std::string_view topic,
-                                   const std::vector<std::string_view>& bodies);
-void append_size_prefix(std::string& out, std::uint32_t size);
+POLYBUS_API std::error_code append_mpub_header(std::string& out, std::string_view topic,
+                                               const std::vector<std::string_view>& bodies);
+POLYBUS_API void append_size_prefix(std::string& out, std::uint32_t size);
 
 // The same, laid out ready for a gather write (e.g. a vector of asio::const_buffer): `scratch` is
 // overwritten with the header and every size prefix (its capacity is reused), and `pieces` with
 // the views to send in order: header, prefix 1, body 1, prefix 2, body 2, ... The bodies are not
 // copied. The views stay valid while `scratch` is not modified and the bodies live. Errors as
 // append_mpub; on error neither argument is touched.
-std::error_code mpub_gather(std::string_view topic, const std::vector<std::string_view>& bodies,
-                            std::string& scratch, std::vector<std::string_view>& pieces);
+POLYBUS_API std::error_code mpub_gather(std::string_view topic,
+                                        const std::vector<std::string_view>& bodies,
+                                        std::string& scratch,
+                                        std::vector<std::string_view>& pieces);
 
 // ---------------------------------------------------------------------------------------------
 // Frames
 
 enum class FrameType : std::int32_t { response = 0, error = 1, message = 2 };
 
-struct Frame {
+struct POLYBUS_API Frame {
   FrameType type = FrameType::response;
   std::string_view body;  // without the size and type fields; see FrameParser for its lifetime
   // True when `body` views the parser's own buffer (the body arrived split over several feeds) and
@@ -160,7 +168,7 @@ struct Frame {
 // Each call either consumes at least one byte of non-empty input, produces a frame, or fails.
 // Errors are sticky: once feed() fails it consumes nothing and returns the same error until
 // reset(); the stream is unusable after a framing error and the connection should be closed.
-class FrameParser {
+class POLYBUS_API FrameParser {
  public:
   struct Result {
     std::size_t consumed = 0;  // bytes of `input` used; advance past them
@@ -219,7 +227,7 @@ inline bool is_heartbeat(const Frame& frame) noexcept {
 // Messages
 
 // A message frame's body, viewed in place; valid as long as the frame body it came from.
-struct MessageView {
+struct POLYBUS_API MessageView {
   std::int64_t timestamp_ns = 0;  // when nsqd received the message, ns since the Unix epoch
   std::uint16_t attempts = 0;     // deliveries so far, this one included
   std::string_view id;            // 16 bytes (hex); pass to append_fin/req/touch
@@ -227,13 +235,13 @@ struct MessageView {
 };
 
 // Errors: truncated_message when shorter than kMessageHeaderSize.
-std::error_code parse_message(std::string_view frame_body, MessageView& out) noexcept;
+POLYBUS_API std::error_code parse_message(std::string_view frame_body, MessageView& out) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Error frames
 
 // An error frame's body is "<E_CODE> <description>"; the views point into that body.
-struct ServerError {
+struct POLYBUS_API ServerError {
   errc code = errc::unknown_server_error;
   std::string_view code_text;    // e.g. "E_FIN_FAILED"
   std::string_view description;  // the rest, possibly empty
@@ -241,18 +249,18 @@ struct ServerError {
 };
 
 // Never fails: an unknown code gives errc::unknown_server_error, taken as fatal.
-ServerError parse_server_error(std::string_view error_body) noexcept;
+POLYBUS_API ServerError parse_server_error(std::string_view error_body) noexcept;
 
 // nsqd keeps the connection after E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED (typically a
 // message that already timed out) and closes it after every other error.
-bool is_fatal_server_error(errc code) noexcept;
+POLYBUS_API bool is_fatal_server_error(errc code) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // IDENTIFY
 
 // Unset optional fields, empty strings and false flags are left out of the JSON so that nsqd
 // applies its own defaults; feature_negotiation is always sent.
-struct IdentifyRequest {
+struct POLYBUS_API IdentifyRequest {
   std::string client_id;
   std::string hostname;
   std::string user_agent;
@@ -273,7 +281,7 @@ struct IdentifyRequest {
 
 // What nsqd agreed to. The defaults are nsqd 1.3's, and are what a plain "OK" (no feature
 // negotiation) leaves in place.
-struct IdentifyResponse {
+struct POLYBUS_API IdentifyResponse {
   bool negotiated = false;  // true when nsqd answered with JSON rather than "OK"
   std::int64_t max_rdy_count = 2500;
   std::string version;
@@ -295,12 +303,12 @@ struct IdentifyResponse {
 // Accepts "OK" or nsqd's JSON object; unknown fields are ignored. Errors: invalid_json;
 // invalid_identify_response for a non-object, a field of the wrong JSON type, or a negative
 // max_rdy_count, msg_timeout or max_msg_timeout.
-std::error_code parse_identify_response(std::string_view body, IdentifyResponse& out);
+POLYBUS_API std::error_code parse_identify_response(std::string_view body, IdentifyResponse& out);
 
 // ---------------------------------------------------------------------------------------------
 // AUTH
 
-struct AuthResponse {
+struct POLYBUS_API AuthResponse {
   std::string identity;
   std::string identity_url;
   std::int64_t permission_count = 0;
@@ -308,12 +316,12 @@ struct AuthResponse {
 
 // Errors: invalid_json; invalid_auth_response for a non-object, a wrongly typed field or a negative
 // permission_count. Missing fields keep their defaults.
-std::error_code parse_auth_response(std::string_view body, AuthResponse& out);
+POLYBUS_API std::error_code parse_auth_response(std::string_view body, AuthResponse& out);
 
 // ---------------------------------------------------------------------------------------------
 // nsqlookupd
 
-struct LookupProducer {
+struct POLYBUS_API LookupProducer {
   std::string broadcast_address;  // connect to broadcast_address:tcp_port
   std::string hostname;
   std::string remote_address;
@@ -330,7 +338,8 @@ struct LookupProducer {
 // status; invalid_lookup_response for a missing producers array, or when every entry of a
 // non-empty one is malformed. Malformed entries among good ones are skipped and counted in
 // `rejected` (if given), so one bad producer does not hide the good ones.
-std::error_code parse_lookup_response(std::string_view json, std::vector<LookupProducer>& out,
-                                      std::size_t* rejected = nullptr);
+POLYBUS_API std::error_code parse_lookup_response(std::string_view json,
+                                                  std::vector<LookupProducer>& out,
+                                                  std::size_t* rejected = nullptr);
 
 }  // namespace polybus::nsq

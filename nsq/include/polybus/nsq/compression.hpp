@@ -23,6 +23,8 @@
 // sticky: after one, the stream is out of sync and the connection must be closed.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,8 +52,8 @@ enum class compression_errc {
   zlib_failure,                   // zlib failed for a reason other than the data (memory)
 };
 
-const std::error_category& compression_category() noexcept;
-std::error_code make_error_code(compression_errc e) noexcept;
+POLYBUS_API const std::error_category& compression_category() noexcept;
+POLYBUS_API std::error_code make_error_code(compression_errc e) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Snappy framing format (https://github.com/google/snappy/blob/main/framing_format.txt)
@@ -65,11 +67,11 @@ inline constexpr std::size_t kDefaultMaxDecodedPerCall = 64 * 1024 * 1024;
 
 // CRC-32C (Castagnoli), as snappy's framing format and iSCSI use it. Pass a previous result as
 // `crc` to continue over more data. crc32c("123456789") == 0xe3069283.
-std::uint32_t crc32c(std::string_view data, std::uint32_t crc = 0) noexcept;
+POLYBUS_API std::uint32_t crc32c(std::string_view data, std::uint32_t crc = 0) noexcept;
 // The checksum stored in a chunk: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
-std::uint32_t masked_crc32c(std::string_view data) noexcept;
+POLYBUS_API std::uint32_t masked_crc32c(std::string_view data) noexcept;
 
-class SnappyFrameEncoder {
+class POLYBUS_API SnappyFrameEncoder {
  public:
   // Appends `in` as framed chunks to `out`, preceded by the stream identifier on the first call
   // that has data. Each chunk carries at most 65536 bytes, compressed unless that saves less than
@@ -81,7 +83,7 @@ class SnappyFrameEncoder {
   std::string scratch_;
 };
 
-class SnappyFrameDecoder {
+class POLYBUS_API SnappyFrameDecoder {
  public:
   explicit SnappyFrameDecoder(std::size_t max_output_per_call = kDefaultMaxDecodedPerCall);
 
@@ -112,7 +114,7 @@ class SnappyFrameDecoder {
 // ---------------------------------------------------------------------------------------------
 // Raw deflate (RFC 1951, zlib windowBits -15), as Go's compress/flate that nsqd uses
 
-class DeflateEncoder {
+class POLYBUS_API DeflateEncoder {
  public:
   // `level` 1 (fastest) to 9 (smallest); values outside are clamped into that range, as nsqd
   // clamps the level a client asks for. Throws std::bad_alloc when zlib cannot allocate.
@@ -134,7 +136,7 @@ class DeflateEncoder {
   std::error_code error_;
 };
 
-class DeflateDecoder {
+class POLYBUS_API DeflateDecoder {
  public:
   explicit DeflateDecoder(std::size_t max_output_per_call = kDefaultMaxDecodedPerCall);
   ~DeflateDecoder();
@@ -159,7 +161,7 @@ class DeflateDecoder {
 // ---------------------------------------------------------------------------------------------
 // One connection's compression, both directions
 
-class StreamCodec {
+class POLYBUS_API StreamCodec {
  public:
   virtual ~StreamCodec() = default;
   // Appends the compressed form of `in` to `out`, flushed (see the encoders above).
@@ -170,10 +172,10 @@ class StreamCodec {
   virtual std::string_view name() const noexcept = 0;
 };
 
-std::unique_ptr<StreamCodec> make_snappy_codec(
+POLYBUS_API std::unique_ptr<StreamCodec> make_snappy_codec(
     std::size_t max_output_per_call = kDefaultMaxDecodedPerCall);
 // Compresses at `level` (clamped to 1-9); decoding does not depend on the peer's level.
-std::unique_ptr<StreamCodec> make_deflate_codec(
+POLYBUS_API std::unique_ptr<StreamCodec> make_deflate_codec(
     int level, std::size_t max_output_per_call = kDefaultMaxDecodedPerCall);
 
 }  // namespace polybus::nsq

@@ -2,6 +2,8 @@
 // to put on it, and one code per error nsqd itself sends in an error frame.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <system_error>
 
 namespace polybus::nsq {
@@ -49,9 +51,9 @@ enum class errc {
   unknown_server_error,  // an error frame whose code this codec does not know
 };
 
-const std::error_category& nsq_category() noexcept;
+POLYBUS_API const std::error_category& nsq_category() noexcept;
 
-std::error_code make_error_code(errc e) noexcept;
+POLYBUS_API std::error_code make_error_code(errc e) noexcept;
 
 }  // namespace polybus::nsq
 

@@ -27,6 +27,8 @@
 // a broker-wide memory bound refuses publishes past it.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -37,6 +39,7 @@
 
 #include "polybus/metrics.hpp"
 
+/// An in-process nsqd and nsqlookupd for tests, and their test brokers.
 namespace polybus::nsq::testing {
 
 namespace detail {
@@ -45,7 +48,7 @@ class LookupdServer;
 class LookupRegistry;
 }  // namespace detail
 
-struct NsqdOptions {
+struct POLYBUS_API NsqdOptions {
   // tcp_host:tcp_port; port 0 picks a free port (kept across stop()/start()).
   std::uint16_t tcp_port = 0;
   std::string tcp_host = "127.0.0.1";
@@ -131,7 +134,7 @@ struct NsqdOptions {
 
 class Lookupd;
 
-class Nsqd {
+class POLYBUS_API Nsqd {
  public:
   // Listens on 127.0.0.1 and serves until stop() or destruction. Throws std::system_error when the
   // port cannot be bound, std::runtime_error when the TLS files cannot be loaded.
@@ -207,7 +210,7 @@ class Nsqd {
   std::unique_ptr<detail::NsqdServer> server_;
 };
 
-struct LookupdOptions {
+struct POLYBUS_API LookupdOptions {
   // nsqlookupd's HTTP API on http_host:http_port (0: a free port).
   std::string http_host = "127.0.0.1";
   std::uint16_t http_port = 0;
@@ -225,7 +228,7 @@ struct LookupdOptions {
 // An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,
 // /topic/create|delete|tombstone, /channel/create|delete) over HTTP/1.1 with keep-alive, and,
 // when asked, its TCP protocol, through which a real or in-process nsqd registers.
-class Lookupd {
+class POLYBUS_API Lookupd {
  public:
   // Listens on 127.0.0.1:http_port; 0 picks a free port. Throws std::system_error if the port
   // cannot be bound.
@@ -266,6 +269,6 @@ class Lookupd {
 
 // Registers the "nsq" (one nsqd) and "nsq+lookupd" (a lookupd and one nsqd registered with it)
 // test brokers with polybus::testing. Idempotent.
-void register_test_brokers();
+POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::nsq::testing

@@ -13,6 +13,8 @@
 // sent: callbacks are never queued), or -1 "closed" when the client closes.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/io_context.hpp>
 #include <atomic>
 #include <cstdint>
@@ -35,13 +37,13 @@ using SendCallback =
 
 namespace detail {
 // Answers server callbacks on behalf of a connection; implemented by the client's engine.
-class Responder {
+class POLYBUS_API Responder {
  public:
   virtual ~Responder() = default;
   virtual std::error_code answer(std::uint64_t connection, std::uint64_t callback_id, int code,
                                  std::string data_json, std::string err_msg) = 0;
 };
-struct ServerCallbackState {
+struct POLYBUS_API ServerCallbackState {
   std::weak_ptr<Responder> responder;
   std::uint64_t connection = 0;
   std::uint64_t id = 0;
@@ -51,7 +53,7 @@ struct ServerCallbackState {
 
 // The server asked for a callback with an event: answer it once. It belongs to the connection
 // the event came on: after a reconnect, reply() is refused with errc::disconnected.
-class ServerCallback {
+class POLYBUS_API ServerCallback {
  public:
   ServerCallback() = default;
   explicit ServerCallback(std::shared_ptr<detail::ServerCallbackState> state)
@@ -74,7 +76,7 @@ using Listener = std::function<void(std::string_view json, ServerCallback callba
 using SubscribeResult = std::function<void(int code, std::string_view err_msg)>;
 using ListenerId = std::uint64_t;
 
-struct ClientOptions {
+struct POLYBUS_API ClientOptions {
   // Checked against the scheme's option table (heartbeat_timeout, http_poll_delay_max,
   // http_request_timeout, max_queued_bytes, connect_timeout, reconnect_*, ...: docs/quickio.md);
   // these win over the URL's query.
@@ -89,7 +91,7 @@ struct ClientOptions {
   bool connect_now = true;
 };
 
-class Client {
+class POLYBUS_API Client {
  public:
   // quickio://host:port, quickio+ws://host:port[/path], quickio+http://host:port. Starts
   // connecting at once unless options.connect_now is false. Throws polybus::Error for a bad URL or

@@ -1,6 +1,8 @@
 // Errors of the QuickIO client itself (the codec's are codec_errc, the abstraction's errc).
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <system_error>
 
 namespace polybus::quickio {
@@ -12,8 +14,8 @@ enum class client_errc {
   http_status,        // an HTTP long-polling request was answered with a status other than 200
   moved,              // the server sent /qio/move: reconnecting to the address it gave
 };
-const std::error_category& client_category() noexcept;
-std::error_code make_error_code(client_errc e) noexcept;
+POLYBUS_API const std::error_category& client_category() noexcept;
+POLYBUS_API std::error_code make_error_code(client_errc e) noexcept;
 
 }  // namespace polybus::quickio
 

@@ -4,6 +4,8 @@
 // newline-separated bodies of HTTP long polling. Shared by the client and the in-process server.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,8 +25,8 @@ enum class codec_errc {
   invalid_utf8,             // text that must be UTF-8 and is not
   malformed_callback_body,  // a callback body that is not {"code":<int>,"data":X[,"err_msg":S]}
 };
-const std::error_category& codec_category() noexcept;
-std::error_code make_error_code(codec_errc e) noexcept;
+POLYBUS_API const std::error_category& codec_category() noexcept;
+POLYBUS_API std::error_code make_error_code(codec_errc e) noexcept;
 
 inline constexpr std::string_view kHandshake = "/qio/ohai";
 inline constexpr std::size_t kRawLengthSize = 8;
@@ -35,7 +37,7 @@ inline constexpr std::string_view kCallbackPrefix = "/qio/callback/";
 // deeper input is refused, so nothing downstream (a re-serialisation, a user's own recursive
 // walk) can be driven off the stack.
 inline constexpr std::size_t kDefaultMaxJsonDepth = 64;
-struct Event {
+struct POLYBUS_API Event {
   std::string_view path;          // views into the text parsed
   std::uint64_t callback_id = 0;  // 0: no callback requested
   std::string_view json;
@@ -45,52 +47,56 @@ struct Event {
 // it. On error, when `why` is given, it receives a sentence naming what was wrong (the error
 // code's message is generic).
 // `max_json_depth` bounds the nesting of the data (the budget's max_json_depth).
-std::error_code parse_event(std::string_view text, Event& out, std::string* why = nullptr,
-                            std::size_t max_json_depth = kDefaultMaxJsonDepth);
-void append_event(std::string& out, std::string_view path, std::uint64_t callback_id,
-                  std::string_view json);
-std::string make_event(std::string_view path, std::uint64_t callback_id, std::string_view json);
+POLYBUS_API std::error_code parse_event(std::string_view text, Event& out,
+                                        std::string* why = nullptr,
+                                        std::size_t max_json_depth = kDefaultMaxJsonDepth);
+POLYBUS_API void append_event(std::string& out, std::string_view path, std::uint64_t callback_id,
+                              std::string_view json);
+POLYBUS_API std::string make_event(std::string_view path, std::uint64_t callback_id,
+                                   std::string_view json);
 
 // As the document says clients do: keep only [A-Za-z0-9_/-], a leading '/', repeated slashes
 // collapsed, a trailing '/' dropped ("" and "/" both give "/").
-std::string clean_path(std::string_view path);
+POLYBUS_API std::string clean_path(std::string_view path);
 // clean_path would return it unchanged: checked without building a copy.
-bool is_clean_path(std::string_view path);
+POLYBUS_API bool is_clean_path(std::string_view path);
 // Already clean and non-empty (what parse_event accepts): starts with '/', only [A-Za-z0-9_/-].
-bool is_valid_path(std::string_view path);
+POLYBUS_API bool is_valid_path(std::string_view path);
 
 // ---- JSON ----
 // Exactly one well-formed value, whitespace around, nested at most max_depth deep.
-bool is_valid_json(std::string_view json, std::size_t max_depth = kDefaultMaxJsonDepth);
-bool json_unquote(std::string_view json, std::string& out);  // true when json is a string
+POLYBUS_API bool is_valid_json(std::string_view json, std::size_t max_depth = kDefaultMaxJsonDepth);
+POLYBUS_API bool json_unquote(std::string_view json,
+                              std::string& out);  // true when json is a string
 
 // ---- callbacks ----
 // The id N of "/qio/callback/N" (decimal, no overflow, not 0); nullopt for any other path.
-std::optional<std::uint64_t> callback_path_id(std::string_view path);
-std::string callback_path(std::uint64_t id);  // "/qio/callback/<id>"
+POLYBUS_API std::optional<std::uint64_t> callback_path_id(std::string_view path);
+POLYBUS_API std::string callback_path(std::uint64_t id);  // "/qio/callback/<id>"
 
-struct CallbackBody {
+struct POLYBUS_API CallbackBody {
   int code = 0;
   std::string data_json;  // "null" when the body has no data
   std::string err_msg;
 };
-std::error_code parse_callback_body(std::string_view json, CallbackBody& out,
-                                    std::string* why = nullptr,
-                                    std::size_t max_depth = kDefaultMaxJsonDepth);
+POLYBUS_API std::error_code parse_callback_body(std::string_view json, CallbackBody& out,
+                                                std::string* why = nullptr,
+                                                std::size_t max_depth = kDefaultMaxJsonDepth);
 // {"code":200,"data":X} when err_msg is empty, else {"code":N,"data":X,"err_msg":"..."}.
 // An empty data_json is written as null.
-std::string make_callback_body(int code, std::string_view data_json, std::string_view err_msg = {});
+POLYBUS_API std::string make_callback_body(int code, std::string_view data_json,
+                                           std::string_view err_msg = {});
 
 // ---- raw TCP framing ----
-void append_raw_frame(std::string& out, std::string_view event);
+POLYBUS_API void append_raw_frame(std::string& out, std::string_view event);
 // Only the 8-byte length, for a gather write of (header, event).
-void append_raw_frame_header(std::string& out, std::size_t event_size);
+POLYBUS_API void append_raw_frame_header(std::string& out, std::size_t event_size);
 
 // Incremental and bounded: a length over max_frame_size is frame_too_large before anything is
 // buffered; a frame wholly inside one input is returned as a view of that input (no copy); only
 // frames split across inputs are assembled in an internal buffer. After an error every call
 // returns that error until reset().
-class RawFrameDecoder {
+class POLYBUS_API RawFrameDecoder {
  public:
   explicit RawFrameDecoder(std::size_t max_frame_size);
 
@@ -138,10 +144,11 @@ class RawFrameDecoder {
 // One client-to-server text frame of RFC 6455 (FIN set, masked with the 4 bytes of mask in
 // memory order, the shortest length form), without checking that the text is UTF-8: the
 // client's events are (their paths are clean, their data checked JSON).
-void append_masked_text_frame(std::string& out, std::string_view payload, std::uint32_t mask);
+POLYBUS_API void append_masked_text_frame(std::string& out, std::string_view payload,
+                                          std::uint32_t mask);
 
 // The header of one WebSocket frame (RFC 6455 5.2), as read from the front of the bytes.
-struct WsFrameHead {
+struct POLYBUS_API WsFrameHead {
   bool fin = false;
   unsigned rsv = 0;  // the three reserved bits: 0 without an extension
   int opcode = 0;
@@ -153,7 +160,7 @@ struct WsFrameHead {
 };
 // False while bytes hold less than the whole header. Any length form is read (a peer may use a
 // longer one than needed); the caller bounds the length.
-bool read_ws_frame_head(std::string_view bytes, WsFrameHead& out);
+POLYBUS_API bool read_ws_frame_head(std::string_view bytes, WsFrameHead& out);
 
 // ---- HTTP long polling bodies ----
 // Calls fn(std::string_view line) for each '\n'-separated line; a trailing empty line (the body

@@ -11,6 +11,8 @@
 // With ServerOptions::tls_cert_file and tls_key_file, clients connect with "?tls=true".
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +21,10 @@
 
 #include "polybus/metrics.hpp"
 
+/// An in-process QuickIO server for tests, and its test brokers.
 namespace polybus::quickio::testing {
 
-struct ServerOptions {
+struct POLYBUS_API ServerOptions {
   // Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
   std::uint16_t port = 0;
   // /qio/heartbeat:0=null after this long without outgoing traffic (raw, WebSocket).
@@ -47,7 +50,7 @@ struct ServerOptions {
 
 class ServerImpl;
 
-class Server {
+class POLYBUS_API Server {
  public:
   static std::unique_ptr<Server> launch(ServerOptions options = {});
   explicit Server(std::unique_ptr<ServerImpl> impl);
@@ -84,6 +87,6 @@ class Server {
 };
 
 // Registers "quickio", "quickio+ws" and "quickio+http" with polybus::testing.
-void register_test_brokers();
+POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::quickio::testing

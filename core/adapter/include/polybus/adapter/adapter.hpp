@@ -3,6 +3,8 @@
 // every completion and callback it makes must be made on that strand.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>
 #include <chrono>
@@ -34,7 +36,7 @@ struct PublishNodeCells;
 
 // Exactly-once completion of one pending operation. The core has already armed its deadline:
 // whichever comes first, the adapter's call or the deadline, wins; later calls are ignored.
-class OpCompletion {
+class POLYBUS_API OpCompletion {
  public:
   OpCompletion() = default;
   explicit OpCompletion(std::shared_ptr<detail::Operation> op) : op_(std::move(op)) {}
@@ -49,33 +51,33 @@ class OpCompletion {
   std::shared_ptr<detail::Operation> op_;
 };
 
-struct PublishWork {
+struct POLYBUS_API PublishWork {
   TopicName topic;    // the client's shared copy: keep it, rather than a string copied from it
   Payloads payloads;  // one for publish(), several for publish_batch()
   std::chrono::milliseconds defer{0};
   OpCompletion done;
 };
 
-struct RequestWork {
+struct POLYBUS_API RequestWork {
   std::string topic;
   std::string payload;
   OpCompletion done;  // completes with the reply payload
 };
 
-struct SubscribeSpec {
+struct POLYBUS_API SubscribeSpec {
   std::string topic;
   std::string group;  // empty: the subscription gets every message on its own
   std::optional<std::uint64_t> from_offset;  // empty: start at the latest message
   std::uint32_t max_in_flight = 1;
 };
 
-struct ServeSpec {
+struct POLYBUS_API ServeSpec {
   std::string topic;
   std::uint32_t concurrency = 1;  // handlers the core runs at once for it (workers, for MemoDB)
 };
 
 // How an adapter hands messages to the core's dispatcher for one subscription.
-class SubscriptionSink {
+class POLYBUS_API SubscriptionSink {
  public:
   virtual ~SubscriptionSink() = default;
   virtual void deliver(Message message) = 0;
@@ -85,7 +87,7 @@ class SubscriptionSink {
   virtual void ended(std::error_code ec, const std::string& detail = {}) = 0;
 };
 
-class AdapterSubscription {
+class POLYBUS_API AdapterSubscription {
  public:
   virtual ~AdapterSubscription() = default;
   virtual void unsubscribe(OpCompletion done) = 0;
@@ -111,7 +113,7 @@ class AdapterSubscription {
 };
 
 // Responses to delivered messages; a MessageState points at one of these.
-class MessageBackend {
+class POLYBUS_API MessageBackend {
  public:
   virtual ~MessageBackend() = default;
   virtual void ack(detail::MessageState& message) = 0;
@@ -123,7 +125,7 @@ class MessageBackend {
 
 class AdapterContext;
 
-class Adapter {
+class POLYBUS_API Adapter {
  public:
   virtual ~Adapter() = default;
   virtual Capabilities capabilities() const = 0;
@@ -146,7 +148,7 @@ class Adapter {
 };
 
 // Given to an adapter's factory: the strand, the options and the event hooks.
-class AdapterContext {
+class POLYBUS_API AdapterContext {
  public:
   AdapterContext(Strand strand, Url url, ResolvedOptions options,
                  std::shared_ptr<detail::ClientShared> shared);
@@ -194,7 +196,7 @@ class AdapterContext {
 namespace detail {
 
 // The shared part of a message: fields set by the adapter before delivery, response state after.
-struct MessageState {
+struct POLYBUS_API MessageState {
   // The topic: shared_topic, the subscription's own string shared with each message, when the
   // adapter sets it (a copy per message allocates once a topic outgrows a string's inline
   // storage); else topic. Read it through topic_name().

@@ -5,11 +5,13 @@
 // reads the clock. The transport opens the scope; adapters with links of their own may too.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include "polybus/adapter/clock.hpp"
 
 namespace polybus {
 
-class ArrivalClock {
+class POLYBUS_API ArrivalClock {
  public:
   // While one lives, now() on this thread is `arrived`.
   class Scope {

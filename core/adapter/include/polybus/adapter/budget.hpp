@@ -7,6 +7,8 @@
 // seen; the adapter then reconnects with backoff. Nothing else on the client is affected.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -16,7 +18,7 @@ namespace polybus {
 
 class ResolvedOptions;
 
-struct Budget {
+struct POLYBUS_API Budget {
   std::size_t max_frame_size = 16 * 1024 * 1024;   // one frame or message from the wire
   std::size_t max_write_buffer = 64 * 1024 * 1024;  // bytes queued to write, per connection
   std::size_t max_decoded_per_read = 32 * 1024 * 1024;  // decompressed bytes from one read
@@ -33,10 +35,10 @@ struct Budget {
 // sent only while under half of it is queued (Transport::write_room), so at most half fits. Empty
 // when it fits; else the text to refuse it with (errc::limit_exceeded), rather than sending it
 // and ending the connection, again on every attempt.
-std::string frame_over_write_room(const Budget& budget, std::size_t frame_bytes);
+POLYBUS_API std::string frame_over_write_room(const Budget& budget, std::size_t frame_bytes);
 
 // "<what>: <seen> exceeds <option>=<limit>": the text every budget violation carries.
-std::string limit_exceeded_text(std::string_view what, std::string_view option,
-                                std::uint64_t limit, std::uint64_t seen);
+POLYBUS_API std::string limit_exceeded_text(std::string_view what, std::string_view option,
+                                            std::uint64_t limit, std::uint64_t seen);
 
 }  // namespace polybus

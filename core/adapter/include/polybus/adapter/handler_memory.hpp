@@ -13,6 +13,8 @@
 // owner, which the owner gives up when it dies and the last block to come back frees.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/bind_allocator.hpp>
 #include <atomic>
 #include <cstddef>
@@ -22,7 +24,7 @@
 
 namespace polybus {
 
-class HandlerMemory {
+class POLYBUS_API HandlerMemory {
  public:
   // Room for a socket operation with its handler and executor: asio 1.22's plain write takes
   // 576 bytes, and no TLS operation of the transport's tests found 1024 too small.

@@ -3,6 +3,8 @@
 // 64-bit number in decimal. Message::id() hands out a std::string, made on its first call only.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <array>
 #include <charconv>
 #include <cstdint>
@@ -13,7 +15,7 @@
 
 namespace polybus::detail {
 
-class MessageId {
+class POLYBUS_API MessageId {
  public:
   static constexpr std::size_t kInline = 24;
 

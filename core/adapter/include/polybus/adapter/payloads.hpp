@@ -3,6 +3,8 @@
 // Iterates like a vector of strings (raw pointers as iterators).
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@ namespace detail {
 class BlockPool;
 }
 
-class Payloads {
+class POLYBUS_API Payloads {
  public:
   Payloads() = default;
   explicit Payloads(std::string one) : one_(std::move(one)), single_(true) {}
@@ -45,7 +47,7 @@ class Payloads {
 // a producer), used by it alone; a shared payload may be let go on any thread. At most
 // kMaxSpare blocks (about 100 bytes each) stay spare on each of BlockPool's two lists: a publish
 // window's worth.
-class SharedPayloadBlocks {
+class POLYBUS_API SharedPayloadBlocks {
  public:
   static constexpr std::size_t kMaxSpare = 1024;
 
@@ -63,7 +65,7 @@ class SharedPayloadBlocks {
 // payload that small into its own buffer anyway (Transport::kCopiedAtMost; transport.cpp checks
 // that the two agree), so sharing it would cost an allocation per publish for nothing. A larger
 // one is kept shared and written from the kept bytes, never copied.
-class KeptPayload {
+class POLYBUS_API KeptPayload {
  public:
   static constexpr std::size_t kSharedAbove = 1024;
 

@@ -3,13 +3,15 @@
 // (metrics::PublishNodeMetrics).
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 namespace polybus::detail {
 
-struct PublishNodeCells {
+struct POLYBUS_API PublishNodeCells {
   enum class State : int { idle, connecting, ready, backing_off };
   explicit PublishNodeCells(std::string address) : address(std::move(address)) {}
   const std::string address;

@@ -2,6 +2,8 @@
 // adapters: each adapter library exposes a register function, and polybus/all.hpp calls them all.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -11,17 +13,17 @@
 
 namespace polybus {
 
-struct SchemeInfo : SchemeDescription {
+struct POLYBUS_API SchemeInfo : SchemeDescription {
   std::function<std::unique_ptr<Adapter>(AdapterContext&)> factory;
 };
 
 // Replaces an earlier registration of the same scheme.
-void register_scheme(SchemeInfo info);
+POLYBUS_API void register_scheme(SchemeInfo info);
 // Null when none is registered. What it returns stays valid (and unchanged) while held, even if
 // the scheme is registered again meanwhile.
-std::shared_ptr<const SchemeInfo> find_scheme(const std::string& scheme);
+POLYBUS_API std::shared_ptr<const SchemeInfo> find_scheme(const std::string& scheme);
 
 // The options every scheme has; adapters start from this table and add their own.
-OptionTable core_option_table();
+POLYBUS_API OptionTable core_option_table();
 
 }  // namespace polybus

@@ -4,13 +4,15 @@
 // a string's inline storage (15 bytes with libstdc++). It reads as the const std::string it holds.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <memory>
 #include <string>
 #include <string_view>
 
 namespace polybus {
 
-class TopicName {
+class POLYBUS_API TopicName {
  public:
   TopicName() = default;
   explicit TopicName(std::shared_ptr<const std::string> name) : name_(std::move(name)) {}

@@ -19,6 +19,8 @@
 // This header includes Asio; polybus/polybus.hpp does not.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>
@@ -60,7 +62,7 @@ auto completion_for(Handler&& handler) {
   };
 }
 
-struct InitiatePublish {
+struct POLYBUS_API InitiatePublish {
   template <typename Handler>
   void operator()(Handler&& handler, Client client, const std::string& topic, std::string payload,
                   PublishOptions options) const {
@@ -69,7 +71,7 @@ struct InitiatePublish {
   }
 };
 
-struct InitiateRequest {
+struct POLYBUS_API InitiateRequest {
   template <typename Handler>
   void operator()(Handler&& handler, Client client, const std::string& topic, std::string payload,
                   std::chrono::milliseconds timeout) const {
@@ -78,7 +80,7 @@ struct InitiateRequest {
   }
 };
 
-struct InitiateClose {
+struct POLYBUS_API InitiateClose {
   template <typename Handler>
   void operator()(Handler&& handler, Client client, std::chrono::milliseconds timeout) const {
     client.close(timeout, completion_for<const Status&>(std::forward<Handler>(handler)));
@@ -87,8 +89,8 @@ struct InitiateClose {
 
 }  // namespace detail
 
-// Completes with the publish's Status (success once the broker accepted it where the scheme
-// confirms; see Capabilities::publish_confirmed).
+/// Client::publish() for an Asio completion token: completes with the publish's Status (success
+/// once the broker accepted it where the scheme confirms; see Capabilities::publish_confirmed).
 template <typename CompletionToken>
 auto async_publish(Client& client, std::string_view topic, std::string payload,
                    PublishOptions options, CompletionToken&& token) {
@@ -96,6 +98,7 @@ auto async_publish(Client& client, std::string_view topic, std::string payload,
       detail::InitiatePublish{}, token, client, std::string(topic), std::move(payload), options);
 }
 
+/// async_publish() with the default PublishOptions.
 template <typename CompletionToken>
 auto async_publish(Client& client, std::string_view topic, std::string payload,
                    CompletionToken&& token) {
@@ -103,7 +106,8 @@ auto async_publish(Client& client, std::string_view topic, std::string payload,
                        std::forward<CompletionToken>(token));
 }
 
-// Completes with the Reply (its ec and detail say why when it failed).
+/// Client::request() for an Asio completion token: completes with the Reply (its ec and detail
+/// say why when it failed). A timeout of 0 is the op_timeout option.
 template <typename CompletionToken>
 auto async_request(Client& client, std::string_view topic, std::string payload,
                    std::chrono::milliseconds timeout, CompletionToken&& token) {
@@ -111,6 +115,7 @@ auto async_request(Client& client, std::string_view topic, std::string payload,
       detail::InitiateRequest{}, token, client, std::string(topic), std::move(payload), timeout);
 }
 
+/// async_request() with the op_timeout option as the deadline.
 template <typename CompletionToken>
 auto async_request(Client& client, std::string_view topic, std::string payload,
                    CompletionToken&& token) {
@@ -118,7 +123,7 @@ auto async_request(Client& client, std::string_view topic, std::string payload,
                        std::forward<CompletionToken>(token));
 }
 
-// Drains and closes (as Client::close); completes with what the deadline cut off, if anything.
+/// Drains and closes (as Client::close); completes with what the deadline cut off, if anything.
 template <typename CompletionToken>
 auto async_close(Client& client, std::chrono::milliseconds timeout, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(Status)>(detail::InitiateClose{}, token,

@@ -3,6 +3,8 @@
 // the hand-over needs a lock.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio.hpp>
 #include <future>
 #include <thread>
@@ -11,7 +13,7 @@
 
 namespace polybus {
 
-class IoThread {
+class POLYBUS_API IoThread {
  public:
   IoThread() : work_(asio::make_work_guard(io_)), thread_([this] { io_.run(); }) {}
 

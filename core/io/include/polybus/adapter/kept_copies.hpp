@@ -15,6 +15,8 @@
 // One owner at a time (a machine, on its strand); blocks are let go from any thread.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <array>
 #include <cstddef>
 #include <memory>
@@ -26,7 +28,7 @@ namespace detail {
 class BlockPool;
 }
 
-class KeptCopies {
+class POLYBUS_API KeptCopies {
  public:
   static constexpr std::size_t kBlockSize = 16 * 1024;
   static constexpr std::size_t kLargestSpared = 1024 * 1024;

@@ -7,12 +7,14 @@
 // that while the hold does not listen), listens, and then lets the hold go.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/ip/tcp.hpp>
 #include <cstdint>
 
 namespace polybus {
 
-class PortHold {
+class POLYBUS_API PortHold {
  public:
   explicit PortHold(asio::io_context& io) : socket_(io) {}
 

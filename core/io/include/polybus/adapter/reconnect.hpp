@@ -14,6 +14,8 @@
 //   server that moves the client to itself forever costs little.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
@@ -27,7 +29,7 @@
 namespace polybus {
 
 // Retry delays for one loop: wait per the backoff policy, start over after a success.
-class Reconnector {
+class POLYBUS_API Reconnector {
  public:
   Reconnector(const Strand& strand, Backoff policy) : timer_(strand), state_(std::move(policy)) {}
   // Runs attempt after the next backoff delay (replacing a scheduled one); returns the delay.
@@ -41,7 +43,7 @@ class Reconnector {
   BackoffState state_;
 };
 
-class ReconnectLoop {
+class POLYBUS_API ReconnectLoop {
  public:
   // Where the loop's state events and reconnect counts go.
   struct Reports {

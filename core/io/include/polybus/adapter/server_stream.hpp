@@ -4,6 +4,8 @@
 // Everything runs on the broker's io thread; at most one read and one write are outstanding.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/ip/tcp.hpp>
 #include <asio/ssl.hpp>
 #include <asio/steady_timer.hpp>
@@ -20,10 +22,10 @@ namespace polybus {
 
 // A TLS server context with the certificate chain and private key of these PEM files; throws
 // std::runtime_error naming the files when they cannot be loaded.
-std::shared_ptr<asio::ssl::context> make_server_tls_context(const std::string& cert_file,
-                                                            const std::string& key_file);
+POLYBUS_API std::shared_ptr<asio::ssl::context> make_server_tls_context(
+    const std::string& cert_file, const std::string& key_file);
 
-class ServerStream {
+class POLYBUS_API ServerStream {
  public:
   // tls null: plain TCP.
   ServerStream(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> tls);

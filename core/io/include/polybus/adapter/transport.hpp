@@ -9,6 +9,8 @@
 // quarter. A chunk goes when the last view into it does; no byte of one is read into twice.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <asio/ip/tcp.hpp>
 #include <asio/ssl.hpp>
 #include <asio/steady_timer.hpp>
@@ -28,7 +30,7 @@
 
 namespace polybus {
 
-struct TlsSettings {
+struct POLYBUS_API TlsSettings {
   bool enabled = false;
   bool verify = true;
   std::string ca_file;    // empty: the system's default CA paths
@@ -37,7 +39,7 @@ struct TlsSettings {
   std::string server_name;  // SNI and the name verified; empty: the host connected to
 };
 
-struct TransportSettings {
+struct POLYBUS_API TransportSettings {
   std::chrono::milliseconds connect_timeout{5000};  // resolve + connect + TLS handshake
   // Once connected, the protocol's own handshake must end (established()) within this, or the
   // connection fails with errc::timeout: a server that accepts and then says nothing cannot hold
@@ -62,7 +64,7 @@ class BlockPool;
 
 // A read chunk; views into it stay valid while a shared_ptr to it is held. Its bytes are not
 // zeroed: only what reads filled is ever looked at.
-struct ReadChunk {
+struct POLYBUS_API ReadChunk {
   // Bytes from the heap.
   explicit ReadChunk(std::size_t n);
   // Bytes from spare (blocks of n bytes), given back there when the chunk goes.
@@ -76,7 +78,7 @@ struct ReadChunk {
   std::size_t size;
 };
 
-class Transport : public std::enable_shared_from_this<Transport> {
+class POLYBUS_API Transport : public std::enable_shared_from_this<Transport> {
  public:
   struct Callbacks {
     std::function<void()> on_connected;  // TCP (and TLS, if enabled) is up

@@ -5,6 +5,8 @@
 // bounded, and a head dripped a byte at a time costs linear time.
 #pragma once
 
+#include "polybus/export.hpp"
+
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -17,7 +19,7 @@ namespace polybus::http {
 
 // A message head taken line by line, so that it holds the head only and each byte is looked at
 // once. Lines end with LF, an optional CR before it dropped.
-class HeadLines {
+class POLYBUS_API HeadLines {
  public:
   explicit HeadLines(std::size_t max_head) : max_head_(max_head) {}
   enum class Step { need_more, line, end, too_large };
@@ -39,13 +41,14 @@ class HeadLines {
 
 // A header line "Name: value": the name lower-cased, the value trimmed. False when it is not one
 // (no colon, an empty name, or obsolete folding).
-bool parse_header_line(std::string_view line, std::string& name, std::string_view& value);
+POLYBUS_API bool parse_header_line(std::string_view line, std::string& name,
+                                   std::string_view& value);
 
 // The status of an HTTP/1.x status line ("HTTP/1.1 200 OK", line end optional): exactly three
 // digits after "HTTP/1.<digit> ", from 100 to 599; -1 for anything else.
-int status_of(std::string_view status_line);
+POLYBUS_API int status_of(std::string_view status_line);
 
-class ResponseReader {
+class POLYBUS_API ResponseReader {
  public:
   // max_body bounds the body however it is framed and is called limit_name in errors (the
   // option a user would raise, e.g. "max_frame_size"); max_head bounds the status line and
@@ -113,7 +116,7 @@ class ResponseReader {
   std::string why_;
 };
 
-struct Request {
+struct POLYBUS_API Request {
   std::string method;
   std::string target;  // as sent
   std::string path;    // the target's path (an absolute-form target reduced to it)
@@ -131,7 +134,7 @@ struct Request {
   std::optional<std::string> query_parameter(std::string_view key) const;
 };
 
-class RequestReader {
+class POLYBUS_API RequestReader {
  public:
   RequestReader(std::size_t max_head, std::size_t max_body);
 
