@@ -6,7 +6,7 @@
 /// The Figg adapter (figg://).
 namespace polybus::figg {
 
-// Registers the figg scheme (idempotent).
+/// Registers the figg scheme (idempotent).
 POLYBUS_API void register_scheme();
 
 }  // namespace polybus::figg

@@ -16,42 +16,52 @@
 /// The in-process mem:// broker and its scheme.
 namespace polybus::mem {
 
-// Registers the mem scheme (idempotent).
+/// Registers the mem scheme (idempotent).
 POLYBUS_API void register_scheme();
 
+/// A mem broker's counters since it was created (Broker::stats()).
 struct POLYBUS_API BrokerStats {
-  std::uint64_t published = 0;
-  std::uint64_t delivered = 0;   // deliveries, redeliveries included
-  std::uint64_t redelivered = 0;
-  std::uint64_t acked = 0;
-  std::uint64_t connections = 0;  // open now
+  std::uint64_t published = 0;    ///< messages added to topic logs (a deferred one once due)
+  std::uint64_t delivered = 0;    ///< deliveries, redeliveries included
+  std::uint64_t redelivered = 0;  ///< deliveries of a message delivered before
+  std::uint64_t acked = 0;        ///< deliveries acknowledged
+  std::uint64_t connections = 0;  ///< open now
 };
 
 class BrokerImpl;
 
+/// An in-process broker, the one `mem://name` connects to. Thread-safe. The brokers get() makes
+/// live as long as the process: it returns the same one for a name every time.
 class POLYBUS_API Broker {
  public:
-  // The broker of that name, created if it does not exist yet.
+  /// The broker of that name, created if it does not exist yet.
   static std::shared_ptr<Broker> get(const std::string& name);
 
-  // Simulates a broker restart: every connection drops (clients see disconnected and reconnect
-  // by themselves), unacknowledged messages go back to their groups. Topics, offsets and groups
-  // are kept, as a durable broker keeps them.
+  /// Simulates a broker restart: every connection drops (clients see disconnected and reconnect
+  /// by themselves), unacknowledged messages go back to their groups. Topics, offsets and groups
+  /// are kept, as a durable broker keeps them.
   void restart();
-  // Stops accepting connections and drops the open ones; start() accepts them again.
+  /// Stops accepting connections and drops the open ones; start() accepts them again.
   void stop();
+  /// Accepts connections again after stop(); nothing when it is running.
   void start();
+  /// False between stop() and start().
   bool running() const;
 
-  // Messages kept per topic for replay (oldest dropped first). Default 1,000,000.
+  /// Messages kept per topic for replay (oldest dropped first; 0 counts as 1). Default 1,000,000.
+  /// A topic's log is trimmed to it at its next publish.
   void set_retention(std::size_t messages);
+  /// The broker's counters so far.
   BrokerStats stats() const;
-  // The same and more, per topic and group, in the terms every test broker uses.
+  /// The same and more, per topic and group, in the terms every test broker uses.
   metrics::BrokerMetrics metrics() const;
-  // Messages in the topic's log (published and not yet dropped by retention).
+  /// Messages in the topic's log (published and not yet dropped by retention); 0 for an unknown
+  /// topic.
   std::uint64_t topic_size(const std::string& topic) const;
 
+  /// The broker's internals, for the mem adapter.
   const std::shared_ptr<BrokerImpl>& impl() const { return impl_; }
+  /// Made by get(); the implementation is internal.
   explicit Broker(std::shared_ptr<BrokerImpl> impl) : impl_(std::move(impl)) {}
 
  private:

@@ -9,7 +9,7 @@
 /// The MemoDB adapter (memodb+tcp:// and memodb+ipc://).
 namespace polybus::memodb {
 
-// Registers the memodb+tcp and memodb+ipc schemes (idempotent).
+/// Registers the memodb+tcp and memodb+ipc schemes (idempotent).
 POLYBUS_API void register_scheme();
 
 }  // namespace polybus::memodb

@@ -7,7 +7,7 @@
 /// The NSQ adapter (nsq:// and nsq+lookupd://).
 namespace polybus::nsq {
 
-// Registers the nsq and nsq+lookupd schemes (idempotent).
+/// Registers the nsq and nsq+lookupd schemes (idempotent).
 POLYBUS_API void register_scheme();
 
 }  // namespace polybus::nsq

@@ -8,7 +8,7 @@
 /// The QuickIO adapter (quickio://, quickio+ws:// and quickio+http://).
 namespace polybus::quickio {
 
-// Registers the quickio, quickio+ws and quickio+http schemes (idempotent).
+/// Registers the quickio, quickio+ws and quickio+http schemes (idempotent).
 POLYBUS_API void register_scheme();
 
 }  // namespace polybus::quickio
