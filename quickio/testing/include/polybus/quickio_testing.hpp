@@ -24,69 +24,87 @@
 /// An in-process QuickIO server for tests, and its test brokers.
 namespace polybus::quickio::testing {
 
+/// How a test QuickIO server listens and behaves; the timings default to the real server's.
 struct POLYBUS_API ServerOptions {
-  // Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
+  /// Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
   std::uint16_t port = 0;
-  // /qio/heartbeat:0=null after this long without outgoing traffic (raw, WebSocket).
+  /// /qio/heartbeat:0=null after this long without outgoing traffic (raw, WebSocket).
   std::chrono::milliseconds heartbeat_interval{55000};
-  // A raw or WebSocket client silent this long gets /qio/heartbeat:<server cb>=null ...
+  /// A raw or WebSocket client silent this long gets `/qio/heartbeat:<server cb>=null` ...
   std::chrono::milliseconds challenge_after{std::chrono::minutes(15)};
-  // ... and is closed when it has not answered it after this long.
+  /// ... and is closed when it has not answered it after this long.
   std::chrono::milliseconds challenge_timeout{std::chrono::seconds(60)};
-  // A held long poll with nothing to say is answered empty after this long; a session without
-  // any POST for twice this long is dropped.
+  /// A held long poll with nothing to say is answered empty after this long; a session without
+  /// any POST for twice this long is dropped.
   std::chrono::milliseconds http_poll_timeout{std::chrono::seconds(50)};
-  std::chrono::milliseconds callback_expiry{std::chrono::seconds(15)};  // server callbacks
-  std::size_t max_pending_server_callbacks = 4;  // per client, as the real server
+  /// A request relayed to a subscriber (a server callback) that is not answered within this is
+  /// answered 500 "callback expired".
+  std::chrono::milliseconds callback_expiry{std::chrono::seconds(15)};
+  /// Server callbacks outstanding per client, as the real server; further requests wait.
+  std::size_t max_pending_server_callbacks = 4;
+  /// Bytes of the largest event a raw or WebSocket client may send; a bigger one closes it.
   std::size_t max_event_size = 1 << 20;
-  std::size_t max_subscriptions = 1024;  // per client; over it /qio/on answers 420
-  bool refuse_websocket = false;         // upgrades answered 400 (the client's HTTP fallback)
-  std::string public_hostname;           // /qio/hostname answer; empty: "127.0.0.1:<port>"
-  // PEM files: with both, every connection is TLS from its first byte (raw, WebSocket and HTTP
-  // alike), and one whose TLS handshake fails is closed.
+  std::size_t max_subscriptions = 1024;  ///< per client; over it /qio/on answers 420
+  bool refuse_websocket = false;         ///< upgrades answered 400 (the client's HTTP fallback)
+  std::string public_hostname;           ///< /qio/hostname answer; empty: "127.0.0.1:<port>"
+  /// PEM files: with both, every connection is TLS from its first byte (raw, WebSocket and HTTP
+  /// alike), and one whose TLS handshake fails is closed.
   std::string tls_cert_file;
-  std::string tls_key_file;
+  std::string tls_key_file;  ///< the private key of tls_cert_file (PEM)
 };
 
 class ServerImpl;
 
+/// A QuickIO server on an io thread of its own. Every method may be called from any thread.
 class POLYBUS_API Server {
  public:
+  /// Listens at once. Throws std::system_error when the port cannot be bound,
+  /// std::runtime_error when the TLS files cannot be loaded.
   static std::unique_ptr<Server> launch(ServerOptions options = {});
+  /// Made by launch(); the implementation is internal.
   explicit Server(std::unique_ptr<ServerImpl> impl);
+  /// Closes the listener, every connection and every HTTP session.
   ~Server();
 
+  /// The port it listens on (the one picked, for port 0).
   std::uint16_t port() const;
-  std::string address() const;  // "127.0.0.1:port"
-  // stop() closes the listener, every connection and every HTTP session; start() listens again
-  // on the same port.
+  /// "127.0.0.1:port", for a URL.
+  std::string address() const;
+  /// stop() closes the listener, every connection and every HTTP session; start() listens again
+  /// on the same port.
   void stop();
+  /// Listens again after stop(), on the same port; nothing while it listens. Throws
+  /// std::system_error if the port cannot be bound.
   void start();
 
-  // Clients: raw and WebSocket connections past their handshake, and open HTTP sessions.
+  /// Clients: raw and WebSocket connections past their handshake, and open HTTP sessions.
   std::size_t connections() const;
+  /// Raw TCP clients past their handshake.
   std::size_t raw_connections() const;
+  /// WebSocket clients past their handshake.
   std::size_t websocket_connections() const;
+  /// Open HTTP long-polling sessions.
   std::size_t http_sessions() const;
+  /// Clients subscribed to exactly `path`.
   std::size_t subscribers(const std::string& path) const;
-  // Connections, bytes, and per path the events published and delivered, the requests relayed
-  // and answered (docs/metrics.md).
+  /// Connections, bytes, and per path the events published and delivered, the requests relayed
+  /// and answered (docs/metrics.md).
   metrics::BrokerMetrics metrics() const;
 
-  // /qio/move:0="<address>" to every client, then each is closed. An HTTP session without a
-  // held poll (its client pausing between polls) ends when its next POST has collected the move.
+  /// /qio/move:0="<address>" to every client, then each is closed. An HTTP session without a
+  /// held poll (its client pausing between polls) ends when its next POST has collected the move.
   void move_all(const std::string& address);
-  // Silent: nothing is written any more (no heartbeats, events, answers or polls) and
-  // connections stay open; the client's heartbeat timeout is what ends them.
+  /// Silent: nothing is written any more (no heartbeats, events, answers or polls) and
+  /// connections stay open; the client's heartbeat timeout is what ends them.
   void set_silent(bool silent);
-  // Sends `<path>:0=<json>` to every subscriber of path, as a server application would.
+  /// Sends `<path>:0=<json>` to every subscriber of path, as a server application would.
   void broadcast(const std::string& path, const std::string& json);
 
  private:
   std::unique_ptr<ServerImpl> impl_;
 };
 
-// Registers "quickio", "quickio+ws" and "quickio+http" with polybus::testing.
+/// Registers "quickio", "quickio+ws" and "quickio+http" with polybus::testing.
 POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::quickio::testing
