@@ -28,76 +28,90 @@
 /// An in-process MemoDB broker for tests, and its test brokers.
 namespace polybus::memodb::testing {
 
+/// How a test MemoDB broker listens, and its timings (the real broker's by default).
 struct POLYBUS_API BrokerOptions {
-  // The address to listen on, as NNG writes it: tcp://IP:port (empty: 127.0.0.1 on a free port)
-  // or ipc:///path.
+  /// The address to listen on, as NNG writes it: tcp://IP:port (empty: 127.0.0.1 on a free port)
+  /// or ipc:///path.
   std::string url;
+  /// A worker waiting this long without a job gets a HEARTBEAT.
   std::chrono::milliseconds heartbeat_interval{10'000};
+  /// A worker that has not answered its HEARTBEAT within this is forgotten.
   std::chrono::milliseconds heartbeat_timeout{10'000};
+  /// A JOB that no worker takes within this is dropped, without a reply.
   std::chrono::milliseconds queue_timeout{10'000};
-  // What one connection may make the broker hold: its requests waiting for an answer (a queued
-  // JOB, a waiting worker's READY), their bytes and the bytes of answers not yet written to it.
-  // Past either bound the broker stops reading that connection until half of it is gone (its
-  // writes then wait in TCP), so a client that floods requests or never reads its answers cannot
-  // grow the broker's memory. The real broker has no such bound.
+  /// What one connection may make the broker hold: its requests waiting for an answer (a queued
+  /// JOB, a waiting worker's READY), their bytes and the bytes of answers not yet written to it.
+  /// At either bound the broker stops reading that connection until half of it is gone (its
+  /// writes then wait in TCP), so a client that floods requests or never reads its answers cannot
+  /// grow the broker's memory. The real broker has no such bound.
   std::size_t max_held_requests = 65'536;
-  std::size_t max_held_bytes = std::size_t{64} << 20;
+  std::size_t max_held_bytes = std::size_t{64} << 20;  ///< the bytes bound of max_held_requests
 };
 
+/// What a test MemoDB broker did since it was launched, and its state now (Broker::stats()).
 struct POLYBUS_API BrokerStats {
-  std::uint64_t received = 0;         // requests received
-  std::uint64_t malformed = 0;        // undecodable requests (dropped; counted in dropped too)
-  std::uint64_t dropped = 0;          // requests left without a reply, for whatever reason
-  std::uint64_t registrations = 0;    // READYs accepted
-  std::uint64_t jobs = 0;             // JOBs from clients
-  std::uint64_t dispatched = 0;       // JOBs handed to a worker
-  std::uint64_t results = 0;          // RESULTs handed to a client
-  std::uint64_t heartbeats = 0;       // HEARTBEATs sent
-  std::uint64_t disconnects = 0;      // DISCONNECTs sent
-  std::uint64_t queue_expired = 0;    // jobs dropped after queue_timeout
-  std::uint64_t workers_expired = 0;  // workers forgotten (job or heartbeat timeout)
-  std::uint64_t starts = 0;           // launch and every start() after a stop()
-  std::uint64_t read_stalls = 0;      // times a connection was over max_held_* and not read
-  std::uint64_t held_requests_peak = 0;  // the most requests one connection had held at once
-  std::uint64_t held_bytes_peak = 0;     // the most bytes one connection had held at once
+  std::uint64_t received = 0;            ///< requests received
+  std::uint64_t malformed = 0;           ///< undecodable requests (dropped; counted in dropped too)
+  std::uint64_t dropped = 0;             ///< requests left without a reply (stop()'s losses aside)
+  std::uint64_t registrations = 0;       ///< READYs accepted
+  std::uint64_t jobs = 0;                ///< JOBs from clients
+  std::uint64_t dispatched = 0;          ///< JOBs handed to a worker
+  std::uint64_t results = 0;             ///< RESULTs handed to a client
+  std::uint64_t heartbeats = 0;          ///< HEARTBEATs sent
+  std::uint64_t disconnects = 0;         ///< DISCONNECTs sent
+  std::uint64_t queue_expired = 0;       ///< jobs dropped after queue_timeout
+  std::uint64_t workers_expired = 0;     ///< workers forgotten (job or heartbeat timeout)
+  std::uint64_t starts = 0;              ///< launch and every start() after a stop()
+  std::uint64_t read_stalls = 0;         ///< times a connection was at max_held_* and not read
+  std::uint64_t held_requests_peak = 0;  ///< the most requests one connection had held at once
+  std::uint64_t held_bytes_peak = 0;     ///< the most bytes one connection had held at once
   // Now:
-  std::uint64_t connections = 0;  // SP connections (one per client socket)
-  std::uint64_t workers = 0;  // registered
-  std::uint64_t idle = 0;     // waiting for a job
-  std::uint64_t queued = 0;   // jobs waiting for a worker
-  std::map<std::string, std::uint64_t> workers_by_service;  // registered, per service
+  std::uint64_t connections = 0;  ///< SP connections open now (one per client socket)
+  std::uint64_t workers = 0;      ///< workers registered now
+  std::uint64_t idle = 0;         ///< workers waiting for a job now
+  std::uint64_t queued = 0;       ///< jobs waiting for a worker now
+  std::map<std::string, std::uint64_t> workers_by_service;  ///< workers registered now, per service
 };
 
 class BrokerImpl;
 
+/// A MemoDB broker (memo01) on an io thread of its own. Every method may be called from any
+/// thread.
 class POLYBUS_API Broker {
  public:
+  /// Listens at once. Throws std::runtime_error when it cannot listen on options.url.
   static std::unique_ptr<Broker> launch(BrokerOptions options = {});
+  /// Closes the socket and every connection.
   ~Broker();
 
-  // The NNG address clients dial: tcp://127.0.0.1:port, or the ipc:// address it was given.
+  /// The NNG address clients dial: options.url with the port it listens on (tcp://127.0.0.1:port
+  /// by default), or the ipc:// address it was given.
   std::string url() const;
-  // stop() closes the socket: every connection drops and every worker and queued job is lost,
-  // as when the real broker dies. start() listens again on the same address.
+  /// stop() closes the socket: every connection drops and every worker and queued job is lost,
+  /// as when the real broker dies. start() listens again on the same address.
   void stop();
+  /// Listens again after stop(), on the same address. Throws std::runtime_error when it cannot.
   void start();
+  /// The statistics now.
   BrokerStats stats() const;
-  // Connections, bytes, and per service the jobs taken, dispatched and answered, the jobs queued
-  // and the workers, in the terms every test broker uses (docs/metrics.md).
+  /// Connections, bytes, and per service the jobs taken, dispatched and answered, the jobs queued
+  /// and the workers, in the terms every test broker uses (docs/metrics.md).
   metrics::BrokerMetrics metrics() const;
-  // Waits until the condition holds on the statistics (re-checked after every event), up to
-  // the bound; false if it never did.
+  /// Waits until the condition holds on the statistics (re-checked after every event), up to
+  /// the bound; false if it never did. `condition` runs with the statistics locked: it must not
+  /// call this broker.
   bool wait_until(const std::function<bool(const BrokerStats&)>& condition,
                   std::chrono::milliseconds bound) const;
 
+  /// Made by launch(); the implementation is internal.
   explicit Broker(std::unique_ptr<BrokerImpl> impl);
 
  private:
   std::unique_ptr<BrokerImpl> impl_;
 };
 
-// Registers "memodb+tcp" and "memodb+ipc" (a fresh temporary path) with polybus::testing (the
-// contract suite and the demo); their URLs carry fast broker timings and matching options.
+/// Registers "memodb+tcp" and "memodb+ipc" (a fresh temporary path) with polybus::testing (the
+/// contract suite and the demo); their URLs carry fast broker timings and matching options.
 POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::memodb::testing
