@@ -48,160 +48,190 @@ class LookupdServer;
 class LookupRegistry;
 }  // namespace detail
 
+/// How a test nsqd listens and behaves.
 struct POLYBUS_API NsqdOptions {
-  // tcp_host:tcp_port; port 0 picks a free port (kept across stop()/start()).
+  /// tcp_host:tcp_port; port 0 picks a free port (kept across stop()/start()).
   std::uint16_t tcp_port = 0;
-  std::string tcp_host = "127.0.0.1";
+  std::string tcp_host = "127.0.0.1";  ///< an IP address
 
-  // nsqd's HTTP API (/ping, /info, /pub, /mpub, /stats, /topic/..., /channel/..., /config/...;
-  // docs/testing.md) on http_host:http_port; nullopt: none, 0: a free port.
+  /// nsqd's HTTP API (/ping, /info, /pub, /mpub, /stats, /topic/..., /channel/..., /config/...;
+  /// docs/testing.md) on http_host:http_port; nullopt: none, 0: a free port.
   std::optional<std::uint16_t> http_port;
-  std::string http_host = "127.0.0.1";
+  std::string http_host = "127.0.0.1";  ///< an IP address
 
-  // What /info and nsqlookupd registrations announce as this nsqd's address; empty: 127.0.0.1
-  // (polybus broker nsqd gives the host name, as nsqd's --broadcast-address defaults to).
+  /// What /info and nsqlookupd registrations announce as this nsqd's address; empty: 127.0.0.1
+  /// (polybus broker nsqd gives the host name, as nsqd's --broadcast-address defaults to).
   std::string broadcast_address;
-  // The ports announced to nsqlookupd (nsqd's --broadcast-tcp-port, --broadcast-http-port); 0:
-  // the ones listened on.
+  /// The ports announced to nsqlookupd (nsqd's --broadcast-tcp-port, --broadcast-http-port); 0:
+  /// the ones listened on.
   std::uint16_t broadcast_tcp_port = 0;
-  std::uint16_t broadcast_http_port = 0;
-  // Every nsqlookupd (host:port of its TCP protocol) this nsqd registers its topics and channels
-  // with, as nsqd does: IDENTIFY, a REGISTER for each, REGISTER/UNREGISTER as they come and go,
-  // a PING every lookupd_ping_interval, and a new connection at the next ping after one failed.
-  // GET /config/nsqlookupd_tcp_addresses reports them, and PUT replaces them.
+  std::uint16_t broadcast_http_port = 0;  ///< the HTTP port announced; 0: the one listened on
+  /// Every nsqlookupd (host:port of its TCP protocol) this nsqd registers its topics and channels
+  /// with, as nsqd does: IDENTIFY, a REGISTER for each, REGISTER/UNREGISTER as they come and go,
+  /// a PING every lookupd_ping_interval, and a new connection at the next ping after one failed.
+  /// GET /config/nsqlookupd_tcp_addresses reports them, and PUT replaces them. Needs http_port.
   std::vector<std::string> lookupd_tcp_addresses;
-  std::chrono::milliseconds lookupd_ping_interval{15000};
-  // Told, as a line of text, why a connection to an nsqlookupd failed ("LOOKUPD(host:port):
-  // cannot connect: Connection refused"); polybus broker nsqd writes it to standard error.
-  // Called on the server's io thread.
+  std::chrono::milliseconds lookupd_ping_interval{15000};  ///< between PINGs to each nsqlookupd
+  /// Told, as a line of text, why a connection to an nsqlookupd failed ("LOOKUPD(host:port):
+  /// cannot connect: Connection refused"); polybus broker nsqd writes it to standard error.
+  /// Called on the server's io thread.
   std::function<void(const std::string&)> log;
-  // Reported by /config only: messages live in memory whatever their number, and nothing is
-  // written to a data path.
+  /// Reported by /config only: messages live in memory whatever their number, and nothing is
+  /// written to a data path.
   std::int64_t mem_queue_size = 10000;
-  std::string data_path;
+  std::string data_path;  ///< reported by /config only
 
-  // Message timeouts: the default a client gets, and the most it may ask for in IDENTIFY or
-  // reach with TOUCH. nsqd refuses a client msg_timeout below 1000 ms.
+  /// Message timeouts: the default a client gets, and (max_msg_timeout) the most it may ask for
+  /// in IDENTIFY or reach with TOUCH. nsqd refuses a client msg_timeout below 1000 ms.
   std::chrono::milliseconds msg_timeout{60000};
+  /// The most a client may ask for in IDENTIFY or reach with TOUCH.
   std::chrono::milliseconds max_msg_timeout{15 * 60 * 1000};
-  // REQ delays are clamped to it; DPUB beyond it is refused.
+  /// REQ delays are clamped to it; DPUB beyond it is refused.
   std::chrono::milliseconds max_req_timeout{60 * 60 * 1000};
-  // RDY above it is a fatal E_INVALID.
+  /// RDY above it is a fatal E_INVALID.
   std::int64_t max_rdy_count = 2500;
-  // One message body (PUB, DPUB, each of MPUB), and a whole command body (MPUB, IDENTIFY, AUTH).
+  /// One message body (PUB, DPUB, each of MPUB), and a whole command body (MPUB, IDENTIFY, AUTH).
   std::int64_t max_msg_size = 1024 * 1024;
-  std::int64_t max_body_size = 5 * 1024 * 1024;
+  std::int64_t max_body_size = 5 * 1024 * 1024;  ///< a whole command body (MPUB, IDENTIFY, AUTH)
 
-  // Heartbeats for a client that does not ask for an interval (nsqd: --client-timeout / 2), and the
-  // most it may ask for. A client silent for twice its interval is disconnected.
+  /// Heartbeats for a client that does not ask for an interval (nsqd: --client-timeout / 2), and
+  /// the most it may ask for. A client silent for twice its interval is disconnected.
   std::chrono::milliseconds heartbeat_interval{30000};
-  std::chrono::milliseconds max_heartbeat_interval{60000};
+  std::chrono::milliseconds max_heartbeat_interval{60000};  ///< the most a client may ask for
 
-  // Output buffering as reported in IDENTIFY (this server writes at once whatever it is told).
+  /// Output buffering as reported in IDENTIFY (this server writes at once whatever it is told):
+  /// the output_buffer_timeout of a client that does not ask for one.
   std::chrono::milliseconds output_buffer_timeout{250};
-  std::int64_t max_output_buffer_size = 64 * 1024;
+  std::int64_t max_output_buffer_size = 64 * 1024;  ///< the most output_buffer_size IDENTIFY takes
+  /// Reported by /info only: IDENTIFY takes an output_buffer_timeout of 25 ms to 30 s whatever
+  /// this is.
   std::chrono::milliseconds max_output_buffer_timeout{30000};
 
-  // Non-empty: IDENTIFY reports auth_required, and SUB/PUB/MPUB/DPUB need AUTH with this secret.
+  /// Non-empty: IDENTIFY reports auth_required, and SUB/PUB/MPUB/DPUB need AUTH with this secret.
   std::string auth_secret;
-  std::string auth_identity = "polybus-test";  // what a successful AUTH answers
+  std::string auth_identity = "polybus-test";  ///< what a successful AUTH answers
 
-  // Both set (PEM files): IDENTIFY offers tls_v1 and upgrades the connection in band.
+  /// Both set (PEM files): IDENTIFY offers tls_v1 and upgrades the connection in band.
   std::string tls_cert_file;
-  std::string tls_key_file;
-  // nsqd's --tls-client-auth-policy: none, require (any client certificate), require_verify (one
-  // signed by tls_root_ca_file). Either of the last two implies tls_required = yes.
-  enum class TlsClientAuth { none, require, require_verify };
-  TlsClientAuth tls_client_auth = TlsClientAuth::none;
-  std::string tls_root_ca_file;  // PEM: the CAs client certificates are checked against
-  // nsqd's --tls-required: yes refuses every command but IDENTIFY before the TLS upgrade, and
-  // every HTTP request with 403 TLS_REQUIRED; except_http only the former.
-  enum class TlsRequired { no, yes, except_http };
-  TlsRequired tls_required = TlsRequired::no;
-  // The oldest TLS version accepted: 0x0301 (TLS 1.0, nsqd's default) to 0x0304 (TLS 1.3).
+  std::string tls_key_file;  ///< the private key of tls_cert_file (PEM)
+  /// nsqd's --tls-client-auth-policy: none, require (any client certificate), require_verify (one
+  /// signed by tls_root_ca_file). Either of the last two implies tls_required = yes.
+  enum class TlsClientAuth {
+    none,           ///< no client certificate asked for
+    require,        ///< a client certificate, whoever signed it
+    require_verify  ///< a client certificate signed by tls_root_ca_file
+  };
+  TlsClientAuth tls_client_auth = TlsClientAuth::none;  ///< nsqd's --tls-client-auth-policy
+  std::string tls_root_ca_file;  ///< PEM: the CAs client certificates are checked against
+  /// nsqd's --tls-required: yes refuses every command but IDENTIFY before the TLS upgrade, and
+  /// every HTTP request with 403 TLS_REQUIRED; except_http only the former.
+  enum class TlsRequired {
+    no,          ///< plain connections may do everything
+    yes,         ///< TLS before any command but IDENTIFY; HTTP requests get 403
+    except_http  ///< TLS before any command but IDENTIFY; the HTTP API stays open
+  };
+  TlsRequired tls_required = TlsRequired::no;  ///< nsqd's --tls-required
+  /// The oldest TLS version accepted: 0x0301 (TLS 1.0, nsqd's default) to 0x0304 (TLS 1.3).
   int tls_min_version = 0x0301;
 
-  bool snappy = true;
-  bool deflate = true;
-  int max_deflate_level = 6;
+  bool snappy = true;         ///< a client may negotiate snappy compression in IDENTIFY
+  bool deflate = true;        ///< a client may negotiate deflate compression in IDENTIFY
+  int max_deflate_level = 6;  ///< the highest deflate level; a client's higher one is lowered
 
-  // Longest command line; a longer one closes the connection (nsqd's read buffer is 16 KiB).
+  /// Longest command line; a longer one closes the connection (nsqd's read buffer is 16 KiB).
   std::size_t max_line_length = 16 * 1024;
-  // Bytes of message bodies the broker holds at once; a publish beyond it fails (E_PUB_FAILED,
-  // E_MPUB_FAILED, E_DPUB_FAILED) instead of growing without bound.
+  /// Bytes of message bodies the broker holds at once; a publish beyond it fails (E_PUB_FAILED,
+  /// E_MPUB_FAILED, E_DPUB_FAILED) instead of growing without bound.
   std::size_t max_stored_bytes = 256 * 1024 * 1024;
 };
 
 class Lookupd;
 
+/// An in-process nsqd on an io thread of its own. Every method may be called from any thread; the
+/// accessors return a consistent snapshot, and 0, false or nothing for an unknown topic or
+/// channel.
 class POLYBUS_API Nsqd {
  public:
-  // Listens on 127.0.0.1 and serves until stop() or destruction. Throws std::system_error when the
-  // port cannot be bound, std::runtime_error when the TLS files cannot be loaded.
+  /// Listens on tcp_host:tcp_port (and http_host:http_port with an http_port) and serves until
+  /// stop() or destruction. Throws std::system_error when a port cannot be bound,
+  /// std::runtime_error when the TLS files cannot be loaded, std::invalid_argument for
+  /// lookupd_tcp_addresses without an http_port.
   static std::unique_ptr<Nsqd> start(NsqdOptions options = {});
   ~Nsqd();
   Nsqd(const Nsqd&) = delete;
   Nsqd& operator=(const Nsqd&) = delete;
 
+  /// The TCP port it listens on (the one picked, for tcp_port 0).
   std::uint16_t tcp_port() const;
-  std::string tcp_address() const;  // "127.0.0.1:<port>"
-  // The HTTP API's port and "127.0.0.1:<port>"; 0 and "" without one.
+  std::string tcp_address() const;  ///< "127.0.0.1:<port>"
+  /// The HTTP API's port and "127.0.0.1:<port>"; 0 and "" without one.
   std::uint16_t http_port() const;
-  std::string http_address() const;
+  std::string http_address() const;  ///< "127.0.0.1:<HTTP port>"; "" without an HTTP API
+  /// The options it was started with (tls_required raised to yes by a client-auth policy).
   const NsqdOptions& options() const;
 
-  // Closes the listener and every connection; topics, channels and their messages stay (messages
-  // in flight go back to their channel, attempts kept), like an nsqd restarting with its disk
-  // queue. Returns once every connection is closed. Idempotent.
+  /// Closes the listener and every connection; topics, channels and their messages stay (messages
+  /// in flight go back to their channel, attempts kept), like an nsqd restarting with its disk
+  /// queue. Returns once every connection is closed. Idempotent.
   void stop();
-  // Listens again on the same port (named apart from the static start(), which it would clash
-  // with). Throws std::system_error if the port was taken meanwhile.
+  /// Listens again on the same port (named apart from the static start(), which it would clash
+  /// with). Throws std::system_error if the port was taken meanwhile.
   void resume();
-  // stop() then resume().
+  /// stop() then resume().
   void restart();
+  /// Listening: false between stop() and resume().
   bool running() const;
 
-  // Registers with an in-process nsqlookupd: every topic and channel, now and later, is announced
-  // with broadcast address 127.0.0.1 and this nsqd's TCP port, and withdrawn while stopped.
-  // The Lookupd may be destroyed first.
+  /// Registers with an in-process nsqlookupd: every topic and channel, now and later, is announced
+  /// with this nsqd's broadcast address and ports (by default 127.0.0.1 and tcp_port()), and
+  /// withdrawn while stopped. The Lookupd may be destroyed first.
   void register_with(const Lookupd& lookupd);
 
   // State, for assertions. An unknown topic or channel has depth 0.
-  std::size_t client_count() const;  // open TCP connections
+  std::size_t client_count() const;  ///< open TCP connections
+  /// Every topic's name, sorted.
   std::vector<std::string> topics() const;
+  /// The names of the topic's channels, sorted.
   std::vector<std::string> channels(const std::string& topic) const;
+  /// The topic exists.
   bool has_topic(const std::string& topic) const;
+  /// The topic and its channel exist.
   bool has_channel(const std::string& topic, const std::string& channel) const;
-  // Messages held by a topic that has no channel yet.
+  /// Messages held by a topic that has no channel yet (or is paused, or is still asking
+  /// nsqlookupd for its channels).
   std::uint64_t topic_depth(const std::string& topic) const;
-  // Messages published to a topic since it was created.
+  /// Messages published to a topic since it was created.
   std::uint64_t topic_message_count(const std::string& topic) const;
-  // Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
+  /// Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
   std::uint64_t channel_depth(const std::string& topic, const std::string& channel) const;
+  /// Messages of the channel delivered and not yet finished, requeued or timed out.
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
-  // The largest RDY count any client subscribed to the channel has set (since it was created).
+  /// The largest RDY count any client subscribed to the channel has set (since it was created).
   std::int64_t max_ready_count(const std::string& topic, const std::string& channel) const;
-  // The RDY counts the clients subscribed to the channel have set now, summed.
+  /// The RDY counts the clients subscribed to the channel have set now, summed.
   std::int64_t ready_count(const std::string& topic, const std::string& channel) const;
+  /// Messages of the channel waiting for their time: a DPUB's, or requeued with a delay.
   std::size_t deferred(const std::string& topic, const std::string& channel) const;
+  /// Clients subscribed to the channel.
   std::size_t subscriber_count(const std::string& topic, const std::string& channel) const;
-  // Timeouts that sent an in-flight message back to its channel, and REQs, per channel.
+  /// Timeouts that sent an in-flight message back to its channel, per channel.
   std::uint64_t timeout_count(const std::string& topic, const std::string& channel) const;
+  /// REQs the channel took.
   std::uint64_t requeue_count(const std::string& topic, const std::string& channel) const;
-  // Every RDY count the channel's subscribers set, oldest first (the last 1024).
+  /// Every RDY count the channel's subscribers set, oldest first (the last 1024).
   std::vector<std::int64_t> ready_counts_set(const std::string& topic,
                                              const std::string& channel) const;
-  // The delay of each REQ the channel took, as nsqd clamped it, oldest first (the last 1024).
+  /// The delay of each REQ the channel took, as nsqd clamped it, oldest first (the last 1024).
   std::vector<std::chrono::milliseconds> requeue_delays(const std::string& topic,
                                                         const std::string& channel) const;
 
-  // Everything above in the terms every test broker uses (docs/metrics.md): connections, bytes,
-  // per topic and channel.
+  /// Everything above in the terms every test broker uses (docs/metrics.md): connections, bytes,
+  /// per topic and channel.
   metrics::BrokerMetrics metrics() const;
 
-  // Waits until `condition` holds, re-checking whenever the broker's state changes (a command, a
-  // connection opening or closing, a timeout), never by sleeping. False if `bound` passes first.
-  // `condition` runs on the calling thread and may call the accessors above.
+  /// Waits until `condition` holds, re-checking whenever the broker's state changes (a command, a
+  /// connection opening or closing, a timeout), never by sleeping. False if `bound` passes first.
+  /// `condition` runs on the calling thread and may call the accessors above.
   bool wait_until(const std::function<bool()>& condition,
                   std::chrono::milliseconds bound = std::chrono::seconds(20)) const;
 
@@ -210,54 +240,59 @@ class POLYBUS_API Nsqd {
   std::unique_ptr<detail::NsqdServer> server_;
 };
 
+/// How a test nsqlookupd listens, and its timings (nsqlookupd's defaults).
 struct POLYBUS_API LookupdOptions {
-  // nsqlookupd's HTTP API on http_host:http_port (0: a free port).
+  /// nsqlookupd's HTTP API on http_host:http_port (0: a free port).
   std::string http_host = "127.0.0.1";
-  std::uint16_t http_port = 0;
-  // nsqlookupd's TCP protocol (nsqd registering) on tcp_host:tcp_port; nullopt: none, 0: free.
+  std::uint16_t http_port = 0;  ///< the HTTP API's port; 0: a free port
+  /// nsqlookupd's TCP protocol (nsqd registering) on tcp_host:tcp_port; nullopt: none, 0: free.
   std::optional<std::uint16_t> tcp_port;
-  std::string tcp_host = "127.0.0.1";
-  // What IDENTIFY answers as this nsqlookupd's address; empty: the host name.
+  std::string tcp_host = "127.0.0.1";  ///< an IP address
+  /// What IDENTIFY answers as this nsqlookupd's address; empty: the host name.
   std::string broadcast_address;
-  // A producer registered over TCP that has not sent PING for this long is left out of /lookup
-  // and /nodes; a tombstoned producer is left out of /lookup for tombstone_lifetime.
+  /// A producer registered over TCP that has not sent PING for this long is left out of /lookup
+  /// and /nodes; a tombstoned producer is left out of /lookup for tombstone_lifetime.
   std::chrono::milliseconds inactive_producer_timeout{300000};
-  std::chrono::milliseconds tombstone_lifetime{45000};
+  std::chrono::milliseconds tombstone_lifetime{45000};  ///< a tombstone's time out of /lookup
 };
 
-// An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,
-// /topic/create|delete|tombstone, /channel/create|delete) over HTTP/1.1 with keep-alive, and,
-// when asked, its TCP protocol, through which a real or in-process nsqd registers.
+/// An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,
+/// /topic/create|delete|tombstone, /channel/create|delete) over HTTP/1.1 with keep-alive, and,
+/// when asked, its TCP protocol, through which a real or in-process nsqd registers.
 class POLYBUS_API Lookupd {
  public:
-  // Listens on 127.0.0.1:http_port; 0 picks a free port. Throws std::system_error if the port
-  // cannot be bound.
+  /// Listens on 127.0.0.1:http_port; 0 picks a free port. Throws std::system_error if the port
+  /// cannot be bound.
   static std::unique_ptr<Lookupd> start(std::uint16_t http_port = 0);
+  /// Listens on http_host:http_port, and on tcp_host:tcp_port with a tcp_port. Throws
+  /// std::system_error if a port cannot be bound.
   static std::unique_ptr<Lookupd> start(LookupdOptions options);
   ~Lookupd();
   Lookupd(const Lookupd&) = delete;
   Lookupd& operator=(const Lookupd&) = delete;
 
+  /// The HTTP API's port (the one picked, for 0).
   std::uint16_t http_port() const;
-  std::string http_address() const;  // "127.0.0.1:<port>"
-  // The TCP protocol's port and "127.0.0.1:<port>"; 0 and "" without it.
+  std::string http_address() const;  ///< "127.0.0.1:<port>"
+  /// The TCP protocol's port and "127.0.0.1:<port>"; 0 and "" without it.
   std::uint16_t tcp_port() const;
-  std::string tcp_address() const;
+  std::string tcp_address() const;  ///< "127.0.0.1:<TCP port>"; "" without the TCP protocol
 
-  // Producers announced by hand (an nsqd registered with register_with() does this by itself).
-  // Adding makes the topic known; removing the last producer keeps it known with none, as
-  // nsqlookupd does (except for #ephemeral topics, which it forgets).
+  /// Producers announced by hand (an nsqd registered with register_with() does this by itself).
+  /// Adding makes the topic known; removing the last producer keeps it known with none, as
+  /// nsqlookupd does (except for `#ephemeral` topics, which it forgets).
   void add_producer(const std::string& topic, const std::string& broadcast_address,
                     std::uint16_t tcp_port, std::uint16_t http_port = 0);
+  /// Withdraws the producer add_producer() announced for the topic (and its channels).
   void remove_producer(const std::string& topic, const std::string& broadcast_address,
                        std::uint16_t tcp_port);
-  // Forgets the topic: /lookup answers 404 TOPIC_NOT_FOUND again.
+  /// Forgets the topic: /lookup answers 404 TOPIC_NOT_FOUND again.
   void remove_topic(const std::string& topic);
 
-  // true: answer in the pre-1.0 form {"status_code":200,"status_txt":"OK","data":{...}}.
+  /// true: answer in the pre-1.0 form {"status_code":200,"status_txt":"OK","data":{...}}.
   void set_wrapped(bool wrapped);
 
-  // Requests answered so far on /lookup.
+  /// Requests answered so far on /lookup.
   std::uint64_t lookup_count() const;
 
  private:
@@ -267,8 +302,8 @@ class POLYBUS_API Lookupd {
   std::unique_ptr<detail::LookupdServer> server_;
 };
 
-// Registers the "nsq" (one nsqd) and "nsq+lookupd" (a lookupd and one nsqd registered with it)
-// test brokers with polybus::testing. Idempotent.
+/// Registers the "nsq" (one nsqd) and "nsq+lookupd" (a lookupd and one nsqd registered with it)
+/// test brokers with polybus::testing. Idempotent.
 POLYBUS_API void register_test_brokers();
 
 }  // namespace polybus::nsq::testing
