@@ -283,7 +283,8 @@ class POLYBUS_API Lookupd {
   /// nsqlookupd does (except for `#ephemeral` topics, which it forgets).
   void add_producer(const std::string& topic, const std::string& broadcast_address,
                     std::uint16_t tcp_port, std::uint16_t http_port = 0);
-  /// Withdraws the producer add_producer() announced for the topic (and its channels).
+  /// Withdraws the producer add_producer() announced for the topic (and its channels), and from
+  /// /nodes once no topic lists it.
   void remove_producer(const std::string& topic, const std::string& broadcast_address,
                        std::uint16_t tcp_port);
   /// Forgets the topic: /lookup answers 404 TOPIC_NOT_FOUND again.

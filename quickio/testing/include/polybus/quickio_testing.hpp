@@ -24,7 +24,7 @@
 /// An in-process QuickIO server for tests, and its test brokers.
 namespace polybus::quickio::testing {
 
-/// How a test QuickIO server listens and behaves; the timings default to the real server's.
+/// How a test QuickIO server listens and behaves.
 struct POLYBUS_API ServerOptions {
   /// Listens on 127.0.0.1:port; 0 picks a free port (kept across stop()/start()).
   std::uint16_t port = 0;
