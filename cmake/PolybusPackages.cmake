@@ -91,7 +91,8 @@ set(CPACK_COMPONENT_TOOLS_DESCRIPTION
     "benchmark that compares brokers.")
 
 # Each package's /usr/share/doc/<package>: copyright and changelog.Debian.gz, as Debian policy
-# asks of every package.
+# asks of every package. Only in the packages (cpack installs component by component): a plain
+# `cmake --install` to a prefix leaves them out.
 set(POLYBUS_DEB_SOURCE polybus)
 set(POLYBUS_DEB_VERSION "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
 string(TIMESTAMP POLYBUS_DEB_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
@@ -105,7 +106,8 @@ if(POLYBUS_GZIP)
     set(package ${CPACK_DEBIAN_${upper}_PACKAGE_NAME})
     install(FILES ${PROJECT_SOURCE_DIR}/cmake/debian/copyright
                   ${PROJECT_BINARY_DIR}/debian/changelog.Debian.gz
-            DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${package} COMPONENT ${component})
+            DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${package} COMPONENT ${component}
+            EXCLUDE_FROM_ALL)
   endforeach()
 endif()
 

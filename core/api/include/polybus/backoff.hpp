@@ -27,8 +27,8 @@ class POLYBUS_API Backoff {
   static Backoff full_jitter(std::chrono::milliseconds initial, std::chrono::milliseconds max);
   /// Exponential with each delay scaled by a random factor in `[1 - fraction, 1 + fraction]`,
   /// and still at most `max`.
-  static Backoff exponential_jitter(std::chrono::milliseconds initial, std::chrono::milliseconds max,
-                                    double fraction);
+  static Backoff exponential_jitter(std::chrono::milliseconds initial,
+                                    std::chrono::milliseconds max, double fraction);
   /// Your own delays: `fn` is called with each attempt number.
   static Backoff custom(BackoffFunction fn);
   /// From the options reconnect_backoff, reconnect_initial and reconnect_max (exponential_jitter

@@ -12,10 +12,14 @@
 
 namespace polybus {
 
-/// The state of one connection to a broker: connecting (an attempt started), connected,
-/// disconnected (StateEvent::reason says why), reconnecting (another attempt follows after
-/// StateEvent::retry_in), closed (for good). The client as a whole reports closed, once, last.
-enum class ConnectionState { connecting, connected, disconnected, reconnecting, closed };
+/// The state of one connection to a broker. The client as a whole reports closed, once, last.
+enum class ConnectionState {
+  connecting,    ///< an attempt to connect started
+  connected,     ///< the connection is up
+  disconnected,  ///< the connection was lost or refused; StateEvent::reason says why
+  reconnecting,  ///< another attempt follows after StateEvent::retry_in
+  closed,        ///< closed for good, by close()
+};
 /// The state's name: "connecting", "connected", ...
 POLYBUS_API const char* to_string(ConnectionState state) noexcept;
 
@@ -28,11 +32,13 @@ struct POLYBUS_API StateEvent {
   std::chrono::milliseconds retry_in{0};  ///< reconnecting: the wait before the next attempt
 };
 
-/// How much a log line matters, least first: debug (details for finding a problem), info (state
-/// changes: connections made and closed), warn (a failure the client goes on after: a lost
-/// connection, a discarded message), error (something the client or its adapter failed at
-/// unexpectedly).
-enum class LogLevel { debug, info, warn, error };
+/// How much a log line matters, least first.
+enum class LogLevel {
+  debug,  ///< details for finding a problem
+  info,   ///< state changes: connections made and closed
+  warn,   ///< a failure the client goes on after: a lost connection, a discarded message
+  error,  ///< something the client or its adapter failed at unexpectedly
+};
 /// The level's name: "debug", "info", "warn" or "error".
 POLYBUS_API const char* to_string(LogLevel level) noexcept;
 

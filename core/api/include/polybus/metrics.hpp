@@ -151,6 +151,7 @@ POLYBUS_API void write_prometheus(std::string& out, const std::vector<ClientMetr
 /// Appends the Prometheus text exposition of `brokers` to `out`.
 POLYBUS_API void write_prometheus(std::string& out, const std::vector<BrokerMetrics>& brokers);
 /// The content type a /metrics endpoint answers with.
-inline constexpr std::string_view kPrometheusContentType = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view kPrometheusContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace polybus::metrics

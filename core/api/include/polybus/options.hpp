@@ -15,10 +15,14 @@
 
 namespace polybus {
 
-/// The type of an option's value, as written in a URL query: boolean (true, false, 1, 0, yes,
-/// no, on, off), integer, duration (with a unit: "250ms", "2s", "1m", "1h"), string, or choice
-/// (one of OptionSpec::choices).
-enum class OptionType { boolean, integer, duration, string, choice };
+/// The type of an option's value, as written in a URL query.
+enum class OptionType {
+  boolean,   ///< true, false, 1, 0, yes, no, on, off
+  integer,   ///< a decimal integer, within OptionSpec's range
+  duration,  ///< with a unit: "250ms", "2s", "1m", "1h"
+  string,    ///< any text
+  choice,    ///< one of OptionSpec::choices
+};
 
 /// One option of a scheme: its name, type, default, range and what it does.
 struct POLYBUS_API OptionSpec {
@@ -88,11 +92,17 @@ class POLYBUS_API Options {
   /// Nothing is checked until the options are resolved against a table (at connect).
   Options& set(std::string key, std::string value);
   /// Sets an integer option.
-  Options& set(std::string key, std::int64_t value) { return set(std::move(key), std::to_string(value)); }
+  Options& set(std::string key, std::int64_t value) {
+    return set(std::move(key), std::to_string(value));
+  }
   /// Sets a boolean option ("true" or "false").
-  Options& set(std::string key, bool value) { return set(std::move(key), std::string(value ? "true" : "false")); }
+  Options& set(std::string key, bool value) {
+    return set(std::move(key), std::string(value ? "true" : "false"));
+  }
   /// Sets a string option (without this, a string literal would pick the bool overload).
-  Options& set(std::string key, const char* value) { return set(std::move(key), std::string(value)); }
+  Options& set(std::string key, const char* value) {
+    return set(std::move(key), std::string(value));
+  }
   /// Sets a duration option, in milliseconds ("250ms").
   Options& set(std::string key, std::chrono::milliseconds value) {
     return set(std::move(key), std::to_string(value.count()) + "ms");

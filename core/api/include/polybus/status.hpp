@@ -46,13 +46,21 @@ class POLYBUS_API Status {
   operator const std::error_code&() const noexcept { return code_; }
 
   /// Compares the code with `c` exactly (same category and value), as std::error_code does.
-  friend bool operator==(const Status& s, const std::error_code& c) noexcept { return s.code_ == c; }
+  friend bool operator==(const Status& s, const std::error_code& c) noexcept {
+    return s.code_ == c;
+  }
   /// Compares the code with `c` exactly (same category and value), as std::error_code does.
-  friend bool operator==(const std::error_code& c, const Status& s) noexcept { return s.code_ == c; }
+  friend bool operator==(const std::error_code& c, const Status& s) noexcept {
+    return s.code_ == c;
+  }
   /// The code differs from `c` (another category or value).
-  friend bool operator!=(const Status& s, const std::error_code& c) noexcept { return s.code_ != c; }
+  friend bool operator!=(const Status& s, const std::error_code& c) noexcept {
+    return s.code_ != c;
+  }
   /// The code differs from `c` (another category or value).
-  friend bool operator!=(const std::error_code& c, const Status& s) noexcept { return s.code_ != c; }
+  friend bool operator!=(const std::error_code& c, const Status& s) noexcept {
+    return s.code_ != c;
+  }
   /// Portable checks: status == polybus::errc::broker_error, status == std::errc::timed_out.
   friend bool operator==(const Status& s, const std::error_condition& c) noexcept {
     return s.code_ == c;

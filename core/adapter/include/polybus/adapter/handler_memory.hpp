@@ -3,8 +3,8 @@
 // not from the heap. asio's own per-thread cache holds two blocks and throws one away whenever a
 // larger one is wanted, so a thread that mixes reads, writes, strand hand-offs and posts
 // allocated for most of them; a thread that is not asio's (a publisher's) has no cache at all
-// (docs/performance.md, "Allocations per message"). An operation that finds both blocks taken, or that
-// is larger, gets the heap as before.
+// (docs/performance.md, "Allocations per message"). An operation that finds both blocks taken, or
+// that is larger, gets the heap as before.
 //
 // Two blocks: a post to an idle strand makes the strand's queued operation and, with the same
 // allocator, the strand's invoker. The invoker holds nothing of the owner, and destroying the
