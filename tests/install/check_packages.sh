@@ -29,17 +29,17 @@ for package in "${packages[@]}"; do
     { echo "$package was not installed"; exit 1; }
 done
 # What each package holds and depends on.
-dpkg -L libpolybus0 | grep -q '/libpolybus_core\.so\.0$' || { echo "libpolybus0 lacks libpolybus_core.so.0"; exit 1; }
-if dpkg -L libpolybus0 | grep -q '\.so$\|\.a$\|/include/'; then
+dpkg -L libpolybus0 | grep '/libpolybus_core\.so\.0$' > /dev/null || { echo "libpolybus0 lacks libpolybus_core.so.0"; exit 1; }
+if dpkg -L libpolybus0 | grep '\.so$\|\.a$\|/include/' > /dev/null; then
   echo "libpolybus0 holds development files:"; dpkg -L libpolybus0 | grep '\.so$\|\.a$\|/include/'; exit 1
 fi
 for file in '/include/polybus/polybus.hpp' '/libpolybus_core\.a$' '/libpolybus_core\.so$' \
             '/libpolybus_nsq_testing\.a$' '/cmake/polybus/polybusConfig\.cmake$' \
             '/cmake/polybus/polybusTargets-shared\.cmake$' '/cmake/polybus/polybusTargets-static\.cmake$' \
             '/pkgconfig/polybus\.pc$'; do
-  dpkg -L libpolybus-dev | grep -q "$file" || { echo "libpolybus-dev lacks $file"; exit 1; }
+  dpkg -L libpolybus-dev | grep "$file" > /dev/null || { echo "libpolybus-dev lacks $file"; exit 1; }
 done
-dpkg -L polybus-tools | grep -q '^/usr/bin/polybus$' || { echo "polybus-tools lacks /usr/bin/polybus"; exit 1; }
+dpkg -L polybus-tools | grep '^/usr/bin/polybus$' > /dev/null || { echo "polybus-tools lacks /usr/bin/polybus"; exit 1; }
 for package in libpolybus-dev polybus-tools; do
   dpkg-query -W -f='${Depends}' "$package" | grep -q "libpolybus0 (= $version)" ||
     { echo "$package does not depend on libpolybus0 (= $version)"; exit 1; }
@@ -59,6 +59,7 @@ for archive in "libpolybus0-*:/libpolybus_core.so.0$" "libpolybus-dev-*:/include
   pattern=${archive%%:*}
   file=${archive#*:}
   tarball=$(ls "$out"/$pattern.tar.gz)
-  tar -tzf "$tarball" | grep -q "$file" || { echo "$tarball lacks $file"; exit 1; }
+  # grep reads the whole listing (no -q), so that tar never dies of SIGPIPE under pipefail.
+  tar -tzf "$tarball" | grep "$file" > /dev/null || { echo "$tarball lacks $file"; exit 1; }
 done
 echo "tarballs: ok"
