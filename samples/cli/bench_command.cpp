@@ -14,6 +14,7 @@
 #include "args.hpp"
 #include "bench_report.hpp"
 #include "bench_run.hpp"
+#include "bench_targets.hpp"
 #include "commands.hpp"
 #include "metrics_endpoint.hpp"
 #include "polybus/adapter/text.hpp"
@@ -64,32 +65,6 @@ prints one table of medians with their spread, a JSON line per run and one per U
 draws throughput bars and latency percentile curves into an SVG file (or an HTML page with it).
 On a terminal, a progress line per second (one per round with --compare) goes to standard error.
 )";
-
-// broker:NAME starts an in-process test broker (kept in `brokers` until the command ends).
-struct Target {
-  std::string label, url;
-  bool in_process = false;
-};
-Target resolve_target(const std::string& given,
-                      std::vector<std::unique_ptr<testing::TestBroker>>& brokers) {
-  const std::string prefix = "broker:";
-  if (given.rfind(prefix, 0) != 0)
-    return {given, given, given.rfind("mem://", 0) == 0};
-  // broker:NAME?OPTIONS: the client's options go on the broker's URL.
-  const std::string rest = given.substr(prefix.size());
-  const std::string name = rest.substr(0, rest.find('?'));
-  const std::string options = name.size() < rest.size() ? rest.substr(name.size()) : "";
-  for (const auto& factory : testing::test_brokers()) {
-    if (factory.name != name) continue;
-    brokers.push_back(factory.start());
-    const std::string url = brokers.back()->url();
-    // Its plain URL, as `polybus broker` prints it, with the options given.
-    return {given, url.substr(0, url.find('?')) + options, true};
-  }
-  std::string known;
-  for (const auto& factory : testing::test_brokers()) known += " " + factory.name;
-  throw UsageError("no in-process broker '" + name + "'; known:" + known);
-}
 
 std::string json_line(const BenchSettings& s, const BenchResult& r, const std::string& extra) {
   char line[2048];
@@ -159,7 +134,32 @@ void print_run(const BenchSettings& s, const BenchResult& r, const Target& targe
 
 }  // namespace
 
+// broker:NAME starts an in-process test broker (kept in `brokers` until the command ends).
+Target resolve_target(const std::string& given,
+                      std::vector<std::unique_ptr<testing::TestBroker>>& brokers) {
+  const std::string prefix = "broker:";
+  if (given.rfind(prefix, 0) != 0)
+    return {given, given, given.rfind("mem://", 0) == 0};
+  // broker:NAME?OPTIONS: the client's options go on the broker's URL.
+  const std::string rest = given.substr(prefix.size());
+  const std::string name = rest.substr(0, rest.find('?'));
+  const std::string options = name.size() < rest.size() ? rest.substr(name.size()) : "";
+  for (const auto& factory : testing::test_brokers()) {
+    if (factory.name != name) continue;
+    brokers.push_back(factory.start());
+    const std::string url = brokers.back()->url();
+    // Its plain URL, as `polybus broker` prints it, with the options given.
+    return {given, url.substr(0, url.find('?')) + options, true};
+  }
+  std::string known;
+  for (const auto& factory : testing::test_brokers()) known += " " + factory.name;
+  throw UsageError("no in-process broker '" + name + "'; known:" + known);
+}
+
 int run_bench(const Argv& argv) {
+  if (!argv.empty() && argv[0] == "merge") return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
+  for (const auto& arg : argv)
+    if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return run_bench_workload(argv);
   Args args(argv,
             {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
              "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",

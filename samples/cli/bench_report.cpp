@@ -1,4 +1,5 @@
 #include "bench_report.hpp"
+#include "bench/svg_text.hpp"
 #include "polybus/adapter/text.hpp"
 
 #include <algorithm>
@@ -9,39 +10,13 @@ namespace polybus::cli {
 
 namespace {
 
-const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-
-std::string format(const char* pattern, double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, pattern, value);
-  return text;
-}
-
-// 1234567 -> "1.23M", 45678 -> "45.7k".
-std::string short_number(double value) {
-  if (value >= 1e6) return format("%.3gM", value / 1e6);
-  if (value >= 1e3) return format("%.3gk", value / 1e3);
-  return format("%.3g", value);
-}
+using bench::escape_xml;
+using bench::short_number;
+const auto& format = bench::format_number;
 
 std::string with_spread(const Spread& s, const char* pattern) {
   return format(pattern, s.median) + " (" + format(pattern, s.low) + "-" + format(pattern, s.high) +
          ")";
-}
-
-std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 double throughput(const BenchResult& r) { return r.msgs_per_sec; }
@@ -199,7 +174,7 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
     const auto s = spread_of(urls[i].rounds, throughput);
     const double x = bar_left + slot * i + slot * 0.2, w = slot * 0.6;
     const double y = bottom - plot_height * s.median / top_rate;
-    const char* colour = kColours[i % 8];
+    const char* colour = bench::report_colour(i);
     add("<rect class=\"bar\" x=\"" + format("%.1f", x) + "\" y=\"" + format("%.1f", y) +
         "\" width=\"" + format("%.1f", w) + "\" height=\"" + format("%.1f", bottom - y) +
         "\" fill=\"" + colour + "\"><title>" + escape_xml(urls[i].label) + ": " +
@@ -265,7 +240,7 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
       points += format("%.1f", x_of(i)) + "," + format("%.1f", y_of(v)) + " ";
     }
     if (points.empty()) continue;  // no latency measured (e.g. payloads bench did not write)
-    add("<polyline class=\"curve\" fill=\"none\" stroke=\"" + std::string(kColours[u % 8]) +
+    add("<polyline class=\"curve\" fill=\"none\" stroke=\"" + std::string(bench::report_colour(u)) +
         "\" stroke-width=\"2.5\" points=\"" + points + "\"><title>" + escape_xml(urls[u].label) +
         "</title></polyline>\n");
   }
@@ -279,7 +254,7 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
   for (std::size_t i = 0; i < urls.size(); ++i) {
     const double y = bottom + 62 + 20 * static_cast<double>(i);
     add("<rect x=\"" + format("%.0f", bar_left) + "\" y=\"" + format("%.1f", y - 11) +
-        "\" width=\"14\" height=\"14\" fill=\"" + kColours[i % 8] + "\"/>\n");
+        "\" width=\"14\" height=\"14\" fill=\"" + bench::report_colour(i) + "\"/>\n");
     add("<text x=\"" + format("%.0f", bar_left + 22) + "\" y=\"" + format("%.1f", y) + "\">" +
         escape_xml(urls[i].label) + " (publish " + completion_meaning(urls[i]) + "; " +
         (urls[i].in_process ? "in-process test broker" : "external broker") + ")</text>\n");

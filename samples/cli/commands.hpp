@@ -16,6 +16,10 @@ int run_sub(const Argv& args);
 int run_request(const Argv& args);
 int run_serve(const Argv& args);
 int run_bench(const Argv& args);
+// bench --workload FILE.yaml URL...: an OpenMessaging Benchmark workload.
+int run_bench_workload(const Argv& args);
+// bench merge FILE.hlog...: the percentiles of several HdrHistogram interval logs together.
+int run_bench_merge(const Argv& args);
 int run_demo(const Argv& args);
 int run_broker(const Argv& args);
 // broker nsqd: the in-process nsqd with nsqd's command line.

@@ -1,0 +1,510 @@
+#include "workload_run.hpp"
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "histogram_log.hpp"
+#include "payload_stamp.hpp"
+#include "polybus/client.hpp"
+
+namespace polybus::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t micros_between(SteadyClock::time_point from, SteadyClock::time_point to) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+}
+
+// A few io threads for every client of the run: a thousand connections need not be a thousand
+// threads.
+class IoPool {
+ public:
+  explicit IoPool(std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) {
+      auto io = std::make_unique<asio::io_context>(1);
+      guards_.emplace_back(asio::make_work_guard(*io));
+      threads_.emplace_back([raw = io.get()] { raw->run(); });
+      contexts_.push_back(std::move(io));
+    }
+  }
+  ~IoPool() {
+    for (auto& guard : guards_) guard.reset();
+    for (auto& io : contexts_) io->stop();
+    for (auto& thread : threads_) thread.join();
+  }
+  asio::io_context* next() { return contexts_[next_++ % contexts_.size()].get(); }
+
+ private:
+  std::vector<std::unique_ptr<asio::io_context>> contexts_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::size_t next_ = 0;
+};
+
+// The interval and the whole-run histogram of one latency, recorded from any thread.
+class LatencyRecorder {
+ public:
+  void record(std::int64_t micros) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    interval_.record(micros);
+    total_.record(micros);
+  }
+  HdrHistogram take_interval() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HdrHistogram taken = interval_;
+    interval_.reset();
+    return taken;
+  }
+  HdrHistogram total() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return total_;
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    interval_.reset();
+    total_.reset();
+  }
+
+ private:
+  std::mutex mutex_;
+  HdrHistogram interval_ = HdrHistogram::for_latency_us();
+  HdrHistogram total_ = HdrHistogram::for_latency_us();
+};
+
+struct Counters {
+  std::atomic<std::uint64_t> published{0}, errors{0}, received{0};
+  std::mutex first_error_mutex;
+  std::string first_error;
+  void fail(const std::string& what) {
+    ++errors;
+    std::lock_guard<std::mutex> lock(first_error_mutex);
+    if (first_error.empty()) first_error = what;
+  }
+};
+
+struct Producer {
+  Client client;
+  std::string topic;
+  std::uint32_t in_flight = 0;  // under the thread's mutex
+};
+
+// One thread's producers, sent to in turn at its share of the rate.
+struct ProducerThread {
+  std::vector<std::shared_ptr<Producer>> producers;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::uint64_t in_flight = 0;
+  std::thread thread;
+};
+
+// The payloads to send: the payload file's bytes, a pool of randomized ones, or filler.
+std::vector<std::string> make_payloads(const Workload& w) {
+  if (!w.payload_file.empty()) {
+    std::ifstream in(w.payload_file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw std::runtime_error(w.payload_file + ": cannot be read");
+    return {bytes};
+  }
+  std::string filler(w.message_size, ' ');
+  for (std::size_t i = 0; i < filler.size(); ++i) filler[i] = static_cast<char>('a' + i % 26);
+  if (!w.use_randomized_payloads) return {filler};
+  // OMB's randomized payloads: randomBytesRatio of each one random, the rest zeros.
+  std::mt19937_64 random(42);
+  std::vector<std::string> pool;
+  const auto random_bytes = static_cast<std::size_t>(w.random_bytes_ratio * w.message_size);
+  for (std::uint32_t i = 0; i < w.randomized_payload_pool_size; ++i) {
+    std::string payload(w.message_size, '\0');
+    for (std::size_t b = 0; b < random_bytes; ++b)
+      payload[b] = static_cast<char>(random() & 0xff);
+    pool.push_back(std::move(payload));
+  }
+  return pool;
+}
+
+// OMB's RateController: every period, back off when the receive or the publish backlog passed
+// 1,000 messages, else ramp up, doubling the ramp each calm period and halving it each backlogged
+// one (between 1% and 100%).
+class RateController {
+ public:
+  double next(double rate, double period_s, std::uint64_t published_total,
+              std::uint64_t received_total, std::uint64_t published_period,
+              std::uint64_t received_period) {
+    const double expected = rate * period_s;
+    const auto receive_backlog = static_cast<double>(published_total) - static_cast<double>(received_total);
+    if (receive_backlog > kBacklogLimit) {
+      ramp_ = std::max(kMinRamp, ramp_ / 2);
+      return std::max(1.0, std::min(static_cast<double>(received_period) / period_s,
+                                    std::max(0.0, expected - receive_backlog) / period_s));
+    }
+    const double publish_backlog = expected - static_cast<double>(published_period);
+    if (publish_backlog > kBacklogLimit) {
+      ramp_ = std::max(kMinRamp, ramp_ / 2);
+      return std::max(1.0, std::min(static_cast<double>(published_period) / period_s,
+                                    std::max(0.0, expected - publish_backlog) / period_s));
+    }
+    ramp_ = std::min(kMaxRamp, ramp_ * 2);
+    return rate * (1 + ramp_);
+  }
+
+ private:
+  static constexpr double kBacklogLimit = 1000, kMinRamp = 0.01, kMaxRamp = 1;
+  double ramp_ = kMaxRamp;
+};
+
+template <typename... Values>
+std::string format(const char* pattern, Values... values) {
+  char text[512];
+  std::snprintf(text, sizeof text, pattern, values...);
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> unmapped_fields(const Workload& w, const SchemeTraits& t) {
+  std::vector<std::string> out;
+  const std::string& s = t.scheme;
+  if (!t.pubsub) {
+    out.push_back(s + " has no publish/subscribe: each message is a request to its topic, served "
+                      "by the topic's consumers; publish latency is the round trip, end-to-end "
+                      "is request to responder");
+    if (w.subscriptions_per_topic > 1)
+      out.push_back("subscriptionsPerTopic " + std::to_string(w.subscriptions_per_topic) +
+                    ": a request reaches one responder, so the subscriptions share the requests "
+                    "instead of each receiving every one");
+  }
+  if (w.partitions_per_topic > 1)
+    out.push_back("partitionsPerTopic " + std::to_string(w.partitions_per_topic) + ": " + s +
+                  " topics have no partitions; each topic is one stream");
+  if (w.key_distributor != KeyDistributor::no_key)
+    out.push_back(std::string("keyDistributor ") + key_distributor_name(w.key_distributor) +
+                  ": " + s + " has no message keys; messages are sent without one");
+  if (t.pubsub && !t.consumer_groups && w.consumer_per_subscription > 1)
+    out.push_back("consumerPerSubscription " + std::to_string(w.consumer_per_subscription) + ": " +
+                  s + " has no consumer groups, so each consumer of a subscription receives "
+                      "every message (the backlog counts every copy)");
+  if (!t.publish_confirmed)
+    out.push_back("publish latency: " + s + " confirms no publish, so a publish completes once "
+                                            "it was written to the connection");
+  return out;
+}
+
+OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
+  auto stopped = [&] { return settings.stop && settings.stop->load(); };
+  const std::uint64_t producer_count = std::uint64_t{w.topics} * w.producers_per_topic;
+  const std::uint64_t consumer_count =
+      std::uint64_t{w.topics} * w.subscriptions_per_topic * w.consumer_per_subscription;
+  IoPool io(std::min<std::uint64_t>(2, std::max<std::uint64_t>(1, producer_count + consumer_count)));
+  std::vector<Client> clients;
+  auto connect_one = [&] {
+    ConnectOptions options;
+    options.io_context = io.next();
+    clients.push_back(polybus::connect(settings.url, std::move(options)));
+    return clients.back();
+  };
+  struct CloseAll {  // every client closed before the io threads stop, whatever is thrown
+    std::vector<Client>& clients;
+    ~CloseAll() {
+      for (auto& c : clients) c.close_sync(std::chrono::seconds(10));
+    }
+  } close_all{clients};
+
+  const Client probe = connect_one();
+  const Capabilities caps = probe.capabilities();
+  SchemeTraits traits{probe.scheme(), caps.publish && caps.subscribe, caps.consumer_groups,
+                      caps.publish_confirmed};
+  if (!traits.pubsub && !caps.request_reply)
+    throw std::runtime_error(probe.scheme() + " can neither publish/subscribe nor request/reply");
+
+  OmbResult result;
+  result.workload = w.name;
+  result.driver = settings.driver;
+  result.url = settings.url;
+  result.message_size = w.message_size;
+  result.topics = w.topics;
+  result.partitions = w.partitions_per_topic;
+  result.producers_per_topic = w.producers_per_topic;
+  result.consumers_per_topic = w.consumer_per_subscription;  // as OMB fills it
+  result.unmapped = unmapped_fields(w, traits);
+  result.window_seconds = std::chrono::duration<double>(settings.window).count();
+  const std::vector<std::string> payloads = make_payloads(w);
+  if (payloads.front().size() < kLongestStamp)
+    result.unmapped.push_back("end-to-end latency: a " + std::to_string(payloads.front().size()) +
+                              "-byte message is too short to carry its send time (" +
+                              std::to_string(kLongestStamp) + " bytes)");
+
+  char nonce[16];
+  std::snprintf(nonce, sizeof nonce, "%06x", static_cast<unsigned>(std::random_device{}() & 0xffffff));
+  auto topic_name = [&](std::uint32_t t) {
+    char name[64];
+    std::snprintf(name, sizeof name, "omb-%s-%04u", nonce, t);
+    return std::string(name);
+  };
+
+  Counters counters;
+  LatencyRecorder publish_latency, publish_delay, end_to_end;
+  auto on_receipt = [&](std::string_view payload) {
+    if (auto sent = payload_stamp(payload)) {
+      const std::int64_t micros = (wall_ns() - *sent) / 1000;
+      if (micros >= 0) end_to_end.record(micros);
+    }
+    ++counters.received;
+  };
+
+  // Consumers first, as OMB creates them, so that no message is published before it has a
+  // subscription to go to.
+  std::vector<Subscription> subscriptions;
+  const auto subscribe_start = SteadyClock::now();
+  for (std::uint32_t t = 0; t < w.topics; ++t)
+    for (std::uint32_t s = 0; s < w.subscriptions_per_topic; ++s)
+      for (std::uint32_t c = 0; c < w.consumer_per_subscription; ++c) {
+        Client client = connect_one();
+        SubscribeOptions options;
+        if (traits.pubsub) {
+          if (caps.consumer_groups) options.group = "sub-" + std::to_string(s) + "-" + nonce;
+          subscriptions.push_back(client.subscribe(topic_name(t), options, [&](Message& m) {
+            on_receipt(m.payload());
+          }));
+        } else {
+          subscriptions.push_back(client.serve(
+              topic_name(t),
+              [&](Message& m) {
+                on_receipt(m.payload());
+                return std::string("ok");
+              },
+              options));
+        }
+      }
+  for (auto& sub : subscriptions)
+    if (auto status = sub.wait_ready(settings.subscribe_timeout))
+      throw std::runtime_error("a subscription failed: " + status.message());
+  const double subscribe_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - subscribe_start).count();
+  if (settings.progress)
+    settings.progress(format("%zu subscription(s) ready in %.3f s", subscriptions.size(),
+                             subscribe_seconds));
+
+  // Producers, spread over a few sending threads.
+  const std::size_t thread_count = static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
+  std::vector<std::unique_ptr<ProducerThread>> threads;
+  for (std::size_t i = 0; i < thread_count; ++i) threads.push_back(std::make_unique<ProducerThread>());
+  for (std::uint32_t t = 0; t < w.topics; ++t)
+    for (std::uint32_t p = 0; p < w.producers_per_topic; ++p) {
+      auto producer = std::make_shared<Producer>();
+      producer->client = connect_one();
+      producer->topic = topic_name(t);
+      const std::size_t index = (std::size_t{t} * w.producers_per_topic + p) % thread_count;
+      threads[index]->producers.push_back(std::move(producer));
+    }
+
+  const bool find_rate = w.producer_rate == 0;
+  std::atomic<double> rate{find_rate ? 10'000.0 : static_cast<double>(w.producer_rate)};
+  std::atomic<bool> sending{true};
+  std::atomic<std::uint64_t> sequence{0};
+  const std::uint32_t window = settings.max_in_flight_per_producer;
+  const auto run_start = SteadyClock::now();
+  const double run_start_epoch = static_cast<double>(wall_ns()) / 1e9;
+  for (auto& owned : threads) {
+    ProducerThread* pt = owned.get();
+    pt->thread = std::thread([&, pt] {
+      auto due = SteadyClock::now();
+      std::size_t turn = 0;
+      std::uint64_t payload_turn = 0;
+      while (sending.load()) {
+        // This thread's share of the rate, read each message: the rate controller changes it.
+        const double share = rate.load() / static_cast<double>(threads.size());
+        due += std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(1.0 / share));
+        // Waits in steps, so that the end of the run is not held up by a slow rate.
+        while (SteadyClock::now() < due && sending.load())
+          std::this_thread::sleep_until(std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
+        auto& producer = *pt->producers[turn++ % pt->producers.size()];
+        {
+          std::unique_lock<std::mutex> lock(pt->mutex);
+          pt->cv.wait(lock, [&] { return producer.in_flight < window || !sending.load(); });
+          if (!sending.load()) break;
+          ++producer.in_flight;
+          ++pt->in_flight;
+        }
+        const auto sent = SteadyClock::now();
+        publish_delay.record(std::max<std::int64_t>(0, micros_between(due, sent)));
+        std::string payload = payloads[payload_turn++ % payloads.size()];
+        stamp_payload(payload, sequence++, wall_ns());
+        auto done = [&, pt, p = &producer, sent](bool ok, const std::string& error) {
+          if (ok) {
+            publish_latency.record(micros_between(sent, SteadyClock::now()));
+            ++counters.published;
+          } else {
+            counters.fail(error);
+          }
+          std::lock_guard<std::mutex> lock(pt->mutex);
+          --p->in_flight;
+          --pt->in_flight;
+          pt->cv.notify_all();
+        };
+        if (traits.pubsub)
+          producer.client.publish(producer.topic, std::move(payload),
+                                  [done](const Status& status) { done(!status, status.message()); });
+        else
+          producer.client.request(producer.topic, std::move(payload), [done](Reply reply) {
+            done(!reply.ec, reply.status().message());
+          });
+      }
+    });
+  }
+
+  // The windows: what happened since the last one, as OMB's printAndCollectStats takes it.
+  std::unique_ptr<HistogramLogWriter> log;
+  if (settings.histogram_log)
+    log = std::make_unique<HistogramLogWriter>(*settings.histogram_log, run_start_epoch,
+                                               "[polybus bench: " + w.name + " on " + settings.driver +
+                                                   "; values in microseconds]");
+  const std::uint64_t copies =
+      traits.pubsub ? std::uint64_t{w.subscriptions_per_topic} *
+                          (caps.consumer_groups ? 1 : w.consumer_per_subscription)
+                    : 1;
+  auto backlog_now = [&] {
+    const auto expected = copies * counters.published.load();
+    const auto received = counters.received.load();
+    return expected > received ? static_cast<std::int64_t>(expected - received) : 0;
+  };
+  std::uint64_t last_published = 0, last_errors = 0, last_received = 0;
+  auto last_window = SteadyClock::now();
+  auto take_window = [&](bool record, const char* phase) {
+    const auto now = SteadyClock::now();
+    const double seconds = std::max(1e-9, std::chrono::duration<double>(now - last_window).count());
+    const std::uint64_t published = counters.published.load(), errors = counters.errors.load(),
+                        received = counters.received.load();
+    const double publish_rate = static_cast<double>(published - last_published) / seconds;
+    const double error_rate = static_cast<double>(errors - last_errors) / seconds;
+    const double consume_rate = static_cast<double>(received - last_received) / seconds;
+    const HdrHistogram pub = publish_latency.take_interval();
+    const HdrHistogram delay = publish_delay.take_interval();
+    const HdrHistogram e2e = end_to_end.take_interval();
+    const LatencySummary pub_ms = summarize(pub, 1000), delay_us = summarize(delay, 1),
+                         e2e_ms = summarize(e2e, 1000);
+    if (record) {
+      result.publish_rate.push_back(publish_rate);
+      result.publish_error_rate.push_back(error_rate);
+      result.consume_rate.push_back(consume_rate);
+      result.backlog.push_back(backlog_now());
+      result.publish_latency.windows.push_back(pub_ms);
+      result.publish_delay.windows.push_back(delay_us);
+      result.end_to_end.windows.push_back(e2e_ms);
+      const double start = std::chrono::duration<double>(last_window - run_start).count();
+      result.window_start_seconds.push_back(start);
+      if (log) {
+        log->write("publish", start, seconds, pub);
+        log->write("publish-delay", start, seconds, delay);
+        log->write("end-to-end", start, seconds, e2e);
+      }
+    }
+    if (settings.progress)
+      settings.progress(format(
+          "%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
+          "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
+          phase, publish_rate,
+          publish_rate * static_cast<double>(payloads.front().size()) / (1 << 20), error_rate,
+          consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg, pub_ms.p50,
+          pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
+    last_published = published, last_errors = errors, last_received = received;
+    last_window = now;
+  };
+
+  // Runs until `until` says stop, taking a window every settings.window, and steering the rate
+  // every 3 s when the workload asks for the highest sustainable one.
+  RateController controller;
+  auto last_steer = SteadyClock::now();
+  std::uint64_t steer_published = 0, steer_received = 0;
+  auto run_phase = [&](bool record, const char* phase, const std::function<bool()>& until) {
+    last_window = SteadyClock::now();
+    while (!stopped() && !until()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const auto now = SteadyClock::now();
+      if (find_rate && now - last_steer >= std::chrono::seconds(3)) {
+        const double period = std::chrono::duration<double>(now - last_steer).count();
+        const auto published = counters.published.load(), received = counters.received.load() / copies;
+        rate.store(controller.next(rate.load(), period, published, received,
+                                   published - steer_published, received - steer_received));
+        steer_published = published, steer_received = received;
+        last_steer = now;
+      }
+      if (now - last_window >= settings.window) take_window(record, phase);
+    }
+    if (SteadyClock::now() - last_window >= std::chrono::milliseconds(1)) take_window(record, phase);
+  };
+
+  const auto warmup_end = SteadyClock::now() + w.warmup_duration();
+  if (w.warmup_duration().count() > 0)
+    run_phase(false, "warm-up", [&] { return SteadyClock::now() >= warmup_end; });
+  // OMB resets the latencies only: counts and the backlog carry over into the test.
+  publish_latency.reset();
+  publish_delay.reset();
+  end_to_end.reset();
+  const auto test_start = SteadyClock::now();
+  if (w.consumer_backlog_size_gb > 0 && !stopped()) {
+    const double target_messages = static_cast<double>(w.consumer_backlog_size_gb) * (1 << 30) /
+                                   static_cast<double>(payloads.front().size());
+    for (auto& sub : subscriptions) sub.pause();
+    run_phase(true, "backlog", [&] { return static_cast<double>(backlog_now()) >= target_messages; });
+    for (auto& sub : subscriptions) sub.resume();
+    const auto drained = static_cast<std::int64_t>(
+        std::max(1000.0, (1.0 - w.backlog_drain_ratio) * target_messages));
+    run_phase(true, "drain", [&] { return backlog_now() <= drained; });
+  }
+  const auto test_end = SteadyClock::now() + w.test_duration();
+  run_phase(true, "test", [&] { return SteadyClock::now() >= test_end; });
+  const double test_seconds = std::chrono::duration<double>(SteadyClock::now() - test_start).count();
+  if (stopped()) {
+    result.complete = false;
+    result.incomplete_because = "interrupted after " + format("%.1f", test_seconds) + " s of the test";
+  }
+
+  sending.store(false);
+  for (auto& pt : threads) {
+    {
+      std::lock_guard<std::mutex> lock(pt->mutex);
+      pt->cv.notify_all();
+    }
+    pt->thread.join();
+  }
+  // What is still in flight completes (or fails) within the client's op_timeout.
+  for (auto& pt : threads) {
+    std::unique_lock<std::mutex> lock(pt->mutex);
+    pt->cv.wait_for(lock, std::chrono::seconds(60), [&] { return pt->in_flight == 0; });
+  }
+  const HdrHistogram pub_total = publish_latency.total(), delay_total = publish_delay.total(),
+                     e2e_total = end_to_end.total();
+  result.aggregated_publish = summarize(pub_total, 1000);
+  result.aggregated_delay = summarize(delay_total, 1);
+  result.aggregated_end_to_end = summarize(e2e_total, 1000);
+  result.publish_quantiles = quantiles(pub_total, 1000);
+  result.delay_quantiles = quantiles(delay_total, 1);
+  result.end_to_end_quantiles = quantiles(e2e_total, 1000);
+  result.published = counters.published.load();
+  result.publish_errors = counters.errors.load();
+  result.received = counters.received.load();
+  {
+    std::lock_guard<std::mutex> lock(counters.first_error_mutex);
+    result.first_error = counters.first_error;
+  }
+  for (auto& sub : subscriptions) sub.unsubscribe_sync(std::chrono::seconds(10));
+  return result;
+}
+
+}  // namespace polybus::bench
