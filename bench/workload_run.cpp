@@ -300,6 +300,16 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     settings.progress(format("%zu subscription(s) ready in %.3f s", subscriptions.size(),
                              subscribe_seconds));
 
+  // One message to a topic of its own first: a payload the scheme refuses (QuickIO's text
+  // payloads are UTF-8) fails the run here, with the broker's words, not as every publish.
+  if (traits.pubsub && producer_count > 0) {
+    PublishOptions options;
+    options.timeout = std::chrono::seconds(30);
+    Client sender = probe;
+    if (auto status = sender.publish_sync(topic_name(w.topics) + "-probe", payloads.front(), options))
+      throw std::runtime_error("the workload's payload was refused: " + status.message());
+  }
+
   // Producers, spread over a few sending threads.
   const std::size_t thread_count = static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
   std::vector<std::unique_ptr<ProducerThread>> threads;
