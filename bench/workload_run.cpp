@@ -456,7 +456,11 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
       }
       if (now - last_window >= settings.window) take_window(record, phase);
     }
-    if (SteadyClock::now() - last_window >= std::chrono::milliseconds(1)) take_window(record, phase);
+    // What is left since the last window: a window of its own when interrupted or when it is
+    // a real part of one, else the few milliseconds the last check ran late.
+    const auto left = SteadyClock::now() - last_window;
+    if ((stopped() && left >= std::chrono::milliseconds(1)) || left >= settings.window / 10)
+      take_window(record, phase);
   };
 
   const auto warmup_end = SteadyClock::now() + w.warmup_duration();

@@ -6,6 +6,8 @@
 #   DEST_DIR/pynsq          pynsq peer: runs tests/harness/pynsq/peer.py in DEST_DIR/pynsq-venv
 #   DEST_DIR/nsqjs          nsqjs peer: runs tests/harness/nsqjs/peer.js with the node_modules
 #                           that `npm ci` installs beside it (gitignored)
+#   DEST_DIR/hdrh-read      HdrHistogram's Python library reading interval logs
+#                           (tests/harness/hdrhistogram/read_log.py, in the pynsq venv)
 #
 # Each is an executable with the same command line (tests/integration/README.md, or the top of
 # any peer's source): `pub ADDR TOPIC COUNT PREFIX`, `sub ADDR TOPIC CHANNEL COUNT TIMEOUT_S`,
@@ -84,8 +86,16 @@ if command -v python3 > /dev/null && python3 -c 'import venv, ensurepip' 2> /dev
   else
     echo "pynsq: FAILED to install (see above)"; status=1
   fi
+  if [ $ok = 1 ] && "$venv/bin/python" -W ignore -c 'import hdrh.log' 2> /dev/null; then
+    launcher hdrh-read "$venv/bin/python" "$src/hdrhistogram/read_log.py"
+    echo "hdrh-read: $dest/hdrh-read (hdrhistogram $("$venv/bin/python" -c \
+      'import importlib.metadata as m; print(m.version("hdrhistogram"))' 2> /dev/null))"
+  else
+    echo "hdrh-read: FAILED to install (see above)"; status=1
+  fi
 else
   skip pynsq "no python3 with venv; Debian: apt-get install python3-venv"
+  skip hdrh-read "no python3 with venv; Debian: apt-get install python3-venv"
 fi
 
 # --- nsqjs
