@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# `polybus bench --workload` at its edges: a workload file that is not one is refused before
+# anything connects, naming the file, the field and the value; Ctrl-C ends a run with what it
+# measured written and marked incomplete; --report draws each URL's windows; producerRate 0
+# finds a rate.
+#
+#   bench/tests/workload_edges.sh POLYBUS_BINARY
+set -euo pipefail
+polybus=$1
+work=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"' EXIT
+fail() {
+  echo "FAILED: $*"
+  exit 1
+}
+cd "$work"
+command -v rsvg-convert > /dev/null ||
+  fail "rsvg-convert is missing: Debian's librsvg2-bin has it (.ci/install-deps installs it)"
+
+base='name: edge
+topics: 1
+messageSize: 100
+subscriptionsPerTopic: 1
+producersPerTopic: 1
+consumerPerSubscription: 1
+testDurationMinutes: 1
+'
+# Nothing listens on port 1: a refusal that named the connection instead of the file would
+# show that something connected first.
+refused() {  # expected-stderr-text, yaml, extra flags...
+  local want=$1 yaml=$2
+  shift 2
+  printf '%s' "$yaml" > bad.yaml
+  local status=0
+  "$polybus" bench --workload bad.yaml nsq://127.0.0.1:1 "$@" > out 2> err || status=$?
+  [ $status = 2 ] || fail "exit $status (not 2) for: $want; stderr: $(cat err)"
+  grep -qF -- "$want" err || fail "stderr lacks '$want': $(cat err)"
+  [ -s out ] && fail "printed before refusing: $(cat out)"
+  echo "refused: $(head -1 err)"
+}
+refused "bad.yaml: not YAML" 'topics: [1, 2
+'
+refused "bad.yaml: partitions (line 9): not a field of an OMB workload" "${base}producerRate: 10
+partitions: 3
+"
+refused "bad.yaml: producerRate (line 8): must not be negative, got '-1'" "${base}producerRate: -1
+"
+refused "producerRate (line 8): 1000000000000 is out of range" "${base}producerRate: 1000000000000
+"
+refused "topics (line 2): 1000000000 is out of range" "$(echo "$base" | sed 's/^topics: 1$/topics: 1000000000/')
+producerRate: 10
+"
+refused "bad.yaml: payloadFile: 'payload/missing.data' does not exist" "${base}producerRate: 10
+payloadFile: payload/missing.data
+"
+head -c 5000 /dev/zero > big.data
+refused "bad.yaml: payloadFile: 'big.data' is 5000 bytes, larger than --max-payload 4096" \
+  "${base}producerRate: 10
+payloadFile: big.data
+" --max-payload 4096
+refused "--duration wants a duration such as 10s" "${base}producerRate: 10
+" --duration ten
+
+# Ctrl-C: the run stops within a window and writes what it measured, marked incomplete.
+printf '%sproducerRate: 2000\n' "$base" > run.yaml
+mkfifo progress
+"$polybus" bench --workload run.yaml broker:nsq --duration 600s --warmup 0s --window-seconds 1 \
+  --result interrupted.json --histogram-log interrupted.hlog > progress 2> err &
+pid=$!
+exec 3< progress
+while read -r -t 60 line <&3; do
+  echo "$line" >> out
+  case $line in *" test: "*) break ;; esac
+done
+grep -q " test: " out || fail "no test window within 60 s: $(cat out err)"
+kill -INT "$pid"
+cat <&3 >> out
+status=0
+wait "$pid" || status=$?
+pid=
+[ $status = 1 ] || fail "interrupted run exited $status, not 1: $(cat err)"
+grep -q "INCOMPLETE (interrupted after" out || fail "summary not marked: $(cat out)"
+python3 - << 'PY' || fail "interrupted result: $(cat interrupted.json)"
+import json
+r = json.load(open("interrupted.json"))
+p = r["polybus"]
+assert p["complete"] is False, p
+assert p["incompleteBecause"].startswith("interrupted after"), p
+assert len(r["publishRate"]) >= 1 and p["published"] > 0, r["publishRate"]
+PY
+grep -q '^Tag=end-to-end,' interrupted.hlog || fail "no interval in the log"
+"$polybus" bench merge interrupted.hlog > /dev/null || fail "the interrupted log does not merge"
+echo "Ctrl-C: incomplete result and log written"
+
+# producerRate 0: OMB's rate controller ramps from 10,000 msg/s, doubling while nothing backs up.
+printf '%sproducerRate: 0\n' "$base" > find.yaml
+"$polybus" bench --workload find.yaml mem://find broker:figg --duration 7s --warmup 0s \
+  --window-seconds 1 --result found.json --report report.svg > out 2> err ||
+  fail "producerRate 0: $(cat err)"
+python3 - << 'PY' || fail "rate search did not ramp: $(grep ' test: ' out)"
+import json
+for path in ("found-1.json", "found-2.json"):
+    rates = json.load(open(path))["publishRate"]
+    assert max(rates) > 15000, (path, rates)
+PY
+echo "producerRate 0: ramped past 15000 msg/s"
+
+# The report: four panels (publish and consume rates, publish and end-to-end p99) per window,
+# a line per URL in each, which a real renderer draws.
+grep -q "^report: report.svg$" err || fail "no report line: $(cat err)"
+[ "$(grep -c 'class="panel"' report.svg)" = 4 ] || fail "not 4 panels"
+[ "$(grep -c 'class="series"' report.svg)" = 8 ] || fail "not 8 series (4 panels x 2 URLs)"
+for text in 'Publish rate per window' 'Consume rate per window' 'Publish latency p99 per window' \
+            'End-to-end latency p99 per window' '>mem://find<' '>broker:figg<'; do
+  grep -qF -- "$text" report.svg || fail "report lacks $text"
+done
+rsvg-convert -o report.png report.svg || fail "rsvg-convert could not render the report"
+[ -s report.png ] || fail "empty rendering"
+echo "report: rendered"
