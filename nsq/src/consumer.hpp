@@ -12,6 +12,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "random_seed.hpp"
 #include "connection.hpp"
 #include "dial_pacer.hpp"
 #include "in_flight_window.hpp"
@@ -135,7 +136,7 @@ class Consumer : public AdapterSubscription,
   std::size_t rotation_ = 0;  // which connections hold RDY when max_in_flight < connections
   std::size_t lookup_round_ = 0;
   std::function<void()> stopped_;
-  std::mt19937 random_{std::random_device{}()};
+  std::mt19937 random_{engine_seed()};
 };
 
 }  // namespace polybus::nsq

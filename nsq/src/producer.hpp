@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "random_seed.hpp"
 #include "connection.hpp"
 #include "dial_pacer.hpp"
 #include "options.hpp"
@@ -140,7 +141,7 @@ class Producer : public std::enable_shared_from_this<Producer> {
   bool gather_flush_posted_ = false;
   HandlerMemory gather_flush_memory_;  // for that one post: asio's own cache missed it often
   bool closed_ = false;
-  std::mt19937 random_{std::random_device{}()};
+  std::mt19937 random_{engine_seed()};
 };
 
 }  // namespace polybus::nsq

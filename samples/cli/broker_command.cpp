@@ -20,7 +20,7 @@ int run_broker(const Argv& argv) {
     if (argv[0] == "figg-server") return run_figg_server(rest);
     if (argv[0] == "memodb-broker") return run_memodb_broker(rest);
   }
-  Args args(argv, {"port", "metrics"}, {"tuned-for-tests"});
+  Args args(argv, {"port", "metrics", "nsqd", "topic"}, {"tuned-for-tests"});
   if (args.help()) {
     std::cout << "usage: polybus broker NAME [--port P] [--tuned-for-tests] [--metrics HOST:PORT]\n"
                  "Runs the in-process broker NAME until interrupted; prints its URL on the first "
@@ -30,7 +30,9 @@ int run_broker(const Argv& argv) {
                  "nsqlookupd's) or a free one. --metrics serves what the broker carried at "
                  "http://HOST:PORT/metrics (Prometheus text format; docs/metrics.md): "
                  "connections, bytes, and per topic and group the messages published, delivered, "
-                 "acked, queued and in flight. NAME is one of:";
+                 "acked, queued and in flight. nsq+lookupd takes --nsqd N (N nsqd registered "
+                 "with the nsqlookupd, default 1) and --topic T (created on every nsqd, so that "
+                 "a consumer of T connects to all N: a lookupd fan-out). NAME is one of:";
     std::cout << "\nWith a real server's name (nsqd, nsqlookupd, figg-server, memodb-broker) it "
                  "takes that server's own command line instead (polybus broker nsqd --help); "
                  "docs/testing.md. The others:";
@@ -43,6 +45,12 @@ int run_broker(const Argv& argv) {
     throw UsageError("unexpected argument '" + args.positional()[1] + "'");
   const auto port = static_cast<std::uint16_t>(args.number("port", 0, 1, 65535));
   block_termination_signals();
+  if (args.has("nsqd") || args.has("topic")) {
+    if (name != "nsq+lookupd") throw UsageError("--nsqd and --topic go with nsq+lookupd");
+    return run_lookupd_fan_out(static_cast<std::uint32_t>(args.number("nsqd", 1, 1, 10'000)),
+                               args.value("topic").value_or(""),
+                               static_cast<std::uint16_t>(args.number("port", 0, 1, 65535)));
+  }
   for (const auto& factory : testing::test_brokers()) {
     if (factory.name != name) continue;
     if (args.has("port") && !factory.start_on_port)

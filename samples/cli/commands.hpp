@@ -20,11 +20,16 @@ int run_bench(const Argv& args);
 int run_bench_workload(const Argv& args);
 // bench merge FILE.hlog...: the percentiles of several HdrHistogram interval logs together.
 int run_bench_merge(const Argv& args);
+// bench scale URL --topics N: what one client costs per subscription and connection.
+int run_bench_scale(const Argv& args);
 int run_demo(const Argv& args);
 int run_broker(const Argv& args);
 // broker nsqd: the in-process nsqd with nsqd's command line.
 int run_nsqd(const Argv& args);
 int run_nsqlookupd(const Argv& args);
+// broker nsq+lookupd --nsqd N --topic T: an nsqlookupd on `port` (0: a free one) with N nsqd
+// registered, each holding topic T; prints the nsq+lookupd URL and runs until interrupted.
+int run_lookupd_fan_out(std::uint32_t nsqd_count, const std::string& topic, std::uint16_t port);
 int run_figg_server(const Argv& args);
 int run_memodb_broker(const Argv& args);
 int run_proxy(const Argv& args);

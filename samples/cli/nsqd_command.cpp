@@ -277,3 +277,29 @@ int run_nsqd(const Argv& argv) {
 }
 
 }  // namespace polybus::cli
+
+namespace polybus::cli {
+
+int run_lookupd_fan_out(std::uint32_t nsqd_count, const std::string& topic, std::uint16_t port) {
+  auto lookupd = nsq::testing::Lookupd::start(port);
+  std::vector<std::unique_ptr<nsq::testing::Nsqd>> nsqds;
+  nsqds.reserve(nsqd_count);
+  for (std::uint32_t i = 0; i < nsqd_count; ++i) {
+    nsqds.push_back(nsq::testing::Nsqd::start());
+    nsqds.back()->register_with(*lookupd);
+    // A topic exists on an nsqd once something is published to it: one message each, so that
+    // the lookupd names every nsqd for it.
+    if (!topic.empty()) {
+      Client client = polybus::connect("nsq://" + nsqds.back()->tcp_address());
+      if (auto status = client.publish_sync(topic, "fan-out"))
+        throw std::runtime_error("creating " + topic + " on " + nsqds.back()->tcp_address() + ": " +
+                                 status.message());
+      client.close_sync(std::chrono::seconds(5));
+    }
+  }
+  std::cout << "nsq+lookupd://" << lookupd->http_address() << std::endl;
+  wait_for_termination_signal();
+  return 0;
+}
+
+}  // namespace polybus::cli

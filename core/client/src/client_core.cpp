@@ -347,8 +347,12 @@ std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
   {
     std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
     auto& subs = metric_subscriptions_;
-    subs.erase(std::remove_if(subs.begin(), subs.end(), [](const auto& s) { return s.expired(); }),
-               subs.end());
+    if (subs.size() >= 2 * metric_subscriptions_pruned_at_ + 16) {
+      subs.erase(
+          std::remove_if(subs.begin(), subs.end(), [](const auto& s) { return s.expired(); }),
+          subs.end());
+      metric_subscriptions_pruned_at_ = subs.size();
+    }
     subs.push_back(sub);
   }
   SubscribeSpec spec{std::string(topic), options.group, options.from_offset, max_in_flight};
@@ -362,7 +366,7 @@ std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
       sub->deactivate();
       return;
     }
-    self->subscriptions_.push_back(sub);
+    self->subscriptions_.insert(sub);
     try {
       auto adapter_sub = adapter_serves ? self->adapter_->serve(serve_spec, sub)
                                         : self->adapter_->subscribe(spec, sub);
@@ -379,8 +383,7 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                              std::function<void(const Status&)> done) {
   // strand
   sub->deactivate();
-  auto& subs = subscriptions_;
-  subs.erase(std::remove(subs.begin(), subs.end(), sub), subs.end());
+  subscriptions_.erase(sub);
   auto adapter_sub = sub->adapter();
   if (!adapter_sub || !ops_) {
     shared_->complete("unsubscribe from " + sub->topic(), done, Status{});

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
@@ -327,10 +328,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // The subscriptions a metrics snapshot reports (any thread; pruned as they go).
   mutable std::mutex metric_subscriptions_mutex_;
   mutable std::vector<std::weak_ptr<SubscriptionCore>> metric_subscriptions_;
+  // Pruned once it doubled since the last pruning: a subscribe costs O(1), not O(subscriptions).
+  std::size_t metric_subscriptions_pruned_at_ = 0;
   // Strand only:
   std::unique_ptr<Adapter> adapter_;
   std::shared_ptr<OperationTracker> ops_;
-  std::vector<std::shared_ptr<SubscriptionCore>> subscriptions_;
+  // Unordered: every pass over them (pause, drain, close) is order-free, and an unsubscribe of
+  // one of 10,000 must not search them all.
+  std::unordered_set<std::shared_ptr<SubscriptionCore>> subscriptions_;
   std::vector<Completion> close_waiters_;
   Clock::time_point close_deadline_;
   // Strand: the publish metrics of the last topic published to, and its name (start_publish).

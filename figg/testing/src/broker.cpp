@@ -123,8 +123,10 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
   void close() { stream_.close(); }
-  // New messages in a topic: send what this session is attached to.
-  void pump();
+  // Sends what the session's attachments have not been sent yet, up to the high-water mark:
+  // those of topic `only`, or (null) every attachment. One topic's publish pumps that topic's
+  // attachments, so that a session attached to 10,000 topics does not walk them all per message.
+  void pump(const std::string* only = nullptr);
   // For metrics: each attachment's topic and the messages it has not been sent yet.
   template <typename Visit>
   void each_attachment(Visit visit) const {
@@ -184,7 +186,9 @@ class Session : public std::enable_shared_from_this<Session> {
                           self->queued_ -= std::min(self->queued_, n);
                           self->broker_.bytes_sent_ += n;
                           if (ec) return self->finish();
-                          self->pump();  // history continues as the client reads it
+                          // History continues as the client reads it: only where it had to
+                          // stop at the high-water mark.
+                          if (self->stalled_) self->pump();
                           self->write();
                         });
   }
@@ -201,6 +205,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<Piece> queue_;
   std::size_t queued_ = 0;
   bool writing_ = false;
+  bool stalled_ = false;  // an attachment stopped at the high-water mark: pump all after a write
   // The real server keeps every ATTACH of a topic on a connection (each delivers), so with
   // its quirks there can be several per topic; otherwise a new one replaces the old.
   std::multimap<std::string, Attachment> attachments_;
@@ -241,7 +246,7 @@ bool Session::handle(const Frame& frame) {
       std::string out;
       append_attached(out, name, offset);
       send(std::move(out));
-      pump();
+      pump(&name);
       return true;
     }
     case MessageType::detach: {
@@ -295,9 +300,9 @@ bool Session::handle(const Frame& frame) {
   }
 }
 
-void Session::pump() {
+void Session::pump(const std::string* only) {
   constexpr std::size_t kHighWater = 256 * 1024;
-  for (auto& [name, attachment] : attachments_) {
+  auto send_behind = [&](const std::string& name, Attachment& attachment) {
     Topic& topic = broker_.topic(name);
     if (attachment.next_number < topic.first_number) attachment.next_number = topic.first_number;
     while (queued_ < kHighWater && attachment.next_number < topic.end_number()) {
@@ -308,7 +313,15 @@ void Session::pump() {
       ++attachment.next_number;
       ++topic.delivered;
     }
+    if (attachment.next_number < topic.end_number()) stalled_ = true;
+  };
+  if (only) {
+    auto [first, last] = attachments_.equal_range(*only);
+    for (auto it = first; it != last; ++it) send_behind(it->first, it->second);
+    return;
   }
+  stalled_ = false;
+  for (auto& [name, attachment] : attachments_) send_behind(name, attachment);
 }
 
 }  // namespace
@@ -325,8 +338,8 @@ void BrokerImpl::accept() {
   });
 }
 
-void BrokerImpl::published(const std::string&) {
-  for (auto* session : sessions_) session->pump();
+void BrokerImpl::published(const std::string& name) {
+  for (auto* session : sessions_) session->pump(&name);
 }
 
 metrics::BrokerMetrics BrokerImpl::metrics() const {

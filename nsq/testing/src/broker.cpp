@@ -246,7 +246,6 @@ Channel& Broker::channel(Topic& topic, const std::string& name) {
   // The topic's messages go to the channels it has when they are pumped: all to the first.
   distribute_pending(topic);
   listener_.channel_created(topic.name(), name);
-  reschedule();
   return created;
 }
 
@@ -288,8 +287,11 @@ void Broker::distribute_pending(Topic& topic) {
     for (auto& [name, channel] : topic.channels()) put(*channel, message, message.defer, now);
   }
   topic.pending().clear();
-  reschedule();
-  dispatch_soon();
+  for (auto& [name, channel] : topic.channels()) {
+    track_deadline(*channel);
+    dispatch_soon(*channel);
+  }
+  arm_timer();
 }
 
 void Broker::start_topic(const std::string& name, const std::vector<std::string>& channels) {
@@ -310,7 +312,7 @@ void Broker::set_topic_paused(Topic& topic, bool paused) {
 
 void Broker::set_channel_paused(Channel& channel, bool paused) {
   channel.set_paused(paused);
-  if (!paused) dispatch_soon();
+  if (!paused) dispatch_soon(channel);
 }
 
 void Broker::empty_topic(Topic& topic) {
@@ -319,8 +321,8 @@ void Broker::empty_topic(Topic& topic) {
 
 void Broker::empty_channel(Channel& channel) {
   channel.empty();
-  reschedule();
-  dispatch_soon();  // the clients' in-flight room is back
+  reschedule(channel);
+  dispatch_soon(channel);  // the clients' in-flight room is back
 }
 
 bool Broker::delete_channel(Topic& topic, const std::string& name) {
@@ -330,9 +332,10 @@ bool Broker::delete_channel(Topic& topic, const std::string& name) {
   const std::vector<Subscriber*> subscribers = channel->subscribers();
   for (Subscriber* subscriber : subscribers) subscriber->channel_deleted();
   const std::string topic_name = topic.name();
+  forget(*channel);
   topic.channels().erase(name);
   listener_.channel_deleted(topic_name, name);
-  reschedule();
+  arm_timer();
   return true;
 }
 
@@ -366,8 +369,11 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
     }
     for (auto& [name, channel] : target.channels()) put(*channel, message, defer, now);
   }
-  reschedule();
-  dispatch_soon();
+  for (auto& [name, channel] : target.channels()) {
+    if (defer.count() > 0) track_deadline(*channel);
+    dispatch_soon(*channel);
+  }
+  arm_timer();
   return true;
 }
 
@@ -377,33 +383,43 @@ void Broker::subscribe(Channel& channel, Subscriber& subscriber) {
 
 void Broker::unsubscribe(Topic& topic, Channel& channel, Subscriber& subscriber) {
   channel.remove_subscriber(&subscriber);
-  if (!channel.ephemeral() || channel.subscriber_count() > 0) return;
+  if (!channel.ephemeral() || channel.subscriber_count() > 0) {
+    reschedule(channel);  // what the subscriber had in flight went back
+    return;
+  }
   const std::string topic_name = topic.name();
   const std::string channel_name = channel.name();
+  forget(channel);
   topic.channels().erase(channel_name);  // `channel` is gone from here on
   listener_.channel_deleted(topic_name, channel_name);
   if (topic.ephemeral() && topic.channels().empty()) {
     topics_.erase(topic_name);
     listener_.topic_deleted(topic_name);
   }
-  reschedule();
+  arm_timer();
 }
 
-void Broker::changed(Channel&) {
-  reschedule();
-  dispatch_soon();
+void Broker::changed(Channel& channel) {
+  reschedule(channel);
+  dispatch_soon(channel);
 }
 
-void Broker::dispatch_soon() {
+void Broker::dispatch_soon(Channel& channel) {
+  to_dispatch_.insert(&channel);
+  post_dispatch();
+}
+
+void Broker::post_dispatch() {
   if (dispatch_posted_) return;
   dispatch_posted_ = true;
   asio::post(timer_.get_executor(), [this] {
     dispatch_posted_ = false;
     const Clock::time_point now = Clock::now();
-    for (auto& [topic_name, topic] : topics_) {
-      for (auto& [channel_name, channel] : topic->channels()) channel->dispatch(now);
+    for (Channel* channel : std::exchange(to_dispatch_, {})) {
+      channel->dispatch(now);
+      track_deadline(*channel);
     }
-    reschedule();
+    arm_timer();
     listener_.state_changed();
   });
 }
@@ -412,7 +428,7 @@ void Broker::return_in_flight() {
   for (auto& [topic_name, topic] : topics_) {
     for (auto& [channel_name, channel] : topic->channels()) channel->return_in_flight();
   }
-  reschedule();
+  reschedule_all();
 }
 
 void Broker::close() {
@@ -420,14 +436,39 @@ void Broker::close() {
   armed_.reset();
 }
 
-void Broker::reschedule() {
-  std::optional<Clock::time_point> next;
-  for (auto& [topic_name, topic] : topics_) {
-    for (auto& [channel_name, channel] : topic->channels()) {
-      const auto deadline = channel->next_deadline();
-      if (deadline && (!next || *deadline < *next)) next = deadline;
-    }
+void Broker::track_deadline(Channel& channel) {
+  if (auto it = deadline_of_.find(&channel); it != deadline_of_.end()) {
+    deadlines_.erase({it->second, &channel});
+    deadline_of_.erase(it);
   }
+  if (const auto deadline = channel.next_deadline()) {
+    deadlines_.insert({*deadline, &channel});
+    deadline_of_[&channel] = *deadline;
+  }
+}
+
+void Broker::forget(Channel& channel) {
+  if (auto it = deadline_of_.find(&channel); it != deadline_of_.end()) {
+    deadlines_.erase({it->second, &channel});
+    deadline_of_.erase(it);
+  }
+  to_dispatch_.erase(&channel);
+}
+
+void Broker::reschedule(Channel& channel) {
+  track_deadline(channel);
+  arm_timer();
+}
+
+void Broker::reschedule_all() {
+  for (auto& [topic_name, topic] : topics_)
+    for (auto& [channel_name, channel] : topic->channels()) track_deadline(*channel);
+  arm_timer();
+}
+
+void Broker::arm_timer() {
+  std::optional<Clock::time_point> next;
+  if (!deadlines_.empty()) next = deadlines_.begin()->first;
   if (next == armed_) return;
   armed_ = next;
   if (!next) {
@@ -442,13 +483,16 @@ void Broker::on_timer(std::error_code ec) {
   if (ec == asio::error::operation_aborted) return;
   armed_.reset();
   const Clock::time_point now = Clock::now();
-  for (auto& [topic_name, topic] : topics_) {
-    for (auto& [channel_name, channel] : topic->channels()) {
-      channel->process_due(now);
-      channel->dispatch(now);
-    }
+  // Only the channels whose deadline came: the others have nothing due.
+  std::vector<Channel*> due;
+  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it)
+    due.push_back(it->second);
+  for (Channel* channel : due) {
+    channel->process_due(now);
+    channel->dispatch(now);
+    track_deadline(*channel);
   }
-  reschedule();
+  arm_timer();
   listener_.state_changed();
 }
 

@@ -292,12 +292,21 @@ class Broker {
   void close();
 
  private:
-  void reschedule();
+  // The timer follows the earliest deadline of any channel (a message in flight timing out, a
+  // deferred one coming due), kept in `deadlines_` per channel as each one changes, so that a
+  // command on one of 10,000 channels does not look at the other 9,999.
+  void reschedule(Channel& channel);
+  void reschedule_all();
+  void track_deadline(Channel& channel);
+  void arm_timer();
+  // A channel about to be destroyed leaves the deadlines and the channels to dispatch.
+  void forget(Channel& channel);
   void on_timer(std::error_code ec);
   // Deliveries happen once the commands at hand are answered, as nsqd's message pumps hand
   // messages on after the command that made room for them returned: a PUB's OK comes before the
-  // message it lets a subscriber have. One pass over every channel, however many calls.
-  void dispatch_soon();
+  // message it lets a subscriber have. One pass over the channels marked, however many calls.
+  void dispatch_soon(Channel& channel);
+  void post_dispatch();
   Message make_message(std::string body);
   // What a topic holds goes to its channels, a copy each, unless it has none or is paused.
   void distribute_pending(Topic& topic);
@@ -307,6 +316,9 @@ class Broker {
   asio::steady_timer timer_;
   std::optional<Clock::time_point> armed_;
   bool dispatch_posted_ = false;
+  std::set<Channel*> to_dispatch_;
+  std::set<std::pair<Clock::time_point, Channel*>> deadlines_;
+  std::unordered_map<const Channel*, Clock::time_point> deadline_of_;
   BrokerListener& listener_;
   std::shared_ptr<MemoryAccount> account_;
   std::uint64_t next_id_ = 1;
