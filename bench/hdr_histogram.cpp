@@ -46,7 +46,9 @@ HdrHistogram::HdrHistogram(std::int64_t lowest, std::int64_t highest, int signif
   counts_.assign(static_cast<std::size_t>(counts_length_), 0);
 }
 
-HdrHistogram HdrHistogram::for_latency_us() { return HdrHistogram(1, 3'600'000'000LL, 3); }
+HdrHistogram HdrHistogram::for_latency_us() {
+  return HdrHistogram(1, 3'600'000'000LL, 3);
+}
 
 std::int32_t HdrHistogram::bucket_index(std::int64_t value) const {
   const int pow2_ceiling =

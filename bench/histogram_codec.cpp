@@ -146,8 +146,10 @@ HdrHistogram decode_compressed(std::string_view bytes, std::int32_t max_counts) 
   if (payload != inner.size() - kHeaderSize)
     refuse("payload length " + std::to_string(payload) + ", " +
            std::to_string(inner.size() - kHeaderSize) + " bytes follow");
-  if (offset != 0) refuse("normalizing index offset " + std::to_string(offset) + " (only 0 is read)");
-  if (lowest < 1 || highest < 2 * lowest || highest > (INT64_C(1) << 62) || digits < 1 || digits > 5)
+  if (offset != 0)
+    refuse("normalizing index offset " + std::to_string(offset) + " (only 0 is read)");
+  if (lowest < 1 || highest < 2 * lowest || highest > (INT64_C(1) << 62) || digits < 1 ||
+      digits > 5)
     refuse("lowest " + std::to_string(lowest) + ", highest " + std::to_string(highest) +
            ", digits " + std::to_string(digits) + " out of range");
   // The layout's size, before allocating it: the same sub-bucket arithmetic, without the array.
@@ -171,7 +173,8 @@ HdrHistogram decode_compressed(std::string_view bytes, std::int32_t max_counts) 
   std::int32_t index = 0;
   while (at < counts.size()) {
     std::int64_t value = 0;
-    if (!read_zigzag(counts, at, value)) refuse("a count is cut short at byte " + std::to_string(at));
+    if (!read_zigzag(counts, at, value))
+      refuse("a count is cut short at byte " + std::to_string(at));
     if (value < 0) {
       if (-value > h.counts_length() - index)
         refuse("a run of " + std::to_string(-value) + " empty buckets passes the last (" +

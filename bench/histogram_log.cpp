@@ -28,10 +28,11 @@ HistogramLogWriter::HistogramLogWriter(std::ostream& out, double start_epoch_sec
   std::strftime(date, sizeof date, "%a %b %d %H:%M:%S UTC %Y", &utc);
   if (!comment.empty()) out_ << "#" << comment << "\n";
   out_ << "#[Histogram log format version 1.3]\n";
-  out_ << "#[StartTime: " << seconds_text(start_epoch_seconds) << " (seconds since epoch), "
-       << date << "]\n";
+  out_ << "#[StartTime: " << seconds_text(start_epoch_seconds) << " (seconds since epoch), " << date
+       << "]\n";
   out_ << "#[BaseTime: " << seconds_text(start_epoch_seconds) << " (seconds since epoch)]\n";
-  out_ << "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n";
+  out_ << "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_"
+          "Histogram\"\n";
   out_.flush();
 }
 

@@ -11,12 +11,16 @@ namespace {
 
 using Writer = rapidjson::PrettyWriter<rapidjson::StringBuffer>;
 
-void key(Writer& w, const char* name) { w.Key(name); }
+void key(Writer& w, const char* name) {
+  w.Key(name);
+}
 void string(Writer& w, const std::string& value) {
   w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
 }
 // A double that JSON can hold (NaN and infinities are not JSON).
-void number(Writer& w, double value) { w.Double(std::isfinite(value) ? value : 0.0); }
+void number(Writer& w, double value) {
+  w.Double(std::isfinite(value) ? value : 0.0);
+}
 
 template <typename T, typename Write>
 void list(Writer& w, const char* name, const std::vector<T>& values, Write write) {
@@ -33,9 +37,9 @@ void series(Writer& w, const std::string& prefix, const LatencySeries& s, bool i
     const char* suffix;
     double LatencySummary::*member;
   };
-  const Field fields[] = {{"Avg", &LatencySummary::avg},     {"50pct", &LatencySummary::p50},
-                          {"75pct", &LatencySummary::p75},   {"95pct", &LatencySummary::p95},
-                          {"99pct", &LatencySummary::p99},   {"999pct", &LatencySummary::p999},
+  const Field fields[] = {{"Avg", &LatencySummary::avg},       {"50pct", &LatencySummary::p50},
+                          {"75pct", &LatencySummary::p75},     {"95pct", &LatencySummary::p95},
+                          {"99pct", &LatencySummary::p99},     {"999pct", &LatencySummary::p999},
                           {"9999pct", &LatencySummary::p9999}, {"Max", &LatencySummary::max}};
   for (const auto& f : fields) {
     key(w, (prefix + f.suffix).c_str());
@@ -52,8 +56,8 @@ void series(Writer& w, const std::string& prefix, const LatencySeries& s, bool i
 
 void aggregated(Writer& w, const std::string& prefix, const LatencySummary& s, bool integers) {
   const std::pair<const char*, double> fields[] = {
-      {"Avg", s.avg},     {"50pct", s.p50},     {"75pct", s.p75},     {"95pct", s.p95},
-      {"99pct", s.p99},   {"999pct", s.p999},   {"9999pct", s.p9999}, {"Max", s.max}};
+      {"Avg", s.avg},   {"50pct", s.p50},   {"75pct", s.p75},     {"95pct", s.p95},
+      {"99pct", s.p99}, {"999pct", s.p999}, {"9999pct", s.p9999}, {"Max", s.max}};
   for (const auto& [suffix, value] : fields) {
     key(w, (prefix + suffix).c_str());
     if (integers && std::string(suffix) != "Avg")

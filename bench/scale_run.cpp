@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -85,7 +85,8 @@ ScalePoint measure_scale(const ScaleSettings& s) {
     pinged.get_future().wait();
   }
   char nonce[16];
-  std::snprintf(nonce, sizeof nonce, "%06x", static_cast<unsigned>(std::random_device{}() & 0xffffff));
+  std::snprintf(nonce, sizeof nonce, "%06x",
+                static_cast<unsigned>(std::random_device{}() & 0xffffff));
   std::vector<std::string> topics;
   if (fan_out)
     topics.push_back(s.fan_out_topic);
@@ -106,7 +107,12 @@ ScalePoint measure_scale(const ScaleSettings& s) {
       subscriptions.push_back(subscriber.subscribe(topic, options, [&](Message&) { ++received; }));
     else
       subscriptions.push_back(subscriber.serve(
-          topic, [&](Message&) { ++received; return std::string(); }, options));
+          topic,
+          [&](Message&) {
+            ++received;
+            return std::string();
+          },
+          options));
   }
   for (auto& sub : subscriptions)
     if (auto status = sub.wait_ready(s.timeout))
@@ -119,7 +125,8 @@ ScalePoint measure_scale(const ScaleSettings& s) {
         throw std::runtime_error(std::to_string(subscriber.metrics().connected_endpoints) + " of " +
                                  std::to_string(s.expect_connections) + " connections after " +
                                  number("%.0f", seconds_since(subscribe_start)) + " s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a count, as a user would
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(10));  // polling a count, as a user would
     }
   }
   point.subscribe_seconds = seconds_since(subscribe_start);
@@ -128,8 +135,7 @@ ScalePoint measure_scale(const ScaleSettings& s) {
   point.connections = sockets > sockets_before ? sockets - sockets_before : 0;
   const double grown = point.ready_kib - point.base_kib;
   point.kib_per_subscription = grown / static_cast<double>(subscriptions.size());
-  point.kib_per_connection =
-      point.connections ? grown / static_cast<double>(point.connections) : 0;
+  point.kib_per_connection = point.connections ? grown / static_cast<double>(point.connections) : 0;
 
   // Idle: nothing published, only what keeps the connections alive.
   const double cpu_start = cpu_seconds();
@@ -185,7 +191,8 @@ ScalePoint measure_scale(const ScaleSettings& s) {
 std::string to_json(const ScalePoint& p) {
   return "{\"scheme\":\"" + p.scheme + "\",\"topics\":" + std::to_string(p.topics) +
          ",\"connections\":" + std::to_string(p.connections) +
-         ",\"base_kib\":" + number("%.0f", p.base_kib) + ",\"ready_kib\":" + number("%.0f", p.ready_kib) +
+         ",\"base_kib\":" + number("%.0f", p.base_kib) +
+         ",\"ready_kib\":" + number("%.0f", p.ready_kib) +
          ",\"kib_per_subscription\":" + number("%.2f", p.kib_per_subscription) +
          ",\"kib_per_connection\":" + number("%.2f", p.kib_per_connection) +
          ",\"subscribe_seconds\":" + number("%.4f", p.subscribe_seconds) +

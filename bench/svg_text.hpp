@@ -1,6 +1,7 @@
 // What the bench's SVG reports share: their colours, numbers written short, XML-escaped text.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -26,15 +27,33 @@ inline std::string short_number(double value) {
   return format_number("%.3g", value);
 }
 
+// The top of an axis that four gridlines divide at a round step (1, 2, 2.5 or 5 times a power
+// of ten), just above `highest` (which is above 0).
+inline double axis_top(double highest) {
+  const double magnitude = std::pow(10, std::floor(std::log10(highest * 1.05 / 4)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (magnitude * m * 4 >= highest * 1.05) return magnitude * m * 4;
+  return magnitude * 40;
+}
+
 inline std::string escape_xml(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

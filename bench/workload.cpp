@@ -2,12 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
 #include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace polybus::bench {
 namespace {
@@ -38,9 +38,9 @@ std::uint64_t integer(const YAML::Node& node, const std::string& where, std::uin
     value = value * 10 + static_cast<std::uint64_t>(c - '0');
   }
   if (!digits)
-    refuse(where, (text.rfind('-', 0) == 0 ? "must not be negative, got '"
-                                           : "wants an integer, got '") +
-                      text + "'");
+    refuse(where,
+           (text.rfind('-', 0) == 0 ? "must not be negative, got '" : "wants an integer, got '") +
+               text + "'");
   if (value < min || value > max)
     refuse(where, std::to_string(value) + " is out of range (" + std::to_string(min) + " to " +
                       std::to_string(max) + ")");
@@ -72,7 +72,8 @@ std::string text(const YAML::Node& node, const std::string& where) {
 std::map<std::string, Setter> setters(const WorkloadLimits& limits) {
   const std::uint64_t max_count = limits.max_clients;
   return {
-      {"name", [](Workload& w, const YAML::Node& n, const std::string& at) { w.name = text(n, at); }},
+      {"name",
+       [](Workload& w, const YAML::Node& n, const std::string& at) { w.name = text(n, at); }},
       {"topics",
        [&](Workload& w, const YAML::Node& n, const std::string& at) {
          w.topics = static_cast<std::uint32_t>(integer(n, at, 1, limits.max_topics));
@@ -84,10 +85,14 @@ std::map<std::string, Setter> setters(const WorkloadLimits& limits) {
       {"keyDistributor",
        [](Workload& w, const YAML::Node& n, const std::string& at) {
          const std::string name = text(n, at);
-         if (name == "NO_KEY") w.key_distributor = KeyDistributor::no_key;
-         else if (name == "KEY_ROUND_ROBIN") w.key_distributor = KeyDistributor::key_round_robin;
-         else if (name == "RANDOM_NANO") w.key_distributor = KeyDistributor::random_nano;
-         else refuse(at, "'" + name + "' is none of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO");
+         if (name == "NO_KEY")
+           w.key_distributor = KeyDistributor::no_key;
+         else if (name == "KEY_ROUND_ROBIN")
+           w.key_distributor = KeyDistributor::key_round_robin;
+         else if (name == "RANDOM_NANO")
+           w.key_distributor = KeyDistributor::random_nano;
+         else
+           refuse(at, "'" + name + "' is none of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO");
        }},
       {"messageSize",
        [&](Workload& w, const YAML::Node& n, const std::string& at) {
@@ -97,18 +102,14 @@ std::map<std::string, Setter> setters(const WorkloadLimits& limits) {
        [](Workload& w, const YAML::Node& n, const std::string& at) {
          w.use_randomized_payloads = boolean(n, at);
        }},
-      {"randomBytesRatio",
-       [](Workload& w, const YAML::Node& n, const std::string& at) {
-         w.random_bytes_ratio = real(n, at, 0, 1);
-       }},
+      {"randomBytesRatio", [](Workload& w, const YAML::Node& n,
+                              const std::string& at) { w.random_bytes_ratio = real(n, at, 0, 1); }},
       {"randomizedPayloadPoolSize",
        [](Workload& w, const YAML::Node& n, const std::string& at) {
          w.randomized_payload_pool_size = static_cast<std::uint32_t>(integer(n, at, 0, 100'000));
        }},
-      {"payloadFile",
-       [](Workload& w, const YAML::Node& n, const std::string& at) {
-         w.payload_file = text(n, at);
-       }},
+      {"payloadFile", [](Workload& w, const YAML::Node& n,
+                         const std::string& at) { w.payload_file = text(n, at); }},
       {"subscriptionsPerTopic",
        [=](Workload& w, const YAML::Node& n, const std::string& at) {
          w.subscriptions_per_topic = static_cast<std::uint32_t>(integer(n, at, 0, max_count));
@@ -148,9 +149,12 @@ std::map<std::string, Setter> setters(const WorkloadLimits& limits) {
 
 const char* key_distributor_name(KeyDistributor key) {
   switch (key) {
-    case KeyDistributor::no_key: return "NO_KEY";
-    case KeyDistributor::key_round_robin: return "KEY_ROUND_ROBIN";
-    case KeyDistributor::random_nano: return "RANDOM_NANO";
+    case KeyDistributor::no_key:
+      return "NO_KEY";
+    case KeyDistributor::key_round_robin:
+      return "KEY_ROUND_ROBIN";
+    case KeyDistributor::random_nano:
+      return "RANDOM_NANO";
   }
   return "?";
 }
@@ -207,20 +211,23 @@ Workload parse_workload(const std::string& yaml, const std::string& name,
       (w.producers_per_topic +
        static_cast<std::uint64_t>(w.subscriptions_per_topic) * w.consumer_per_subscription);
   if (clients > limits.max_clients)
-    refuse(name + ": topics x (producersPerTopic + subscriptionsPerTopic x "
-                  "consumerPerSubscription)",
+    refuse(name +
+               ": topics x (producersPerTopic + subscriptionsPerTopic x "
+               "consumerPerSubscription)",
            std::to_string(clients) + " producers and consumers, more than " +
                std::to_string(limits.max_clients));
   if (w.producers_per_topic == 0 && w.consumer_per_subscription * w.subscriptions_per_topic == 0)
     refuse(name, "no producer and no consumer: nothing to measure");
   if (w.use_randomized_payloads && w.randomized_payload_pool_size == 0)
-    refuse(name + ": randomizedPayloadPoolSize", "0 with useRandomizedPayloads: no payload to send");
+    refuse(name + ": randomizedPayloadPoolSize",
+           "0 with useRandomizedPayloads: no payload to send");
   if (!w.payload_file.empty()) {
     const std::string where = name + ": payloadFile";
     struct stat info {};
     if (stat(w.payload_file.c_str(), &info) != 0)
-      refuse(where, "'" + w.payload_file + "' does not exist (read relative to the working "
-                    "directory, as OMB reads it from its repository's root)");
+      refuse(where, "'" + w.payload_file +
+                        "' does not exist (read relative to the working "
+                        "directory, as OMB reads it from its repository's root)");
     if (!S_ISREG(info.st_mode)) refuse(where, "'" + w.payload_file + "' is not a file");
     if (static_cast<std::uint64_t>(info.st_size) > limits.max_payload)
       refuse(where, "'" + w.payload_file + "' is " + std::to_string(info.st_size) +

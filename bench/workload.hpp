@@ -42,7 +42,7 @@ struct Workload {
 struct WorkloadLimits {
   std::uint64_t max_payload = 64 << 20;  // bytes: messageSize and the payload file
   std::uint32_t max_topics = 100'000;
-  std::uint32_t max_clients = 100'000;  // producers and consumers of every topic together
+  std::uint32_t max_clients = 100'000;   // producers and consumers of every topic together
   std::uint64_t max_rate = 100'000'000;  // messages per second
 };
 

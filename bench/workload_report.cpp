@@ -10,7 +10,9 @@
 namespace polybus::bench {
 namespace {
 
-std::string f(const char* pattern, double value) { return format_number(pattern, value); }
+std::string f(const char* pattern, double value) {
+  return format_number(pattern, value);
+}
 
 // One panel: a line per result over the windows, y from 0 to a round number above the highest.
 std::string panel(const std::vector<OmbResult>& results, const std::string& title,
@@ -25,14 +27,7 @@ std::string panel(const std::vector<OmbResult>& results, const std::string& titl
     longest = std::max(longest, values.size());
   }
   if (highest <= 0) highest = 1;
-  const double magnitude = std::pow(10, std::floor(std::log10(highest * 1.05 / 4)));
-  double step = magnitude;
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (magnitude * m * 4 >= highest * 1.05) {
-      step = magnitude * m;
-      break;
-    }
-  const double top_value = step * 4, bottom = top + height;
+  const double top_value = axis_top(highest), bottom = top + height;
   std::string svg = "<g class=\"panel\">\n<text x=\"" + f("%.1f", left + width / 2) + "\" y=\"" +
                     f("%.1f", top - 12) + "\" text-anchor=\"middle\" font-weight=\"bold\">" +
                     escape_xml(title) + "</text>\n";
@@ -83,12 +78,12 @@ std::string summary_lines(const OmbResult& r) {
   double publish = 0, consume = 0;
   for (double v : r.publish_rate) publish += v;
   for (double v : r.consume_rate) consume += v;
-  std::string out = r.driver + " " + (r.complete ? "done" : "INCOMPLETE (" + r.incomplete_because + ")") +
-                    ": " + std::to_string(r.published) + " published, " +
-                    std::to_string(r.publish_errors) + " failed, " + std::to_string(r.received) +
-                    " received over " + std::to_string(r.publish_rate.size()) + " window(s); mean " +
-                    f("%.1f", publish / windows) + " msg/s published, " +
-                    f("%.1f", consume / windows) + " msg/s consumed\n";
+  std::string out =
+      r.driver + " " + (r.complete ? "done" : "INCOMPLETE (" + r.incomplete_because + ")") + ": " +
+      std::to_string(r.published) + " published, " + std::to_string(r.publish_errors) +
+      " failed, " + std::to_string(r.received) + " received over " +
+      std::to_string(r.publish_rate.size()) + " window(s); mean " + f("%.1f", publish / windows) +
+      " msg/s published, " + f("%.1f", consume / windows) + " msg/s consumed\n";
   auto line = [&](const char* name, const LatencySummary& s, const char* unit) {
     out += r.driver + "   " + name + " (" + unit + "): avg " + f("%.3f", s.avg) + ", p50 " +
            f("%.3f", s.p50) + ", p75 " + f("%.3f", s.p75) + ", p95 " + f("%.3f", s.p95) + ", p99 " +
@@ -99,7 +94,8 @@ std::string summary_lines(const OmbResult& r) {
   line("publish delay", r.aggregated_delay, "us");
   line("end-to-end latency", r.aggregated_end_to_end, "ms");
   if (!r.first_error.empty()) out += r.driver + "   first failure: " + r.first_error + "\n";
-  out += "{\"workload\":" + text::json_quote(r.workload) + ",\"driver\":" + text::json_quote(r.driver) +
+  out += "{\"workload\":" + text::json_quote(r.workload) +
+         ",\"driver\":" + text::json_quote(r.driver) +
          ",\"complete\":" + (r.complete ? "true" : "false") +
          ",\"published\":" + std::to_string(r.published) +
          ",\"publishErrors\":" + std::to_string(r.publish_errors) +
@@ -128,25 +124,28 @@ std::string workload_svg(const std::vector<OmbResult>& results) {
                     "\" y=\"24\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">" +
                     escape_xml(title) + "</text>\n";
   const double left1 = 100, left2 = 600, top1 = 80, top2 = top1 + panel_height + 110;
-  svg += panel(results, "Publish rate per window", "messages per second",
-               [](const OmbResult& r) { return r.publish_rate; }, left1, top1, panel_width,
-               panel_height);
-  svg += panel(results, "Consume rate per window", "messages per second",
-               [](const OmbResult& r) { return r.consume_rate; }, left2, top1, panel_width,
-               panel_height);
-  svg += panel(results, "Publish latency p99 per window", "milliseconds",
-               [](const OmbResult& r) { return p99_of(r.publish_latency); }, left1, top2,
-               panel_width, panel_height);
-  svg += panel(results, "End-to-end latency p99 per window", "milliseconds",
-               [](const OmbResult& r) { return p99_of(r.end_to_end); }, left2, top2, panel_width,
-               panel_height);
+  svg += panel(
+      results, "Publish rate per window", "messages per second",
+      [](const OmbResult& r) { return r.publish_rate; }, left1, top1, panel_width, panel_height);
+  svg += panel(
+      results, "Consume rate per window", "messages per second",
+      [](const OmbResult& r) { return r.consume_rate; }, left2, top1, panel_width, panel_height);
+  svg += panel(
+      results, "Publish latency p99 per window", "milliseconds",
+      [](const OmbResult& r) { return p99_of(r.publish_latency); }, left1, top2, panel_width,
+      panel_height);
+  svg += panel(
+      results, "End-to-end latency p99 per window", "milliseconds",
+      [](const OmbResult& r) { return p99_of(r.end_to_end); }, left2, top2, panel_width,
+      panel_height);
   svg += "<g id=\"legend\">\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const double y = legend_top + 20 * static_cast<double>(i);
     svg += "<rect x=\"" + f("%.0f", left1) + "\" y=\"" + f("%.1f", y - 11) +
            "\" width=\"14\" height=\"14\" fill=\"" + report_colour(i) + "\"/>\n<text x=\"" +
-           f("%.0f", left1 + 22) + "\" y=\"" + f("%.1f", y) + "\">" + escape_xml(results[i].driver) +
-           (results[i].complete ? "" : " (incomplete)") + "</text>\n";
+           f("%.0f", left1 + 22) + "\" y=\"" + f("%.1f", y) + "\">" +
+           escape_xml(results[i].driver) + (results[i].complete ? "" : " (incomplete)") +
+           "</text>\n";
   }
   return svg + "</g>\n</svg>\n";
 }
@@ -154,7 +153,8 @@ std::string workload_svg(const std::vector<OmbResult>& results) {
 std::string workload_html(const std::vector<OmbResult>& results) {
   std::string summaries;
   for (const auto& r : results) summaries += summary_lines(r);
-  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>polybus bench --workload</title>"
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>polybus bench "
+         "--workload</title>"
          "</head>\n<body>\n" +
          workload_svg(results) + "<pre>" + escape_xml(summaries) + "</pre>\n</body></html>\n";
 }

@@ -131,8 +131,7 @@ std::vector<std::string> make_payloads(const Workload& w) {
   const auto random_bytes = static_cast<std::size_t>(w.random_bytes_ratio * w.message_size);
   for (std::uint32_t i = 0; i < w.randomized_payload_pool_size; ++i) {
     std::string payload(w.message_size, '\0');
-    for (std::size_t b = 0; b < random_bytes; ++b)
-      payload[b] = static_cast<char>(random() & 0xff);
+    for (std::size_t b = 0; b < random_bytes; ++b) payload[b] = static_cast<char>(random() & 0xff);
     pool.push_back(std::move(payload));
   }
   return pool;
@@ -147,7 +146,8 @@ class RateController {
               std::uint64_t received_total, std::uint64_t published_period,
               std::uint64_t received_period) {
     const double expected = rate * period_s;
-    const auto receive_backlog = static_cast<double>(published_total) - static_cast<double>(received_total);
+    const auto receive_backlog =
+        static_cast<double>(published_total) - static_cast<double>(received_total);
     if (receive_backlog > kBacklogLimit) {
       ramp_ = std::max(kMinRamp, ramp_ / 2);
       return std::max(1.0, std::min(static_cast<double>(received_period) / period_s,
@@ -181,9 +181,10 @@ std::vector<std::string> unmapped_fields(const Workload& w, const SchemeTraits& 
   std::vector<std::string> out;
   const std::string& s = t.scheme;
   if (!t.pubsub) {
-    out.push_back(s + " has no publish/subscribe: each message is a request to its topic, served "
-                      "by the topic's consumers; publish latency is the round trip, end-to-end "
-                      "is request to responder");
+    out.push_back(s +
+                  " has no publish/subscribe: each message is a request to its topic, served "
+                  "by the topic's consumers; publish latency is the round trip, end-to-end "
+                  "is request to responder");
     if (w.subscriptions_per_topic > 1)
       out.push_back("subscriptionsPerTopic " + std::to_string(w.subscriptions_per_topic) +
                     ": a request reaches one responder, so the subscriptions share the requests "
@@ -193,15 +194,17 @@ std::vector<std::string> unmapped_fields(const Workload& w, const SchemeTraits& 
     out.push_back("partitionsPerTopic " + std::to_string(w.partitions_per_topic) + ": " + s +
                   " topics have no partitions; each topic is one stream");
   if (w.key_distributor != KeyDistributor::no_key)
-    out.push_back(std::string("keyDistributor ") + key_distributor_name(w.key_distributor) +
-                  ": " + s + " has no message keys; messages are sent without one");
+    out.push_back(std::string("keyDistributor ") + key_distributor_name(w.key_distributor) + ": " +
+                  s + " has no message keys; messages are sent without one");
   if (t.pubsub && !t.consumer_groups && w.consumer_per_subscription > 1)
     out.push_back("consumerPerSubscription " + std::to_string(w.consumer_per_subscription) + ": " +
-                  s + " has no consumer groups, so each consumer of a subscription receives "
-                      "every message (the backlog counts every copy)");
+                  s +
+                  " has no consumer groups, so each consumer of a subscription receives "
+                  "every message (the backlog counts every copy)");
   if (!t.publish_confirmed)
-    out.push_back("publish latency: " + s + " confirms no publish, so a publish completes once "
-                                            "it was written to the connection");
+    out.push_back("publish latency: " + s +
+                  " confirms no publish, so a publish completes once "
+                  "it was written to the connection");
   return out;
 }
 
@@ -210,7 +213,8 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   const std::uint64_t producer_count = std::uint64_t{w.topics} * w.producers_per_topic;
   const std::uint64_t consumer_count =
       std::uint64_t{w.topics} * w.subscriptions_per_topic * w.consumer_per_subscription;
-  IoPool io(std::min<std::uint64_t>(2, std::max<std::uint64_t>(1, producer_count + consumer_count)));
+  IoPool io(
+      std::min<std::uint64_t>(2, std::max<std::uint64_t>(1, producer_count + consumer_count)));
   // What the clients' handlers and completions touch, declared before the clients: every client
   // is closed (its handlers finished) before any of it goes.
   Counters counters;
@@ -262,13 +266,13 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
                               std::to_string(kLongestStamp) + " bytes)");
 
   char nonce[16];
-  std::snprintf(nonce, sizeof nonce, "%06x", static_cast<unsigned>(std::random_device{}() & 0xffffff));
+  std::snprintf(nonce, sizeof nonce, "%06x",
+                static_cast<unsigned>(std::random_device{}() & 0xffffff));
   auto topic_name = [&](std::uint32_t t) {
     char name[64];
     std::snprintf(name, sizeof name, "omb-%s-%04u", nonce, t);
     return std::string(name);
   };
-
 
   // Consumers first, as OMB creates them, so that no message is published before it has a
   // subscription to go to.
@@ -281,9 +285,8 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
         SubscribeOptions options;
         if (traits.pubsub) {
           if (caps.consumer_groups) options.group = "sub-" + std::to_string(s) + "-" + nonce;
-          subscriptions.push_back(client.subscribe(topic_name(t), options, [&](Message& m) {
-            on_receipt(m.payload());
-          }));
+          subscriptions.push_back(client.subscribe(topic_name(t), options,
+                                                   [&](Message& m) { on_receipt(m.payload()); }));
         } else {
           subscriptions.push_back(client.serve(
               topic_name(t),
@@ -300,8 +303,8 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   const double subscribe_seconds =
       std::chrono::duration<double>(SteadyClock::now() - subscribe_start).count();
   if (settings.progress)
-    settings.progress(format("%zu subscription(s) ready in %.3f s", subscriptions.size(),
-                             subscribe_seconds));
+    settings.progress(
+        format("%zu subscription(s) ready in %.3f s", subscriptions.size(), subscribe_seconds));
 
   // One message to a topic of its own first: a payload the scheme refuses (QuickIO's text
   // payloads are UTF-8) fails the run here, with the broker's words, not as every publish.
@@ -309,13 +312,16 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     PublishOptions options;
     options.timeout = std::chrono::seconds(30);
     Client sender = probe;
-    if (auto status = sender.publish_sync(topic_name(w.topics) + "-probe", payloads.front(), options))
+    if (auto status =
+            sender.publish_sync(topic_name(w.topics) + "-probe", payloads.front(), options))
       throw std::runtime_error("the workload's payload was refused: " + status.message());
   }
 
   // Producers, spread over a few sending threads.
-  const std::size_t thread_count = static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
-  for (std::size_t i = 0; i < thread_count; ++i) threads.push_back(std::make_unique<ProducerThread>());
+  const std::size_t thread_count =
+      static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
+  for (std::size_t i = 0; i < thread_count; ++i)
+    threads.push_back(std::make_unique<ProducerThread>());
   for (std::uint32_t t = 0; t < w.topics; ++t)
     for (std::uint32_t p = 0; p < w.producers_per_topic; ++p) {
       auto producer = std::make_shared<Producer>();
@@ -341,10 +347,12 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
       while (sending.load()) {
         // This thread's share of the rate, read each message: the rate controller changes it.
         const double share = rate.load() / static_cast<double>(threads.size());
-        due += std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(1.0 / share));
+        due += std::chrono::duration_cast<SteadyClock::duration>(
+            std::chrono::duration<double>(1.0 / share));
         // Waits in steps, so that the end of the run is not held up by a slow rate.
         while (SteadyClock::now() < due && sending.load())
-          std::this_thread::sleep_until(std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
+          std::this_thread::sleep_until(
+              std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
         auto& producer = *pt->producers[turn++ % pt->producers.size()];
         {
           std::unique_lock<std::mutex> lock(pt->mutex);
@@ -370,8 +378,9 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
           pt->cv.notify_all();
         };
         if (traits.pubsub)
-          producer.client.publish(producer.topic, std::move(payload),
-                                  [done](const Status& status) { done(!status, status.message()); });
+          producer.client.publish(producer.topic, std::move(payload), [done](const Status& status) {
+            done(!status, status.message());
+          });
         else
           producer.client.request(producer.topic, std::move(payload), [done](Reply reply) {
             done(!reply.ec, reply.status().message());
@@ -383,13 +392,13 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   // The windows: what happened since the last one, as OMB's printAndCollectStats takes it.
   std::unique_ptr<HistogramLogWriter> log;
   if (settings.histogram_log)
-    log = std::make_unique<HistogramLogWriter>(*settings.histogram_log, run_start_epoch,
-                                               "[polybus bench: " + w.name + " on " + settings.driver +
-                                                   "; values in microseconds]");
-  const std::uint64_t copies =
-      traits.pubsub ? std::uint64_t{w.subscriptions_per_topic} *
-                          (caps.consumer_groups ? 1 : w.consumer_per_subscription)
-                    : 1;
+    log = std::make_unique<HistogramLogWriter>(
+        *settings.histogram_log, run_start_epoch,
+        "[polybus bench: " + w.name + " on " + settings.driver + "; values in microseconds]");
+  const std::uint64_t copies = traits.pubsub
+                                   ? std::uint64_t{w.subscriptions_per_topic} *
+                                         (caps.consumer_groups ? 1 : w.consumer_per_subscription)
+                                   : 1;
   auto backlog_now = [&] {
     const auto expected = copies * counters.published.load();
     const auto received = counters.received.load();
@@ -427,13 +436,13 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
       }
     }
     if (settings.progress)
-      settings.progress(format(
-          "%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
-          "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
-          phase, publish_rate,
-          publish_rate * static_cast<double>(payloads.front().size()) / (1 << 20), error_rate,
-          consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg, pub_ms.p50,
-          pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
+      settings.progress(
+          format("%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
+                 "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
+                 phase, publish_rate,
+                 publish_rate * static_cast<double>(payloads.front().size()) / (1 << 20),
+                 error_rate, consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg,
+                 pub_ms.p50, pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
     last_published = published, last_errors = errors, last_received = received;
     last_window = now;
   };
@@ -450,7 +459,8 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
       const auto now = SteadyClock::now();
       if (find_rate && now - last_steer >= std::chrono::seconds(3)) {
         const double period = std::chrono::duration<double>(now - last_steer).count();
-        const auto published = counters.published.load(), received = counters.received.load() / copies;
+        const auto published = counters.published.load(),
+                   received = counters.received.load() / copies;
         rate.store(controller.next(rate.load(), period, published, received,
                                    published - steer_published, received - steer_received));
         steer_published = published, steer_received = received;
@@ -477,7 +487,8 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     const double target_messages = static_cast<double>(w.consumer_backlog_size_gb) * (1 << 30) /
                                    static_cast<double>(payloads.front().size());
     for (auto& sub : subscriptions) sub.pause();
-    run_phase(true, "backlog", [&] { return static_cast<double>(backlog_now()) >= target_messages; });
+    run_phase(true, "backlog",
+              [&] { return static_cast<double>(backlog_now()) >= target_messages; });
     for (auto& sub : subscriptions) sub.resume();
     const auto drained = static_cast<std::int64_t>(
         std::max(1000.0, (1.0 - w.backlog_drain_ratio) * target_messages));
@@ -485,10 +496,12 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   }
   const auto test_end = SteadyClock::now() + w.test_duration();
   run_phase(true, "test", [&] { return SteadyClock::now() >= test_end; });
-  const double test_seconds = std::chrono::duration<double>(SteadyClock::now() - test_start).count();
+  const double test_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - test_start).count();
   if (stopped()) {
     result.complete = false;
-    result.incomplete_because = "interrupted after " + format("%.1f", test_seconds) + " s of the test";
+    result.incomplete_because =
+        "interrupted after " + format("%.1f", test_seconds) + " s of the test";
   }
 
   sending.store(false);

@@ -22,8 +22,8 @@ struct WorkloadRunSettings {
   std::chrono::milliseconds window{10'000};
   std::uint32_t max_in_flight_per_producer = 1000;
   std::chrono::milliseconds subscribe_timeout{60'000};
-  std::ostream* histogram_log = nullptr;     // HdrHistogram interval log of the test's windows
-  const std::atomic<bool>* stop = nullptr;   // set (Ctrl-C): end now, the result incomplete
+  std::ostream* histogram_log = nullptr;    // HdrHistogram interval log of the test's windows
+  const std::atomic<bool>* stop = nullptr;  // set (Ctrl-C): end now, the result incomplete
   std::function<void(const std::string&)> progress;  // a line per window
 };
 

@@ -6,13 +6,15 @@
 # Prints each point's JSON line as it comes, then the table docs/performance.md shows.
 #
 #   bench/scale/measure.sh POLYBUS_BINARY [IDLE_SECONDS (default 20)] [MESSAGES (default 20000)]
+#                          [PICTURE.svg (docs/scale.svg draws the table's curves)]
 #
-# About 15 minutes with the defaults on 2 cores. QuickIO's servers refuse more than 1,024
+# About 15 minutes with the defaults on 2 cores (the 1,000 nsqd take a minute to start). QuickIO's servers refuse more than 1,024
 # subscriptions on one connection (420), so its 10,000-topic point is reported as refused.
 set -euo pipefail
 polybus=$1
 idle=${2:-20}
 messages=${3:-20000}
+svg=${4:-}
 work=$(mktemp -d)
 broker_pid=
 cleanup() {
@@ -56,34 +58,69 @@ for scheme in nsq figg quickio memodb+tcp; do
 done
 for nsqd in 1 10 100 1000; do
   start_broker nsq+lookupd --nsqd "$nsqd" --topic fan-out
-  "$polybus" bench scale "$url" --fan-out fan-out --connections "$nsqd" --idle-seconds "$idle" |
+  # The client keeps to max_nsqd_connections (100 by default) of the nsqd a lookupd names.
+  "$polybus" bench scale "$url?max_nsqd_connections=$nsqd" --fan-out fan-out \
+    --connections "$nsqd" --idle-seconds "$idle" |
     tail -1 | python3 -c 'import json, sys; d = json.loads(sys.stdin.read()); d["nsqd"] = '"$nsqd"'; print(json.dumps(d))' |
     tee -a "$points"
   stop_broker
 done
 
-python3 - "$points" "$idle" << 'PY'
-import json, sys
+python3 - "$points" "$svg" << 'PY'
+import json, math, sys
 points = [json.loads(line) for line in open(sys.argv[1])]
 print()
-print("| scheme | topics | sockets | client KiB grown | KiB per subscription | KiB per added subscription | subscribe s | idle CPU % of a core | msgs/s over the topics |")
+print("| scheme | subscriptions | sockets opened | client KiB grown | KiB each | KiB each added | subscribe s | idle CPU % of a core | msgs/s over the topics |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-previous = {}
+previous, curves = {}, {}
 for p in points:
-    key = p["scheme"] + ("-fan-out" if "nsqd" in p else "")
+    fan_out = "nsqd" in p
+    label = "nsq+lookupd, %d nsqd" % p["nsqd"] if fan_out else p["scheme"]
     if "refused" in p:
-        print("| %s | %d | | refused: %s | | | | | |" % (p["scheme"], p["topics"], p["refused"][:90]))
+        print("| %s | %d | | refused: %s | | | | | |" % (label, p["topics"], p["refused"].split(": ")[-1]))
         continue
+    key = "nsq+lookupd" if fan_out else p["scheme"]
+    count = p["nsqd"] if fan_out else p["topics"]  # what grows: connections, or subscriptions
     grown = p["ready_kib"] - p["base_kib"]
-    count = p["nsqd"] if "nsqd" in p else p["topics"]
-    marginal = ""
+    added = ""
     if key in previous:
         prev_count, prev_grown = previous[key]
-        marginal = "%.1f" % ((grown - prev_grown) / (count - prev_count))
+        added = "%.1f" % ((grown - prev_grown) / (count - prev_count))
     previous[key] = (count, grown)
-    label = "nsq+lookupd (%d nsqd)" % p["nsqd"] if "nsqd" in p else p["scheme"]
+    curves.setdefault(key, []).append((count, grown, p["subscribe_seconds"]))
     rate = "%d" % p["msgs_per_sec"] if p["delivered"] else ""
     print("| %s | %d | %d | %.0f | %.1f | %s | %.3f | %.3f | %s |" % (
-        label, p["topics"], p["connections"], grown, p["kib_per_subscription"], marginal,
+        label, p["topics"], p["connections"], grown, grown / count, added,
         p["subscribe_seconds"], p["idle_cpu_percent"], rate))
+print("\nKiB each: per subscription; on nsq+lookupd (one subscription over N nsqd), per connection.")
+
+# The picture: client memory grown and time to subscribe against the count, log-log.
+colours = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+width, height, top, plot, gap = 960, 470, 60, 300, 120
+svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="13">' % (width, height),
+       '<rect width="100%" height="100%" fill="white"/>',
+       '<text x="480" y="24" text-anchor="middle" font-size="17" font-weight="bold">One client\'s cost against subscriptions (nsq+lookupd: connections)</text>']
+panels = [("client memory grown (KiB)", 1, 80), ("time to subscribe to all (s)", 2, 560)]
+for title, index, left in panels:
+    values = [c[index] for curve in curves.values() for c in curve if c[index] > 0]
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    high = max(high, low + 1)
+    x = lambda n: left + 320 * math.log10(n) / 4
+    y = lambda v: top + plot - plot * (math.log10(max(v, 10 ** low)) - low) / (high - low)
+    svg.append('<g class="panel"><text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>' % (left + 160, top - 12, title))
+    for e in range(low, high + 1):
+        svg.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">1e%d</text>' % (left, y(10 ** e), left + 320, y(10 ** e), left - 6, y(10 ** e) + 4, e))
+    for e in range(0, 5):
+        svg.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (x(10 ** e), top + plot + 18, 10 ** e))
+    svg.append('<text x="%d" y="%d" text-anchor="middle">subscriptions (log scale)</text>' % (left + 160, top + plot + 38))
+    for k, (name, curve) in enumerate(curves.items()):
+        pts = " ".join("%.1f,%.1f" % (x(c[0]), y(c[index])) for c in curve if c[index] > 0)
+        svg.append('<polyline class="curve" fill="none" stroke="%s" stroke-width="2.5" points="%s"><title>%s</title></polyline>' % (colours[k % 5], pts, name))
+    svg.append('</g>')
+for k, name in enumerate(curves):
+    svg.append('<rect x="%d" y="%d" width="14" height="14" fill="%s"/><text x="%d" y="%d">%s</text>' % (80 + 170 * k, height - 40, colours[k % 5], 100 + 170 * k, height - 28, name))
+svg.append('</svg>')
+if sys.argv[2]:
+    open(sys.argv[2], "w").write("\n".join(svg) + "\n")
+    print("picture: " + sys.argv[2])
 PY

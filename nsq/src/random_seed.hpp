@@ -10,8 +10,8 @@
 namespace polybus::nsq {
 
 inline std::uint32_t engine_seed() {
-  static const std::uint64_t base = (static_cast<std::uint64_t>(std::random_device{}()) << 32) |
-                                    std::random_device{}();
+  static const std::uint64_t base =
+      (static_cast<std::uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
   static std::atomic<std::uint64_t> counter{0};
   std::uint64_t z = base + 0x9e3779b97f4a7c15ULL * (counter.fetch_add(1) + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

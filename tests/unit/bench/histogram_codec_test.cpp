@@ -2,8 +2,8 @@
 // bytes are those HdrHistogram's libraries expect (cookies, big-endian header, zlib), and input
 // from elsewhere is bounded: a bad cookie, a lie about a length, a layout too large, a run of
 // empty buckets past the end or a zlib bomb is refused with what was wrong.
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include "bench/histogram_codec.hpp"
 #include "polybus/adapter/big_endian.hpp"
@@ -82,10 +82,11 @@ TEST_CASE("histogram codec: an empty histogram and one zero between counts") {
 
 TEST_CASE("histogram codec: a single empty bucket written as -1 (HdrHistogram_c) is read too") {
   std::string counts;
-  counts.push_back(2);     // zigzag(1): index 0 has 1
-  counts.push_back(1);     // zigzag(-1): one empty bucket
-  counts.push_back(4);     // zigzag(2): index 2 has 2
-  const std::string inner = inner_header(static_cast<std::uint32_t>(counts.size()), 1, 3'600'000'000LL, 3) + counts;
+  counts.push_back(2);  // zigzag(1): index 0 has 1
+  counts.push_back(1);  // zigzag(-1): one empty bucket
+  counts.push_back(4);  // zigzag(2): index 2 has 2
+  const std::string inner =
+      inner_header(static_cast<std::uint32_t>(counts.size()), 1, 3'600'000'000LL, 3) + counts;
   const HdrHistogram back = decode_compressed(frame(inner));
   CHECK(back.total_count() == 3);
   CHECK(back.count_at_index(2) == 2);
@@ -93,7 +94,8 @@ TEST_CASE("histogram codec: a single empty bucket written as -1 (HdrHistogram_c)
 
 TEST_CASE("histogram codec: hostile encodings are refused with what was wrong") {
   const std::string good = encode_compressed(sample());
-  CHECK_THROWS_WITH(decode_compressed(good.substr(0, 5)), Catch::Contains("shorter than its header"));
+  CHECK_THROWS_WITH(decode_compressed(good.substr(0, 5)),
+                    Catch::Contains("shorter than its header"));
   std::string cookie = good;
   cookie[0] = 0x11;
   CHECK_THROWS_WITH(decode_compressed(cookie), Catch::Contains("cookie"));
@@ -121,7 +123,8 @@ TEST_CASE("histogram codec: hostile encodings are refused with what was wrong") 
                     Catch::Contains("payload length"));
   // A zlib bomb: 64 MB of zeros inflates past the limit for the default bucket count, and is
   // never held whole.
-  const std::string bomb = frame(inner_header(0, 1, 3'600'000'000LL, 3) + std::string(64 << 20, '\0'));
+  const std::string bomb =
+      frame(inner_header(0, 1, 3'600'000'000LL, 3) + std::string(64 << 20, '\0'));
   CHECK_THROWS_WITH(decode_compressed(bomb), Catch::Contains("inflates past"));
   CHECK_THROWS_WITH(decode_compressed_base64("not base64!"), Catch::Contains("not base64"));
 }

@@ -1,7 +1,7 @@
 // OMB's result format: every field of OMB's TestResult, with its JSON type, in what polybus
 // writes; the quantile maps as HdrHistogram's percentile iteration keys them.
-#include <catch2/catch.hpp>
 #include <rapidjson/document.h>
+#include <catch2/catch.hpp>
 
 #include "bench/omb_result.hpp"
 
@@ -15,21 +15,27 @@ enum class Kind { string, integer, number, integer_list, number_list, integer_ma
 // double JSON numbers, List<...> arrays, Map<Double, ...> objects keyed by the double's text.
 const std::vector<std::pair<const char*, Kind>> kTestResult = [] {
   std::vector<std::pair<const char*, Kind>> fields = {
-      {"workload", Kind::string},        {"driver", Kind::string},
-      {"messageSize", Kind::integer},    {"topics", Kind::integer},
-      {"partitions", Kind::integer},     {"producersPerTopic", Kind::integer},
-      {"consumersPerTopic", Kind::integer}, {"publishRate", Kind::number_list},
-      {"publishErrorRate", Kind::number_list}, {"consumeRate", Kind::number_list},
+      {"workload", Kind::string},
+      {"driver", Kind::string},
+      {"messageSize", Kind::integer},
+      {"topics", Kind::integer},
+      {"partitions", Kind::integer},
+      {"producersPerTopic", Kind::integer},
+      {"consumersPerTopic", Kind::integer},
+      {"publishRate", Kind::number_list},
+      {"publishErrorRate", Kind::number_list},
+      {"consumeRate", Kind::number_list},
       {"backlog", Kind::integer_list},
       {"aggregatedPublishLatencyQuantiles", Kind::number_map},
       {"aggregatedPublishDelayLatencyQuantiles", Kind::integer_map},
       {"aggregatedEndToEndLatencyQuantiles", Kind::number_map}};
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const char* suffix : {"Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "Max"})
-      for (const char* prefix : {"publishLatency", "publishDelayLatency", "endToEndLatency",
-                                 "aggregatedPublishLatency", "aggregatedPublishDelayLatency",
-                                 "aggregatedEndToEndLatency"})
+    for (const char* suffix :
+         {"Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "Max"})
+      for (const char* prefix :
+           {"publishLatency", "publishDelayLatency", "endToEndLatency", "aggregatedPublishLatency",
+            "aggregatedPublishDelayLatency", "aggregatedEndToEndLatency"})
         n.push_back(std::string(prefix) + suffix);
     return n;
   }();
@@ -38,8 +44,9 @@ const std::vector<std::pair<const char*, Kind>> kTestResult = [] {
     const bool delay = name.find("Delay") != std::string::npos;
     const bool avg = name.size() > 3 && name.substr(name.size() - 3) == "Avg";
     const bool integers = delay && !avg;
-    fields.push_back({name.c_str(), aggregated ? (integers ? Kind::integer : Kind::number)
-                                               : (integers ? Kind::integer_list : Kind::number_list)});
+    fields.push_back({name.c_str(), aggregated
+                                        ? (integers ? Kind::integer : Kind::number)
+                                        : (integers ? Kind::integer_list : Kind::number_list)});
   }
   return fields;
 }();
@@ -58,13 +65,20 @@ bool has_kind(const rapidjson::Value& v, Kind kind) {
   auto integer = [](const rapidjson::Value& e) { return e.IsInt64(); };
   auto number = [](const rapidjson::Value& e) { return e.IsNumber(); };
   switch (kind) {
-    case Kind::string: return v.IsString();
-    case Kind::integer: return v.IsInt64();
-    case Kind::number: return v.IsNumber();
-    case Kind::integer_list: return v.IsArray() && all(integer);
-    case Kind::number_list: return v.IsArray() && all(number);
-    case Kind::integer_map: return v.IsObject() && all(integer);
-    case Kind::number_map: return v.IsObject() && all(number);
+    case Kind::string:
+      return v.IsString();
+    case Kind::integer:
+      return v.IsInt64();
+    case Kind::number:
+      return v.IsNumber();
+    case Kind::integer_list:
+      return v.IsArray() && all(integer);
+    case Kind::number_list:
+      return v.IsArray() && all(number);
+    case Kind::integer_map:
+      return v.IsObject() && all(integer);
+    case Kind::number_map:
+      return v.IsObject() && all(number);
   }
   return false;
 }

@@ -2,9 +2,9 @@
 // anything connects, naming the file, the field and the value.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 
 #include "bench/workload.hpp"
 
@@ -114,8 +114,9 @@ TEST_CASE("workload: every other field of OMB's Workload is read") {
 TEST_CASE("workload: a file that is not an OMB workload is refused, naming field and value") {
   CHECK_THAT(refusal("topics: [1, 2\n"), Catch::Contains("w.yaml: not YAML"));
   CHECK_THAT(refusal("- a\n- b\n"), Catch::Contains("not a YAML mapping"));
-  CHECK_THAT(refusal(std::string(kMinimal) + "partitions: 3\n"),
-             Catch::Contains("partitions (line 9)") && Catch::Contains("not a field of an OMB workload"));
+  CHECK_THAT(
+      refusal(std::string(kMinimal) + "partitions: 3\n"),
+      Catch::Contains("partitions (line 9)") && Catch::Contains("not a field of an OMB workload"));
   CHECK_THAT(refusal(std::string(kMinimal) + "producerRate: -5\n"),
              Catch::Contains("producerRate") && Catch::Contains("'-5'"));
   CHECK_THAT(refusal("name: n\ntopics: 1\nmessageSize: 100\nsubscriptionsPerTopic: 1\n"
@@ -126,8 +127,10 @@ TEST_CASE("workload: a file that is not an OMB workload is refused, naming field
                      "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 1\n"
                      "testDurationMinutes: 1\n"),
              Catch::Contains("topics") && Catch::Contains("1000000000 is out of range"));
-  CHECK_THAT(refusal("name: n\ntopics: abc\n"), Catch::Contains("topics (line 2): wants an integer, got 'abc'"));
-  CHECK_THAT(refusal("name: n\ntopics: [1]\n"), Catch::Contains("wants an integer, got a YAML collection"));
+  CHECK_THAT(refusal("name: n\ntopics: abc\n"),
+             Catch::Contains("topics (line 2): wants an integer, got 'abc'"));
+  CHECK_THAT(refusal("name: n\ntopics: [1]\n"),
+             Catch::Contains("wants an integer, got a YAML collection"));
   CHECK_THAT(refusal(std::string(kMinimal) + "keyDistributor: SOMETIMES\n"),
              Catch::Contains("'SOMETIMES' is none of NO_KEY"));
   CHECK_THAT(refusal(std::string(kMinimal) + "randomBytesRatio: 2\n"),
@@ -140,7 +143,8 @@ TEST_CASE("workload: a file that is not an OMB workload is refused, naming field
   small.max_payload = 1000;
   CHECK_THAT(refusal("name: n\ntopics: 1\nsubscriptionsPerTopic: 1\nproducersPerTopic: 1\n"
                      "consumerPerSubscription: 1\nproducerRate: 1\ntestDurationMinutes: 1\n"
-                     "payloadFile: " + big.path + "\n",
+                     "payloadFile: " +
+                         big.path + "\n",
                      small),
              Catch::Contains("2000 bytes, larger than --max-payload 1000"));
   // 100,000 topics of 1 producer and 1 consumer: 200,000 clients, over the bound.
@@ -151,5 +155,6 @@ TEST_CASE("workload: a file that is not an OMB workload is refused, naming field
 }
 
 TEST_CASE("workload: read_workload names a file that cannot be read") {
-  CHECK_THROWS_WITH(read_workload("/nonexistent/w.yaml"), Catch::Contains("/nonexistent/w.yaml: cannot be read"));
+  CHECK_THROWS_WITH(read_workload("/nonexistent/w.yaml"),
+                    Catch::Contains("/nonexistent/w.yaml: cannot be read"));
 }

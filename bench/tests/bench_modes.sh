@@ -4,10 +4,10 @@
 # only (--publishers 0) of what the publish-only run left, and of payloads polybus did not write,
 # which give no latency.
 #
-#   samples/cli/tests/bench_modes.sh POLYBUS_BINARY
+#   bench/tests/bench_modes.sh POLYBUS_BINARY
 set -euo pipefail
 polybus=$1
-source "$(dirname "$0")/broker_process.sh"
+source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
 
 # The JSON line's value of KEY (numbers and strings).
 field() {

@@ -21,7 +21,7 @@
 # and NSQ's message id cost one more; in steady state, without handler memory and NSQ's kept
 # burst vectors, NSQ's was 1.18: a change that brings back a per-message allocation fails here.
 #
-#   samples/cli/tests/bench_allocations.sh POLYBUS_BINARY [BROKER...]
+#   bench/tests/bench_allocations.sh POLYBUS_BINARY [BROKER...]
 #
 # BROKER: figg, quickio, quickio+ws, nsq (default: all four). The test suite runs one test per
 # broker, so that ctest runs them side by side.
@@ -30,7 +30,7 @@ polybus=$1
 shift
 brokers=("$@")
 ((${#brokers[@]})) || brokers=(figg quickio quickio+ws nsq)
-source "$(dirname "$0")/broker_process.sh"
+source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
 
 bench() {  # MESSAGES [ARGS...]: the JSON line of one run against the running broker
   local messages=$1

@@ -19,13 +19,27 @@ std::string with_spread(const Spread& s, const char* pattern) {
          ")";
 }
 
-double throughput(const BenchResult& r) { return r.msgs_per_sec; }
-double megabytes(const BenchResult& r) { return r.mb_per_sec; }
-double cpu_per_message(const BenchResult& r) { return r.cpu_us_per_msg; }
-double allocs_per_message(const BenchResult& r) { return r.allocs_per_msg; }
-double p50(const BenchResult& r) { return static_cast<double>(r.latency_at(50)); }
-double p99(const BenchResult& r) { return static_cast<double>(r.latency_at(99)); }
-double p999(const BenchResult& r) { return static_cast<double>(r.latency_at(99.9)); }
+double throughput(const BenchResult& r) {
+  return r.msgs_per_sec;
+}
+double megabytes(const BenchResult& r) {
+  return r.mb_per_sec;
+}
+double cpu_per_message(const BenchResult& r) {
+  return r.cpu_us_per_msg;
+}
+double allocs_per_message(const BenchResult& r) {
+  return r.allocs_per_msg;
+}
+double p50(const BenchResult& r) {
+  return static_cast<double>(r.latency_at(50));
+}
+double p99(const BenchResult& r) {
+  return static_cast<double>(r.latency_at(99));
+}
+double p999(const BenchResult& r) {
+  return static_cast<double>(r.latency_at(99.9));
+}
 
 double median_latency_at(const ComparedUrl& url, double percentile) {
   std::vector<double> values;
@@ -44,7 +58,7 @@ std::uint64_t total_failures(const ComparedUrl& url) {
 
 const char* completion_meaning(const ComparedUrl& url) {
   return !url.rounds.empty() && url.rounds.front().publish_confirmed ? "broker-confirmed"
-                                                                      : "written";
+                                                                     : "written";
 }
 
 }  // namespace
@@ -63,11 +77,9 @@ Spread spread_of(const std::vector<BenchResult>& rounds, double (*figure)(const 
 }
 
 std::string comparison_table(const std::vector<ComparedUrl>& urls) {
-  const std::vector<std::string> head = {"url",       "msgs/s",        "MB/s",
-                                         "p50 us",    "p99 us",        "p99.9 us",
-                                         "cpu us/msg", "allocs/msg",   "published",
-                                         "delivered", "failures",      "publish means",
-                                         "broker"};
+  const std::vector<std::string> head = {
+      "url",        "msgs/s",    "MB/s",      "p50 us",   "p99 us",        "p99.9 us", "cpu us/msg",
+      "allocs/msg", "published", "delivered", "failures", "publish means", "broker"};
   std::vector<std::vector<std::string>> rows{head};
   for (const auto& url : urls) {
     std::uint64_t published = 0, delivered = 0;
@@ -99,9 +111,10 @@ std::string comparison_table(const std::vector<ComparedUrl>& urls) {
       out += '\n';
     }
   }
-  out += "medians over the rounds, (lowest-highest); published and delivered: totals of all "
-         "rounds; an in-process test broker runs in this process, so its cpu and allocations "
-         "count in the figures\n";
+  out +=
+      "medians over the rounds, (lowest-highest); published and delivered: totals of all "
+      "rounds; an in-process test broker runs in this process, so its cpu and allocations "
+      "count in the figures\n";
   return out;
 }
 
@@ -146,19 +159,12 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
   // Throughput bars: median, whiskers from the lowest to the highest round.
   double highest = 1;
   for (const auto& url : urls) highest = std::max(highest, spread_of(url.rounds, throughput).high);
-  // Four gridlines at a round step (1, 2, 2.5 or 5 times a power of ten) above the highest.
-  const double magnitude = std::pow(10, std::floor(std::log10(highest * 1.05 / 4)));
-  double step = magnitude;
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (magnitude * m * 4 >= highest * 1.05) {
-      step = magnitude * m;
-      break;
-    }
-  const double top_rate = step * 4;
+  const double top_rate = bench::axis_top(highest);
   add("<g id=\"throughput\">\n");
   add("<text x=\"" + format("%.0f", bar_left + bar_width_total / 2) + "\" y=\"" +
       format("%.0f", top - 18) +
-      "\" text-anchor=\"middle\" font-weight=\"bold\">Throughput (median of rounds, lowest to highest)</text>\n");
+      "\" text-anchor=\"middle\" font-weight=\"bold\">Throughput (median of rounds, lowest to "
+      "highest)</text>\n");
   for (int tick = 0; tick <= 4; ++tick) {
     const double value = top_rate * tick / 4, y = bottom - plot_height * tick / 4;
     add("<line x1=\"" + format("%.1f", bar_left) + "\" y1=\"" + format("%.1f", y) + "\" x2=\"" +
@@ -213,7 +219,8 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
   add("<g id=\"latency\">\n");
   add("<text x=\"" + format("%.0f", curve_left + curve_width / 2) + "\" y=\"" +
       format("%.0f", top - 18) +
-      "\" text-anchor=\"middle\" font-weight=\"bold\">Latency by percentile (median of rounds)</text>\n");
+      "\" text-anchor=\"middle\" font-weight=\"bold\">Latency by percentile (median of "
+      "rounds)</text>\n");
   for (double l = log_low; l <= log_high; ++l) {
     const double y = y_of(std::pow(10, l));
     add("<line x1=\"" + format("%.1f", curve_left) + "\" y1=\"" + format("%.1f", y) + "\" x2=\"" +
@@ -244,8 +251,8 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
         "\" stroke-width=\"2.5\" points=\"" + points + "\"><title>" + escape_xml(urls[u].label) +
         "</title></polyline>\n");
   }
-  add("<line x1=\"" + format("%.1f", curve_left) + "\" y1=\"" + format("%.1f", bottom) + "\" x2=\"" +
-      format("%.1f", curve_left + curve_width) + "\" y2=\"" + format("%.1f", bottom) +
+  add("<line x1=\"" + format("%.1f", curve_left) + "\" y1=\"" + format("%.1f", bottom) +
+      "\" x2=\"" + format("%.1f", curve_left + curve_width) + "\" y2=\"" + format("%.1f", bottom) +
       "\" stroke=\"black\"/>\n");
   add("</g>\n");
 

@@ -11,8 +11,8 @@
 namespace polybus::cli {
 
 struct ComparedUrl {
-  std::string label;   // what the user typed (a URL, or broker:NAME)
-  std::string url;     // what was connected to
+  std::string label;        // what the user typed (a URL, or broker:NAME)
+  std::string url;          // what was connected to
   bool in_process = false;  // an in-process test broker (broker:NAME, mem://)
   std::vector<BenchResult> rounds;
 };

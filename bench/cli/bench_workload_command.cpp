@@ -18,7 +18,8 @@
 namespace polybus::cli {
 namespace {
 
-const char* kWorkloadUsage = R"(usage: polybus bench --workload FILE.yaml URL... [--duration D] [--warmup D]
+const char* kWorkloadUsage =
+    R"(usage: polybus bench --workload FILE.yaml URL... [--duration D] [--warmup D]
                      [--result FILE.json] [--histogram-log FILE.hlog] [--window-seconds S]
                      [--report FILE.svg|FILE.html] [--max-payload BYTES] [--max-in-flight N]
        polybus bench merge FILE.hlog... 
@@ -47,16 +48,22 @@ from several machines or processes of one split workload), and a JSON line per t
 )";
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+}
 
 std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   const std::string unit = text.substr(digits);
-  std::uint64_t scale = unit.empty() || unit == "s" ? 1000 : unit == "ms" ? 1 : unit == "m" ? 60'000
-                        : unit == "h" ? 3'600'000 : 0;
+  std::uint64_t scale = unit.empty() || unit == "s" ? 1000
+                        : unit == "ms"              ? 1
+                        : unit == "m"               ? 60'000
+                        : unit == "h"               ? 3'600'000
+                                                    : 0;
   if (digits == 0 || digits > 9 || scale == 0)
-    throw UsageError("--" + flag + " wants a duration such as 10s, 2m or 500ms, not '" + text + "'");
+    throw UsageError("--" + flag + " wants a duration such as 10s, 2m or 500ms, not '" + text +
+                     "'");
   const std::uint64_t ms = std::stoull(text.substr(0, digits)) * scale;
   if (ms > 7ull * 24 * 3'600'000) throw UsageError("--" + flag + " " + text + " is over a week");
   return std::chrono::milliseconds(ms);
@@ -87,9 +94,8 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 }  // namespace
 
 int run_bench_workload(const Argv& argv) {
-  Args args(argv,
-            {"workload", "duration", "warmup", "result", "histogram-log", "window-seconds",
-             "report", "max-payload", "max-in-flight"});
+  Args args(argv, {"workload", "duration", "warmup", "result", "histogram-log", "window-seconds",
+                   "report", "max-payload", "max-in-flight"});
   if (args.help()) return std::cout << kWorkloadUsage, 0;
   if (args.positional().empty()) throw UsageError("--workload needs one URL or more");
   const std::string file = *args.value("workload");
@@ -101,18 +107,21 @@ int run_bench_workload(const Argv& argv) {
   } catch (const bench::WorkloadError& e) {
     throw UsageError(e.what());
   }
-  if (auto d = args.value("duration")) workload.test_duration_override = parse_duration("duration", *d);
-  if (auto d = args.value("warmup")) workload.warmup_duration_override = parse_duration("warmup", *d);
+  if (auto d = args.value("duration"))
+    workload.test_duration_override = parse_duration("duration", *d);
+  if (auto d = args.value("warmup"))
+    workload.warmup_duration_override = parse_duration("warmup", *d);
   if (workload.test_duration().count() == 0)
-    throw UsageError(file + ": testDurationMinutes is 0 and no --duration: nothing would be measured");
+    throw UsageError(file +
+                     ": testDurationMinutes is 0 and no --duration: nothing would be measured");
   bench::WorkloadRunSettings base;
   base.window = std::chrono::seconds(args.number("window-seconds", 10, 1, 3600));
   base.max_in_flight_per_producer =
       static_cast<std::uint32_t>(args.number("max-in-flight", 1000, 1, 1'000'000));
   const auto report = args.value("report");
-  if (report && !(report->size() > 4 && (report->substr(report->size() - 4) == ".svg" ||
-                                         (report->size() > 5 &&
-                                          report->substr(report->size() - 5) == ".html"))))
+  if (report && !(report->size() > 4 &&
+                  (report->substr(report->size() - 4) == ".svg" ||
+                   (report->size() > 5 && report->substr(report->size() - 5) == ".html"))))
     throw UsageError("--report wants a FILE.svg or FILE.html, got '" + *report + "'");
 
   std::vector<std::unique_ptr<testing::TestBroker>> brokers;
@@ -124,11 +133,12 @@ int run_bench_workload(const Argv& argv) {
   for (const auto& target : targets) {
     Client probe = polybus::connect(target.url);
     const Capabilities caps = probe.capabilities();
-    const auto unmapped = bench::unmapped_fields(
-        workload, {probe.scheme(), caps.publish && caps.subscribe, caps.consumer_groups,
-                   caps.publish_confirmed});
-    mapping.push_back(target.label + ": " +
-                      (unmapped.empty() ? "every field maps" : "does not map: " + join(unmapped, "; ")));
+    const auto unmapped =
+        bench::unmapped_fields(workload, {probe.scheme(), caps.publish && caps.subscribe,
+                                          caps.consumer_groups, caps.publish_confirmed});
+    mapping.push_back(
+        target.label + ": " +
+        (unmapped.empty() ? "every field maps" : "does not map: " + join(unmapped, "; ")));
     probe.close_sync(std::chrono::seconds(5));
   }
   std::printf("workload \"%s\" (%s) | %s\n", workload.name.c_str(), file.c_str(),
@@ -161,7 +171,8 @@ int run_bench_workload(const Argv& argv) {
     bench::OmbResult r = bench::run_workload(workload, s);
     failed = failed || r.publish_errors > 0 || !r.complete;
     std::printf("%s", bench::summary_lines(r).c_str());
-    if (auto path = args.value("result")) write_file(numbered(*path, i, targets.size()), bench::to_json(r));
+    if (auto path = args.value("result"))
+      write_file(numbered(*path, i, targets.size()), bench::to_json(r));
     results.push_back(std::move(r));
   }
   if (report) {
@@ -169,7 +180,8 @@ int run_bench_workload(const Argv& argv) {
     write_file(*report, html ? bench::workload_html(results) : bench::workload_svg(results));
     std::fprintf(stderr, "report: %s\n", report->c_str());
   }
-  if (g_interrupted.load()) std::fprintf(stderr, "interrupted: the results are marked incomplete\n");
+  if (g_interrupted.load())
+    std::fprintf(stderr, "interrupted: the results are marked incomplete\n");
   return failed ? 1 : 0;
 }
 
@@ -185,28 +197,30 @@ int run_bench_merge(const Argv& argv) {
   }
   std::printf("%llu interval(s) from %zu log(s); values in microseconds\n",
               static_cast<unsigned long long>(merged.intervals), args.positional().size());
-  for (const auto& [tag, h] : merged.by_tag)
-    std::printf("%s: %lld values, mean %.1f, p50 %lld, p75 %lld, p90 %lld, p95 %lld, p99 %lld, "
-                "p99.9 %lld, p99.99 %lld, max %lld\n",
-                tag.empty() ? "(untagged)" : tag.c_str(), static_cast<long long>(h.total_count()),
-                h.mean(), static_cast<long long>(h.value_at_percentile(50)),
-                static_cast<long long>(h.value_at_percentile(75)),
-                static_cast<long long>(h.value_at_percentile(90)),
-                static_cast<long long>(h.value_at_percentile(95)),
-                static_cast<long long>(h.value_at_percentile(99)),
-                static_cast<long long>(h.value_at_percentile(99.9)),
-                static_cast<long long>(h.value_at_percentile(99.99)), static_cast<long long>(h.max()));
-  for (const auto& [tag, h] : merged.by_tag)
-    std::printf("{\"tag\":%s,\"count\":%lld,\"mean\":%.3f,\"p50\":%lld,\"p75\":%lld,\"p90\":%lld,"
-                "\"p95\":%lld,\"p99\":%lld,\"p999\":%lld,\"p9999\":%lld,\"max\":%lld}\n",
-                text::json_quote(tag).c_str(), static_cast<long long>(h.total_count()), h.mean(),
-                static_cast<long long>(h.value_at_percentile(50)),
-                static_cast<long long>(h.value_at_percentile(75)),
-                static_cast<long long>(h.value_at_percentile(90)),
-                static_cast<long long>(h.value_at_percentile(95)),
-                static_cast<long long>(h.value_at_percentile(99)),
-                static_cast<long long>(h.value_at_percentile(99.9)),
-                static_cast<long long>(h.value_at_percentile(99.99)), static_cast<long long>(h.max()));
+  // Each tag's figures once, printed as a line for people, then as JSON lines for machines.
+  struct Figures {
+    std::string tag;
+    long long count, p50, p75, p90, p95, p99, p999, p9999, max;
+    double mean;
+  };
+  std::vector<Figures> figures;
+  for (const auto& [tag, h] : merged.by_tag) {
+    auto at = [&h = h](double p) { return static_cast<long long>(h.value_at_percentile(p)); };
+    figures.push_back({tag, static_cast<long long>(h.total_count()), at(50), at(75), at(90), at(95),
+                       at(99), at(99.9), at(99.99), static_cast<long long>(h.max()), h.mean()});
+  }
+  for (const auto& f : figures)
+    std::printf(
+        "%s: %lld values, mean %.1f, p50 %lld, p75 %lld, p90 %lld, p95 %lld, p99 %lld, "
+        "p99.9 %lld, p99.99 %lld, max %lld\n",
+        f.tag.empty() ? "(untagged)" : f.tag.c_str(), f.count, f.mean, f.p50, f.p75, f.p90, f.p95,
+        f.p99, f.p999, f.p9999, f.max);
+  for (const auto& f : figures)
+    std::printf(
+        "{\"tag\":%s,\"count\":%lld,\"mean\":%.3f,\"p50\":%lld,\"p75\":%lld,\"p90\":%lld,"
+        "\"p95\":%lld,\"p99\":%lld,\"p999\":%lld,\"p9999\":%lld,\"max\":%lld}\n",
+        text::json_quote(f.tag).c_str(), f.count, f.mean, f.p50, f.p75, f.p90, f.p95, f.p99, f.p999,
+        f.p9999, f.max);
   return 0;
 }
 

@@ -4,10 +4,10 @@
 # scheme, an SVG (or HTML) report that a real renderer (librsvg's rsvg-convert) draws with the
 # expected elements, in-process brokers by broker:NAME, and --rate pacing the publishers.
 #
-#   samples/cli/tests/bench_compare.sh POLYBUS_BINARY
+#   bench/tests/bench_compare.sh POLYBUS_BINARY
 set -euo pipefail
 polybus=$1
-source "$(dirname "$0")/broker_process.sh"
+source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
 command -v rsvg-convert > /dev/null ||
   fail "rsvg-convert is missing: Debian's librsvg2-bin has it (.ci/install-deps installs it)"
 

@@ -138,8 +138,7 @@ void print_run(const BenchSettings& s, const BenchResult& r, const Target& targe
 Target resolve_target(const std::string& given,
                       std::vector<std::unique_ptr<testing::TestBroker>>& brokers) {
   const std::string prefix = "broker:";
-  if (given.rfind(prefix, 0) != 0)
-    return {given, given, given.rfind("mem://", 0) == 0};
+  if (given.rfind(prefix, 0) != 0) return {given, given, given.rfind("mem://", 0) == 0};
   // broker:NAME?OPTIONS: the client's options go on the broker's URL.
   const std::string rest = given.substr(prefix.size());
   const std::string name = rest.substr(0, rest.find('?'));
@@ -157,8 +156,10 @@ Target resolve_target(const std::string& given,
 }
 
 int run_bench(const Argv& argv) {
-  if (!argv.empty() && argv[0] == "merge") return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
-  if (!argv.empty() && argv[0] == "scale") return run_bench_scale(Argv(argv.begin() + 1, argv.end()));
+  if (!argv.empty() && argv[0] == "merge")
+    return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
+  if (!argv.empty() && argv[0] == "scale")
+    return run_bench_scale(Argv(argv.begin() + 1, argv.end()));
   for (const auto& arg : argv)
     if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return run_bench_workload(argv);
   Args args(argv,
@@ -171,8 +172,7 @@ int run_bench(const Argv& argv) {
   BenchSettings s;
   if (!compare && args.positional().size() > 1)
     throw UsageError("unexpected argument '" + args.positional()[1] + "'");
-  if (compare && args.positional().size() < 2)
-    throw UsageError("--compare needs two URLs or more");
+  if (compare && args.positional().size() < 2) throw UsageError("--compare needs two URLs or more");
   if (!compare && (args.has("rounds") || args.has("report")))
     throw UsageError("--rounds and --report go with --compare");
   const std::vector<std::string> given =
@@ -210,7 +210,8 @@ int run_bench(const Argv& argv) {
   if (args.has("from")) s.from = args.number("from", 0, 0, UINT64_MAX);
   if (s.publishers == 0 && s.subscribers == 0)
     throw UsageError("--publishers 0 and --subscribers 0: nothing to measure");
-  if (s.rate > 0 && s.publishers == 0) throw UsageError("--rate paces publishers: none with --publishers 0");
+  if (s.rate > 0 && s.publishers == 0)
+    throw UsageError("--rate paces publishers: none with --publishers 0");
   if (!args.has("topic") && s.publishers > 0 && s.subscribers > 0) {
     // A topic of this invocation's own: a group an earlier run left on a shared topic would
     // keep a copy of every message published there, until the broker is full.
@@ -220,9 +221,9 @@ int run_bench(const Argv& argv) {
   }
   const std::uint64_t rounds = args.number("rounds", 3, 1, 1000);
   const auto report = args.value("report");
-  if (report && !(report->size() > 4 && (report->substr(report->size() - 4) == ".svg" ||
-                                         (report->size() > 5 &&
-                                          report->substr(report->size() - 5) == ".html"))))
+  if (report && !(report->size() > 4 &&
+                  (report->substr(report->size() - 4) == ".svg" ||
+                   (report->size() > 5 && report->substr(report->size() - 5) == ".html"))))
     throw UsageError("--report wants a FILE.svg or FILE.html, got '" + *report + "'");
   const bool terminal = isatty(STDOUT_FILENO) != 0;
 
@@ -271,16 +272,16 @@ int run_bench(const Argv& argv) {
     }
   }
   char workload[256];
-  std::snprintf(workload, sizeof workload, "%s, %llu x %llu B, %llu publisher(s), %llu %s%s%s",
-                mode_name(compared[0].rounds.front().mode),
-                static_cast<unsigned long long>(s.messages),
-                static_cast<unsigned long long>(s.size),
-                static_cast<unsigned long long>(s.publishers),
-                static_cast<unsigned long long>(s.subscribers),
-                compared[0].rounds.front().mode == BenchMode::request ? "responder(s)"
-                                                                      : "subscriber(s)",
-                s.rate > 0 ? (", " + std::to_string(static_cast<long long>(s.rate)) + " msgs/s offered").c_str() : "",
-                (", " + std::to_string(rounds) + " rounds").c_str());
+  std::snprintf(
+      workload, sizeof workload, "%s, %llu x %llu B, %llu publisher(s), %llu %s%s%s",
+      mode_name(compared[0].rounds.front().mode), static_cast<unsigned long long>(s.messages),
+      static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
+      static_cast<unsigned long long>(s.subscribers),
+      compared[0].rounds.front().mode == BenchMode::request ? "responder(s)" : "subscriber(s)",
+      s.rate > 0
+          ? (", " + std::to_string(static_cast<long long>(s.rate)) + " msgs/s offered").c_str()
+          : "",
+      (", " + std::to_string(rounds) + " rounds").c_str());
   std::printf("%s\n%s", workload, comparison_table(compared).c_str());
   for (const auto& url : compared)
     for (std::size_t r = 0; r < url.rounds.size(); ++r)

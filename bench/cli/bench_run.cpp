@@ -15,6 +15,7 @@
 
 #include "allocation_counter.hpp"
 #include "args.hpp"
+#include "bench/payload_stamp.hpp"
 #include "polybus/middleware.hpp"
 #include "windowed_publisher.hpp"
 
@@ -74,21 +75,8 @@ std::string bench_payload(std::uint64_t seq, std::size_t size, const std::string
 }
 
 // The send time of a payload bench_payload made; nothing for any other payload.
-// Read in one pass (two finds and two from_chars were a third of the bench's own cost per
-// message received): digits, a space, digits, a space.
 std::optional<std::int64_t> sent_at(std::string_view payload) {
-  std::size_t at = 0;
-  auto digits = [&](std::uint64_t& value, std::size_t most) {
-    const std::size_t first = at;
-    while (at < payload.size() && payload[at] >= '0' && payload[at] <= '9') {
-      if (at - first == most) return false;  // longer than any value it can hold
-      value = value * 10 + static_cast<std::uint64_t>(payload[at++] - '0');
-    }
-    return at > first && at < payload.size() && payload[at++] == ' ';
-  };
-  std::uint64_t seq = 0, stamp = 0;
-  if (!digits(seq, 19) || !digits(stamp, 18) || stamp == 0) return std::nullopt;
-  return static_cast<std::int64_t>(stamp);
+  return bench::payload_stamp(payload);
 }
 
 double cpu_seconds() {
@@ -150,10 +138,14 @@ class Pacer {
 
 const char* mode_name(BenchMode mode) {
   switch (mode) {
-    case BenchMode::pubsub: return "pubsub";
-    case BenchMode::publish: return "publish";
-    case BenchMode::consume: return "consume";
-    case BenchMode::request: return "request";
+    case BenchMode::pubsub:
+      return "pubsub";
+    case BenchMode::publish:
+      return "publish";
+    case BenchMode::consume:
+      return "consume";
+    case BenchMode::request:
+      return "request";
   }
   return "?";
 }
@@ -276,15 +268,14 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
       if (mode != BenchMode::request) {
         WindowedPublisher publisher(c, s.topic, std::chrono::seconds(60), s.window);
         if (mode == BenchMode::publish) {
-          publisher.on_complete(
-              [&](SteadyClock::time_point issued, std::size_t count, bool ok) {
-                if (ok)
-                  latencies.record(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       issued.time_since_epoch())
-                                       .count());
-                if ((confirmed += count) == target)
-                  finished.store(SteadyClock::now().time_since_epoch().count());
-              });
+          publisher.on_complete([&](SteadyClock::time_point issued, std::size_t count, bool ok) {
+            if (ok)
+              latencies.record(
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(issued.time_since_epoch())
+                      .count());
+            if ((confirmed += count) == target)
+              finished.store(SteadyClock::now().time_since_epoch().count());
+          });
         }
         if (s.batch > 1) {
           std::vector<std::string> batch;
@@ -295,7 +286,8 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
             if (batch.empty()) first_due = due;
             batch.push_back(bench_payload(i, s.size, filler, stamp_of(due)));
             if (batch.size() == s.batch || i + 1 == end) {
-              publisher.publish_batch(std::exchange(batch, {}), pacer.paced() ? first_due : SteadyClock::time_point{});
+              publisher.publish_batch(std::exchange(batch, {}),
+                                      pacer.paced() ? first_due : SteadyClock::time_point{});
               batch.reserve(s.batch);
             }
           }
@@ -382,7 +374,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   const std::size_t latency_samples = latencies.count();
   const char* latency_kind = mode == BenchMode::publish   ? "publish to completion"
                              : mode == BenchMode::request ? "round trip"
-                                                     : "publish to receive";
+                                                          : "publish to receive";
   const double per_message = got ? 1.0 / static_cast<double>(got) : 0.0;
   for (auto& c : run_clients) c.close(std::chrono::seconds(5));
   for (auto& c : run_clients) c.close_sync(std::chrono::seconds(5));
@@ -410,7 +402,6 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   for (double p : {50.0, 90.0, 99.0, 99.9, 99.99, 100.0})
     result.latency_us.emplace_back(p, latencies.percentile(p / 100.0));
   return result;
-
 }
 
 }  // namespace polybus::cli
