@@ -124,6 +124,9 @@ void HdrHistogram::add(const HdrHistogram& other) {
                                 std::to_string(other.lowest_) + ", highest " +
                                 std::to_string(other.highest_) + ", digits " +
                                 std::to_string(other.significant_digits_) + ")");
+  if (other.total_count_ > INT64_MAX - total_count_)
+    throw std::overflow_error("histogram: adding " + std::to_string(other.total_count_) +
+                              " values to " + std::to_string(total_count_) + " passes 2^63");
   for (std::size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
   total_count_ += other.total_count_;
   clamped_ += other.clamped_;

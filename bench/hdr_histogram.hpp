@@ -22,7 +22,7 @@ class HdrHistogram {
   // still counts, at the top); a negative value counts as 0.
   void record(std::int64_t value, std::int64_t count = 1);
   // Adds every count of `other` (the same layout: lowest, highest and digits; else
-  // std::invalid_argument).
+  // std::invalid_argument; std::overflow_error when the total would pass 2^63).
   void add(const HdrHistogram& other);
   void reset();
 

@@ -184,6 +184,8 @@ HdrHistogram decode_compressed(std::string_view bytes, std::int32_t max_counts) 
     }
     if (index >= h.counts_length())
       refuse("more counts than the " + std::to_string(h.counts_length()) + " buckets");
+    if (value > INT64_MAX - h.total_count())
+      refuse("the counts add up past 2^63 at bucket " + std::to_string(index));
     h.set_count_at_index(index++, value);
   }
   return h;

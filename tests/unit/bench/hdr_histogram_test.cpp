@@ -72,6 +72,11 @@ TEST_CASE("hdr histogram: add sums counts, and refuses another layout") {
   CHECK(a.total_count() == 1000);
   CHECK(a.value_at_percentile(50) == 500);
   CHECK(a.max() == 1000);
+  HdrHistogram full = HdrHistogram::for_latency_us();
+  full.record(1, INT64_MAX - 10);
+  HdrHistogram more = HdrHistogram::for_latency_us();
+  more.record(1, 11);
+  CHECK_THROWS_WITH(full.add(more), Catch::Contains("passes 2^63"));
   HdrHistogram other(1, 1'000'000, 2);
   CHECK_THROWS_WITH(a.add(other), Catch::Contains("another layout"));
   CHECK_THROWS_WITH(HdrHistogram(0, 100, 3), Catch::Contains("lowest 0"));

@@ -127,4 +127,8 @@ TEST_CASE("histogram codec: hostile encodings are refused with what was wrong") 
       frame(inner_header(0, 1, 3'600'000'000LL, 3) + std::string(64 << 20, '\0'));
   CHECK_THROWS_WITH(decode_compressed(bomb), Catch::Contains("inflates past"));
   CHECK_THROWS_WITH(decode_compressed_base64("not base64!"), Catch::Contains("not base64"));
+  // Two counts of 2^62 each: a total past 2^63 would overflow.
+  const std::string huge = std::string(9, '\x80');  // zigzag(2^62) = 2^63: the ninth byte's top bit
+  CHECK_THROWS_WITH(decode_compressed(frame(inner_header(18, 1, 3'600'000'000LL, 3) + huge + huge)),
+                    Catch::Contains("add up past 2^63"));
 }
