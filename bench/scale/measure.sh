@@ -8,8 +8,9 @@
 #   bench/scale/measure.sh POLYBUS_BINARY [IDLE_SECONDS (default 20)] [MESSAGES (default 20000)]
 #                          [PICTURE.svg (docs/scale.svg draws the table's curves)]
 #
-# About 15 minutes with the defaults on 2 cores (the 1,000 nsqd take a minute to start). QuickIO's servers refuse more than 1,024
-# subscriptions on one connection (420), so its 10,000-topic point is reported as refused.
+# About 15 minutes with the defaults on 2 cores (the 1,000 nsqd take a minute to start). The
+# in-process QuickIO server refuses more than 1,024 subscriptions on one connection (420), so its
+# 10,000-topic point is reported as refused.
 set -euo pipefail
 polybus=$1
 idle=${2:-20}
