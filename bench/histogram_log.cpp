@@ -47,6 +47,7 @@ void HistogramLogWriter::write(std::string_view tag, double start_seconds, doubl
 
 void merge_histogram_log(std::istream& in, const std::string& name, MergedLogs& merged) {
   constexpr std::size_t kMaxLine = 16 << 20;
+  constexpr std::size_t kMaxTags = 256;
   std::string line;
   std::uint64_t number = 0;
   bool legend = false;
@@ -99,6 +100,10 @@ void merge_histogram_log(std::istream& in, const std::string& name, MergedLogs& 
     }
     HdrHistogram& h = *decoded;
     auto found = merged.by_tag.find(tag);
+    // Each tag holds a histogram: a log naming thousands is not one polybus or HdrHistogram's
+    // tools write, and would take memory without bound.
+    if (found == merged.by_tag.end() && merged.by_tag.size() == kMaxTags)
+      fail("more than " + std::to_string(kMaxTags) + " tags");
     if (found == merged.by_tag.end())
       merged.by_tag.emplace(tag, std::move(h));
     else

@@ -31,7 +31,7 @@ struct MergedLogs {
   std::uint64_t intervals = 0;
 };
 // Reads one log into `merged`. Throws std::runtime_error naming the file, the line and what was
-// wrong (not a histogram log, a bad histogram, a line over 16 MB).
+// wrong (not a histogram log, a bad histogram, a line over 16 MB, more than 256 tags).
 void merge_histogram_log(std::istream& in, const std::string& name, MergedLogs& merged);
 
 }  // namespace polybus::bench

@@ -23,13 +23,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 // Sockets this process has open: what subscribing opened, whatever the scheme calls an endpoint
 // (NSQ opens a connection per topic to the same nsqd).
 std::uint64_t open_sockets() {
@@ -58,6 +51,13 @@ std::string number(const char* pattern, double value) {
 }
 
 }  // namespace
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 double resident_kib() {
   std::ifstream statm("/proc/self/statm");

@@ -43,5 +43,7 @@ std::string to_json(const ScalePoint& point);
 
 // The resident set of this process, in KiB (/proc/self/statm).
 double resident_kib();
+// The CPU time this process has used so far, user and system, in seconds.
+double cpu_seconds();
 
 }  // namespace polybus::bench

@@ -1,7 +1,5 @@
 #include "bench_run.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -16,6 +14,7 @@
 #include "allocation_counter.hpp"
 #include "args.hpp"
 #include "bench/payload_stamp.hpp"
+#include "bench/scale_run.hpp"
 #include "polybus/middleware.hpp"
 #include "windowed_publisher.hpp"
 
@@ -77,13 +76,6 @@ std::string bench_payload(std::uint64_t seq, std::size_t size, const std::string
 // The send time of a payload bench_payload made; nothing for any other payload.
 std::optional<std::int64_t> sent_at(std::string_view payload) {
   return bench::payload_stamp(payload);
-}
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 class LatencyLog {
@@ -205,7 +197,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   std::uint64_t allocations_start = 0;
   SteadyClock::time_point start;
   auto start_clock = [&] {
-    cpu_start = cpu_seconds();
+    cpu_start = bench::cpu_seconds();
     allocations_start = allocations_so_far();
     start = SteadyClock::now();
   };
@@ -357,7 +349,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
                                    : SteadyClock::now();
   const double seconds = std::chrono::duration<double>(end - start).count();
   for (auto& t : publishers) t.join();
-  const double cpu = cpu_seconds() - cpu_start;
+  const double cpu = bench::cpu_seconds() - cpu_start;
   const std::uint64_t allocations = allocations_so_far() - allocations_start;
   const double publish_seconds =
       publish_done_ns.load() > 0

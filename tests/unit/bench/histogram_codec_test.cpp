@@ -5,7 +5,10 @@
 #include <zlib.h>
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "bench/histogram_codec.hpp"
+#include "bench/histogram_log.hpp"
 #include "polybus/adapter/big_endian.hpp"
 #include "polybus/adapter/text.hpp"
 
@@ -131,4 +134,20 @@ TEST_CASE("histogram codec: hostile encodings are refused with what was wrong") 
   const std::string huge = std::string(9, '\x80');  // zigzag(2^62) = 2^63: the ninth byte's top bit
   CHECK_THROWS_WITH(decode_compressed(frame(inner_header(18, 1, 3'600'000'000LL, 3) + huge + huge)),
                     Catch::Contains("add up past 2^63"));
+}
+
+TEST_CASE("histogram log: merged tags are bounded, and a line that is not one names where") {
+  const std::string histogram = encode_compressed_base64(sample());
+  std::string log =
+      "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n";
+  for (int tag = 0; tag < 257; ++tag)
+    log += "Tag=t" + std::to_string(tag) + ",0.000,1.000,1.000," + histogram + "\n";
+  std::istringstream many(log);
+  MergedLogs merged;
+  CHECK_THROWS_WITH(merge_histogram_log(many, "many.hlog", merged),
+                    Catch::Contains("many.hlog:258: more than 256 tags"));
+  std::istringstream bad("\"StartTimestamp\",\"x\"\n1.0,2.0\n");
+  MergedLogs other;
+  CHECK_THROWS_WITH(merge_histogram_log(bad, "bad.hlog", other),
+                    Catch::Contains("bad.hlog:2: fewer than 4 fields"));
 }
