@@ -309,6 +309,14 @@ TEST_CASE(
                                   [&](Message& m) { got2.add(std::string(m.payload())); });
   REQUIRE(sub2.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got2.wait_until([](const auto& seen) { return seen.count("from-ours") == 1; }));
+  // Each nsqd tells its lookupd of a new channel from a loop of its own, after the SUB that made
+  // it has been answered: wait until both lookupds list it before comparing them.
+  const auto lists_channel = [](const std::string& lookupd) {
+    return http_exchange(lookupd, "GET", "/channels?topic=crossed").body.find("\"finders\"") !=
+           std::string::npos;
+  };
+  REQUIRE(eventually([&] { return lists_channel(real_lookupd.lookupd_http()); }));
+  REQUIRE(eventually([&] { return lists_channel(our_lookupd->http_address()); }));
   for (const char* target : {"/lookup?topic=crossed", "/topics", "/channels?topic=crossed",
                              "/nodes", "/lookup?topic=nope", "/lookup", "/info", "/ping"}) {
     const HttpAnswer theirs = http_exchange(real_lookupd.lookupd_http(), "GET", target);
