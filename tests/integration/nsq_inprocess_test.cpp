@@ -819,9 +819,15 @@ TEST_CASE("nsq: least_pending and failover pick their nsqd as they say",
     CHECK(a->topic_message_count("picked") == 1000);  // the first up takes everything
     CHECK(b->topic_message_count("picked") == 0);
   }
-  // The default (least_pending) spreads: both take a share (not an even one: the one whose
-  // connection was up first, or answers sooner, takes more).
+  // The default (least_pending) spreads: both take a share (not an even one: the one that
+  // answers sooner takes more). The first publish dials both; the share is measured once both
+  // are up, as one still connecting takes nothing.
   auto spread = connect("nsq://" + hosts + "?" + kFast);
+  REQUIRE(spread.publish_sync("spread-warm", "dial") == std::error_code{});
+  REQUIRE(eventually([&] {
+    const auto nodes = spread.metrics().publish_nodes;
+    return nodes.size() == 2 && nodes[0].state == "ready" && nodes[1].state == "ready";
+  }));
   REQUIRE(publish_windowed(spread, "spread-default", "d", 10000));
   CHECK(a->topic_message_count("spread-default") >= 1000);
   CHECK(b->topic_message_count("spread-default") >= 1000);
