@@ -66,7 +66,9 @@ class FiggAdapter : public Adapter {
     return std::make_shared<FiggSubscription>(connection_, spec.topic);
   }
   void ping(OpCompletion done) override { connection_->ping(std::move(done)); }
-  void close(Clock::time_point, std::function<void()> done) override { connection_->close(std::move(done)); }
+  void close(Clock::time_point, std::function<void()> done) override {
+    connection_->close(std::move(done));
+  }
 
  private:
   std::shared_ptr<Connection> connection_;

@@ -13,19 +13,27 @@ class Category final : public std::error_category {
  public:
   std::error_condition default_error_condition(int value) const noexcept override {
     switch (static_cast<errc>(value)) {
-      case errc::frame_too_large: return make_error_condition(polybus::errc::frame_too_large);
-      case errc::invalid_topic: return make_error_condition(polybus::errc::invalid_argument);
-      default: return make_error_condition(polybus::errc::protocol_error);
+      case errc::frame_too_large:
+        return make_error_condition(polybus::errc::frame_too_large);
+      case errc::invalid_topic:
+        return make_error_condition(polybus::errc::invalid_argument);
+      default:
+        return make_error_condition(polybus::errc::protocol_error);
     }
   }
   const char* name() const noexcept override { return "figg"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::frame_too_large: return "figg frame payload larger than the configured maximum";
-      case errc::truncated_field: return "figg field runs past the end of its message";
-      case errc::trailing_bytes: return "figg message has bytes after its last field";
-      case errc::unknown_type: return "figg message of an unknown type";
-      case errc::invalid_topic: return "figg topic is empty or too long";
+      case errc::frame_too_large:
+        return "figg frame payload larger than the configured maximum";
+      case errc::truncated_field:
+        return "figg field runs past the end of its message";
+      case errc::trailing_bytes:
+        return "figg message has bytes after its last field";
+      case errc::unknown_type:
+        return "figg message of an unknown type";
+      case errc::invalid_topic:
+        return "figg topic is empty or too long";
     }
     return "figg error " + std::to_string(value);
   }
@@ -104,7 +112,7 @@ std::error_code finish(const Reader& r) {
 }
 std::error_code check_topic(std::string_view topic) {
   return topic.empty() || topic.size() > kMaxTopicLength ? make_error_code(errc::invalid_topic)
-                                                          : std::error_code{};
+                                                         : std::error_code{};
 }
 
 }  // namespace
@@ -113,9 +121,12 @@ const std::error_category& figg_category() noexcept {
   static const Category category;
   return category;
 }
-std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), figg_category()}; }
+std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), figg_category()};
+}
 
-void append_attach(std::string& out, std::string_view topic, bool from_offset, std::uint64_t offset) {
+void append_attach(std::string& out, std::string_view topic, bool from_offset,
+                   std::uint64_t offset) {
   header(out, MessageType::attach, 2 + 4 + topic.size() + 8);
   put16(out, from_offset ? kAttachFromOffset : 0);
   bytes(out, topic);
@@ -206,7 +217,8 @@ std::error_code parse_attach(std::string_view payload, Attach& out) {
   Reader r(payload);
   std::uint16_t flags = 0;
   Attach a;
-  if (!r.u16(flags) || !r.field(a.topic) || !r.u64(a.offset)) return make_error_code(errc::truncated_field);
+  if (!r.u16(flags) || !r.field(a.topic) || !r.u64(a.offset))
+    return make_error_code(errc::truncated_field);
   if (auto ec = check_topic(a.topic)) return ec;
   a.from_offset = (flags & kAttachFromOffset) != 0;
   if (auto ec = finish(r)) return ec;
@@ -236,7 +248,8 @@ std::error_code parse_attached(std::string_view payload, TopicOffset& out) {
 std::error_code parse_publish(std::string_view payload, Publish& out) {
   Reader r(payload);
   Publish p;
-  if (!r.field(p.topic) || !r.u64(p.seq) || !r.field(p.data)) return make_error_code(errc::truncated_field);
+  if (!r.field(p.topic) || !r.u64(p.seq) || !r.field(p.data))
+    return make_error_code(errc::truncated_field);
   if (auto ec = check_topic(p.topic)) return ec;
   if (auto ec = finish(r)) return ec;
   out = p;
@@ -246,7 +259,8 @@ std::error_code parse_publish(std::string_view payload, Publish& out) {
 std::error_code parse_data(std::string_view payload, Data& out) {
   Reader r(payload);
   Data d;
-  if (!r.field(d.topic) || !r.u64(d.offset) || !r.field(d.data)) return make_error_code(errc::truncated_field);
+  if (!r.field(d.topic) || !r.u64(d.offset) || !r.field(d.data))
+    return make_error_code(errc::truncated_field);
   if (auto ec = finish(r)) return ec;
   out = d;
   return {};

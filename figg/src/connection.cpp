@@ -90,8 +90,10 @@ void Connection::resume(const std::string& topic) {
 void Connection::hold(bool on) {
   holds_ += on ? 1 : -1;
   if (!transport_) return;
-  if (holds_ > 0) transport_->pause_reading();
-  else transport_->resume_reading();
+  if (holds_ > 0)
+    transport_->pause_reading();
+  else
+    transport_->resume_reading();
 }
 
 void Connection::ping(OpCompletion done) {

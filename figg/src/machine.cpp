@@ -117,8 +117,7 @@ void Machine::connected() {
   // An attached topic first learns where the log ends now: a server that restarted starts every
   // log again at 0 and would deliver nothing from an offset beyond its end.
   for (auto& [topic, a] : attachments_)
-    if (a.state == State::attached || a.state == State::probing ||
-        a.state == State::catching_up) {
+    if (a.state == State::attached || a.state == State::probing || a.state == State::catching_up) {
       a.catch_up_to.reset();
       if (!a.offset) {
         a.state = State::attaching;
@@ -159,10 +158,13 @@ void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view
     auto result = parser_.feed(bytes, frame);
     if (result.error == errc::frame_too_large)
       return handler_.on_failure(
-          result.error, "a frame from the Figg server declares a payload of " +
-                            std::to_string(parser_.declared_size()) + " bytes: exceeds max_frame_size=" +
-                            std::to_string(parser_.max_payload()));
-    if (result.error) return handler_.on_failure(result.error, "bad frame from the Figg server: " + result.error.message());
+          result.error,
+          "a frame from the Figg server declares a payload of " +
+              std::to_string(parser_.declared_size()) +
+              " bytes: exceeds max_frame_size=" + std::to_string(parser_.max_payload()));
+    if (result.error)
+      return handler_.on_failure(result.error,
+                                 "bad frame from the Figg server: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;
     ++frames_;
@@ -251,8 +253,9 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     default:
       return;  // as the real server does with unknown types: ignore them
   }
-  if (ec) handler_.on_failure(ec, "malformed Figg message of type " +
-                                      std::to_string(static_cast<int>(frame.type)) + ": " + ec.message());
+  if (ec)
+    handler_.on_failure(ec, "malformed Figg message of type " +
+                                std::to_string(static_cast<int>(frame.type)) + ": " + ec.message());
 }
 
 }  // namespace polybus::figg

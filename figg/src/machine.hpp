@@ -113,8 +113,8 @@ class Machine {
   KeptCopies kept_;  // the frames that straddled two reads, for the messages viewing them
   std::vector<Slot> ring_;
   SharedPayloadBlocks payload_blocks_;  // for the ring's large payloads
-  std::string header_scratch_;  // a PUBLISH header, rebuilt for each publish
-  std::size_t head_ = 0;  // oldest unacknowledged
+  std::string header_scratch_;          // a PUBLISH header, rebuilt for each publish
+  std::size_t head_ = 0;                // oldest unacknowledged
   std::size_t unacked_ = 0;
   std::size_t written_ = 0;  // of the unacknowledged, from head_: written on this connection
   std::uint64_t next_seq_ = 1;

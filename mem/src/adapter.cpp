@@ -9,9 +9,9 @@
 #include <random>
 
 #include "broker.hpp"
+#include "polybus/adapter/reconnect.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
-#include "polybus/adapter/reconnect.hpp"
 
 namespace polybus::mem {
 namespace {
@@ -37,7 +37,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   MemSession(AdapterContext& context, std::shared_ptr<BrokerImpl> broker)
       : ctx_(context),
         broker_(std::move(broker)),
-        endpoint_("mem://" + (context.url().hosts.empty() ? std::string() : context.url().hosts[0].host)),
+        endpoint_("mem://" +
+                  (context.url().hosts.empty() ? std::string() : context.url().hosts[0].host)),
         msg_timeout_(context.options().get_duration("msg_timeout")),
         reconnect_(context, endpoint_),
         client_id_(random_id()) {}
@@ -55,7 +56,8 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   }
 
   std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
-                                                 std::shared_ptr<SubscriptionSink> sink, bool serve);
+                                                 std::shared_ptr<SubscriptionSink> sink,
+                                                 bool serve);
 
   void request(RequestWork work) {
     if (session_ == 0) {
@@ -67,7 +69,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void ping(OpCompletion done) {
     done(session_ != 0 && broker_->alive(session_) ? std::error_code{}
-                                                    : make_error_code(errc::disconnected));
+                                                   : make_error_code(errc::disconnected));
   }
 
   void close(std::function<void()> done) {
@@ -242,9 +244,9 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       return;
     }
     if (ec) {
-      work.done(ec, {}, ec == make_error_code(errc::no_responder)
-                            ? "nobody serves '" + work.topic + "'"
-                            : ec.message());
+      work.done(ec, {},
+                ec == make_error_code(errc::no_responder) ? "nobody serves '" + work.topic + "'"
+                                                          : ec.message());
       return;
     }
     open_requests_.emplace(id, std::move(work.done));
@@ -269,8 +271,11 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     if (generation != generation_ || session_ == 0) return;  // the broker requeued it already
     auto it = subs_.find(d.subscription);
     if (it == subs_.end()) {
-      if (d.request) broker_->reply(session_, d.delivery_id, {}, make_error_code(errc::no_responder), "unsubscribed");
-      else broker_->nack(session_, d.delivery_id, std::chrono::milliseconds(0));
+      if (d.request)
+        broker_->reply(session_, d.delivery_id, {}, make_error_code(errc::no_responder),
+                       "unsubscribed");
+      else
+        broker_->nack(session_, d.delivery_id, std::chrono::milliseconds(0));
       return;
     }
     ctx_.count_bytes_in(d.payload->size());
@@ -325,10 +330,12 @@ std::shared_ptr<AdapterSubscription> MemSession::subscribe(const SubscribeSpec& 
                                                            bool serve) {
   std::uint64_t id = ++next_sub_;
   const bool anonymous = spec.group.empty();
-  std::string group = anonymous ? "~" + std::to_string(client_id_) + "-" + std::to_string(id) : spec.group;
+  std::string group =
+      anonymous ? "~" + std::to_string(client_id_) + "-" + std::to_string(id) : spec.group;
   if (!anonymous && spec.group[0] == '~')
     throw Error(errc::invalid_argument, "mem: group names may not begin with '~'");
-  auto& sub = subs_.emplace(id, SubRecord{spec, std::move(sink), group, anonymous, serve}).first->second;
+  auto& sub =
+      subs_.emplace(id, SubRecord{spec, std::move(sink), group, anonymous, serve}).first->second;
   if (session_ != 0) establish(id, sub);
   return std::make_shared<MemSubscription>(shared_from_this(), id);
 }
@@ -350,7 +357,8 @@ class MemAdapter : public Adapter {
   std::shared_ptr<AdapterSubscription> serve(const ServeSpec& serve,
                                              std::shared_ptr<SubscriptionSink> sink) override {
     // As many requests handed out at once as the core runs handlers for them.
-    SubscribeSpec spec{serve.topic, {}, std::nullopt, std::max<std::uint32_t>(1, serve.concurrency)};
+    SubscribeSpec spec{
+        serve.topic, {}, std::nullopt, std::max<std::uint32_t>(1, serve.concurrency)};
     return session_->subscribe(spec, std::move(sink), true);
   }
   void request(RequestWork work) override { session_->request(std::move(work)); }

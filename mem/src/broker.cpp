@@ -12,7 +12,9 @@ std::int64_t now_ns() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-std::error_code err(errc e) { return make_error_code(e); }
+std::error_code err(errc e) {
+  return make_error_code(e);
+}
 }  // namespace
 
 BrokerImpl::BrokerImpl() : timer_thread_([this] { timer_loop(); }) {}
@@ -26,7 +28,8 @@ BrokerImpl::~BrokerImpl() {
   timer_thread_.join();
 }
 
-std::uint64_t BrokerImpl::connect(SessionCallbacks callbacks, std::chrono::milliseconds msg_timeout) {
+std::uint64_t BrokerImpl::connect(SessionCallbacks callbacks,
+                                  std::chrono::milliseconds msg_timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!running_) return 0;
   std::uint64_t id = ++next_id_;
@@ -65,8 +68,7 @@ void BrokerImpl::append_locked(Topic& topic, std::shared_ptr<const std::string> 
 }
 
 std::error_code BrokerImpl::publish(std::uint64_t session, const std::string& topic_name,
-                                    Payloads& payloads,
-                                    std::chrono::milliseconds defer) {
+                                    Payloads& payloads, std::chrono::milliseconds defer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
   Topic& topic = topic_locked(topic_name);
@@ -114,20 +116,23 @@ std::error_code BrokerImpl::subscribe(std::uint64_t session, std::uint64_t sub,
   return {};
 }
 
-std::error_code BrokerImpl::unsubscribe(std::uint64_t session, std::uint64_t sub, bool delete_group) {
+std::error_code BrokerImpl::unsubscribe(std::uint64_t session, std::uint64_t sub,
+                                        bool delete_group) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [tname, topic] : topics_) {
     auto& responders = topic->responders;
-    responders.erase(std::remove_if(responders.begin(), responders.end(),
-                                    [&](const Member& m) { return m.session == session && m.sub == sub; }),
-                     responders.end());
+    responders.erase(
+        std::remove_if(responders.begin(), responders.end(),
+                       [&](const Member& m) { return m.session == session && m.sub == sub; }),
+        responders.end());
     for (auto it = topic->groups.begin(); it != topic->groups.end();) {
       Group& group = *it->second;
       auto& members = group.members;
       auto before = members.size();
-      members.erase(std::remove_if(members.begin(), members.end(),
-                                   [&](const Member& m) { return m.session == session && m.sub == sub; }),
-                    members.end());
+      members.erase(
+          std::remove_if(members.begin(), members.end(),
+                         [&](const Member& m) { return m.session == session && m.sub == sub; }),
+          members.end());
       if (members.size() != before) {
         // Its unacknowledged messages go back to the group.
         std::vector<std::uint64_t> mine;
@@ -167,7 +172,8 @@ std::error_code BrokerImpl::set_max_in_flight(std::uint64_t session, std::uint64
   return {};
 }
 
-void BrokerImpl::requeue_locked(Group& group, std::uint64_t delivery, std::chrono::milliseconds delay) {
+void BrokerImpl::requeue_locked(Group& group, std::uint64_t delivery,
+                                std::chrono::milliseconds delay) {
   auto it = group.in_flight.find(delivery);
   if (it == group.in_flight.end()) return;
   InFlight f = it->second;
@@ -178,8 +184,9 @@ void BrokerImpl::requeue_locked(Group& group, std::uint64_t delivery, std::chron
   Pending p{f.offset, f.attempts};
   if (delay.count() <= 0) {
     // Keep redeliveries in offset order so that a single consumer sees them in order.
-    auto pos = std::upper_bound(group.ready.begin(), group.ready.end(), p,
-                                [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
+    auto pos =
+        std::upper_bound(group.ready.begin(), group.ready.end(), p,
+                         [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
     group.ready.insert(pos, p);
   } else {
     auto at = Clock::now() + delay;
@@ -216,8 +223,8 @@ void BrokerImpl::dispatch_locked(Group& group) {
     const Stored& stored = topic.log[next.offset - topic.base];
     std::uint64_t id = ++next_id_;
     auto deadline = Clock::now() + session->second.msg_timeout;
-    group.in_flight.emplace(id, InFlight{next.offset, next.attempts + 1, member->session,
-                                         member->sub, deadline});
+    group.in_flight.emplace(
+        id, InFlight{next.offset, next.attempts + 1, member->session, member->sub, deadline});
     delivery_group_[id] = &group;
     ++member->in_flight;
     ++stats_.delivered;
@@ -275,8 +282,8 @@ std::error_code BrokerImpl::touch(std::uint64_t session, std::uint64_t delivery)
   return {};
 }
 
-std::error_code BrokerImpl::serve(std::uint64_t session, std::uint64_t sub, const std::string& topic_name,
-                                  std::uint32_t max_in_flight) {
+std::error_code BrokerImpl::serve(std::uint64_t session, std::uint64_t sub,
+                                  const std::string& topic_name, std::uint32_t max_in_flight) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
   Topic& topic = topic_locked(topic_name);
@@ -314,8 +321,8 @@ void BrokerImpl::dispatch_requests_locked(Topic& topic) {
     topic.requests.pop_front();
     if (!sessions_.count(req.session)) continue;  // the requester left
     std::uint64_t id = ++next_id_;
-    open_requests_.emplace(id, OpenRequest{req.session, req.request_id, responder->session,
-                                           responder->sub, &topic});
+    open_requests_.emplace(
+        id, OpenRequest{req.session, req.request_id, responder->session, responder->sub, &topic});
     ++responder->in_flight;
     ++topic.requests_delivered;
     sessions_.at(responder->session)
@@ -323,8 +330,8 @@ void BrokerImpl::dispatch_requests_locked(Topic& topic) {
   }
 }
 
-std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery, std::string payload,
-                                  std::error_code ec, std::string detail) {
+std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery,
+                                  std::string payload, std::error_code ec, std::string detail) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = open_requests_.find(delivery);
   if (it == open_requests_.end() || it->second.responder != session) return err(errc::broker_error);
@@ -426,8 +433,9 @@ void BrokerImpl::fire_locked(Timer& timer) {
       while (!group.delayed.empty() && group.delayed.begin()->first <= now) {
         Pending p = group.delayed.begin()->second;
         group.delayed.erase(group.delayed.begin());
-        auto pos = std::upper_bound(group.ready.begin(), group.ready.end(), p,
-                                    [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
+        auto pos = std::upper_bound(
+            group.ready.begin(), group.ready.end(), p,
+            [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
         group.ready.insert(pos, p);
       }
       dispatch_locked(group);
@@ -535,11 +543,23 @@ void Broker::restart() {
   impl_->stop();
   impl_->start();
 }
-void Broker::stop() { impl_->stop(); }
-void Broker::start() { impl_->start(); }
-bool Broker::running() const { return impl_->running(); }
-void Broker::set_retention(std::size_t messages) { impl_->set_retention(messages); }
-BrokerStats Broker::stats() const { return impl_->stats(); }
-std::uint64_t Broker::topic_size(const std::string& topic) const { return impl_->topic_size(topic); }
+void Broker::stop() {
+  impl_->stop();
+}
+void Broker::start() {
+  impl_->start();
+}
+bool Broker::running() const {
+  return impl_->running();
+}
+void Broker::set_retention(std::size_t messages) {
+  impl_->set_retention(messages);
+}
+BrokerStats Broker::stats() const {
+  return impl_->stats();
+}
+std::uint64_t Broker::topic_size(const std::string& topic) const {
+  return impl_->topic_size(topic);
+}
 
 }  // namespace polybus::mem

@@ -53,8 +53,8 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::uint64_t connect(SessionCallbacks callbacks, std::chrono::milliseconds msg_timeout);
   void disconnect(std::uint64_t session);
 
-  std::error_code publish(std::uint64_t session, const std::string& topic,
-                          Payloads& payloads, std::chrono::milliseconds defer);
+  std::error_code publish(std::uint64_t session, const std::string& topic, Payloads& payloads,
+                          std::chrono::milliseconds defer);
   std::error_code subscribe(std::uint64_t session, std::uint64_t sub, const std::string& topic,
                             const std::string& group, std::optional<std::uint64_t> from,
                             std::uint32_t max_in_flight);
@@ -62,7 +62,8 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::error_code unsubscribe(std::uint64_t session, std::uint64_t sub, bool delete_group);
   std::error_code set_max_in_flight(std::uint64_t session, std::uint64_t sub, std::uint32_t n);
   std::error_code ack(std::uint64_t session, std::uint64_t delivery);
-  std::error_code nack(std::uint64_t session, std::uint64_t delivery, std::chrono::milliseconds delay);
+  std::error_code nack(std::uint64_t session, std::uint64_t delivery,
+                       std::chrono::milliseconds delay);
   std::error_code touch(std::uint64_t session, std::uint64_t delivery);
 
   std::error_code serve(std::uint64_t session, std::uint64_t sub, const std::string& topic,

@@ -2,10 +2,10 @@
 // and memodb+ipc share everything but the address.
 #include <mutex>
 
+#include "connection.hpp"
+#include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 #include "polybus/memodb.hpp"
-#include "polybus/adapter/registry.hpp"
-#include "connection.hpp"
 
 namespace polybus::memodb {
 namespace {

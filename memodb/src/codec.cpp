@@ -23,17 +23,28 @@ class Category final : public std::error_category {
   const char* name() const noexcept override { return "memodb"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::empty_message: return "memodb message is empty (no CBOR header)";
-      case errc::truncated: return "memodb header ends before its last field";
-      case errc::malformed_cbor: return "memodb header is not well-formed CBOR";
-      case errc::indefinite_length: return "memodb header uses an indefinite-length item";
-      case errc::wrong_type: return "memodb header field has the wrong CBOR type";
-      case errc::nesting: return "memodb header has an array or map where a scalar field belongs";
-      case errc::wrong_version: return "memodb header's version is not \"memo01\"";
-      case errc::unknown_type: return "memodb message type is not 1 to 5";
-      case errc::wrong_field_count: return "memodb header has the wrong number of fields for its type";
-      case errc::field_too_long: return "memodb ID, service name or service list is over its limit";
-      case errc::invalid_service: return "memodb service name is empty or not valid UTF-8";
+      case errc::empty_message:
+        return "memodb message is empty (no CBOR header)";
+      case errc::truncated:
+        return "memodb header ends before its last field";
+      case errc::malformed_cbor:
+        return "memodb header is not well-formed CBOR";
+      case errc::indefinite_length:
+        return "memodb header uses an indefinite-length item";
+      case errc::wrong_type:
+        return "memodb header field has the wrong CBOR type";
+      case errc::nesting:
+        return "memodb header has an array or map where a scalar field belongs";
+      case errc::wrong_version:
+        return "memodb header's version is not \"memo01\"";
+      case errc::unknown_type:
+        return "memodb message type is not 1 to 5";
+      case errc::wrong_field_count:
+        return "memodb header has the wrong number of fields for its type";
+      case errc::field_too_long:
+        return "memodb ID, service name or service list is over its limit";
+      case errc::invalid_service:
+        return "memodb service name is empty or not valid UTF-8";
       case errc::unsorted_services:
         return "memodb READY service names repeat or are not sorted by length then bytewise";
       case errc::sp_bad_header:
@@ -102,30 +113,66 @@ struct Token {
   bool flag = false;        // boolean
 };
 
-Token& tok(void* context) { return *static_cast<Token*>(context); }
-void on_uint8(void* c, std::uint8_t v) { tok(c) = {Token::uint, v, {}, false}; }
-void on_uint16(void* c, std::uint16_t v) { tok(c) = {Token::uint, v, {}, false}; }
-void on_uint32(void* c, std::uint32_t v) { tok(c) = {Token::uint, v, {}, false}; }
-void on_uint64(void* c, std::uint64_t v) { tok(c) = {Token::uint, v, {}, false}; }
-void on_negint8(void* c, std::uint8_t) { tok(c).kind = Token::negint; }
-void on_negint16(void* c, std::uint16_t) { tok(c).kind = Token::negint; }
-void on_negint32(void* c, std::uint32_t) { tok(c).kind = Token::negint; }
-void on_negint64(void* c, std::uint64_t) { tok(c).kind = Token::negint; }
+Token& tok(void* context) {
+  return *static_cast<Token*>(context);
+}
+void on_uint8(void* c, std::uint8_t v) {
+  tok(c) = {Token::uint, v, {}, false};
+}
+void on_uint16(void* c, std::uint16_t v) {
+  tok(c) = {Token::uint, v, {}, false};
+}
+void on_uint32(void* c, std::uint32_t v) {
+  tok(c) = {Token::uint, v, {}, false};
+}
+void on_uint64(void* c, std::uint64_t v) {
+  tok(c) = {Token::uint, v, {}, false};
+}
+void on_negint8(void* c, std::uint8_t) {
+  tok(c).kind = Token::negint;
+}
+void on_negint16(void* c, std::uint16_t) {
+  tok(c).kind = Token::negint;
+}
+void on_negint32(void* c, std::uint32_t) {
+  tok(c).kind = Token::negint;
+}
+void on_negint64(void* c, std::uint64_t) {
+  tok(c).kind = Token::negint;
+}
 void on_bytes(void* c, cbor_data data, std::size_t n) {
   tok(c) = {Token::bytes, 0, {reinterpret_cast<const char*>(data), n}, false};
 }
 void on_text(void* c, cbor_data data, std::size_t n) {
   tok(c) = {Token::text, 0, {reinterpret_cast<const char*>(data), n}, false};
 }
-void on_indefinite(void* c) { tok(c).kind = Token::indefinite; }
-void on_array(void* c, std::size_t n) { tok(c) = {Token::array, n, {}, false}; }
-void on_map(void* c, std::size_t) { tok(c).kind = Token::map; }
-void on_tag(void* c, std::uint64_t) { tok(c).kind = Token::tag; }
-void on_float(void* c, float) { tok(c).kind = Token::floating; }
-void on_double(void* c, double) { tok(c).kind = Token::floating; }
-void on_null(void* c) { tok(c).kind = Token::null_or_undefined; }
-void on_bool(void* c, bool v) { tok(c) = {Token::boolean, 0, {}, v}; }
-void on_break(void* c) { tok(c).kind = Token::brk; }
+void on_indefinite(void* c) {
+  tok(c).kind = Token::indefinite;
+}
+void on_array(void* c, std::size_t n) {
+  tok(c) = {Token::array, n, {}, false};
+}
+void on_map(void* c, std::size_t) {
+  tok(c).kind = Token::map;
+}
+void on_tag(void* c, std::uint64_t) {
+  tok(c).kind = Token::tag;
+}
+void on_float(void* c, float) {
+  tok(c).kind = Token::floating;
+}
+void on_double(void* c, double) {
+  tok(c).kind = Token::floating;
+}
+void on_null(void* c) {
+  tok(c).kind = Token::null_or_undefined;
+}
+void on_bool(void* c, bool v) {
+  tok(c) = {Token::boolean, 0, {}, v};
+}
+void on_break(void* c) {
+  tok(c).kind = Token::brk;
+}
 
 cbor_callbacks make_callbacks() {
   cbor_callbacks cb = cbor_empty_callbacks;
@@ -183,10 +230,13 @@ class Reader {
 // The error for a token that is not the scalar kind wanted.
 std::error_code mismatch(const Token& t) {
   switch (t.kind) {
-    case Token::indefinite: return make_error_code(errc::indefinite_length);
+    case Token::indefinite:
+      return make_error_code(errc::indefinite_length);
     case Token::array:
-    case Token::map: return make_error_code(errc::nesting);
-    default: return make_error_code(errc::wrong_type);
+    case Token::map:
+      return make_error_code(errc::nesting);
+    default:
+      return make_error_code(errc::wrong_type);
   }
 }
 
@@ -206,11 +256,19 @@ std::error_code read_service(Reader& r, std::string_view& out) {
 std::error_code expected_fields(MessageType type, std::uint64_t fields) {
   bool ok = false;
   switch (type) {
-    case MessageType::ready: ok = fields == 4; break;
-    case MessageType::job: ok = fields == 5; break;
-    case MessageType::result: ok = fields == 3 || fields == 4; break;
+    case MessageType::ready:
+      ok = fields == 4;
+      break;
+    case MessageType::job:
+      ok = fields == 5;
+      break;
+    case MessageType::result:
+      ok = fields == 3 || fields == 4;
+      break;
     case MessageType::heartbeat:
-    case MessageType::disconnect: ok = fields == 3; break;
+    case MessageType::disconnect:
+      ok = fields == 3;
+      break;
   }
   return ok ? std::error_code{} : make_error_code(errc::wrong_field_count);
 }
@@ -222,15 +280,22 @@ const std::error_category& memodb_category() noexcept {
   return category;
 }
 
-std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), memodb_category()}; }
+std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), memodb_category()};
+}
 
 const char* to_string(MessageType type) noexcept {
   switch (type) {
-    case MessageType::ready: return "READY";
-    case MessageType::job: return "JOB";
-    case MessageType::result: return "RESULT";
-    case MessageType::heartbeat: return "HEARTBEAT";
-    case MessageType::disconnect: return "DISCONNECT";
+    case MessageType::ready:
+      return "READY";
+    case MessageType::job:
+      return "JOB";
+    case MessageType::result:
+      return "RESULT";
+    case MessageType::heartbeat:
+      return "HEARTBEAT";
+    case MessageType::disconnect:
+      return "DISCONNECT";
   }
   return "?";
 }
@@ -243,9 +308,9 @@ std::error_code validate_service(std::string_view name) {
 
 bool service_order(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return a.size() < b.size();
-  return std::lexicographical_compare(
-      a.begin(), a.end(), b.begin(), b.end(),
-      [](char x, char y) { return static_cast<unsigned char>(x) < static_cast<unsigned char>(y); });
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return static_cast<unsigned char>(x) < static_cast<unsigned char>(y);
+  });
 }
 
 std::vector<std::string> canonical_services(std::vector<std::string> names) {

@@ -47,7 +47,9 @@ Connection::Connection(const AdapterContext& context, ConnectionSettings setting
       reconnect_(context, settings_.address),
       close_timer_(context.strand()) {}
 
-Connection::~Connection() { shutdown(); }
+Connection::~Connection() {
+  shutdown();
+}
 
 void Connection::open() {
   Req0Settings s;
@@ -120,7 +122,8 @@ void Connection::start_request(RequestWork work) {
   const std::int64_t left = remaining_ms(work.done.deadline());
   if (left <= 0) return work.done(make_error_code(errc::timeout), {}, "deadline passed");
   // The broker waits this long for the worker's RESULT: by default what is left of ours.
-  const std::int64_t job_ms = settings_.job_timeout.count() > 0 ? settings_.job_timeout.count() : left;
+  const std::int64_t job_ms =
+      settings_.job_timeout.count() > 0 ? settings_.job_timeout.count() : left;
   std::string message;
   if (auto ec = Requester::job(message, work.topic, static_cast<std::uint64_t>(job_ms)))
     return work.done(make_error_code(errc::invalid_argument), {}, ec.message());
@@ -171,7 +174,7 @@ void Connection::request_completed(RequestSlot& slot, std::error_code ec, std::s
 }
 
 void Connection::finish_request(RequestSlot& slot, std::error_code ec, std::string reply,
-                             std::string detail) {
+                                std::string detail) {
   auto done = std::move(slot.done);
   slot.done = OpCompletion();
   slot.service.clear();
@@ -198,8 +201,8 @@ void Connection::pump_requests() {
 // ---- workers ----
 
 std::shared_ptr<AdapterSubscription> Connection::serve(const std::string& service,
-                                                    std::uint32_t workers,
-                                                    std::shared_ptr<SubscriptionSink> sink) {
+                                                       std::uint32_t workers,
+                                                       std::shared_ptr<SubscriptionSink> sink) {
   if (auto ec = validate_service(service))
     throw Error(make_error_code(errc::invalid_argument),
                 "memodb: service name '" + service + "': " + ec.message());
@@ -232,7 +235,8 @@ bool Connection::should_run(const WorkerSlot& worker) const {
 
 std::string Connection::describe(const WorkerSlot& worker) const {
   auto it = serves_.find(worker.serve);
-  return "memodb worker for '" + (it == serves_.end() ? std::string("?") : it->second.service) + "'";
+  return "memodb worker for '" + (it == serves_.end() ? std::string("?") : it->second.service) +
+         "'";
 }
 
 void Connection::start_worker(WorkerSlot& worker) {
@@ -351,9 +355,10 @@ void Connection::on_job(WorkerSlot& worker, std::string_view service, std::strin
   if (worker.reregister) worker.reregister->succeeded();
   auto it = serves_.find(worker.serve);
   if (closing_ || it == serves_.end() || it->second.gone || !it->second.sink) {
-    ctx_.log(LogLevel::warn, describe(worker) + ": a JOB arrived while closing or after "
-                                                "unsubscribe; it is dropped and its requester "
-                                                "will time out");
+    ctx_.log(LogLevel::warn, describe(worker) +
+                                 ": a JOB arrived while closing or after "
+                                 "unsubscribe; it is dropped and its requester "
+                                 "will time out");
     return stop_worker(worker);
   }
   ++worker.job_seq;
@@ -367,7 +372,7 @@ void Connection::on_job(WorkerSlot& worker, std::string_view service, std::strin
 }
 
 void Connection::reply(polybus::detail::MessageState& message, std::string payload,
-                    std::error_code ec, std::string detail) {
+                       std::error_code ec, std::string detail) {
   if (dead_) return;
   auto it = workers_.find(message.adapter_token >> 32);
   if (it == workers_.end()) return;
@@ -427,8 +432,10 @@ void Connection::unsubscribe(std::uint64_t serve, OpCompletion done) {
       auto w = workers_.find(key);
       if (w == workers_.end()) continue;
       WorkerSlot& worker = *w->second;
-      if (worker.pending && !worker.machine.leaving()) cancel(worker);  // its completion stops it
-      else if (worker.machine.state() == Worker::State::stopped) stop_worker(worker);
+      if (worker.pending && !worker.machine.leaving())
+        cancel(worker);  // its completion stops it
+      else if (worker.machine.state() == Worker::State::stopped)
+        stop_worker(worker);
       // A worker handling a job sends its RESULT (with disconnecting) and then leaves.
     }
   }
@@ -445,7 +452,8 @@ void Connection::set_paused(std::uint64_t serve, bool paused) {
   const auto keys = it->second.workers;
   for (auto key : keys) {
     auto w = workers_.find(key);
-    if (w != workers_.end() && w->second->machine.state() == Worker::State::stopped && should_run(*w->second))
+    if (w != workers_.end() && w->second->machine.state() == Worker::State::stopped &&
+        should_run(*w->second))
       start_worker(*w->second);
   }
 }

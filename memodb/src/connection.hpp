@@ -82,7 +82,7 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
 
   struct WorkerSlot : Slot {
     using Slot::Slot;
-    Worker machine{{}};         // memo01's worker exchange (machine.hpp)
+    Worker machine{{}};  // memo01's worker exchange (machine.hpp)
     std::uint64_t serve = 0;
     bool retire = false;        // remove this worker once it is stopped
     std::uint32_t job_seq = 0;  // the job being handled, to match its reply

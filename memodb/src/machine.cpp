@@ -120,10 +120,14 @@ void Worker::stop() {
 
 const char* to_string(Worker::State state) noexcept {
   switch (state) {
-    case Worker::State::stopped: return "stopped";
-    case Worker::State::sending: return "sending";
-    case Worker::State::receiving: return "receiving";
-    case Worker::State::handling: return "handling";
+    case Worker::State::stopped:
+      return "stopped";
+    case Worker::State::sending:
+      return "sending";
+    case Worker::State::receiving:
+      return "receiving";
+    case Worker::State::handling:
+      return "handling";
   }
   return "?";
 }

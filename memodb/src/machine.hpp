@@ -45,11 +45,11 @@ class POLYBUS_API Worker {
   };
   struct Step {
     Next next = Next::stop;
-    std::string out;               // send: the message
-    std::string_view service;      // handle: the job's service
-    std::string_view payload;      // handle: the job (a view into the message)
-    std::error_code ec;            // register_again: the error
-    std::string why;               // register_again: what was wrong
+    std::string out;           // send: the message
+    std::string_view service;  // handle: the job's service
+    std::string_view payload;  // handle: the job (a view into the message)
+    std::error_code ec;        // register_again: the error
+    std::string why;           // register_again: what was wrong
   };
 
   explicit Worker(std::string service) : service_(std::move(service)) {}

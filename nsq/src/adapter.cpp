@@ -41,14 +41,16 @@ class NsqAdapter : public Adapter {
       : context_(std::make_shared<const AdapterContext>(context)),
         settings_(Settings::from(context.options())) {
     const auto& url = context.url();
-    if (via_lookupd) lookupds_ = url.hosts_or_throw(kLookupdHttpPort);
-    else nsqds_ = url.hosts_or_throw(kNsqdPort);
+    if (via_lookupd)
+      lookupds_ = url.hosts_or_throw(kLookupdHttpPort);
+    else
+      nsqds_ = url.hosts_or_throw(kNsqdPort);
     if (!url.path.empty() && url.path != "/")
       throw Error(polybus::errc::invalid_url, url.scheme + ": unexpected path '" + url.path + "'");
     Producer::Discover discover;
     if (via_lookupd) {
-      discover = [context = context_, settings = settings_, lookupds = lookupds_](
-                     std::function<void(Producer::Discovered)> found) {
+      discover = [context = context_, settings = settings_,
+                  lookupds = lookupds_](std::function<void(Producer::Discovered)> found) {
         auto result = std::make_shared<Producer::Discovered>();
         for (const auto& lookupd : lookupds)
           result->where += (result->where.empty() ? "" : ",") + lookupd.to_string();
@@ -66,12 +68,13 @@ class NsqAdapter : public Adapter {
                        if (rejected > 0)
                          context->error(make_error_code(polybus::errc::protocol_error),
                                         skipped_producers_text(lookupd, rejected, all.size()));
-                       for (auto& p : all) result->nsqds.push_back({p.broadcast_address, p.tcp_port});
+                       for (auto& p : all)
+                         result->nsqds.push_back({p.broadcast_address, p.tcp_port});
                      } else {
-                       const std::string why =
-                           r.ec ? (r.detail.empty() ? r.ec.message() : r.detail)
-                           : r.status != 200 ? "HTTP " + std::to_string(r.status)
-                                             : "a malformed /nodes answer: " + bad.message();
+                       const std::string why = r.ec ? (r.detail.empty() ? r.ec.message() : r.detail)
+                                               : r.status != 200
+                                                   ? "HTTP " + std::to_string(r.status)
+                                                   : "a malformed /nodes answer: " + bad.message();
                        result->failure += (result->failure.empty() ? "" : "; ") +
                                           std::string("nsqlookupd ") + lookupd.to_string() + ": " +
                                           why;
@@ -96,7 +99,8 @@ class NsqAdapter : public Adapter {
     std::string channel = spec.group.empty() ? ephemeral_channel() : spec.group;
     if (!valid_channel_name(channel))
       throw Error(polybus::errc::invalid_argument,
-                  "nsq: '" + channel + "' is not a valid channel (1-64 of [.a-zA-Z0-9_-], optional #ephemeral)");
+                  "nsq: '" + channel +
+                      "' is not a valid channel (1-64 of [.a-zA-Z0-9_-], optional #ephemeral)");
     Consumer::Discovery discovery{nsqds_, lookupds_};
     auto consumer = std::make_shared<Consumer>(context_, settings_, spec.topic, channel,
                                                spec.max_in_flight, discovery, std::move(sink));
@@ -123,7 +127,8 @@ class NsqAdapter : public Adapter {
       http_get(context_, settings_.transport, lookupds_.front(), "/ping",
                std::chrono::milliseconds(5000), [shared](HttpResult r) {
                  if (r.ec) return (*shared)(r.ec, {}, r.detail);
-                 (*shared)(r.status == 200 ? std::error_code{} : make_error_code(polybus::errc::broker_error),
+                 (*shared)(r.status == 200 ? std::error_code{}
+                                           : make_error_code(polybus::errc::broker_error),
                            {}, "HTTP " + std::to_string(r.status));
                });
       return;
@@ -138,8 +143,10 @@ class NsqAdapter : public Adapter {
       if (--*left == 0) done();
     };
     for (auto& weak : consumers_)
-      if (auto consumer = weak.lock()) consumer->stop(deadline, one_done);
-      else one_done();
+      if (auto consumer = weak.lock())
+        consumer->stop(deadline, one_done);
+      else
+        one_done();
     consumers_.clear();
     one_done();
   }

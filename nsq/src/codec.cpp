@@ -171,8 +171,10 @@ bool nested_deeper_than(std::string_view text, std::size_t max_depth) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -197,7 +199,8 @@ std::error_code parse_json(std::string_view text, rapidjson::Document& document)
 // so that is the only way a decoded string can be ill-formed.
 bool has_encoded_surrogate(std::string_view text) {
   for (std::size_t i = 0; i + 1 < text.size(); ++i)
-    if (static_cast<unsigned char>(text[i]) == 0xed && static_cast<unsigned char>(text[i + 1]) >= 0xa0)
+    if (static_cast<unsigned char>(text[i]) == 0xed &&
+        static_cast<unsigned char>(text[i + 1]) >= 0xa0)
       return true;
   return false;
 }

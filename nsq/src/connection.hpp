@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "polybus/adapter/transport.hpp"
 #include "machine.hpp"
+#include "polybus/adapter/transport.hpp"
 
 namespace polybus::nsq {
 
@@ -18,20 +18,21 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
     std::function<void(const MessageView&, const std::shared_ptr<const void>& owner)> on_message;
     std::function<void(std::string_view body)> on_response;
     std::function<void(const ServerError&)> on_server_error;
-    std::function<void()> on_heartbeat;  // optional
+    std::function<void()> on_heartbeat;   // optional
     std::function<void()> on_write_room;  // optional: see write_room()
     std::function<void(std::error_code, const std::string& detail)> on_closed;  // once per connect
   };
 
-  static std::shared_ptr<Connection> create(std::shared_ptr<const AdapterContext> context, HostPort target,
-                                            MachineConfig config, TransportSettings transport,
+  static std::shared_ptr<Connection> create(std::shared_ptr<const AdapterContext> context,
+                                            HostPort target, MachineConfig config,
+                                            TransportSettings transport,
                                             std::chrono::milliseconds read_timeout, Events events);
   Connection(std::shared_ptr<const AdapterContext> context, HostPort target, MachineConfig config,
              TransportSettings transport, std::chrono::milliseconds read_timeout, Events events);
   ~Connection() override;
 
   void connect();
-  void close();  // no on_closed; what is queued is dropped
+  void close();              // no on_closed; what is queued is dropped
   void close_after_flush();  // sends what is queued (FINs, CLS), then closes; no on_closed
   // Ends the connection with an error, reported through on_closed.
   void fail(std::error_code ec, const std::string& detail);
@@ -77,7 +78,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   std::shared_ptr<Transport> transport_;
   std::unique_ptr<Machine> machine_;
   std::uint64_t generation_ = 0;
-  std::uint64_t heartbeat_answer_mark_ = 0;  // total_queued() after the last NOP: written once reached
+  std::uint64_t heartbeat_answer_mark_ =
+      0;  // total_queued() after the last NOP: written once reached
   bool connecting_ = false;
   bool ready_ = false;
   // A write is under way (send*): a connection it ends (over max_write_buffer) is reported after

@@ -12,13 +12,13 @@
 #include <random>
 #include <unordered_set>
 
-#include "random_seed.hpp"
 #include "connection.hpp"
 #include "dial_pacer.hpp"
 #include "in_flight_window.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
 #include "polybus/adapter/reconnect.hpp"
+#include "random_seed.hpp"
 
 namespace polybus::nsq {
 

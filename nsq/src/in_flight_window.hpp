@@ -164,7 +164,8 @@ class InFlightWindow {
     for (std::size_t i = (hole + 1) & mask(); table_[i].used; i = (i + 1) & mask()) {
       const std::size_t home = hash(table_[i].id) & mask();
       // Move it into the hole unless its home lies cyclically in (hole, i].
-      const bool home_after_hole = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+      const bool home_after_hole =
+          hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
       if (home_after_hole) continue;
       table_[hole] = table_[i];
       table_[i].used = false;
@@ -180,8 +181,10 @@ class InFlightWindow {
     for (const Entry& e : table_)
       if (e.used && in_window(e.slice)) ++live;
     while ((live + 1) * 4 > capacity) capacity *= 2;
-    if (spare_.size() != capacity) spare_.assign(capacity, Entry{});
-    else std::fill(spare_.begin(), spare_.end(), Entry{});
+    if (spare_.size() != capacity)
+      spare_.assign(capacity, Entry{});
+    else
+      std::fill(spare_.begin(), spare_.end(), Entry{});
     table_.swap(spare_);
     size_ = 0;
     for (const Entry& e : spare_)

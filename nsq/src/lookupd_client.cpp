@@ -34,9 +34,9 @@ struct Request : std::enable_shared_from_this<Request> {
 
 }  // namespace
 
-void http_get(const std::shared_ptr<const AdapterContext>& context, const TransportSettings& settings,
-              const HostPort& server, const std::string& target, std::chrono::milliseconds timeout,
-              std::function<void(HttpResult)> done) {
+void http_get(const std::shared_ptr<const AdapterContext>& context,
+              const TransportSettings& settings, const HostPort& server, const std::string& target,
+              std::chrono::milliseconds timeout, std::function<void(HttpResult)> done) {
   auto request = std::make_shared<Request>(*context);
   request->done = std::move(done);
   request->endpoint = server.to_string();
@@ -47,7 +47,8 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
                            "User-Agent: polybus\r\nConnection: close\r\n\r\n";
   // The callbacks hold the request: it lives until the response, the close or the deadline.
   callbacks.on_connected = [request, text] { request->transport->write(text); };
-  callbacks.on_data = [request](const std::shared_ptr<ReadChunk>&, const char* data, std::size_t n) {
+  callbacks.on_data = [request](const std::shared_ptr<ReadChunk>&, const char* data,
+                                std::size_t n) {
     if (auto ec = request->reader.feed(std::string_view(data, n)))
       return request->finish({ec, 0, {}, request->endpoint + ": " + request->reader.why()});
     if (request->reader.complete())
@@ -56,7 +57,8 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
   callbacks.on_closed = [request](std::error_code ec, const std::string& detail) {
     if (ec == polybus::errc::disconnected) {
       if (!request->reader.finish())
-        return request->finish({{}, request->reader.status(), std::move(request->reader.body()), {}});
+        return request->finish(
+            {{}, request->reader.status(), std::move(request->reader.body()), {}});
       return request->finish({ec, 0, {}, request->endpoint + ": " + request->reader.why()});
     }
     request->finish({ec, 0, {}, detail});
@@ -70,12 +72,14 @@ void http_get(const std::shared_ptr<const AdapterContext>& context, const Transp
   request->timer.async_wait([weak](std::error_code ec) {
     if (ec) return;
     if (auto r = weak.lock())
-      r->finish({make_error_code(polybus::errc::timeout), 0, {}, r->endpoint + ": no answer in time"});
+      r->finish(
+          {make_error_code(polybus::errc::timeout), 0, {}, r->endpoint + ": no answer in time"});
   });
   request->transport->connect(server);
 }
 
-std::string skipped_producers_text(const HostPort& lookupd, std::size_t rejected, std::size_t used) {
+std::string skipped_producers_text(const HostPort& lookupd, std::size_t rejected,
+                                   std::size_t used) {
   return "nsqlookupd " + lookupd.to_string() + ": " + std::to_string(rejected) +
          " malformed producer entries skipped, " + std::to_string(used) + " used";
 }

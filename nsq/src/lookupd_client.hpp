@@ -17,9 +17,9 @@ struct HttpResult {
 };
 
 // done runs on the strand exactly once, by the deadline at the latest.
-void http_get(const std::shared_ptr<const AdapterContext>& context, const TransportSettings& settings,
-              const HostPort& server, const std::string& target, std::chrono::milliseconds timeout,
-              std::function<void(HttpResult)> done);
+void http_get(const std::shared_ptr<const AdapterContext>& context,
+              const TransportSettings& settings, const HostPort& server, const std::string& target,
+              std::chrono::milliseconds timeout, std::function<void(HttpResult)> done);
 
 // An answer with some malformed producer entries is used for its good ones; the bad ones are
 // said in these words.

@@ -20,7 +20,8 @@ void Machine::start() {
 void Machine::emit(std::string bytes) {
   if (codec_) {
     std::string encoded;
-    if (auto ec = codec_->encode(bytes, encoded)) return fail(ec, "compression failed: " + ec.message());
+    if (auto ec = codec_->encode(bytes, encoded))
+      return fail(ec, "compression failed: " + ec.message());
     handler_.send(std::move(encoded));
   } else {
     handler_.send(std::move(bytes));
@@ -66,11 +67,11 @@ void Machine::decode(const std::shared_ptr<const void>& owner, std::string_view 
   decoded_.clear();
   if (auto ec = codec_->decode(bytes, decoded_)) {
     if (ec == compression_errc::output_limit_exceeded)
-      return fail(make_error_code(polybus::errc::limit_exceeded),
-                  "cannot decompress the stream from nsqd: " +
-                      limit_exceeded_text("decompressed bytes from one read",
-                                          "max_decoded_per_read", config_.max_decoded_per_read,
-                                          config_.max_decoded_per_read + 1));
+      return fail(
+          make_error_code(polybus::errc::limit_exceeded),
+          "cannot decompress the stream from nsqd: " +
+              limit_exceeded_text("decompressed bytes from one read", "max_decoded_per_read",
+                                  config_.max_decoded_per_read, config_.max_decoded_per_read + 1));
     return fail(ec, "cannot decompress the stream from nsqd: " + ec.message());
   }
   // The decoded bytes live in decoded_, which the next receive() overwrites: frames copy.
@@ -84,12 +85,12 @@ void Machine::feed(const std::shared_ptr<const void>& owner, std::string_view by
     Frame frame;
     auto result = parser_.feed(bytes, frame);
     if (result.error)
-      return fail(result.error,
-                  result.error == errc::frame_too_large
-                      ? "a frame from nsqd declares " + std::to_string(parser_.declared_size()) +
-                            " bytes: exceeds max_frame_size=" +
-                            std::to_string(parser_.max_frame_size())
-                      : "bad frame from nsqd: " + result.error.message());
+      return fail(
+          result.error,
+          result.error == errc::frame_too_large
+              ? "a frame from nsqd declares " + std::to_string(parser_.declared_size()) +
+                    " bytes: exceeds max_frame_size=" + std::to_string(parser_.max_frame_size())
+              : "bad frame from nsqd: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;
     ++frames_;
@@ -115,10 +116,12 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       return;
     }
     case FrameType::message: {
-      if (phase_ != Phase::ready) return fail(make_error_code(polybus::errc::protocol_error),
-                                              "nsqd sent a message before the handshake ended");
+      if (phase_ != Phase::ready)
+        return fail(make_error_code(polybus::errc::protocol_error),
+                    "nsqd sent a message before the handshake ended");
       MessageView message;
-      if (auto ec = parse_message(frame.body, message)) return fail(ec, "bad message frame: " + ec.message());
+      if (auto ec = parse_message(frame.body, message))
+        return fail(ec, "bad message frame: " + ec.message());
       std::shared_ptr<const void> keep = owner;
       if (!keep) {
         // The body is in a buffer that the next frame overwrites: copy this one.
@@ -153,22 +156,28 @@ void Machine::handshake_response(std::string_view body) {
       return after_tls();
     }
     case Phase::awaiting_tls_ok:
-      if (!is_ok(body)) return fail(make_error_code(polybus::errc::protocol_error),
-                                    "expected OK after the TLS upgrade, got '" + std::string(body.substr(0, 64)) + "'");
+      if (!is_ok(body))
+        return fail(
+            make_error_code(polybus::errc::protocol_error),
+            "expected OK after the TLS upgrade, got '" + std::string(body.substr(0, 64)) + "'");
       return after_tls();
     case Phase::awaiting_compression_ok:
-      if (!is_ok(body)) return fail(make_error_code(polybus::errc::protocol_error),
-                                    "expected OK after switching compression, got '" + std::string(body.substr(0, 64)) + "'");
+      if (!is_ok(body))
+        return fail(make_error_code(polybus::errc::protocol_error),
+                    "expected OK after switching compression, got '" +
+                        std::string(body.substr(0, 64)) + "'");
       return after_compression();
     case Phase::authenticating: {
       AuthResponse auth;
-      if (auto ec = parse_auth_response(body, auth)) return fail(ec, "bad AUTH response: " + ec.message());
+      if (auto ec = parse_auth_response(body, auth))
+        return fail(ec, "bad AUTH response: " + ec.message());
       phase_ = Phase::ready;
       return handler_.on_ready(negotiated_);
     }
     default:
-      return fail(make_error_code(polybus::errc::protocol_error),
-                  "unexpected response '" + std::string(body.substr(0, 64)) + "' during the handshake");
+      return fail(
+          make_error_code(polybus::errc::protocol_error),
+          "unexpected response '" + std::string(body.substr(0, 64)) + "' during the handshake");
   }
 }
 
@@ -192,7 +201,8 @@ void Machine::after_tls() {
 void Machine::after_compression() {
   if (negotiated_.auth_required) {
     if (config_.auth_secret.empty())
-      return fail(make_error_code(errc::e_auth_first), "nsqd requires AUTH but no auth_secret is set");
+      return fail(make_error_code(errc::e_auth_first),
+                  "nsqd requires AUTH but no auth_secret is set");
     std::string out;
     if (auto ec = append_auth(out, config_.auth_secret)) return fail(ec, "cannot encode AUTH");
     phase_ = Phase::authenticating;

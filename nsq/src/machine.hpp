@@ -56,8 +56,16 @@ class MachineHandler {
 
 class Machine {
  public:
-  enum class Phase { idle, identifying, upgrading_tls, awaiting_tls_ok, awaiting_compression_ok,
-                     authenticating, ready, failed };
+  enum class Phase {
+    idle,
+    identifying,
+    upgrading_tls,
+    awaiting_tls_ok,
+    awaiting_compression_ok,
+    authenticating,
+    ready,
+    failed
+  };
 
   Machine(MachineConfig config, MachineHandler& handler);
 

@@ -13,7 +13,6 @@
 #include <random>
 #include <vector>
 
-#include "random_seed.hpp"
 #include "connection.hpp"
 #include "dial_pacer.hpp"
 #include "options.hpp"
@@ -22,6 +21,7 @@
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/publish_node.hpp"
 #include "polybus/adapter/reconnect.hpp"
+#include "random_seed.hpp"
 
 namespace polybus::nsq {
 
@@ -62,11 +62,11 @@ class Producer : public std::enable_shared_from_this<Producer> {
     std::unique_ptr<ReconnectLoop> reconnect;  // made at the first dial
     Fifo<Outgoing> awaiting;                   // written, answer pending, in order
     bool retry_scheduled = false;
-    bool failed = false;      // its last connection or attempt ended; cleared when it is ready
-    bool discovered = false;  // from nsqlookupd's answer
-    bool ever_ready = false;  // a connection to it completed the handshake
-    std::uint64_t sent = 0;   // messages written: round_robin's turn, least_pending's tie-break
-    std::uint64_t pending = 0;                        // messages written and not yet answered
+    bool failed = false;        // its last connection or attempt ended; cleared when it is ready
+    bool discovered = false;    // from nsqlookupd's answer
+    bool ever_ready = false;    // a connection to it completed the handshake
+    std::uint64_t sent = 0;     // messages written: round_robin's turn, least_pending's tie-break
+    std::uint64_t pending = 0;  // messages written and not yet answered
     std::shared_ptr<detail::PublishNodeCells> cells;  // its metrics
   };
   std::shared_ptr<Node> make_node(HostPort target, bool discovered);

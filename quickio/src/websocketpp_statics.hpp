@@ -9,6 +9,7 @@
 namespace polybus::quickio::detail {
 
 // Internal linkage: every including file initialises it, so no linker can drop it.
-[[maybe_unused]] static const bool websocketpp_byte_order_decided = (websocketpp::lib::net::_htonll(1) != 0);
+[[maybe_unused]] static const bool websocketpp_byte_order_decided =
+    (websocketpp::lib::net::_htonll(1) != 0);
 
 }  // namespace polybus::quickio::detail

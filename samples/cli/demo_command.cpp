@@ -34,7 +34,8 @@ std::string publish_and_receive(Client& client, const std::string& topic, int co
     if (auto ec = client.publish_sync(topic, "demo message " + std::to_string(i)))
       return "publish: " + ec.message();
   std::unique_lock<std::mutex> lock(mutex);
-  if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() >= std::size_t(count); }))
+  if (!cv.wait_for(lock, std::chrono::seconds(10),
+                   [&] { return seen.size() >= std::size_t(count); }))
     return "received " + std::to_string(seen.size()) + "/" + std::to_string(count);
   return {};
 }
@@ -55,26 +56,32 @@ Row run_one(const testing::TestBrokerFactory& factory) {
       if (!error.empty()) row.ok = false, row.note = error;
     }
     if (caps.request_reply) {
-      auto sub = client.serve("demo-service", [](Message& m) { return "re: " + std::string(m.payload()); });
+      auto sub = client.serve("demo-service",
+                              [](Message& m) { return "re: " + std::string(m.payload()); });
       if (auto ec = sub.wait_ready(std::chrono::seconds(10))) {
         row.request = "FAIL", row.ok = false, row.note = "serve: " + ec.message();
       } else {
         int good = 0;
         for (int i = 0; i < 10; ++i) {
-          auto reply = client.request_sync("demo-service", "q" + std::to_string(i), std::chrono::seconds(10));
-          if (!reply.ec && reply.payload == "re: q" + std::to_string(i)) ++good;
-          else if (row.note.empty()) row.note = "request: " + reply.ec.message() + " " + reply.detail;
+          auto reply = client.request_sync("demo-service", "q" + std::to_string(i),
+                                           std::chrono::seconds(10));
+          if (!reply.ec && reply.payload == "re: q" + std::to_string(i))
+            ++good;
+          else if (row.note.empty())
+            row.note = "request: " + reply.ec.message() + " " + reply.detail;
         }
         row.request = std::to_string(good) + "/10";
         if (good != 10) row.ok = false;
       }
     }
-    if (auto ec = client.close_sync(std::chrono::seconds(5))) row.ok = false, row.note = "close: " + ec.message();
+    if (auto ec = client.close_sync(std::chrono::seconds(5)))
+      row.ok = false, row.note = "close: " + ec.message();
   } catch (const std::exception& e) {
     row.ok = false;
     row.note = e.what();
   }
-  row.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  row.ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return row;
 }
 
@@ -91,15 +98,18 @@ int run_demo(const Argv& argv) {
   if (!args.positional().empty()) throw UsageError("demo takes no arguments");
   std::vector<Row> rows;
   for (const auto& factory : testing::test_brokers()) rows.push_back(run_one(factory));
-  std::printf("%-14s %-58s %-9s %-9s %9s  %s\n", "broker", "url", "pub/sub", "request", "ms", "result");
+  std::printf("%-14s %-58s %-9s %-9s %9s  %s\n", "broker", "url", "pub/sub", "request", "ms",
+              "result");
   bool all_ok = true;
   for (const auto& r : rows) {
     std::string url = r.url.size() > 58 ? r.url.substr(0, 55) + "..." : r.url;
-    std::printf("%-14s %-58s %-9s %-9s %9.1f  %s%s\n", r.broker.c_str(), url.c_str(), r.pubsub.c_str(),
-                r.request.c_str(), r.ms, r.ok ? "ok" : "FAILED", r.note.empty() ? "" : (" (" + r.note + ")").c_str());
+    std::printf("%-14s %-58s %-9s %-9s %9.1f  %s%s\n", r.broker.c_str(), url.c_str(),
+                r.pubsub.c_str(), r.request.c_str(), r.ms, r.ok ? "ok" : "FAILED",
+                r.note.empty() ? "" : (" (" + r.note + ")").c_str());
     all_ok = all_ok && r.ok;
   }
-  std::printf("%zu scheme(s): %s\n", rows.size(), all_ok ? "all round trips succeeded" : "some FAILED");
+  std::printf("%zu scheme(s): %s\n", rows.size(),
+              all_ok ? "all round trips succeeded" : "some FAILED");
   return all_ok ? 0 : 1;
 }
 

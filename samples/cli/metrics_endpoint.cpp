@@ -17,8 +17,8 @@ namespace {
 
 using asio::ip::tcp;
 
-constexpr std::size_t kMaxRequestHead = 8192;              // a scrape's request line and headers
-constexpr std::chrono::seconds kRequestTimeout{10};        // to send them, and to take the answer
+constexpr std::size_t kMaxRequestHead = 8192;        // a scrape's request line and headers
+constexpr std::chrono::seconds kRequestTimeout{10};  // to send them, and to take the answer
 // Scrapes served at once; more are closed on arrival. A scraper opens one at a time: this bounds
 // what a flood of connections can make the process hold (sockets, buffers, metrics texts).
 constexpr std::size_t kMaxExchanges = 32;
@@ -51,10 +51,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     timer_.async_wait([self = shared_from_this()](std::error_code ec) {
       if (!ec) self->socket_.close(ec);
     });
-    asio::async_read_until(socket_, head_, "\r\n\r\n",
-                           [self = shared_from_this()](std::error_code ec, std::size_t) {
-                             self->answer(ec);
-                           });
+    asio::async_read_until(
+        socket_, head_, "\r\n\r\n",
+        [self = shared_from_this()](std::error_code ec, std::size_t) { self->answer(ec); });
   }
 
  private:
@@ -69,10 +68,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       line = line.substr(0, line.find("\r\n"));
       const auto first_space = line.find(' ');
       const std::string method = line.substr(0, first_space);
-      std::string target = first_space == std::string::npos
-                               ? ""
-                               : line.substr(first_space + 1, line.find(' ', first_space + 1) -
-                                                                  first_space - 1);
+      std::string target =
+          first_space == std::string::npos
+              ? ""
+              : line.substr(first_space + 1, line.find(' ', first_space + 1) - first_space - 1);
       target = target.substr(0, target.find('?'));
       if (method != "GET" && method != "HEAD") {
         response_ = http_response("405 Method Not Allowed", "text/plain", "use GET\n");
@@ -140,7 +139,8 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host_port, Render render)
   if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size())
     throw UsageError("--metrics wants HOST:PORT, got '" + host_port + "'");
   std::string host = host_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   unsigned long port = 0;
   try {
     std::size_t used = 0;
@@ -158,8 +158,7 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host_port, Render render)
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec)
-    throw std::runtime_error("cannot serve metrics on " + host_port + ": " + ec.message());
+  if (ec) throw std::runtime_error("cannot serve metrics on " + host_port + ": " + ec.message());
   server_->accept();
   server_->thread = std::thread([server = server_] { server->io.run(); });
   std::cerr << "metrics: http://" << address() << "/metrics" << std::endl;

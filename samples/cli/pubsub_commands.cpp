@@ -83,13 +83,15 @@ int run_pub(const Argv& argv) {
     auto size = args.number("size", 100, 1, 64 << 20);
     for (std::uint64_t i = 0; i < count; ++i) publisher.publish(generated_payload(i, size));
   } else if (args.positional().size() > 2) {
-    for (std::size_t i = 2; i < args.positional().size(); ++i) publisher.publish(args.positional()[i]);
+    for (std::size_t i = 2; i < args.positional().size(); ++i)
+      publisher.publish(args.positional()[i]);
   } else {
     for (std::string line; std::getline(std::cin, line);) publisher.publish(std::move(line));
   }
   auto failed = publisher.finish();
   if (failed)
-    std::cerr << "polybus pub: " << failed << " publish(es) failed: " << publisher.first_error() << "\n";
+    std::cerr << "polybus pub: " << failed << " publish(es) failed: " << publisher.first_error()
+              << "\n";
   client.close_sync(timeout.count() > 0 ? timeout : std::chrono::milliseconds(10'000));
   return failed ? 1 : 0;
 }
@@ -102,7 +104,8 @@ int run_sub(const Argv& argv) {
   if (args.help()) return std::cout << kSubUsage, 0;
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
-  if (args.positional().size() > 2) throw UsageError("unexpected argument '" + args.positional()[2] + "'");
+  if (args.positional().size() > 2)
+    throw UsageError("unexpected argument '" + args.positional()[2] + "'");
   SubscribeOptions options;
   options.group = args.value("group").value_or("");
   if (args.has("from")) options.from_offset = args.number("from", 0, 0, UINT64_MAX);

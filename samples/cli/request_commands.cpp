@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "args.hpp"
-#include "metrics_endpoint.hpp"
 #include "commands.hpp"
+#include "metrics_endpoint.hpp"
 #include "polybus/polybus.hpp"
 
 namespace polybus::cli {
@@ -19,7 +19,8 @@ int run_request(const Argv& argv) {
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
   const std::string& payload = args.positional(2, "PAYLOAD");
-  if (args.positional().size() > 3) throw UsageError("unexpected argument '" + args.positional()[3] + "'");
+  if (args.positional().size() > 3)
+    throw UsageError("unexpected argument '" + args.positional()[3] + "'");
   // 0: the client's op_timeout, which the URL may set.
   auto timeout = std::chrono::milliseconds(args.number("timeout", 0, 1, 3'600'000));
   auto client = connect_reporting(url);
@@ -44,13 +45,15 @@ int run_serve(const Argv& argv) {
   }
   const std::string& url = args.positional(0, "URL");
   const std::string& topic = args.positional(1, "TOPIC");
-  if (args.positional().size() > 2) throw UsageError("unexpected argument '" + args.positional()[2] + "'");
+  if (args.positional().size() > 2)
+    throw UsageError("unexpected argument '" + args.positional()[2] + "'");
   SubscribeOptions options;
   options.concurrency = static_cast<std::uint32_t>(args.number("concurrency", 1, 1, 256));
   options.max_in_flight = options.concurrency;
   block_termination_signals();
   auto client = connect_reporting(url);
-  auto sub = client.serve(topic, [](Message& m) { return std::string(m.payload()); }, options);
+  auto sub = client.serve(
+      topic, [](Message& m) { return std::string(m.payload()); }, options);
   auto endpoint = metrics_endpoint_if_asked(args, client);
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus serve: registration failed: " << ec.message() << "\n";

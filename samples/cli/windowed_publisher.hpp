@@ -35,15 +35,18 @@ class WindowedPublisher {
     PublishOptions options;
     options.timeout = timeout_;
     options.headers = headers_;
-    const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
+    const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
-    client_.publish(topic_, std::move(payload), [this, issued](const polybus::Status& ec) {
-      if (on_complete_) on_complete_(issued, 1, !ec);
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (ec && failed_++ == 0) first_error_ = ec.message();
-      leave_window();
-    }, options);
+    client_.publish(
+        topic_, std::move(payload),
+        [this, issued](const polybus::Status& ec) {
+          if (on_complete_) on_complete_(issued, 1, !ec);
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (ec && failed_++ == 0) first_error_ = ec.message();
+          leave_window();
+        },
+        options);
   }
 
   // One batch (MPUB where the protocol has it) counted as one in the window.
@@ -54,16 +57,18 @@ class WindowedPublisher {
     options.timeout = timeout_;
     options.headers = headers_;
     const std::size_t count = payloads.size();
-    const auto issued = !on_complete_                 ? std::chrono::steady_clock::time_point{}
+    const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
-    client_.publish_batch(topic_, std::move(payloads), [this, count, issued](
-                                                           const polybus::Status& ec) {
-      if (on_complete_) on_complete_(issued, count, !ec);
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (ec && (failed_ += count) == count) first_error_ = ec.message();
-      leave_window();
-    }, options);
+    client_.publish_batch(
+        topic_, std::move(payloads),
+        [this, count, issued](const polybus::Status& ec) {
+          if (on_complete_) on_complete_(issued, count, !ec);
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (ec && (failed_ += count) == count) first_error_ = ec.message();
+          leave_window();
+        },
+        options);
   }
 
   // A request in the same window; on_reply runs on the io thread with its reply. A reply with an

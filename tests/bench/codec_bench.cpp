@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "polybus/adapter/text.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/codec.hpp"
-#include "polybus/adapter/text.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace {

@@ -156,7 +156,9 @@ const std::vector<FlagCheck>& flag_checks() {
          options.defer = 100ms;
          CHECK(client.publish_sync("t", "a", options) == errc::not_supported);
        }},
-      {"durable", {"a_durable_broker_keeps_queued_messages_across_its_restart"}, {},
+      {"durable",
+       {"a_durable_broker_keeps_queued_messages_across_its_restart"},
+       {},
        absence_is_a_promise_not_made},
       {"publish_confirmed",
        {"a_publish_while_the_broker_is_down_fails_at_its_deadline_naming_the_cause"},
@@ -235,8 +237,8 @@ CONTRACT_CASE(a_durable_broker_keeps_queued_messages_across_its_restart) {
   }
   env.broker->restart();
   auto client = env.connect();
-  auto sub = client.subscribe(topic, options,
-                              [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe(topic, options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   REQUIRE(got.wait_for_distinct(kCount));
 }

@@ -99,10 +99,10 @@ struct Env {
   CONTRACT_CASE(title)
 
 // The case needs this of the broker; without it the run is reported as skipped.
-#define CONTRACT_REQUIRES(condition)                                                 \
-  do {                                                                               \
-    if (!(condition)) {                                                              \
-      polybus::contract::skip("the broker lacks what the case needs: " #condition);   \
-      return;                                                                        \
-    }                                                                                \
+#define CONTRACT_REQUIRES(condition)                                                \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
+      polybus::contract::skip("the broker lacks what the case needs: " #condition); \
+      return;                                                                       \
+    }                                                                               \
   } while (0)

@@ -62,15 +62,21 @@ bool runs_on(const std::string& broker, const std::string& title) {
   return !is_variant(broker) || is_request_case(title);
 }
 
-const std::vector<std::string>& case_titles() { return cases(); }
+const std::vector<std::string>& case_titles() {
+  return cases();
+}
 
 void skip(const std::string& why) {
   current_skipped = true;
   WARN("skipped: " << why);
 }
 
-void begin_run() { current_skipped = false; }
-void end_run() { ++(current_skipped ? skipped : ran); }
+void begin_run() {
+  current_skipped = false;
+}
+void end_run() {
+  ++(current_skipped ? skipped : ran);
+}
 
 std::vector<std::string> broker_names() {
   std::vector<std::string> names;

@@ -85,9 +85,8 @@ CONTRACT_REQUEST_CASE(a_failing_handler_reaches_the_requester_as_handler_failed_
   auto server = env.connect();
   auto client = env.connect();
   auto topic = unique_name("boom");
-  auto sub = server.serve(topic, [](Message&) -> std::string {
-    throw std::runtime_error("the handler's own words");
-  });
+  auto sub = server.serve(
+      topic, [](Message&) -> std::string { throw std::runtime_error("the handler's own words"); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   const Status s = client.request_sync(topic, "q", 10s).status();
   INFO(s.message());

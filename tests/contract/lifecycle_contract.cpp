@@ -153,8 +153,8 @@ CONTRACT_CASE(a_close_whose_deadline_passes_while_a_handler_runs_says_what_it_cu
   // ... and says what it cut off rather than reporting a clean close.
   INFO(result.message());
   CHECK(result == errc::timeout);
-  CHECK_THAT(result.cause(), Catch::Contains("200ms") &&
-                                 Catch::Contains("1 message(s) still being handled"));
+  CHECK_THAT(result.cause(),
+             Catch::Contains("200ms") && Catch::Contains("1 message(s) still being handled"));
 }
 
 CONTRACT_REQUEST_CASE(request_gets_the_reply_from_serve) {
@@ -436,8 +436,8 @@ CONTRACT_CASE(a_broker_nobody_can_reach_fails_operations_after_connect_timeout_n
 }
 
 CONTRACT_CASE(reconnects_follow_the_reconnect_policy_or_the_connect_refuses_it) {
-  Latch asked;            // the policy was asked for a delay
-  Latch paced;            // a reconnecting event carried the policy's delay
+  Latch asked;  // the policy was asked for a delay
+  Latch paced;  // a reconnecting event carried the policy's delay
   ConnectOptions options;
   options.reconnect_backoff = Backoff::custom([&](std::uint32_t) {
     asked.count_down();
@@ -463,15 +463,18 @@ CONTRACT_CASE(reconnects_follow_the_reconnect_policy_or_the_connect_refuses_it) 
   auto client = polybus::connect(env.url, options);
   // Something to send, so that a client that connects only on demand tries.
   if (env.caps.publish)
-    client.publish("policy", "x", [](std::error_code) {}, PublishOptions{20s, {}});
+    client.publish(
+        "policy", "x", [](std::error_code) {}, PublishOptions{20s, {}});
   else
-    client.request("policy", "x", [](const Reply&) {}, 20s);
+    client.request(
+        "policy", "x", [](const Reply&) {}, 20s);
   // Every failed attempt asks the policy, and the next one waits what it said.
   CHECK(asked.wait_for(3));
   CHECK(paced.wait_for(3));
   env.broker->start();
   if (env.caps.publish)
-    CHECK(client.publish_sync("policy", "y", PublishOptions{test::kWaitBound, {}}) == std::error_code{});
+    CHECK(client.publish_sync("policy", "y", PublishOptions{test::kWaitBound, {}}) ==
+          std::error_code{});
   client.close_sync(5s);
 }
 
@@ -567,7 +570,8 @@ CONTRACT_REQUEST_CASE(nothing_reaches_the_application_after_close_completes) {
   Subscription sub;
   if (env.caps.subscribe) sub = client.subscribe(unique_name("late"), {}, [](Message&) {});
   if (env.caps.request_reply)
-    client.request("late", "x", [](const Reply&) {}, 5s);  // left pending: close cuts it off
+    client.request(
+        "late", "x", [](const Reply&) {}, 5s);  // left pending: close cuts it off
   (void)client.close_sync(100ms);
   close_returned = true;
   // What would make a live client speak: its broker going away (a bound, not a synchronisation).

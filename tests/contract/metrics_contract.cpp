@@ -32,7 +32,8 @@ CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
   auto subscriber = env.connect();
   auto publisher = env.connect();
   const auto topic = unique_name("metered");
-  auto sub = subscriber.subscribe(topic, {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      subscriber.subscribe(topic, {}, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   for (int i = 0; i < kMessages; ++i)
     REQUIRE(publisher.publish_sync(topic, payload + std::to_string(i)) == std::error_code{});
@@ -64,10 +65,13 @@ CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
   CHECK(received->held_messages == 0);
   CHECK(received->held_bytes == 0);
   CHECK(received->nacked == 0);
-  if (env.caps.ack) CHECK(received->acked == got.total());
-  else CHECK(received->acked == 0);
+  if (env.caps.ack)
+    CHECK(received->acked == got.total());
+  else
+    CHECK(received->acked == 0);
   CHECK(sub_metrics.connected_endpoints >= 1);
-  if (env.url.rfind("mem://", 0) != 0) CHECK(sub_metrics.totals.bytes_in > kMessages * payload.size());
+  if (env.url.rfind("mem://", 0) != 0)
+    CHECK(sub_metrics.totals.bytes_in > kMessages * payload.size());
 
   // The same numbers in the text a scrape gets.
   std::string text;

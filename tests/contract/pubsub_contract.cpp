@@ -47,7 +47,8 @@ CONTRACT_CASE(published_messages_reach_a_subscriber) {
   auto client = env.connect();
   auto topic = unique_name("basic");
   auto sub = subscribe_collecting(client, topic, got);
-  for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(client.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
   REQUIRE(got.wait_for_distinct(10));
   for (int i = 0; i < 10; ++i) CHECK(got.count("m" + std::to_string(i)) >= 1);
   CHECK(client.stats().publish_acked == 10);
@@ -208,10 +209,12 @@ CONTRACT_CASE(a_new_subscription_continues_after_another_closes) {
   SubscribeOptions options;
   options.group = "workers";
   auto sub1 = subscribe_collecting(client, topic, first, options);
-  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "a" + std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(client.publish_sync(topic, "a" + std::to_string(i)) == std::error_code{});
   REQUIRE(first.wait_for_distinct(5));
   REQUIRE(sub1.unsubscribe_sync(5s) == std::error_code{});
-  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync(topic, "b" + std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(client.publish_sync(topic, "b" + std::to_string(i)) == std::error_code{});
   auto sub2 = subscribe_collecting(client, topic, second, options);
   // Every b reaches the new member. An "a" may come too: the last one's ack can still be on its
   // way when the first member leaves, and the broker then redelivers it (at least once).
@@ -353,7 +356,8 @@ CONTRACT_CASE(a_subscription_replays_from_an_offset) {
     first.add(std::string(m.payload()));
   });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
-  for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync(topic, "r" + std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(client.publish_sync(topic, "r" + std::to_string(i)) == std::error_code{});
   REQUIRE(first.wait_for_distinct(10));
   // The offset of r4 resumes after it: a subscription from there replays r5..r9.
   SubscribeOptions from;
@@ -412,8 +416,10 @@ CONTRACT_CASE(handlers_run_in_parallel_up_to_the_subscription_s_concurrency_and_
   auto sub = client.subscribe(topic, options, [&](Message&) {
     const int now = ++running;
     test::raise_to(most, now);
-    if (now <= kConcurrency) three_running.count_down();
-    else fourth_running.count_down();
+    if (now <= kConcurrency)
+      three_running.count_down();
+    else
+      fourth_running.count_down();
     {
       std::unique_lock<std::mutex> lock(gate_mutex);
       gate_cv.wait(lock, [&] { return open_gate; });

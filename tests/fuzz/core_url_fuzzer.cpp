@@ -1,17 +1,18 @@
 // The core's URL and option handling: Url::parse on the whole input, then what connect() does
 // with a URL of a registered scheme (ResolvedOptions::resolve against that scheme's option
 // table, the adapters' settings from it: TransportSettings, Backoff, nsq::Settings,
-// quickio::detail::ConnectionSettings), and parse_duration on the input and on each query value. Checks:
-// only polybus::Error escapes; a parsed URL's parts are well-formed; hosts print and parse back;
-// a resolved option reads back with its declared type and range; durations print and parse back.
+// quickio::detail::ConnectionSettings), and parse_duration on the input and on each query value.
+// Checks: only polybus::Error escapes; a parsed URL's parts are well-formed; hosts print and parse
+// back; a resolved option reads back with its declared type and range; durations print and parse
+// back.
 #include <limits>
 
 #include "fuzz_util.hpp"
-#include "polybus/backoff.hpp"
-#include "polybus/error.hpp"
-#include "polybus/all.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/adapter/transport.hpp"
+#include "polybus/all.hpp"
+#include "polybus/backoff.hpp"
+#include "polybus/error.hpp"
 #include "polybus/url.hpp"
 // Internal: the settings the NSQ and QuickIO adapters derive from their options.
 #include "nsq/src/options.hpp"

@@ -24,7 +24,7 @@ const std::string kTopics[] = {"a", "b", "topic", std::string(1024, 't')};
 
 struct Handler : MachineHandler {
   const Machine* machine = nullptr;
-  std::string wire;            // sent since the last check_output
+  std::string wire;             // sent since the last check_output
   std::uint64_t published = 0;  // publishes given to the machine
   std::uint64_t acked = 0;
   std::deque<std::pair<std::shared_ptr<const void>, std::string_view>> kept;
@@ -133,7 +133,8 @@ std::string server_frame(ByteReader& in, std::uint64_t next_seq) {
       out.push_back(static_cast<char>(in.u8() % 10));
       out += std::string("\0\1", 2);
       std::uint32_t n = static_cast<std::uint32_t>(body.size());
-      for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
+      for (int shift = 24; shift >= 0; shift -= 8)
+        out.push_back(static_cast<char>((n >> shift) & 0xff));
       out += body;
       break;
     }

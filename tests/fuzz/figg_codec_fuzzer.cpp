@@ -11,7 +11,7 @@ using polybus::fuzz::OwnedChunks;
 
 namespace {
 
-constexpr std::size_t kMaxPayloads[16] = {16 << 20, 0, 1, 8, 12, 16, 20, 24,
+constexpr std::size_t kMaxPayloads[16] = {16 << 20, 0,  1,   8,   12,   16,   20,    24,
                                           32,       64, 100, 256, 1024, 4096, 65536, 1 << 20};
 
 void put16(std::string& out, std::uint16_t v) {
@@ -19,7 +19,8 @@ void put16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
 }
 void put32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 // Every payload parser on the payload; each success re-encoded.

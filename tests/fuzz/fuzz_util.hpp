@@ -37,14 +37,14 @@ namespace polybus::fuzz {
   std::abort();
 }
 
-#define FUZZ_CHECK(cond)                                                 \
-  do {                                                                   \
-    if (!(cond)) ::polybus::fuzz::fail(__FILE__, __LINE__, #cond);       \
+#define FUZZ_CHECK(cond)                                           \
+  do {                                                             \
+    if (!(cond)) ::polybus::fuzz::fail(__FILE__, __LINE__, #cond); \
   } while (0)
 
 struct SplitInput {
-  std::uint8_t flags = 0;           // the control byte's high 4 bits
-  std::vector<std::size_t> sizes;   // chunk sizes, 1-256 each; empty: one byte at a time
+  std::uint8_t flags = 0;          // the control byte's high 4 bits
+  std::vector<std::size_t> sizes;  // chunk sizes, 1-256 each; empty: one byte at a time
   std::string_view payload;
 };
 
@@ -111,8 +111,12 @@ class OwnedChunks {
 #endif
 #endif
 #ifdef POLYBUS_FUZZ_ASAN
-  static void poison(const char* p, std::size_t n) { __asan_poison_memory_region(p, n); }
-  static void unpoison(const char* p, std::size_t n) { __asan_unpoison_memory_region(p, n); }
+  static void poison(const char* p, std::size_t n) {
+    __asan_poison_memory_region(p, n);
+  }
+  static void unpoison(const char* p, std::size_t n) {
+    __asan_unpoison_memory_region(p, n);
+  }
 #else
   static void poison(const char*, std::size_t) {}
   static void unpoison(const char*, std::size_t) {}
@@ -157,13 +161,16 @@ inline bool known_findings() {
 }
 
 // Strict UTF-8 (the library's own check; tests/unit/text_test.cpp pins it down case by case).
-inline bool valid_utf8(std::string_view s) { return polybus::text::is_valid_utf8(s); }
+inline bool valid_utf8(std::string_view s) {
+  return polybus::text::is_valid_utf8(s);
+}
 
 // Known finding 1 (README.md): RapidJSON 1.1.0 turns a lone low-surrogate escape ("\udc00" to
 // "\udfff") into the 3-byte UTF-8 form of the surrogate (ED B0-BF xx), which is not UTF-8.
 inline bool has_encoded_surrogate(std::string_view s) {
   for (std::size_t i = 0; i + 1 < s.size(); ++i)
-    if (static_cast<unsigned char>(s[i]) == 0xed && (static_cast<unsigned char>(s[i + 1]) & 0xe0) == 0xa0)
+    if (static_cast<unsigned char>(s[i]) == 0xed &&
+        (static_cast<unsigned char>(s[i + 1]) & 0xe0) == 0xa0)
       return true;
   return false;
 }
@@ -186,7 +193,8 @@ inline bool websocketpp_status_outside_enum(std::string_view response) {
   char* end = nullptr;
   errno = 0;
   const long code = std::strtol(p, &end, 10);
-  if (end == p || errno == ERANGE || code < INT32_MIN || code > INT32_MAX) return false;  // no number
+  if (end == p || errno == ERANGE || code < INT32_MIN || code > INT32_MAX)
+    return false;  // no number
   return code < 0 || code > 511;
 }
 

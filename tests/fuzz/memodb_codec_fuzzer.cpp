@@ -13,14 +13,16 @@ using namespace polybus::memodb;
 namespace {
 
 bool tail_of(std::string_view part, std::string_view whole) {
-  return part.empty() || (part.data() >= whole.data() &&
-                          part.data() + part.size() == whole.data() + whole.size());
+  return part.empty() ||
+         (part.data() >= whole.data() && part.data() + part.size() == whole.data() + whole.size());
 }
 
 void check_machines(std::string_view message) {
   auto answer = Requester::answer(message, "svc");
-  if (answer.ec) FUZZ_CHECK(answer.payload.empty() && !answer.why.empty());
-  else FUZZ_CHECK(tail_of(answer.payload, message));
+  if (answer.ec)
+    FUZZ_CHECK(answer.payload.empty() && !answer.why.empty());
+  else
+    FUZZ_CHECK(tail_of(answer.payload, message));
   for (bool staying : {true, false}) {
     Worker worker("svc");
     std::string out;

@@ -49,8 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       OwnedChunks chunk({wire});
       FUZZ_CHECK(!decoder.decode(chunk.views[0], plain));
       // Flushed at every call: the decoder has everything so far.
-      FUZZ_CHECK(plain.size() == static_cast<std::size_t>(piece.data() + piece.size() -
-                                                          input.payload.data()));
+      FUZZ_CHECK(plain.size() ==
+                 static_cast<std::size_t>(piece.data() + piece.size() - input.payload.data()));
     }
     FUZZ_CHECK(plain == input.payload);
     return 0;

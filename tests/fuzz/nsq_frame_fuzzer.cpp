@@ -11,8 +11,8 @@ using polybus::fuzz::OwnedChunks;
 
 namespace {
 
-constexpr std::size_t kMaxSizes[16] = {kDefaultMaxFrameSize, 4, 5, 29, 30, 31, 64, 256,
-                                       1024, 4096, 65536, 65540, 1 << 20, 8, 16, 100};
+constexpr std::size_t kMaxSizes[16] = {
+    kDefaultMaxFrameSize, 4, 5, 29, 30, 31, 64, 256, 1024, 4096, 65536, 65540, 1 << 20, 8, 16, 100};
 
 struct Outcome {
   std::string reencoded;  // every frame, encoded again
@@ -22,7 +22,8 @@ struct Outcome {
 };
 
 void put32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 void check_body(const Frame& frame) {

@@ -61,7 +61,8 @@ void auth(std::string_view body) {
   out.identity = "sentinel";
   out.permission_count = -3;
   if (parse_auth_response(body, out)) {
-    FUZZ_CHECK(out.identity == "sentinel" && out.permission_count == -3 && out.identity_url.empty());
+    FUZZ_CHECK(out.identity == "sentinel" && out.permission_count == -3 &&
+               out.identity_url.empty());
     return;
   }
   FUZZ_CHECK(out.permission_count >= 0);

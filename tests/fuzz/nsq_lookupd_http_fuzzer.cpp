@@ -12,7 +12,7 @@ using polybus::fuzz::OwnedChunks;
 
 namespace {
 
-constexpr std::size_t kMaxSizes[16] = {4 << 20, 0,  1,   16,   64,    100,   128,   256,
+constexpr std::size_t kMaxSizes[16] = {4 << 20, 0,    1,    16,   64,    100,   128,   256,
                                        512,     1024, 4096, 8192, 16384, 32768, 65536, 70000};
 
 struct Outcome {

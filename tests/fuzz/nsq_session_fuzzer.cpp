@@ -8,9 +8,9 @@
 #include <deque>
 
 #include "fuzz_util.hpp"
+#include "machine.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
-#include "machine.hpp"
 
 using namespace polybus::nsq;
 using polybus::fuzz::ByteReader;
@@ -18,9 +18,9 @@ using polybus::fuzz::ByteReader;
 namespace {
 
 constexpr std::size_t kMaxFrameSizes[4] = {kDefaultMaxFrameSize, 64, 1024, 65536};
-const char* const kErrorCodes[] = {"E_INVALID",    "E_BAD_BODY",   "E_FIN_FAILED",
-                                   "E_REQ_FAILED", "E_TOUCH_FAILED", "E_AUTH_FAILED",
-                                   "E_UNKNOWN",    ""};
+const char* const kErrorCodes[] = {
+    "E_INVALID",      "E_BAD_BODY",    "E_FIN_FAILED", "E_REQ_FAILED",
+    "E_TOUCH_FAILED", "E_AUTH_FAILED", "E_UNKNOWN",    ""};
 
 struct Handler : MachineHandler {
   Machine* session = nullptr;
@@ -75,7 +75,8 @@ struct Handler : MachineHandler {
 };
 
 void put32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 std::string frame(FrameType type, std::string_view body) {
@@ -89,7 +90,8 @@ std::string frame(FrameType type, std::string_view body) {
 std::string printable(std::string_view bytes, std::size_t n) {
   std::string out;
   for (std::size_t i = 0; i < n; ++i)
-    out.push_back(static_cast<char>('!' + (i < bytes.size() ? static_cast<unsigned char>(bytes[i]) % 94 : i)));
+    out.push_back(static_cast<char>(
+        '!' + (i < bytes.size() ? static_cast<unsigned char>(bytes[i]) % 94 : i)));
   return out;
 }
 
@@ -160,8 +162,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto deliver = [&](std::string bytes) {
     auto owner = std::make_shared<std::string>(std::move(bytes));
     session.receive(owner, *owner);
-    if (session.compressed() && !server.compressing())
-      server.start(session.negotiated().snappy);
+    if (session.compressed() && !server.compressing()) server.start(session.negotiated().snappy);
   };
   auto send_frame = [&](FrameType type, std::string_view body) {
     deliver(server.wire(frame(type, body)));
@@ -194,8 +195,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         send_frame(FrameType::response, kOkBody);
         break;
       case 5:  // the AUTH answer
-        send_frame(FrameType::response, in.flag() ? std::string("{\"identity\":\"x\",\"permission_count\":1}")
-                                                  : std::string(in.short_bytes()));
+        send_frame(FrameType::response,
+                   in.flag() ? std::string("{\"identity\":\"x\",\"permission_count\":1}")
+                             : std::string(in.short_bytes()));
         break;
       case 6:
         send_frame(FrameType::response, kHeartbeatBody);
@@ -220,7 +222,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // IDENTIFY's answer and, in the same read, the compressed OK that follows it.
         if (server.compressing()) break;
         const bool use_snappy = in.flag();
-        std::string json = use_snappy ? "{\"snappy\":true}" : "{\"deflate\":true,\"deflate_level\":3}";
+        std::string json =
+            use_snappy ? "{\"snappy\":true}" : "{\"deflate\":true,\"deflate_level\":3}";
         std::string bytes = frame(FrameType::response, json);
         Server next;
         next.start(use_snappy);
@@ -238,12 +241,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (which == 0) {
           std::string topic = name(in), channel = name(in);
           auto ec = session.subscribe(topic, channel);
-          FUZZ_CHECK(static_cast<bool>(ec) != (valid_topic_name(topic) && valid_channel_name(channel)));
+          FUZZ_CHECK(static_cast<bool>(ec) !=
+                     (valid_topic_name(topic) && valid_channel_name(channel)));
         } else if (which == 1) {
           session.ready_count(in.u32());
         } else if (which <= 4) {
-          std::string id = in.flag() && !handler.last_id.empty() ? handler.last_id
-                                                                  : std::string(in.bytes(in.u8() % 20));
+          std::string id = in.flag() && !handler.last_id.empty()
+                               ? handler.last_id
+                               : std::string(in.bytes(in.u8() % 20));
           bool valid = id.size() == kMessageIdSize;
           for (char c : id) valid = valid && c > ' ' && c <= '~';
           std::error_code ec = which == 2   ? session.finish(id)

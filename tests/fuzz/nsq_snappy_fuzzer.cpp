@@ -63,8 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(plain == input.payload);
     return 0;
   }
-  const std::size_t max_per_call = (input.flags & 2) ? 4096 + input.flags * 1000
-                                                     : kDefaultMaxDecodedPerCall;
+  const std::size_t max_per_call =
+      (input.flags & 2) ? 4096 + input.flags * 1000 : kDefaultMaxDecodedPerCall;
   OwnedChunks whole({input.payload});
   Outcome a = decode(whole.views, max_per_call);
   OwnedChunks split(pieces);

@@ -42,9 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Known finding 5: a number read as infinity leaves data_json truncated.
     if (!polybus::fuzz::known_findings() && polybus::fuzz::rapidjson_reads_infinity(text)) return 0;
     // Known finding 1, as above: the data or err_msg then holds a surrogate that is not UTF-8.
-    if (!polybus::fuzz::known_findings() &&
-        (polybus::fuzz::has_encoded_surrogate(body.data_json) ||
-         polybus::fuzz::has_encoded_surrogate(body.err_msg)))
+    if (!polybus::fuzz::known_findings() && (polybus::fuzz::has_encoded_surrogate(body.data_json) ||
+                                             polybus::fuzz::has_encoded_surrogate(body.err_msg)))
       return 0;
     FUZZ_CHECK(is_valid_json(body.data_json));
     std::string made = make_callback_body(body.code, body.data_json, body.err_msg);

@@ -11,7 +11,7 @@ using polybus::fuzz::OwnedChunks;
 
 namespace {
 
-constexpr std::size_t kMaxSizes[16] = {16 << 20, 0, 1, 2, 7, 8, 9, 16,
+constexpr std::size_t kMaxSizes[16] = {16 << 20, 0,   1,   2,   7,    8,    9,     16,
                                        64,       100, 255, 256, 1024, 4096, 65536, 1 << 20};
 
 struct Outcome {

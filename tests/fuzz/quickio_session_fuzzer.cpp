@@ -10,12 +10,12 @@
 #include <memory>
 
 #include "fuzz_util.hpp"
+#include "machine.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "rapidjson_known.hpp"
 #include "raw_wire.hpp"
-#include "machine.hpp"
 
 using namespace polybus::quickio;
 using namespace polybus::quickio::detail;
@@ -23,12 +23,15 @@ using polybus::fuzz::ByteReader;
 
 namespace {
 
-const char* const kPaths[] = {"/a", "/b/c", "a//b/", "/open", "/close", "/error",
-                              "/qio/heartbeat", "/qio/on", "", "/x-y_z"};
+const char* const kPaths[] = {"/a",     "/b/c",           "a//b/",   "/open", "/close",
+                              "/error", "/qio/heartbeat", "/qio/on", "",      "/x-y_z"};
 const char* const kJson[] = {"null", "1", "\"s\"", "{\"a\":[1,2]}", "[\n1\r]", "", "{", "nul"};
-const char* const kBodies[] = {"{\"code\":200,\"data\":null}", "{\"code\":202}",
-                               "{\"code\":500,\"data\":1,\"err_msg\":\"no\"}", "{\"code\":\"x\"}",
-                               "[]", "{\"code\":200,\"data\":{\"k\":[true]},\"err_msg\":\"\"}"};
+const char* const kBodies[] = {"{\"code\":200,\"data\":null}",
+                               "{\"code\":202}",
+                               "{\"code\":500,\"data\":1,\"err_msg\":\"no\"}",
+                               "{\"code\":\"x\"}",
+                               "[]",
+                               "{\"code\":200,\"data\":{\"k\":[true]},\"err_msg\":\"\"}"};
 
 struct Tracker {
   std::vector<int> callbacks;  // calls per CallbackFn
@@ -49,7 +52,8 @@ struct Harness : MachineHandler {
     void on_wire_event(std::string_view text, const std::shared_ptr<const void>& owner) override {
       if (error) return;
       h->infinite_number = polybus::fuzz::rapidjson_reads_infinity(text.substr(
-          std::min(text.size(), text.find('=') == std::string_view::npos ? text.size() : text.find('=') + 1)));
+          std::min(text.size(),
+                   text.find('=') == std::string_view::npos ? text.size() : text.find('=') + 1)));
       error = h->session->receive(text, owner, &why);
       h->infinite_number = false;
       if (error) FUZZ_CHECK(!why.empty());
@@ -63,7 +67,7 @@ struct Harness : MachineHandler {
     FUZZ_CHECK(session->is_open());  // the machine sends only on an open connection
     out.emplace_back(std::string(text), std::move(sent));
   }
-  int depth = 0;  // re-entry from listeners and callbacks
+  int depth = 0;                 // re-entry from listeners and callbacks
   bool infinite_number = false;  // the event being received holds known finding 5
 
   void move_to(const std::string& address) override { FUZZ_CHECK(!address.empty()); }
@@ -109,14 +113,20 @@ struct Harness : MachineHandler {
       ++depth;
       // "a listener may call on/off"
       switch (behaviour % 5) {
-        case 1: session->off(path); break;
-        case 2: listen(kPaths[behaviour % 10], 0, behaviour >> 3 & 1); break;
-        case 3: send(path, "2", 0); break;
-        case 4:
-          if (e.server_callback)
-            session->answer(e.connection, e.server_callback, 200, "null");
+        case 1:
+          session->off(path);
           break;
-        default: break;
+        case 2:
+          listen(kPaths[behaviour % 10], 0, behaviour >> 3 & 1);
+          break;
+        case 3:
+          send(path, "2", 0);
+          break;
+        case 4:
+          if (e.server_callback) session->answer(e.connection, e.server_callback, 200, "null");
+          break;
+        default:
+          break;
       }
       --depth;
     };
@@ -149,8 +159,7 @@ struct Harness : MachineHandler {
       ++t.results[index];
       polybus::fuzz::touch(err);
     };
-    std::uint64_t id = session->on(path, make_listener(behaviour, std::string(path)), once,
-                                   result);
+    std::uint64_t id = session->on(path, make_listener(behaviour, std::string(path)), once, result);
     t.listeners.emplace_back(std::string(path), id);
   }
 
@@ -277,7 +286,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 8:
       case 9: {  // server events, each in a raw frame
         std::string bytes;
-        for (std::uint8_t n = in.u8() % 3 + 1; n > 0; --n) append_raw_frame(bytes, server_event(in, h));
+        for (std::uint8_t n = in.u8() % 3 + 1; n > 0; --n)
+          append_raw_frame(bytes, server_event(in, h));
         h.server_bytes(std::move(bytes));
         break;
       }

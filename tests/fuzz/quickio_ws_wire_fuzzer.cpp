@@ -88,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (skipped) return;
     if (head.find("\r\n") == std::string::npos) {
       head += bytes.substr(0, 4096);
-      if (!polybus::fuzz::known_findings() && polybus::fuzz::websocketpp_status_outside_enum(head)) {
+      if (!polybus::fuzz::known_findings() &&
+          polybus::fuzz::websocketpp_status_outside_enum(head)) {
         skipped = true;  // websocketpp would load an invalid enum value (README.md, finding 3)
         return;
       }

@@ -99,7 +99,9 @@ class Reports {
 std::string nsq_frame(std::uint32_t type, std::string_view data) {
   return be32(static_cast<std::uint32_t>(4 + data.size())) + be32(type) + std::string(data);
 }
-std::string nsq_response(std::string_view body) { return nsq_frame(0, body); }
+std::string nsq_response(std::string_view body) {
+  return nsq_frame(0, body);
+}
 std::string nsq_message(std::uint64_t n, std::string_view body) {
   std::string id = std::to_string(n);
   id.resize(16, '0');
@@ -191,7 +193,9 @@ void drip_every(HostileConnection& c, std::chrono::milliseconds period) {
   while (!c.stopping() && c.send("x"))
     if (!c.read_some(period)) break;
 }
-void drip(HostileConnection& c) { drip_every(c, 50ms); }
+void drip(HostileConnection& c) {
+  drip_every(c, 50ms);
+}
 
 // How long after `since` `reports` saw `text` (max() if not within 30 s): the time a dead
 // connection took to be given up.
@@ -220,9 +224,9 @@ HostileServer::Script nsqd_dripping_a_frame(std::chrono::milliseconds period,
 // frame: the limit is named, the reason is limit_exceeded, and the client connects again.
 void expect_cut_off_by_frame_timeout(HostileServer& server, const std::string& scheme) {
   Reports reports;
-  auto client = connect(scheme + "://" + server.address() +
-                            "?frame_timeout=300ms&reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect(scheme + "://" + server.address() + "?frame_timeout=300ms&reconnect_initial=10ms",
+              reports.options());
   CHECK(reports.wait_text("frame_timeout=300ms"));
   CHECK(reports.saw_reason(make_error_code(errc::limit_exceeded)));
   CHECK(server.wait_connections(2));
@@ -247,7 +251,8 @@ TEST_CASE("nsq: a server that ignores RDY is a protocol error, and the client re
   Collector got;
   auto client = connect("nsq://" + server.address() + "?reconnect_initial=10ms&max_in_flight=1",
                         reports.options());
-  auto sub = client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
   CHECK(reports.wait_text("ignored RDY"));
   CHECK(reports.saw_reason(make_error_code(errc::protocol_error)));
   CHECK(server.wait_connections(2));
@@ -413,7 +418,8 @@ TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not 
   });
   Collector got;
   auto client = connect("nsq://" + server.address(), {});
-  auto sub = client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(got.wait_for_count(1));
   REQUIRE(server.wait_connections(1));
   client.close_sync(5s);
@@ -450,14 +456,15 @@ TEST_CASE("nsq: a frame that drips past two heartbeat intervals is a dead connec
   std::atomic<std::int64_t> drip_began{0};
   HostileServer server(nsqd_dripping_a_frame(300ms, &drip_began));
   Reports reports;
-  auto client = connect("nsq://" + server.address() + "?heartbeat_interval=1s&reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect("nsq://" + server.address() + "?heartbeat_interval=1s&reconnect_initial=10ms",
+              reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
   REQUIRE(reports.wait_text(
       "a frame begun and no whole frame for 2000ms (two heartbeat intervals of 1000ms)", 30s));
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - std::chrono::steady_clock::time_point(
-                                             std::chrono::steady_clock::duration(drip_began)));
+      std::chrono::steady_clock::now() -
+      std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(drip_began)));
   INFO(reports.dump());
   INFO("given up after " << took.count() << " ms");
   CHECK(took < 10s);  // about 2 s; frame_timeout would have taken 30 s
@@ -475,16 +482,19 @@ TEST_CASE("figg: an ACK for a sequence number never sent is a protocol error, no
     while (seq.empty()) {
       if (!c.read_until([](const std::string& r) {
             if (r.size() < 8) return false;
-            auto size = (std::uint32_t(std::uint8_t(r[4])) << 24) | (std::uint32_t(std::uint8_t(r[5])) << 16) |
+            auto size = (std::uint32_t(std::uint8_t(r[4])) << 24) |
+                        (std::uint32_t(std::uint8_t(r[5])) << 16) |
                         (std::uint32_t(std::uint8_t(r[6])) << 8) | std::uint8_t(r[7]);
             return r.size() >= 8 + size;
           }))
         return;
       std::string& r = c.received();
-      auto size = (std::uint32_t(std::uint8_t(r[4])) << 24) | (std::uint32_t(std::uint8_t(r[5])) << 16) |
+      auto size = (std::uint32_t(std::uint8_t(r[4])) << 24) |
+                  (std::uint32_t(std::uint8_t(r[5])) << 16) |
                   (std::uint32_t(std::uint8_t(r[6])) << 8) | std::uint8_t(r[7]);
       if (r[0] == 0 && r[1] == 5) {
-        auto topic_len = (std::size_t(std::uint8_t(r[8])) << 24) | (std::size_t(std::uint8_t(r[9])) << 16) |
+        auto topic_len = (std::size_t(std::uint8_t(r[8])) << 24) |
+                         (std::size_t(std::uint8_t(r[9])) << 16) |
                          (std::size_t(std::uint8_t(r[10])) << 8) | std::uint8_t(r[11]);
         seq = r.substr(12 + topic_len, 8);
       }
@@ -496,7 +506,8 @@ TEST_CASE("figg: an ACK for a sequence number never sent is a protocol error, no
     c.hold_open();
   });
   Reports reports;
-  auto client = connect("figg://" + server.address() + "?reconnect_initial=10ms", reports.options());
+  auto client =
+      connect("figg://" + server.address() + "?reconnect_initial=10ms", reports.options());
   auto ec = client.publish_sync("t", "payload", within(10s));
   CHECK(reports.wait_text("acknowledged sequence number 18446744073709551615"));
   CHECK(reports.saw_reason(make_error_code(errc::protocol_error)));
@@ -508,7 +519,9 @@ TEST_CASE("figg: an ACK for a sequence number never sent is a protocol error, no
 
 namespace {
 // QuickIO raw: "/qio/ohai" both ways, then [length:8][event text] frames.
-std::string qio_frame(std::string_view event) { return be64(event.size()) + std::string(event); }
+std::string qio_frame(std::string_view event) {
+  return be64(event.size()) + std::string(event);
+}
 bool qio_handshake(HostileConnection& c) {
   if (!c.read_until([](const std::string& r) { return r.size() >= 9; })) return false;
   c.received().erase(0, 9);
@@ -522,8 +535,10 @@ TEST_CASE("quickio: a callback reply nested 100,000 deep is refused without a cr
     if (!qio_handshake(c)) return;
     if (index == 0) {
       // Wait for the request event "<path>:<id>=<json>" and answer its callback id.
-      if (!c.read_until([](const std::string& r) { return r.find("room:") != std::string::npos &&
-                                                          r.find('=', r.find("room:")) != std::string::npos; }))
+      if (!c.read_until([](const std::string& r) {
+            return r.find("room:") != std::string::npos &&
+                   r.find('=', r.find("room:")) != std::string::npos;
+          }))
         return;
       const std::string& r = c.received();
       auto colon = r.find("room:") + 5;
@@ -535,7 +550,8 @@ TEST_CASE("quickio: a callback reply nested 100,000 deep is refused without a cr
     c.hold_open();
   });
   Reports reports;
-  auto client = connect("quickio://" + server.address() + "?reconnect_initial=10ms", reports.options());
+  auto client =
+      connect("quickio://" + server.address() + "?reconnect_initial=10ms", reports.options());
   auto reply = client.request_sync("room", "hi", 10s);
   // The reply was refused with the connection it came on; the request fails for want of it.
   INFO(reply.status().message());
@@ -607,8 +623,9 @@ namespace {
 void deflate_flood(HostileConnection& c, int megabytes) {
   if (!c.read_until([](const std::string& r) { return r.find("IDENTIFY\n") != std::string::npos; }))
     return;
-  c.send(nsq_response("{\"max_rdy_count\":2500,\"version\":\"1.3.0\",\"deflate\":true,"
-                      "\"deflate_level\":1,\"max_deflate_level\":6}"));
+  c.send(
+      nsq_response("{\"max_rdy_count\":2500,\"version\":\"1.3.0\",\"deflate\":true,"
+                   "\"deflate_level\":1,\"max_deflate_level\":6}"));
   // Everything after the IDENTIFY body is the client's deflate stream.
   const std::size_t at = c.received().find("IDENTIFY\n") + 9;
   const std::size_t body = (std::size_t(std::uint8_t(c.received()[at])) << 24) |
@@ -652,7 +669,8 @@ TEST_CASE("nsq: a compressed heartbeat flood costs bounded memory and no hang", 
   HostileServer server([](HostileConnection& c, std::size_t) { deflate_flood(c, 96); });
   Collector got;
   auto client = connect("nsq://" + server.address() + "?deflate=true", {});
-  auto sub = client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("t", group("c"), [&](Message& m) { got.add(std::string(m.payload())); });
   // 96 MiB of heartbeats inflate, a read at a time, and the message behind them arrives (kept
   // moderate for the sanitizer builds; 256 MiB took the old client to 11 GB).
   CHECK(got.wait_for_count(1));
@@ -705,7 +723,8 @@ TEST_CASE("nsq+lookupd: thousands of producers are dialled a few at a time, bad 
   CHECK(subscribed.wait_for(1));
   client.close_sync(5s);
   INFO("peak RSS " << peak_rss_mb() << " MB");
-  CHECK(peak_rss_mb() < 300 + kSanitizerSlackMb);  // before: every dial at once, a TLS context each: 900 MB
+  CHECK(peak_rss_mb() <
+        300 + kSanitizerSlackMb);  // before: every dial at once, a TLS context each: 900 MB
 }
 
 namespace {
@@ -774,15 +793,15 @@ TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones w
   std::vector<std::unique_ptr<HostileServer>> silent;
   std::string producers;
   for (int i = 0; i < 40; ++i) {
-    silent.push_back(std::make_unique<HostileServer>([](HostileConnection& c, std::size_t) {
-      c.hold_open();
-    }));
+    silent.push_back(
+        std::make_unique<HostileServer>([](HostileConnection& c, std::size_t) { c.hold_open(); }));
     producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" +
                  std::to_string(silent.back()->port()) + "},";
   }
   Latch subscribed;
   HostileServer nsqd(nsqd_counting_subscriptions(subscribed));
-  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) + "}";
+  producers +=
+      "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(nsqd.port()) + "}";
   HostileServer lookupd(lookupd_answering("{\"channels\":[],\"producers\":[" + producers + "]}"));
   const auto took = time_to_subscribe(
       "nsq+lookupd://" + lookupd.address() +
@@ -792,8 +811,9 @@ TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones w
   CHECK(took < (kSanitized ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
 }
 
-TEST_CASE("nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not cut off as a fragment",
-          "[hostile][nsq]") {
+TEST_CASE(
+    "nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not cut off as a fragment",
+    "[hostile][nsq]") {
   std::mutex mutex;
   std::string request;
   Latch asked;
@@ -806,8 +826,9 @@ TEST_CASE("nsq+lookupd: an ephemeral topic's '#' is escaped in the lookup, not c
       if (request.empty()) request = c.received().substr(0, c.received().find("\r\n"));
     }
     asked.count_down();
-    c.send("HTTP/1.1 404 Not Found\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
-           "{\"message\":\"TOPIC_NOT_FOUND\"}");
+    c.send(
+        "HTTP/1.1 404 Not Found\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
+        "{\"message\":\"TOPIC_NOT_FOUND\"}");
   });
   auto client = connect("nsq+lookupd://" + lookupd.address() + "?lookupd_poll_interval=1h");
   auto sub = client.subscribe("t#ephemeral", group("c#ephemeral"), [](Message&) {});
@@ -834,8 +855,9 @@ TEST_CASE("nsq+lookupd: a publisher reaches the live nsqd among 10,000 that refu
   client.close_sync(5s);
 }
 
-TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connections, bad entries said",
-          "[hostile][nsq]") {
+TEST_CASE(
+    "nsq+lookupd: a publisher keeps a random choice within max_nsqd_connections, bad entries said",
+    "[hostile][nsq]") {
   HostileServer nsqd(nsqd_answering_one_pub());
   // 200 producers where nothing listens, the real one last, and a malformed entry.
   std::string producers;
@@ -850,7 +872,8 @@ TEST_CASE("nsq+lookupd: a publisher keeps a random choice within max_nsqd_connec
     Reports reports;
     auto client = connect("nsq+lookupd://" + lookupd.address() + "?max_nsqd_connections=10",
                           reports.options());
-    client.publish("t", "x", [](std::error_code) {}, within(2s));
+    client.publish(
+        "t", "x", [](std::error_code) {}, within(2s));
     CHECK(reports.wait_text("1 malformed producer entries skipped, 201 used"));
     CHECK(reports.wait_text("201 exceeds max_nsqd_connections=10"));
     client.close_sync(5s);
@@ -890,9 +913,9 @@ TEST_CASE("nsq+lookupd: a subscription connects to at most max_nsqd_connections"
     c.send("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   });
   Reports reports;
-  auto client = connect("nsq+lookupd://" + lookupd.address() +
-                            "?max_nsqd_connections=10&lookupd_poll_interval=1h",
-                        reports.options());
+  auto client = connect(
+      "nsq+lookupd://" + lookupd.address() + "?max_nsqd_connections=10&lookupd_poll_interval=1h",
+      reports.options());
   auto sub = client.subscribe("t", group("c"), [](Message&) {});
   CHECK(reports.wait_text("50 exceeds max_nsqd_connections=10"));
   client.close_sync(5s);
@@ -913,14 +936,15 @@ TEST_CASE("quickio: a server that moves the client to itself forever is paced an
   });
   self_port = server.port();
   Reports reports;
-  auto client = connect("quickio://" + server.address() + "?reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect("quickio://" + server.address() + "?reconnect_initial=10ms", reports.options());
   REQUIRE(reports.wait_text("moved in a loop"));
   const std::size_t before = server.connections();
   const double cpu_before = cpu_ms();
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(3s);  // the measured window, not a synchronisation
-  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double share = (cpu_ms() - cpu_before) / wall;
   const std::size_t moves = server.connections() - before;
   INFO(moves << " connections in 3 s, " << 100 * share << "% of a core\n"
@@ -938,9 +962,9 @@ TEST_CASE("quickio: a move to a port nobody listens on backs off", "[hostile][qu
     c.hold_open();
   });
   Reports reports;
-  auto client = connect("quickio://" + server.address() +
-                            "?reconnect_initial=10ms&reconnect_backoff=exponential",
-                        reports.options());
+  auto client = connect(
+      "quickio://" + server.address() + "?reconnect_initial=10ms&reconnect_backoff=exponential",
+      reports.options());
   // Before: reconnected at once forever (100% CPU). Now each attempt waits twice as long.
   CHECK(reports.wait_text("reconnecting in 80ms"));
   CHECK(reports.attempts() < 20);
@@ -965,8 +989,9 @@ TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY 
       memodb::Header header;
       std::string_view payload;
       const bool ready =
-          !memodb::decode(std::string_view(static_cast<const char*>(nng_msg_body(msg)), nng_msg_len(msg)),
-                          header, payload) &&
+          !memodb::decode(
+              std::string_view(static_cast<const char*>(nng_msg_body(msg)), nng_msg_len(msg)),
+              header, payload) &&
           header.type == memodb::MessageType::ready;
       nng_msg_free(msg);
       if (!ready) continue;
@@ -981,9 +1006,9 @@ TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY 
   });
   Reports reports;
   {
-    auto client = connect("memodb+tcp://127.0.0.1:" + std::to_string(port) +
-                              "?reconnect_initial=10ms&workers=1",
-                          reports.options());
+    auto client = connect(
+        "memodb+tcp://127.0.0.1:" + std::to_string(port) + "?reconnect_initial=10ms&workers=1",
+        reports.options());
     auto sub = client.serve("echo", [](Message& m) { return std::string(m.payload()); });
     // Waits below 10, 20, 40, 80, 160 ms (full jitter, as NNG's own reconnects): before, READY
     // went out again at once, 8,000 times a second.
@@ -1110,7 +1135,8 @@ TEST_CASE("figg: a replay into a slow handler is held within max_held_messages, 
   }
   gate_cv.notify_all();
   const bool all = got.wait_for_count(kCount);
-  INFO("received " << got.total() << " distinct " << got.distinct() << "\n" << reports.dump().substr(0, 4000));
+  INFO("received " << got.total() << " distinct " << got.distinct() << "\n"
+                   << reports.dump().substr(0, 4000));
   REQUIRE(all);
   auto order = got.order();
   for (int i = 0; i < kCount; ++i) REQUIRE(order[static_cast<std::size_t>(i)] == std::to_string(i));
@@ -1123,7 +1149,8 @@ TEST_CASE("quickio+ws: a client closed while its upgrade hangs or is refused lea
   // Run under ASan, LeakSanitizer checks this at exit: the WebSocket connection must go.
   for (const char* answer : {"HTTP/1.1 400 Bad Request\r\nContent-Le", "garbage\r\n\r\n\x01\x02"}) {
     HostileServer server([answer](HostileConnection& c, std::size_t) {
-      if (!c.read_until([](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
+      if (!c.read_until(
+              [](const std::string& r) { return r.find("\r\n\r\n") != std::string::npos; }))
         return;
       c.send(answer);
       c.hold_open();
@@ -1147,7 +1174,8 @@ TEST_CASE(
   Latch done;
   const std::string payload(64 * 1024, 'x');
   for (int i = 0; i < 400; ++i)
-    client.publish("t", payload, [&](std::error_code) { done.count_down(); }, within(2s));
+    client.publish(
+        "t", payload, [&](std::error_code) { done.count_down(); }, within(2s));
   CHECK(reports.wait_text("made no progress for 300ms"));
   CHECK(done.wait_for(400));  // every publish completed, one way or the other
   // Publishes past half of the bound waited for room: the queue never reached it.
@@ -1200,7 +1228,7 @@ TEST_CASE("figg: a frame that drips in is cut off by frame_timeout", "[hostile][
   HostileServer server([](HostileConnection& c, std::size_t index) {
     if (index == 0) {
       c.send(std::string("\x00\x07\x00\x01", 4) + be32(1000));  // DATA of 1000 bytes...
-      drip(c);  // a byte every 50 ms
+      drip(c);                                                  // a byte every 50 ms
       return;
     }
     c.hold_open();
@@ -1236,9 +1264,9 @@ TEST_CASE("quickio: a raw frame that drips past heartbeat_timeout is a dead conn
   });
   Reports reports;
   const auto start = std::chrono::steady_clock::now();
-  auto client = connect("quickio://" + server.address() +
-                            "?heartbeat_timeout=1s&reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect("quickio://" + server.address() + "?heartbeat_timeout=1s&reconnect_initial=10ms",
+              reports.options());
   const auto took = time_to_text(reports, "no whole frame for 1000ms (heartbeat_timeout)", start);
   INFO(reports.dump());
   CHECK(took < 10s);
@@ -1386,20 +1414,21 @@ TEST_CASE("quickio+ws: pings and events that arrive whole never trip frame_timeo
     bool stayed = qio_ws_handshake(c);
     const auto end = clock::now() + 1s;
     while (stayed && clock::now() < end) {
-      stayed = c.send(std::string{'\x89', '\x00'}) &&
-               c.send(ws_text_frame("/qio/heartbeat:0=null"));
+      stayed =
+          c.send(std::string{'\x89', '\x00'}) && c.send(ws_text_frame("/qio/heartbeat:0=null"));
       // Paces the frames 50 ms apart, reading the client's pongs and answers meanwhile.
       for (auto next = clock::now() + 50ms; stayed && clock::now() < next;)
-        stayed = c.read_some(std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()));
+        stayed =
+            c.read_some(std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()));
     }
     peer_stayed = stayed;
     script_done.count_down();
     c.hold_open();
   });
   Reports reports;
-  auto client = connect("quickio+ws://" + server.address() +
-                            "?frame_timeout=200ms&reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect("quickio+ws://" + server.address() + "?frame_timeout=200ms&reconnect_initial=10ms",
+              reports.options());
   REQUIRE(script_done.wait_for(1));
   CHECK(peer_stayed);
   CHECK(server.connections() == 1);
@@ -1426,7 +1455,8 @@ TEST_CASE("quickio: a heartbeat flood is answered once per write, not once per h
     std::string id = c.received().substr(colon, c.received().find('=', colon) - colon);
     c.received().clear();
     std::string flood;
-    for (int i = 1; i <= kHeartbeats; ++i) flood += qio_frame("/qio/heartbeat:" + std::to_string(i) + "=null");
+    for (int i = 1; i <= kHeartbeats; ++i)
+      flood += qio_frame("/qio/heartbeat:" + std::to_string(i) + "=null");
     c.send(flood);
     c.send(qio_frame("/qio/callback/" + id + ":0={\"code\":200,\"data\":\"pong\"}"));
     while (c.read_some()) {
@@ -1456,8 +1486,10 @@ void soak(const char* what, const std::function<Client()>& start) {
   const double cpu0 = cpu_ms();
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
-  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("soak %-44s %5.2f%% of a core over %d s\n", what, 100.0 * (cpu_ms() - cpu0) / wall, seconds);
+  const double wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("soak %-44s %5.2f%% of a core over %d s\n", what, 100.0 * (cpu_ms() - cpu0) / wall,
+              seconds);
   client.close_sync(5s);
 }
 }  // namespace
@@ -1483,7 +1515,8 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
   });
   soak("figg: an ACK for an unsent number on every connection", [&] {
     auto client = connect("figg://" + ack.address());
-    client.publish("t", "x", [](std::error_code) {}, within(60s));
+    client.publish(
+        "t", "x", [](std::error_code) {}, within(60s));
     return client;
   });
   std::atomic<std::uint16_t> port_a{0}, port_b{0};
@@ -1498,9 +1531,8 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
   HostileServer b(mover(&port_a));
   port_a = a.port();
   port_b = b.port();
-  soak("quickio: two servers moving the client back and forth", [&] {
-    return connect("quickio://" + a.address());
-  });
+  soak("quickio: two servers moving the client back and forth",
+       [&] { return connect("quickio://" + a.address()); });
   HostileServer dead([](HostileConnection& c, std::size_t) {
     if (!qio_handshake(c)) return;
     c.send(qio_frame("/qio/move:0=\"127.0.0.1:1\""));
@@ -1512,12 +1544,14 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
 TEST_CASE("quickio: max_json_depth bounds event data", "[hostile][quickio]") {
   HostileServer server([](HostileConnection& c, std::size_t index) {
     if (!qio_handshake(c)) return;
-    if (index == 0) c.send(qio_frame("/room:0=" + std::string(10, '[') + "1" + std::string(10, ']')));
+    if (index == 0)
+      c.send(qio_frame("/room:0=" + std::string(10, '[') + "1" + std::string(10, ']')));
     c.hold_open();
   });
   Reports reports;
-  auto client = connect("quickio://" + server.address() + "?max_json_depth=8&reconnect_initial=10ms",
-                        reports.options());
+  auto client =
+      connect("quickio://" + server.address() + "?max_json_depth=8&reconnect_initial=10ms",
+              reports.options());
   CHECK(reports.wait_text("nested at most 8 deep (max_json_depth)"));
   CHECK(server.wait_connections(2));
   client.close_sync(5s);
@@ -1535,7 +1569,8 @@ TEST_CASE("quickio: a publish the write buffer cannot take fails at once with li
       }
       c.hold_open();
     });
-    auto client = connect(std::string(scheme) + "://" + server.address() + "?max_write_buffer=65536");
+    auto client =
+        connect(std::string(scheme) + "://" + server.address() + "?max_write_buffer=65536");
     // Before: the write ended the connection inside the send, the event's completion was kept
     // for a write that never came, and the publish ran to its deadline as a bare timeout.
     auto status = client.publish_sync("room", std::string(100'000, 'x'), PublishOptions{20s, {}});

@@ -4,9 +4,9 @@
 #include <set>
 #include <thread>
 
+#include "ping_result.hpp"
 #include "polybus/figg_testing.hpp"
 #include "polybus/polybus.hpp"
-#include "ping_result.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 
@@ -31,8 +31,10 @@ std::string tls_url(const Broker& broker, const std::string& ca_file) {
 
 }  // namespace
 
-TEST_CASE("figg: 10,000 messages across repeated broker restarts: every acknowledged one arrives, with no gap",
-          "[figg]") {
+TEST_CASE(
+    "figg: 10,000 messages across repeated broker restarts: every acknowledged one arrives, with "
+    "no gap",
+    "[figg]") {
   auto broker = Broker::launch();
   const std::string url = "figg://" + broker->address() + "?" + kFast;
   constexpr int kCount = 10000;
@@ -64,15 +66,18 @@ TEST_CASE("figg: 10,000 messages across repeated broker restarts: every acknowle
   PublishOptions options;
   options.timeout = std::chrono::seconds(30);
   for (int i = 0; i < kCount; ++i) {
-    publisher.publish("restarts", "m" + std::to_string(i), [&, i](std::error_code ec) {
-      if (ec) {
-        ++failed;
-      } else {
-        std::lock_guard<std::mutex> lock(mutex);
-        acked.insert("m" + std::to_string(i));
-      }
-      completed.count_down();
-    }, options);
+    publisher.publish(
+        "restarts", "m" + std::to_string(i),
+        [&, i](std::error_code ec) {
+          if (ec) {
+            ++failed;
+          } else {
+            std::lock_guard<std::mutex> lock(mutex);
+            acked.insert("m" + std::to_string(i));
+          }
+          completed.count_down();
+        },
+        options);
   }
   REQUIRE(completed.wait_for(kCount, std::chrono::seconds(60)));
   restarter.join();
@@ -82,11 +87,13 @@ TEST_CASE("figg: 10,000 messages across repeated broker restarts: every acknowle
     std::lock_guard<std::mutex> lock(mutex);
     expected = acked;
   }
-  REQUIRE(got.wait_until([&](const auto& seen) {
-    for (auto& p : expected)
-      if (!seen.count(p)) return false;
-    return true;
-  }, std::chrono::seconds(60)));
+  REQUIRE(got.wait_until(
+      [&](const auto& seen) {
+        for (auto& p : expected)
+          if (!seen.count(p)) return false;
+        return true;
+      },
+      std::chrono::seconds(60)));
   // No gap: the distinct offsets seen are exactly the log's messages, in order.
   std::lock_guard<std::mutex> lock(mutex);
   std::set<std::uint64_t> distinct(offsets.begin(), offsets.end());
@@ -111,9 +118,12 @@ TEST_CASE("figg: a publish waits while the window is full and fails at its deadl
   PublishOptions long_deadline;
   long_deadline.timeout = std::chrono::seconds(30);
   // Two fill the window (and survive the outage); the third waits and times out.
-  client.publish("w", "a", [&](std::error_code ec) { results[0] = ec, done.count_down(); }, long_deadline);
-  client.publish("w", "b", [&](std::error_code ec) { results[1] = ec, done.count_down(); }, long_deadline);
-  client.publish("w", "c", [&](std::error_code ec) { results[2] = ec, done.count_down(); }, short_deadline);
+  client.publish(
+      "w", "a", [&](std::error_code ec) { results[0] = ec, done.count_down(); }, long_deadline);
+  client.publish(
+      "w", "b", [&](std::error_code ec) { results[1] = ec, done.count_down(); }, long_deadline);
+  client.publish(
+      "w", "c", [&](std::error_code ec) { results[2] = ec, done.count_down(); }, short_deadline);
   REQUIRE(done.wait_for(1));
   // Not connected at its deadline: it says so (timeout only if the drop was not seen yet).
   CHECK((results[2] == errc::disconnected || results[2] == errc::connect_failed ||
@@ -131,17 +141,20 @@ TEST_CASE("figg: an expired offset starts from the oldest message kept", "[figg]
   options.retention_bytes = 5 * (4 + 2);  // five 2-byte messages
   auto broker = Broker::launch(options);
   auto client = connect("figg://" + broker->address() + "?" + kFast);
-  for (int i = 0; i < 10; ++i) REQUIRE(client.publish_sync("r", "m" + std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(client.publish_sync("r", "m" + std::to_string(i)) == std::error_code{});
   Collector got;
   auto reader = connect("figg://" + broker->address() + "?" + kFast);
   SubscribeOptions from_start;
   from_start.from_offset = 0;
-  auto sub = reader.subscribe("r", from_start, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      reader.subscribe("r", from_start, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(got.wait_for_count(5));
   CHECK(got.order() == std::vector<std::string>{"m5", "m6", "m7", "m8", "m9"});
 }
 
-TEST_CASE("figg: against the real server's shortcomings unsubscribe still stops delivery", "[figg]") {
+TEST_CASE("figg: against the real server's shortcomings unsubscribe still stops delivery",
+          "[figg]") {
   BrokerOptions options;
   options.real_server_quirks = true;  // DETACH ignored, DATA keeps coming, no PONG
   auto broker = Broker::launch(options);
@@ -154,7 +167,8 @@ TEST_CASE("figg: against the real server's shortcomings unsubscribe still stops 
   REQUIRE(sub2.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(client.publish_sync("q", "before") == std::error_code{});
   REQUIRE(got.wait_for_count(1));
-  REQUIRE(sub.unsubscribe_sync(std::chrono::seconds(5)) == std::error_code{});  // no DETACHED needed
+  REQUIRE(sub.unsubscribe_sync(std::chrono::seconds(5)) ==
+          std::error_code{});  // no DETACHED needed
   REQUIRE(client.publish_sync("q", "after") == std::error_code{});
   REQUIRE(witness.wait_until([](const auto& seen) { return seen.count("after") > 0; }));
   CHECK(got.count("after") == 0);
@@ -168,9 +182,8 @@ TEST_CASE("figg: publish and subscribe over TLS", "[figg][tls]") {
   auto subscriber = connect(tls_url(*broker, certs.ca_file));
   auto publisher = connect(tls_url(*broker, certs.ca_file));
   Collector got;
-  auto sub = subscriber.subscribe("secure", {}, [&](Message& m) {
-    got.add(std::string(m.payload()));
-  });
+  auto sub =
+      subscriber.subscribe("secure", {}, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   for (int i = 0; i < 100; ++i)
     REQUIRE(publisher.publish_sync("secure", "m" + std::to_string(i)) == std::error_code{});
@@ -181,8 +194,10 @@ TEST_CASE("figg: publish and subscribe over TLS", "[figg][tls]") {
   CHECK(publisher.stats().reconnects == 0);
 }
 
-TEST_CASE("figg: a client verifying against another CA fails with tls_error naming the address "
-          "and the verification, and backs off", "[figg][tls]") {
+TEST_CASE(
+    "figg: a client verifying against another CA fails with tls_error naming the address "
+    "and the verification, and backs off",
+    "[figg][tls]") {
   TestCertificates certs;
   auto broker = launch_tls_broker(certs);
   StateRecorder states;
@@ -206,8 +221,7 @@ TEST_CASE("figg: a client verifying against another CA fails with tls_error nami
   CHECK(broker->messages("secure") == 0);
 }
 
-TEST_CASE("figg: a plain client against the TLS broker fails within its deadline",
-          "[figg][tls]") {
+TEST_CASE("figg: a plain client against the TLS broker fails within its deadline", "[figg][tls]") {
   TestCertificates certs;
   auto broker = launch_tls_broker(certs);
   auto client = connect("figg://" + broker->address() + "?" + kFast);
@@ -220,8 +234,10 @@ TEST_CASE("figg: a plain client against the TLS broker fails within its deadline
   CHECK(broker->messages("plain") == 0);
 }
 
-TEST_CASE("figg: a server that stops answering PING is dropped after two unanswered, naming the "
-          "interval, and the client reconnects", "[figg][ping]") {
+TEST_CASE(
+    "figg: a server that stops answering PING is dropped after two unanswered, naming the "
+    "interval, and the client reconnects",
+    "[figg][ping]") {
   auto broker = Broker::launch();
   StateRecorder states;
   ConnectOptions options;
@@ -234,9 +250,8 @@ TEST_CASE("figg: a server that stops answering PING is dropped after two unanswe
   REQUIRE(ping_result(client, kWaitBound) == std::error_code{});
   broker->set_answer_pings(false);
   const auto silenced = std::chrono::steady_clock::now();
-  auto dropped = states.wait_for([](const StateEvent& e) {
-    return e.state == ConnectionState::disconnected;
-  });
+  auto dropped =
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; });
   REQUIRE(dropped);
   // At least one interval goes by before the second unanswered PING's own interval ends.
   CHECK(std::chrono::steady_clock::now() - silenced >= interval);
@@ -244,8 +259,8 @@ TEST_CASE("figg: a server that stops answering PING is dropped after two unanswe
   CHECK(drop.reason == errc::timeout);
   CHECK_THAT(drop.detail, Catch::Contains(broker->address()));
   CHECK_THAT(drop.detail, Catch::Contains("two PINGs unanswered (ping_interval 50ms)"));
-  REQUIRE(states.wait_for(
-      [](const StateEvent& e) { return e.state == ConnectionState::connected; }, *dropped));
+  REQUIRE(states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::connected; },
+                          *dropped));
   CHECK(client.stats().reconnects == 1);
 }
 
@@ -262,7 +277,7 @@ TEST_CASE("figg: a server that answers PING keeps the connection up across many 
   // Ten PONGs are ten intervals, more than three times the two-unanswered bound.
   REQUIRE(broker->wait_for_pongs(10, kWaitBound));
   CHECK(client.stats().reconnects == 0);
-  CHECK_FALSE(states.wait_for(
-      [](const StateEvent& e) { return e.state == ConnectionState::disconnected; }, 0,
-      std::chrono::milliseconds(0)));
+  CHECK_FALSE(
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; },
+                      0, std::chrono::milliseconds(0)));
 }

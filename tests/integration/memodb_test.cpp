@@ -416,9 +416,10 @@ TEST_CASE("memodb: a worker that overruns its job's timeout is forgotten, then r
   CHECK(broker->stats().results == 1);  // the late RESULT was never handed on
 }
 
-TEST_CASE("memodb: a job no worker takes is dropped after queue_timeout, and the request is "
-          "resent only once the broker surely dropped it",
-          "[memodb]") {
+TEST_CASE(
+    "memodb: a job no worker takes is dropped after queue_timeout, and the request is "
+    "resent only once the broker surely dropped it",
+    "[memodb]") {
   auto options = fast();
   options.queue_timeout = 200ms;
   auto broker = Broker::launch(options);
@@ -428,10 +429,13 @@ TEST_CASE("memodb: a job no worker takes is dropped after queue_timeout, and the
   auto start = std::chrono::steady_clock::now();
   Latch done;
   Reply reply;
-  client.request("nobody", "x", [&](Reply r) {
-    reply = std::move(r);
-    done.count_down();
-  }, 4s);
+  client.request(
+      "nobody", "x",
+      [&](Reply r) {
+        reply = std::move(r);
+        done.count_down();
+      },
+      4s);
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.queue_expired >= 1; }));
   CHECK(broker->stats().jobs == 1);
   // NNG resends it, and only once the broker had dropped the earlier copy: a job is never

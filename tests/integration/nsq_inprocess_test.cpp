@@ -18,9 +18,9 @@
 
 using namespace polybus;
 using namespace polybus::test;
+using asio::ip::tcp;
 using nsq::testing::Lookupd;
 using nsq::testing::Nsqd;
-using asio::ip::tcp;
 
 namespace {
 const std::string kFast = "reconnect_initial=5ms&reconnect_max=50ms";
@@ -86,7 +86,8 @@ TEST_CASE("nsq: close sends CLS, finishes in-flight messages and leaves nothing 
   SubscribeOptions options;
   options.group = "closing";
   options.max_in_flight = 50;
-  auto sub = client.subscribe("close-topic", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = client.subscribe("close-topic", options,
+                              [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   for (int i = 0; i < 200; ++i) client.publish("close-topic", std::to_string(i), nullptr);
   REQUIRE(got.wait_for_distinct(200));
@@ -104,15 +105,18 @@ TEST_CASE("nsq: max_in_flight below the number of nsqd still drains every nsqd",
     hosts += (i ? "," : "") + nsqds.back()->tcp_address();
   }
   Collector got;
-  auto consumer = connect("nsq://" + hosts + "?max_in_flight=2&rdy_redistribute_interval=20ms&" + kFast);
+  auto consumer =
+      connect("nsq://" + hosts + "?max_in_flight=2&rdy_redistribute_interval=20ms&" + kFast);
   SubscribeOptions options;
   options.group = "spread";
-  auto sub = consumer.subscribe("spread", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("spread", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   for (auto& nsqd : nsqds) {
     auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
     for (int i = 0; i < 10; ++i)
-      REQUIRE(producer.publish_sync("spread", nsqd->tcp_address() + "/" + std::to_string(i)) == std::error_code{});
+      REQUIRE(producer.publish_sync("spread", nsqd->tcp_address() + "/" + std::to_string(i)) ==
+              std::error_code{});
   }
   REQUIRE(got.wait_for_distinct(40));
   // RDY stays within max_in_flight in total: with all four subscribed, the RDY counts the nsqd
@@ -137,10 +141,12 @@ TEST_CASE("nsq: set_max_in_flight(0) pauses and a larger value resumes", "[nsq][
   auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   SubscribeOptions options;
   options.group = "flow";
-  auto sub = client.subscribe("flow", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("flow", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   sub.set_max_in_flight(0);
-  for (int i = 0; i < 5; ++i) REQUIRE(client.publish_sync("flow", std::to_string(i)) == std::error_code{});
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(client.publish_sync("flow", std::to_string(i)) == std::error_code{});
   REQUIRE(nsqd->wait_until([&] { return nsqd->channel_depth("flow", "flow") == 5; }));
   CHECK(got.total() == 0);
   sub.set_max_in_flight(3);
@@ -159,20 +165,24 @@ TEST_CASE("nsq: an nsqd restart mid-stream loses nothing that was acknowledged",
   SubscribeOptions options;
   options.group = "durable";
   options.max_in_flight = 100;
-  auto sub = consumer.subscribe("restart", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub = consumer.subscribe("restart", options,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   PublishOptions publish_options;
   publish_options.timeout = std::chrono::seconds(20);
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 300; ++i) {
       std::string payload = std::to_string(round) + "-" + std::to_string(i);
-      producer.publish("restart", payload, [&, payload](std::error_code ec) {
-        if (!ec) {
-          std::lock_guard<std::mutex> lock(mutex);
-          acked.insert(payload);
-        }
-        done.count_down();
-      }, publish_options);
+      producer.publish(
+          "restart", payload,
+          [&, payload](std::error_code ec) {
+            if (!ec) {
+              std::lock_guard<std::mutex> lock(mutex);
+              acked.insert(payload);
+            }
+            done.count_down();
+          },
+          publish_options);
     }
     REQUIRE(done.wait_for(static_cast<std::size_t>(300 * (round + 1))));
     nsqd->restart();
@@ -203,7 +213,8 @@ TEST_CASE("nsq+lookupd: producers appear and disappear through the in-process ns
                           "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast);
   SubscribeOptions options;
   options.group = "finders";
-  auto sub = consumer.subscribe("found", options, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("found", options, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_until([](const auto& seen) { return seen.count("a0") > 0; }));
   auto b = Nsqd::start();
@@ -254,8 +265,8 @@ TEST_CASE("nsq: an nsqd whose max_rdy_count is below max_in_flight gets RDY with
   auto consumer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, options);
   SubscribeOptions group;
   group.group = "limited";
-  auto sub = consumer.subscribe("limited", group,
-                                [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("limited", group, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
   for (int i = 0; i < 30; ++i)
@@ -362,9 +373,10 @@ struct DropWatch {
   }
 };
 
-TEST_CASE("nsq: a message held past msg_timeout does not count against RDY once nsqd timed it "
-          "out: its redelivery is taken, the connection stays",
-          "[nsq][rdy]") {
+TEST_CASE(
+    "nsq: a message held past msg_timeout does not count against RDY once nsqd timed it "
+    "out: its redelivery is taken, the connection stays",
+    "[nsq][rdy]") {
   nsq::testing::NsqdOptions short_timeout;
   short_timeout.msg_timeout = std::chrono::milliseconds(200);
   auto nsqd = Nsqd::start(short_timeout);
@@ -400,9 +412,10 @@ TEST_CASE("nsq: a message held past msg_timeout does not count against RDY once 
   CHECK(disconnects == 0);
 }
 
-TEST_CASE("nsq: an answer to a timed-out copy finishes its redelivery at nsqd, which then "
-          "sends the next message: that is not taken for a server ignoring RDY",
-          "[nsq][rdy]") {
+TEST_CASE(
+    "nsq: an answer to a timed-out copy finishes its redelivery at nsqd, which then "
+    "sends the next message: that is not taken for a server ignoring RDY",
+    "[nsq][rdy]") {
   nsq::testing::NsqdOptions short_timeout;
   // Long enough that the next message arrives well within 13/16 of it after the redelivery, so
   // a client still counting the redelivered copy would take it for a second one over RDY 1.
@@ -446,9 +459,10 @@ TEST_CASE("nsq: an answer to a timed-out copy finishes its redelivery at nsqd, w
   CHECK(disconnects == 0);
 }
 
-TEST_CASE("nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reported, the "
-          "connection stays and the redelivery is handled",
-          "[nsq][fin]") {
+TEST_CASE(
+    "nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reported, the "
+    "connection stays and the redelivery is handled",
+    "[nsq][fin]") {
   nsq::testing::NsqdOptions short_timeout;
   short_timeout.msg_timeout = std::chrono::milliseconds(200);  // what a client not asking gets
   auto nsqd = Nsqd::start(short_timeout);
@@ -499,9 +513,10 @@ TEST_CASE("nsq: an ack after nsqd timed the message out is E_FIN_FAILED: reporte
   CHECK(nsqd->channel_depth("late", "late") == 0);
 }
 
-TEST_CASE("nsq+lookupd: producers of several nsqlookupd are unioned, and one down is reported "
-          "while the others serve",
-          "[nsq][lookupd]") {
+TEST_CASE(
+    "nsq+lookupd: producers of several nsqlookupd are unioned, and one down is reported "
+    "while the others serve",
+    "[nsq][lookupd]") {
   auto first = Lookupd::start();
   auto second = Lookupd::start();
   auto a = Nsqd::start();
@@ -525,14 +540,14 @@ TEST_CASE("nsq+lookupd: producers of several nsqlookupd are unioned, and one dow
     logged.emplace_back(line);
   };
   Collector got;
-  auto consumer = connect("nsq+lookupd://" + first->http_address() + "," + down + "," +
-                              second->http_address() +
-                              "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast,
-                          options);
+  auto consumer =
+      connect("nsq+lookupd://" + first->http_address() + "," + down + "," + second->http_address() +
+                  "?lookupd_poll_interval=20ms&lookupd_poll_jitter=0&" + kFast,
+              options);
   SubscribeOptions group;
   group.group = "union";
-  auto sub = consumer.subscribe("union", group,
-                                [&](Message& m) { got.add(std::string(m.payload())); });
+  auto sub =
+      consumer.subscribe("union", group, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(got.wait_for_distinct(2));
   CHECK(got.count(a->tcp_address()) == 1);
@@ -544,9 +559,10 @@ TEST_CASE("nsq+lookupd: producers of several nsqlookupd are unioned, and one dow
   }));
 }
 
-TEST_CASE("nsq+lookupd: an nsqd nsqlookupd stops listing is retired (RDY 0, its messages "
-          "finished, CLS) while it keeps running",
-          "[nsq][lookupd]") {
+TEST_CASE(
+    "nsq+lookupd: an nsqd nsqlookupd stops listing is retired (RDY 0, its messages "
+    "finished, CLS) while it keeps running",
+    "[nsq][lookupd]") {
   auto lookupd = Lookupd::start();
   auto kept = Nsqd::start();
   auto retired = Nsqd::start();
@@ -598,15 +614,17 @@ TEST_CASE("nsq+lookupd: an nsqd nsqlookupd stops listing is retired (RDY 0, its 
   CHECK(got.count("after") == 0);
 }
 
-TEST_CASE("nsq: a failed message backs off: RDY 0 for the wait, RDY 1 to test, then the full "
-          "count again",
-          "[nsq][backoff]") {
+TEST_CASE(
+    "nsq: a failed message backs off: RDY 0 for the wait, RDY 1 to test, then the full "
+    "count again",
+    "[nsq][backoff]") {
   auto nsqd = Nsqd::start();
   Collector handled;
   std::atomic<int> deliveries{0};
   auto client = connect("nsq://" + nsqd->tcp_address() +
                         "?backoff_multiplier=50ms&max_backoff_duration=200ms&requeue_delay=0&"
-                        "max_in_flight=8&" + kFast);
+                        "max_in_flight=8&" +
+                        kFast);
   SubscribeOptions group;
   group.group = "backoff";
   auto sub = client.subscribe("backoff", group, [&](Message& m) {

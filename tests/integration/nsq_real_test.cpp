@@ -1,11 +1,11 @@
 // The NSQ adapter against real nsqd and nsqlookupd 1.3: compression, TLS, AUTH, failover, RDY
 // distribution, backoff, discovery, and a hostile server.
+#include <sys/socket.h>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
 #include <asio/read_until.hpp>
 #include <asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <sys/socket.h>
 #include <thread>
 
 #include "nsq_harness_broker.hpp"
@@ -54,7 +54,8 @@ void publish_all(Client& client, const std::string& topic, const std::string& pr
 Subscription collect(Client& client, const std::string& topic, Collector& into,
                      SubscribeOptions options = {}) {
   if (options.group.empty()) options.group = "tests";
-  auto sub = client.subscribe(topic, options, [&into](Message& m) { into.add(std::string(m.payload())); });
+  auto sub =
+      client.subscribe(topic, options, [&into](Message& m) { into.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   return sub;
 }
@@ -64,7 +65,9 @@ std::string client_stats(const NsqHarness& nsqd, const std::string& topic) {
   return http_get(nsqd.nsqd_http(), "/stats?format=json&topic=" + topic);
 }
 
-std::string port(const std::string& address) { return address.substr(address.rfind(':') + 1); }
+std::string port(const std::string& address) {
+  return address.substr(address.rfind(':') + 1);
+}
 
 void round_trip(const std::string& url, const std::string& topic, int count = 200) {
   Collector got;
@@ -106,11 +109,12 @@ TEST_CASE("TLS negotiated in IDENTIFY verifies nsqd against a test CA", "[nsq][r
   // itself the proof that the stream was upgraded.
   SECTION("with the CA it works, with snappy on top too") {
     for (std::string extra : {"", "&snappy=true"}) {
-      const std::string url = "nsq://" + nsqd.nsqd_tcp() + "?tls=true&tls_ca_file=" + certs.ca_file +
-                              extra + "&" + kFast;
+      const std::string url = "nsq://" + nsqd.nsqd_tcp() +
+                              "?tls=true&tls_ca_file=" + certs.ca_file + extra + "&" + kFast;
       Collector got;
       auto client = connect(url);
-      auto sub = collect(client, "tls-topic", got, SubscribeOptions{extra.empty() ? "plain" : "snappy"});
+      auto sub =
+          collect(client, "tls-topic", got, SubscribeOptions{extra.empty() ? "plain" : "snappy"});
       publish_all(client, "tls-topic", "t" + extra, 50);
       REQUIRE(got.wait_for_distinct(50));
     }
@@ -125,9 +129,9 @@ TEST_CASE("TLS negotiated in IDENTIFY verifies nsqd against a test CA", "[nsq][r
         failed.count_down();
       }
     };
-    auto client = connect("nsq://" + nsqd.nsqd_tcp() + "?tls=true&tls_ca_file=" + certs.other_ca_file +
-                              "&" + kFast,
-                          options);
+    auto client = connect(
+        "nsq://" + nsqd.nsqd_tcp() + "?tls=true&tls_ca_file=" + certs.other_ca_file + "&" + kFast,
+        options);
     PublishOptions short_deadline;
     short_deadline.timeout = std::chrono::milliseconds(2000);
     // It fails for the reason the connection did, and says so.
@@ -162,7 +166,9 @@ class AuthServer {
     ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
     thread_.join();
   }
-  std::string address() const { return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()); }
+  std::string address() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
   int requests() const { return requests_.load(); }
 
  private:
@@ -178,11 +184,14 @@ class AuthServer {
       ++requests_;
       const bool good = request.find("secret=" + secret_ + " ") != std::string::npos ||
                         request.find("secret=" + secret_ + "&") != std::string::npos;
-      std::string body = good ? R"({"ttl":3600,"identity":"tester","identity_url":"","authorizations":[{"permissions":["subscribe","publish"],"topic":".*","channels":[".*"]}]})"
-                              : R"({"message":"NOT_AUTHORIZED"})";
-      std::string response = std::string(good ? "HTTP/1.1 200 OK" : "HTTP/1.1 403 Forbidden") +
-                             "\r\nContent-Type: application/json\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      std::string body =
+          good
+              ? R"({"ttl":3600,"identity":"tester","identity_url":"","authorizations":[{"permissions":["subscribe","publish"],"topic":".*","channels":[".*"]}]})"
+              : R"({"message":"NOT_AUTHORIZED"})";
+      std::string response =
+          std::string(good ? "HTTP/1.1 200 OK" : "HTTP/1.1 403 Forbidden") +
+          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\nConnection: close\r\n\r\n" + body;
       asio::write(socket, asio::buffer(response), ec);
     }
   }
@@ -274,7 +283,8 @@ TEST_CASE("with more nsqd than max_in_flight no nsqd starves", "[nsq][real]") {
   REQUIRE(got.wait_for_distinct(30));
 }
 
-TEST_CASE("failing messages put the consumer in backoff and successes bring it back", "[nsq][real]") {
+TEST_CASE("failing messages put the consumer in backoff and successes bring it back",
+          "[nsq][real]") {
   NsqHarness nsqd({"-no-lookupd"});
   std::mutex mutex;
   std::vector<std::string> lines;
@@ -286,9 +296,10 @@ TEST_CASE("failing messages put the consumer in backoff and successes bring it b
   };
   Collector done;
   std::atomic<int> failures{0};
-  auto client = connect("nsq://" + nsqd.nsqd_tcp() +
-                            "?backoff_multiplier=20ms&max_backoff_duration=200ms&requeue_delay=0&" + kFast,
-                        options);
+  auto client =
+      connect("nsq://" + nsqd.nsqd_tcp() +
+                  "?backoff_multiplier=20ms&max_backoff_duration=200ms&requeue_delay=0&" + kFast,
+              options);
   SubscribeOptions sub_options;
   sub_options.group = "backoff";
   sub_options.max_in_flight = 10;
@@ -363,7 +374,7 @@ TEST_CASE("a hostile nsqd sending an absurd frame size is dropped and retried", 
       if (ec) return;
       ++accepted;
       char buffer[4096];
-      socket.read_some(asio::buffer(buffer), ec);  // magic and IDENTIFY
+      socket.read_some(asio::buffer(buffer), ec);                          // magic and IDENTIFY
       const unsigned char frame[] = {0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0};  // 2 GiB "response"
       asio::write(socket, asio::buffer(frame), ec);
       socket.read_some(asio::buffer(buffer), ec);  // until the client hangs up
@@ -379,9 +390,9 @@ TEST_CASE("a hostile nsqd sending an absurd frame size is dropped and retried", 
     }
   };
   {
-    auto client = connect("nsq://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) +
-                              "?" + kFast,
-                          options);
+    auto client =
+        connect("nsq://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "?" + kFast,
+                options);
     client.publish("t", "x", nullptr);
     REQUIRE(errors.wait_for(2));  // dropped twice: it reconnected after the first
   }

@@ -12,7 +12,8 @@ int main(int argc, char* argv[]) {
   bool listing = false;
   for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]).rfind("--list", 0) == 0;
   if (!listing && polybus::test::nsq_harness_binary().empty()) {
-    std::cout << "skipped: POLYBUS_NSQ_HARNESS is not set (bash .ci/test builds the real nsqd harness)\n";
+    std::cout
+        << "skipped: POLYBUS_NSQ_HARNESS is not set (bash .ci/test builds the real nsqd harness)\n";
     return 77;
   }
   return polybus::test::run_catch_session(argc, argv);

@@ -42,8 +42,7 @@ void round_trip(const std::string& url) {
 
 }  // namespace
 
-TEST_CASE("test brokers: each with a TCP port listens on the port it is given",
-          "[test_brokers]") {
+TEST_CASE("test brokers: each with a TCP port listens on the port it is given", "[test_brokers]") {
   std::size_t with_port = 0;
   for (const auto& factory : testing::test_brokers()) {
     if (!factory.start_on_port) continue;

@@ -19,9 +19,8 @@ std::string first_drop(const std::string& url) {
   options.on_state = states.callback();
   auto client = connect(url, options);
   client.publish("t", "x", nullptr, PublishOptions{std::chrono::seconds(5), {}});
-  auto found = states.wait_for([](const StateEvent& e) {
-    return e.state == ConnectionState::disconnected && e.reason;
-  });
+  auto found = states.wait_for(
+      [](const StateEvent& e) { return e.state == ConnectionState::disconnected && e.reason; });
   REQUIRE(found);
   return states.at(*found).detail;
 }
@@ -62,9 +61,8 @@ TEST_CASE("wrong server: the right server gives no such hint", "[wrong_server]")
     auto client = connect("figg://" + broker->address(), options);
     REQUIRE(client.publish_sync("t", "x") == std::error_code{});
     broker->stop();  // a drop that has nothing to do with the protocol
-    REQUIRE(states.wait_for([](const StateEvent& e) {
-      return e.state == ConnectionState::disconnected && e.reason;
-    }));
+    REQUIRE(states.wait_for(
+        [](const StateEvent& e) { return e.state == ConnectionState::disconnected && e.reason; }));
   }
   for (const auto& e : states.events()) CHECK(e.detail.find("look like") == std::string::npos);
 }

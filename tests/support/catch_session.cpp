@@ -14,7 +14,8 @@ int run_catch_session(int argc, char* argv[]) {
   // CMake's lists cut in two at a ';', a renamed case whose old ctest entry is still there) would
   // otherwise pass having run nothing: Catch's -w NoTests makes it fail with status 2.
   auto& config = session.configData();
-  config.warnings = static_cast<Catch::WarnAbout::What>(config.warnings | Catch::WarnAbout::NoTests);
+  config.warnings =
+      static_cast<Catch::WarnAbout::What>(config.warnings | Catch::WarnAbout::NoTests);
   return session.run();
 }
 

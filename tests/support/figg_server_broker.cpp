@@ -1,9 +1,9 @@
 #include "figg_server_broker.hpp"
 
-#include <asio/ip/tcp.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <asio/ip/tcp.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -51,10 +51,9 @@ class RealFiggBroker : public testing::TestBroker {
   }
   void start() override {
     if (pid_ > 0) return;
-    std::vector<std::string> args{std::getenv("POLYBUS_FIGG_SERVER"),
-                                  "--addr=127.0.0.1:" + std::to_string(port_),
-                                  "--admin-addr=127.0.0.1:" + std::to_string(admin_port_),
-                                  "--commitlog.inmemory"};
+    std::vector<std::string> args{
+        std::getenv("POLYBUS_FIGG_SERVER"), "--addr=127.0.0.1:" + std::to_string(port_),
+        "--admin-addr=127.0.0.1:" + std::to_string(admin_port_), "--commitlog.inmemory"};
     pid_ = fork();
     if (pid_ == 0) {
       std::vector<char*> argv;
@@ -80,7 +79,8 @@ class RealFiggBroker : public testing::TestBroker {
 bool register_real_figg_broker() {
   const char* path = std::getenv("POLYBUS_FIGG_SERVER");
   if (!path || !*path) return false;
-  testing::register_test_broker({"figg-real", "figg", [] { return std::make_unique<RealFiggBroker>(); }});
+  testing::register_test_broker(
+      {"figg-real", "figg", [] { return std::make_unique<RealFiggBroker>(); }});
   return true;
 }
 

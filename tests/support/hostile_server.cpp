@@ -126,13 +126,15 @@ bool HostileServer::wait_connections(std::size_t n, std::chrono::milliseconds bo
 
 std::string be32(std::uint32_t value) {
   std::string out(4, '\0');
-  for (int i = 3; i >= 0; --i, value >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(value & 0xff);
+  for (int i = 3; i >= 0; --i, value >>= 8)
+    out[static_cast<std::size_t>(i)] = static_cast<char>(value & 0xff);
   return out;
 }
 
 std::string be64(std::uint64_t value) {
   std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i, value >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(value & 0xff);
+  for (int i = 7; i >= 0; --i, value >>= 8)
+    out[static_cast<std::size_t>(i)] = static_cast<char>(value & 0xff);
   return out;
 }
 

@@ -25,7 +25,9 @@ std::string json_field(const std::string& line, const std::string& name) {
   return line.substr(start, line.find('"', start) - start);
 }
 
-std::string port_of(const std::string& address) { return address.substr(address.rfind(':') + 1); }
+std::string port_of(const std::string& address) {
+  return address.substr(address.rfind(':') + 1);
+}
 
 }  // namespace
 
@@ -171,7 +173,8 @@ class RealNsqBroker : public testing::TestBroker {
 
 bool register_real_nsq_brokers() {
   if (nsq_harness_binary().empty()) return false;
-  testing::register_test_broker({"nsq-real", "nsq", [] { return std::make_unique<RealNsqBroker>(false); }});
+  testing::register_test_broker(
+      {"nsq-real", "nsq", [] { return std::make_unique<RealNsqBroker>(false); }});
   testing::register_test_broker(
       {"nsq+lookupd-real", "nsq+lookupd", [] { return std::make_unique<RealNsqBroker>(true); }});
   return true;

@@ -86,7 +86,8 @@ TestCertificates::TestCertificates() {
   auto server = make_cert(server_key.get(), "localhost", ca.get(), ca_key.get(), false,
                           "DNS:localhost,IP:127.0.0.1");
   auto client_key = make_key();
-  auto client = make_cert(client_key.get(), "polybus test client", ca.get(), ca_key.get(), false, nullptr);
+  auto client =
+      make_cert(client_key.get(), "polybus test client", ca.get(), ca_key.get(), false, nullptr);
   auto other_key = make_key();
   auto other = make_cert(other_key.get(), "unrelated CA", nullptr, nullptr, true, nullptr);
 

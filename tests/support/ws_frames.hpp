@@ -27,7 +27,8 @@ inline std::string ws_frame(unsigned char first, std::string_view payload, int m
     out.push_back(static_cast<char>(n & 0xFF));
   } else {
     out.push_back(static_cast<char>(mask_bit | 127));
-    for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xFF));
+    for (int shift = 56; shift >= 0; shift -= 8)
+      out.push_back(static_cast<char>((n >> shift) & 0xFF));
   }
   if (!mask) return out.append(payload);
   out.append(reinterpret_cast<const char*>(mask), 4);

@@ -24,8 +24,8 @@ std::string frame_over_write_room(const Budget& budget, std::size_t frame_bytes)
          limit_exceeded_text("bytes", "max_write_buffer/2", half, frame_bytes);
 }
 
-std::string limit_exceeded_text(std::string_view what, std::string_view option,
-                                std::uint64_t limit, std::uint64_t seen) {
+std::string limit_exceeded_text(std::string_view what, std::string_view option, std::uint64_t limit,
+                                std::uint64_t seen) {
   std::string text(what);
   text += ": ";
   text += std::to_string(seen);

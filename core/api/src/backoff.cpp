@@ -46,7 +46,9 @@ Backoff Backoff::exponential_jitter(std::chrono::milliseconds initial,
   });
 }
 
-Backoff Backoff::custom(BackoffFunction fn) { return Backoff(std::move(fn)); }
+Backoff Backoff::custom(BackoffFunction fn) {
+  return Backoff(std::move(fn));
+}
 
 Backoff Backoff::from_options(const ResolvedOptions& options) {
   auto initial = options.get_duration("reconnect_initial");

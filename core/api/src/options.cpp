@@ -23,13 +23,15 @@ bool parse_bool(std::string_view text, bool& out) {
 
 std::string range_text(const OptionSpec& spec) {
   switch (spec.type) {
-    case OptionType::boolean: return "true or false";
+    case OptionType::boolean:
+      return "true or false";
     case OptionType::integer:
       return "an integer in [" + std::to_string(spec.min) + ", " + std::to_string(spec.max) + "]";
     case OptionType::duration:
       return "a duration with a unit (ms, s, m or h; e.g. 250ms, 2s, 1m) in [" +
              std::to_string(spec.min) + "ms, " + std::to_string(spec.max) + "ms]";
-    case OptionType::string: return "a string";
+    case OptionType::string:
+      return "a string";
     case OptionType::choice: {
       std::string text = "one of";
       for (const auto& c : spec.choices) text += " " + c;
@@ -69,24 +71,33 @@ bool parse_duration(std::string_view text, std::chrono::milliseconds& out) {
   // A unit is required: "5" could mean 5 ms or 5 s. Only 0 and -1 (the "off" and "none" of some
   // options) are the same in every unit.
   if (unit.empty() && number != 0 && number != -1) return false;
-  if (unit.empty() || unit == "ms") scale = 1;
-  else if (unit == "s") scale = 1000;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
-  else return false;
+  if (unit.empty() || unit == "ms")
+    scale = 1;
+  else if (unit == "s")
+    scale = 1000;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
+  else
+    return false;
   if (number > INT64_MAX / scale || number < INT64_MIN / scale) return false;
   out = std::chrono::milliseconds(number * scale);
   return true;
 }
 
-OptionTable::OptionTable(std::vector<OptionSpec> specs) { add(std::move(specs)); }
+OptionTable::OptionTable(std::vector<OptionSpec> specs) {
+  add(std::move(specs));
+}
 
 OptionTable& OptionTable::add(std::vector<OptionSpec> specs) {
   for (auto& spec : specs) {
     auto it = std::find_if(specs_.begin(), specs_.end(),
                            [&](const OptionSpec& s) { return s.name == spec.name; });
-    if (it != specs_.end()) *it = std::move(spec);
-    else specs_.push_back(std::move(spec));
+    if (it != specs_.end())
+      *it = std::move(spec);
+    else
+      specs_.push_back(std::move(spec));
   }
   return *this;
 }
@@ -165,7 +176,9 @@ ResolvedOptions ResolvedOptions::resolve(const OptionTable& table, const Options
         value.number = ms.count();
         break;
       }
-      case OptionType::string: value.text = text; break;
+      case OptionType::string:
+        value.text = text;
+        break;
       case OptionType::choice:
         if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end())
           reject(scheme, spec, text);
@@ -184,7 +197,9 @@ void ResolvedOptions::check(const OptionRule& rule, std::string_view scheme) con
   bool holds = true;
   std::string seen;
   switch (rule.kind) {
-    case OptionRule::Kind::not_both_true: holds = !(first.number && second.number); break;
+    case OptionRule::Kind::not_both_true:
+      holds = !(first.number && second.number);
+      break;
     case OptionRule::Kind::not_above: {
       const char* unit = first.type == OptionType::duration ? "ms" : "";
       holds = first.number <= second.number;
@@ -202,14 +217,16 @@ void ResolvedOptions::check(const OptionRule& rule, std::string_view scheme) con
                 std::string(scheme) + ": options " + rule_text(rule) + seen + ": " + rule.why);
 }
 
-const ResolvedOptions::Value& ResolvedOptions::lookup(std::string_view name, OptionType type) const {
+const ResolvedOptions::Value& ResolvedOptions::lookup(std::string_view name,
+                                                      OptionType type) const {
   auto it = values_.find(name);
   if (it == values_.end())
     throw Error(errc::invalid_option, "no option named '" + std::string(name) + "' in the table");
   bool compatible = it->second.type == type ||
                     (type == OptionType::string && it->second.type == OptionType::choice);
   if (!compatible)
-    throw Error(errc::invalid_option, "option '" + std::string(name) + "' read with the wrong type");
+    throw Error(errc::invalid_option,
+                "option '" + std::string(name) + "' read with the wrong type");
   return it->second;
 }
 

@@ -46,7 +46,8 @@ HostPort parse_host(std::string_view url, std::string_view item) {
   if (!port_text.empty()) {
     unsigned value = 0;
     auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || value == 0 || value > 65535)
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || value == 0 ||
+        value > 65535)
       bad(url, "port '" + std::string(port_text) + "' is not in [1, 65535]");
     hp.port = static_cast<std::uint16_t>(value);
   }
@@ -107,8 +108,8 @@ Url Url::parse(std::string_view text) {
 
 std::vector<HostPort> Url::hosts_or_throw(std::uint16_t default_port) const {
   if (hosts.empty())
-    throw Error(errc::invalid_url, scheme + ": URL names no host (expected " + scheme +
-                                       "://host:port)");
+    throw Error(errc::invalid_url,
+                scheme + ": URL names no host (expected " + scheme + "://host:port)");
   std::vector<HostPort> out = hosts;
   for (auto& hp : out)
     if (hp.port == 0) hp.port = default_port;

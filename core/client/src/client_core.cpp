@@ -550,21 +550,20 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
     return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
   const auto issued = Clock::now();
   auto deadline = deadline_from(timeout, issued);
-  post_in_order(
-      [self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
-        if (self->state_.load() != State::open || !self->adapter_) {
-          self->shared_->complete("ping", done, Status(errc::closed, "ping: the client is closed"));
-          return;
-        }
-        auto op = self->ops_->add(
-            deadline,
-            [shared = self->shared_, done = std::move(done)](std::error_code ec, std::string&&,
-                                                             std::string&& cause) {
-              shared->complete("ping", done, Status(ec, std::move(cause)));
-            },
-            "ping", issued);
-        self->adapter_->ping(std::move(op));
-      });
+  post_in_order([self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
+    if (self->state_.load() != State::open || !self->adapter_) {
+      self->shared_->complete("ping", done, Status(errc::closed, "ping: the client is closed"));
+      return;
+    }
+    auto op = self->ops_->add(
+        deadline,
+        [shared = self->shared_, done = std::move(done)](std::error_code ec, std::string&&,
+                                                         std::string&& cause) {
+          shared->complete("ping", done, Status(ec, std::move(cause)));
+        },
+        "ping", issued);
+    self->adapter_->ping(std::move(op));
+  });
 }
 
 void ClientCore::flush(std::chrono::milliseconds timeout, Completion done) {
@@ -652,16 +651,17 @@ Status ClientCore::what_the_close_deadline_cut_off() const {
   std::size_t messages = 0;
   for (const auto& sub : subscriptions_) messages += sub->pending();
   if (operations == 0 && messages == 0) return {};
-  std::string cause = "close: its deadline (" + std::to_string(close_timeout_.count()) +
-                      "ms) passed with ";
+  std::string cause =
+      "close: its deadline (" + std::to_string(close_timeout_.count()) + "ms) passed with ";
   if (operations > 0)
     cause += std::to_string(operations) + " operation(s) unfinished (they fail with closed)";
   if (operations > 0 && messages > 0) cause += " and ";
   if (messages > 0)
     cause += std::to_string(messages) +
              " message(s) still being handled or waiting for a handler (not acknowledged: " +
-             (shared_->caps.ack ? "the broker redelivers them)" : "the protocol cannot redeliver "
-                                                                  "them)");
+             (shared_->caps.ack ? "the broker redelivers them)"
+                                : "the protocol cannot redeliver "
+                                  "them)");
   return Status(errc::timeout, std::move(cause));
 }
 

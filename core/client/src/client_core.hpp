@@ -70,8 +70,8 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: the adapter's side of this subscription.
   void attach(std::shared_ptr<AdapterSubscription> adapter) { adapter_ = std::move(adapter); }
   const std::shared_ptr<AdapterSubscription>& adapter() const { return adapter_; }
-  void deactivate();  // stop handing messages to the handler; release queued ones
-  void drain_held();  // resumed or closing: what a pause held goes to the handler
+  void deactivate();     // stop handing messages to the handler; release queued ones
+  void drain_held();     // resumed or closing: what a pause held goes to the handler
   void drop_handlers();  // after close: break reference cycles through user lambdas
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
   // circuit_breaker: no message reaches the handler for `length`, and the adapter is paused
@@ -98,7 +98,7 @@ class SubscriptionCore : public SubscriptionSink,
   void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
   void post_run_queue();  // to a handler thread, or the strand (handler_thread=io)
   Clock::time_point handle(Message& message);  // when the handler returned
-  void release(Message& message);  // give back a message that will not be handled
+  void release(Message& message);              // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
   // Strand: while the application pauses, has what is held touched now and then at the
@@ -110,7 +110,7 @@ class SubscriptionCore : public SubscriptionSink,
   // the release once half has drained.
   std::string check_over_budget();
   void check_under_half();
-  void enqueue(Message message);       // into the queue for a handler; starts one if idle
+  void enqueue(Message message);  // into the queue for a handler; starts one if idle
   // Envelope: the payload and headers inside (any thread, before the handler sees it).
   void open_envelope(Message& message);
   // Over max_attempts: to the dead-letter topic (then acked), else to on_discard (then acked).
@@ -211,8 +211,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool handlers_on_io_thread() const { return handlers_on_io_thread_; }
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
 
-  void publish(std::string_view topic, Payloads payloads, Completion done,
-               PublishOptions options, bool batch);
+  void publish(std::string_view topic, Payloads payloads, Completion done, PublishOptions options,
+               bool batch);
   // One of handler, serve and batch is set (batch_options with batch).
   Subscription subscribe(std::string_view topic, SubscribeOptions options, MessageHandler handler,
                          ServeHandler serve, BatchHandler batch = nullptr,
@@ -282,7 +282,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     ReplyCompletion reply;  // a request's
     bool request = false;
     std::uint64_t correlation = 0;  // a request's over topics (TopicRequests)
-    bool answers_request = false;  // a reply over topics: it goes while a close drains
+    bool answers_request = false;   // a reply over topics: it goes while a close drains
     std::chrono::milliseconds defer{0};
     std::uint64_t flush_epoch = 0;  // a publish's, counted in shared_->flush_epochs
     Clock::time_point deadline;
@@ -293,17 +293,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void take_in(IntakeWork&& work, std::string_view topic);  // names work.topic
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();
-  void start_publish(IntakeWork& work);  // strand
-  void start_request(IntakeWork& work);  // strand
+  void start_publish(IntakeWork& work);              // strand
+  void start_request(IntakeWork& work);              // strand
   void start_request_over_topics(IntakeWork& work);  // strand
   // start(): request/reply over topics where the protocol has none and the envelope is on.
   void set_up_requests_over_topics();
   // Strand: an adapter threw while taking `work`: logged, and its operation completed now.
   void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
-  TopicNames topic_names_;  // each publish's and request's topic, shared, not copied
+  TopicNames topic_names_;      // each publish's and request's topic, shared, not copied
   TopicName last_intake_name_;  // under intake_mutex_: the last topic taken in
   std::mutex intake_mutex_;
-  std::vector<IntakeWork> intake_;        // guarded by intake_mutex_
+  std::vector<IntakeWork> intake_;  // guarded by intake_mutex_
   // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by
   // intake_mutex_.
   std::deque<std::vector<IntakeWork>> sealed_;

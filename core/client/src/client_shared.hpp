@@ -43,9 +43,9 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   std::string name;  // the metrics' client label
   AtomicStats stats;
   std::atomic<std::uint64_t> publish_refused{0};
-  OutgoingBytes outgoing;        // max_outgoing_bytes
-  FlushEpochs flush_epochs;      // which publishes a flush waits for
-  TopicCellsMap publish_topics;  // per-topic publish metrics
+  OutgoingBytes outgoing;              // max_outgoing_bytes
+  FlushEpochs flush_epochs;            // which publishes a flush waits for
+  TopicCellsMap publish_topics;        // per-topic publish metrics
   PublishNodeCellsList publish_nodes;  // the nodes the adapter spreads publishes over
   LatencyCells request_latency;
   ResponseIntake responses;  // acks, nacks, touches and replies on their way to the strand

@@ -11,8 +11,10 @@ HandlerPool::~HandlerPool() {
   }
   queue_->wake.notify_all();
   for (auto& thread : threads_) {
-    if (thread.get_id() == std::this_thread::get_id()) thread.detach();
-    else thread.join();
+    if (thread.get_id() == std::this_thread::get_id())
+      thread.detach();
+    else
+      thread.join();
   }
 }
 

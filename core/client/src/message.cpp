@@ -1,7 +1,7 @@
 #include "polybus/message.hpp"
 
-#include <asio/post.hpp>
 #include <algorithm>
+#include <asio/post.hpp>
 
 #include "client_shared.hpp"
 #include "polybus/error.hpp"
@@ -11,16 +11,20 @@ namespace polybus {
 namespace {
 const std::string kEmpty;
 const Headers kNoHeaders;
-}
+}  // namespace
 
 const std::string& Message::topic() const {
   return state_ ? state_->topic_name() : kEmpty;
 }
-std::string_view Message::payload() const { return state_ ? state_->payload : std::string_view{}; }
+std::string_view Message::payload() const {
+  return state_ ? state_->payload : std::string_view{};
+}
 const std::string& Message::id() const {
   return state_ ? state_->id.text() : kEmpty;
 }
-std::uint32_t Message::attempts() const { return state_ ? state_->attempts : 0; }
+std::uint32_t Message::attempts() const {
+  return state_ ? state_->attempts : 0;
+}
 std::optional<std::int64_t> Message::timestamp_ns() const {
   return state_ ? state_->timestamp_ns : std::nullopt;
 }
@@ -30,8 +34,12 @@ std::optional<std::uint64_t> Message::offset() const {
 const Headers& Message::headers() const {
   return state_ ? state_->headers : kNoHeaders;
 }
-bool Message::expects_reply() const { return state_ && state_->expects_reply; }
-bool Message::responded() const { return state_ && state_->responded.load(); }
+bool Message::expects_reply() const {
+  return state_ && state_->expects_reply;
+}
+bool Message::responded() const {
+  return state_ && state_->responded.load();
+}
 void Message::take_manual_control() {
   if (state_) state_->manual.store(true);
 }
@@ -56,7 +64,8 @@ std::error_code respond(const std::shared_ptr<detail::MessageState>& state, bool
 
 std::error_code Message::ack() {
   if (!state_) return make_error_code(errc::invalid_argument);
-  if (state_->expects_reply || !state_->client->caps.ack) return make_error_code(errc::not_supported);
+  if (state_->expects_reply || !state_->client->caps.ack)
+    return make_error_code(errc::not_supported);
   auto ec = respond(state_, true, [](MessageBackend& b, detail::MessageState& s) { b.ack(s); });
   if (!ec) {
     ++state_->client->stats.acked;
@@ -69,7 +78,8 @@ std::error_code Message::nack(std::chrono::milliseconds delay) {
   if (!state_) return make_error_code(errc::invalid_argument);
   const auto& client = *state_->client;
   if (state_->expects_reply || !client.caps.ack) return make_error_code(errc::not_supported);
-  if (delay.count() > 0 && !client.caps.nack_with_delay) return make_error_code(errc::not_supported);
+  if (delay.count() > 0 && !client.caps.nack_with_delay)
+    return make_error_code(errc::not_supported);
   if (delay.count() < 0) {
     // Default: grows with the attempts, capped (as go-nsq does).
     delay = client.caps.nack_with_delay
@@ -88,7 +98,8 @@ std::error_code Message::nack(std::chrono::milliseconds delay) {
 
 std::error_code Message::touch() {
   if (!state_) return make_error_code(errc::invalid_argument);
-  if (!state_->client->caps.touch || state_->expects_reply) return make_error_code(errc::not_supported);
+  if (!state_->client->caps.touch || state_->expects_reply)
+    return make_error_code(errc::not_supported);
   return respond(state_, false, [](MessageBackend& b, detail::MessageState& s) { b.touch(s); });
 }
 
@@ -106,10 +117,11 @@ std::error_code Message::reply(std::string payload) {
     detail::detail_reply_error(*this, wrapped.cause());
     return wrapped.code();
   }
-  auto ec = respond(state_, true, [payload = std::move(payload)](MessageBackend& b,
-                                                                 detail::MessageState& s) mutable {
-    b.reply(s, std::move(payload), {}, {});
-  });
+  auto ec =
+      respond(state_, true,
+              [payload = std::move(payload)](MessageBackend& b, detail::MessageState& s) mutable {
+                b.reply(s, std::move(payload), {}, {});
+              });
   if (!ec && state_->subscription_cells) detail::bump(state_->subscription_cells->replied);
   return ec;
 }

@@ -29,7 +29,9 @@ void OpCompletion::operator()(std::error_code ec, std::string reply, std::string
   if (tracker) tracker->completed();
 }
 
-bool OpCompletion::done() const { return !op_ || op_->done; }
+bool OpCompletion::done() const {
+  return !op_ || op_->done;
+}
 
 Clock::time_point OpCompletion::deadline() const {
   return op_ ? op_->deadline : Clock::time_point::min();

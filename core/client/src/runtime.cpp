@@ -27,7 +27,8 @@ Runtime::~Runtime() {
   work.reset();
   if (thread.joinable()) {
     // The last reference can be the io thread's own, released as it exits.
-    if (on_io_thread()) thread.detach();
+    if (on_io_thread())
+      thread.detach();
     else {
       if (own) own->stop();
       thread.join();

@@ -158,8 +158,10 @@ void SubscriptionCore::apply_flow() {
     const bool want = user_paused_ || cooling_strand_ || over;
     if (want != adapter_paused_ && (want || active())) {
       adapter_paused_ = want;
-      if (want) adapter_->pause();
-      else adapter_->resume();
+      if (want)
+        adapter_->pause();
+      else
+        adapter_->resume();
     }
     return;
   }
@@ -172,7 +174,8 @@ void SubscriptionCore::apply_flow() {
     adapter_paused_ = want;
     if (want)
       adapter_->pause();
-    else adapter_->resume();
+    else
+      adapter_->resume();
   }
 }
 

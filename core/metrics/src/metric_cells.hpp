@@ -20,10 +20,9 @@ namespace polybus::detail {
 // Latencies in fixed buckets from 100 µs to 10 s (and +Inf).
 class LatencyCells {
  public:
-  static constexpr std::array<double, 16> kUpperBounds{0.0001, 0.00025, 0.0005, 0.001,
-                                                       0.0025, 0.005,   0.01,   0.025,
-                                                       0.05,   0.1,     0.25,   0.5,
-                                                       1,      2.5,     5,      10};
+  static constexpr std::array<double, 16> kUpperBounds{
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   void observe(Clock::duration elapsed) noexcept;
   metrics::Histogram snapshot() const;
 

@@ -103,8 +103,7 @@ std::vector<metrics::TopicMetrics> TopicCellsMap::snapshot() const {
     t.confirm_latency = cells->confirm_latency.snapshot();
     out.push_back(std::move(t));
   }
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.topic < b.topic; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.topic < b.topic; });
   return out;
 }
 
@@ -209,10 +208,14 @@ void subscription_family(Emitter& e, const std::vector<ClientMetrics>& clients,
 
 void escape_label(std::string& out, std::string_view value) {
   for (char ch : value) {
-    if (ch == '\\') out += "\\\\";
-    else if (ch == '"') out += "\\\"";
-    else if (ch == '\n') out += "\\n";
-    else out += ch;
+    if (ch == '\\')
+      out += "\\\\";
+    else if (ch == '"')
+      out += "\\\"";
+    else if (ch == '\n')
+      out += "\\n";
+    else
+      out += ch;
   }
 }
 
@@ -351,8 +354,7 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
                 [](const ClientMetrics& c) { return c.totals.bytes_in; });
   client_family(e, clients, "polybus_sent_bytes_total", "counter", "Bytes written to the broker.",
                 [](const ClientMetrics& c) { return c.totals.bytes_out; });
-  client_family(e, clients, "polybus_connected_endpoints", "gauge",
-                "Broker connections up now.",
+  client_family(e, clients, "polybus_connected_endpoints", "gauge", "Broker connections up now.",
                 [](const ClientMetrics& c) { return c.connected_endpoints; });
 }
 

@@ -14,7 +14,8 @@ struct Registry {
 };
 
 Registry& registry() {
-  static auto* r = new Registry;  // process lifetime: factories may register from static initialisers
+  static auto* r =
+      new Registry;  // process lifetime: factories may register from static initialisers
   return *r;
 }
 

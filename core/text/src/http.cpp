@@ -13,8 +13,12 @@ namespace {
 constexpr std::size_t kMaxChunkLine = 1024;  // a chunk size, its extensions and the CRLF
 constexpr int kMaxInterimResponses = 8;      // 1xx answers before the real one
 
-std::error_code protocol_error() { return make_error_code(errc::protocol_error); }
-std::error_code too_large() { return make_error_code(errc::frame_too_large); }
+std::error_code protocol_error() {
+  return make_error_code(errc::protocol_error);
+}
+std::error_code too_large() {
+  return make_error_code(errc::frame_too_large);
+}
 
 // At most 64 bytes of what was received, printable, for an error text.
 std::string excerpt(std::string_view bytes) {
@@ -145,7 +149,8 @@ void ResponseReader::consume_head(std::string_view& bytes) {
     if (status_ == 0) {
       status_ = status_of(line);
       if (status_ < 0) {
-        fail(protocol_error(), "HTTP status line without a status from 100 to 599: " + excerpt(line));
+        fail(protocol_error(),
+             "HTTP status line without a status from 100 to 599: " + excerpt(line));
         return;
       }
       continue;
@@ -198,8 +203,8 @@ void ResponseReader::end_of_head() {
     }
     // An interim answer (100 Continue, 103 Early Hints): the real one follows.
     if (++interim_responses_ > kMaxInterimResponses) {
-      fail(protocol_error(), "more than " + std::to_string(kMaxInterimResponses) +
-                                 " interim HTTP 1xx responses");
+      fail(protocol_error(),
+           "more than " + std::to_string(kMaxInterimResponses) + " interim HTTP 1xx responses");
       return;
     }
     head_.clear();
@@ -278,7 +283,8 @@ void ResponseReader::consume_body(std::string_view& bytes) {
       if (size > max_body_ - body_.size()) {
         fail(too_large(), "HTTP chunked body over " + limit_name_ + "=" +
                               std::to_string(max_body_) + " bytes (a chunk of " +
-                              std::to_string(size) + " after " + std::to_string(body_.size()) + ")");
+                              std::to_string(size) + " after " + std::to_string(body_.size()) +
+                              ")");
         return;
       }
       remaining_ = size;
@@ -323,11 +329,11 @@ std::error_code ResponseReader::finish() {
     case State::head:
       return fail(protocol_error(), head_.head().empty()
                                         ? "the connection closed before an HTTP response"
-                                                  : "the HTTP response was cut short in its head");
+                                        : "the HTTP response was cut short in its head");
     case State::length_body:
-      return fail(protocol_error(), "the HTTP response was cut short: " +
-                                        std::to_string(body_.size()) + " of " +
-                                        std::to_string(body_.size() + remaining_) + " body bytes");
+      return fail(protocol_error(),
+                  "the HTTP response was cut short: " + std::to_string(body_.size()) + " of " +
+                      std::to_string(body_.size() + remaining_) + " body bytes");
     default:
       return fail(protocol_error(), "the HTTP response was cut short in its chunked body, after " +
                                         std::to_string(body_.size()) + " bytes");
@@ -403,8 +409,10 @@ RequestReader::Result RequestReader::feed(std::string_view input) {
     if (step == HeadLines::Step::need_more) return {consumed, Status::need_more, 0};
     if (request_.method.empty()) {  // the request line: METHOD SP target SP version, as Go reads it
       const std::size_t first = line.find(' ');
-      const std::size_t second = first == std::string_view::npos ? first : line.find(' ', first + 1);
-      if (second == std::string_view::npos || first == 0 || second == first + 1) return refuse(consumed, 400);
+      const std::size_t second =
+          first == std::string_view::npos ? first : line.find(' ', first + 1);
+      if (second == std::string_view::npos || first == 0 || second == first + 1)
+        return refuse(consumed, 400);
       const std::string_view version = line.substr(second + 1);
       if (version != "HTTP/1.1" && version != "HTTP/1.0") return refuse(consumed, 400);
       request_.method = std::string(line.substr(0, first));
@@ -417,7 +425,8 @@ RequestReader::Result RequestReader::feed(std::string_view input) {
       }
       const std::size_t question = target.find('?');
       request_.path = std::string(target.substr(0, question));
-      if (question != std::string_view::npos) request_.query = std::string(target.substr(question + 1));
+      if (question != std::string_view::npos)
+        request_.query = std::string(target.substr(question + 1));
       continue;
     }
     if (step == HeadLines::Step::end) {

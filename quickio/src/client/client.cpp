@@ -60,9 +60,8 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
 
   template <typename Fn>
   void run(Fn fn) {
-    asio::post(*strand, [connection = connection, fn = std::move(fn)]() mutable {
-      fn(*connection);
-    });
+    asio::post(*strand,
+               [connection = connection, fn = std::move(fn)]() mutable { fn(*connection); });
   }
 
   detail::ListenerFn wrap(Listener listener) {
@@ -125,7 +124,7 @@ Client::Client(std::string_view url_text, ClientOptions options) : impl_(std::ma
           "quickio: subscription to " + path + " refused: " + std::to_string(code) + " " + err_msg);
   };
   impl_->connection = std::make_shared<detail::Connection>(*impl_->strand, settings,
-                                                   Backoff::from_options(resolved), hooks);
+                                                           Backoff::from_options(resolved), hooks);
   if (options.connect_now) impl_->connection->start();
   if (impl_->own) impl_->own->thread = std::thread([own = impl_->own] { own->io.run(); });
 }

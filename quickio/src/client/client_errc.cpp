@@ -11,11 +11,15 @@ class ClientCategory : public std::error_category {
  public:
   std::error_condition default_error_condition(int value) const noexcept override {
     switch (static_cast<client_errc>(value)) {
-      case client_errc::queue_full: return make_error_condition(polybus::errc::limit_exceeded);
-      case client_errc::handshake_refused: return make_error_condition(polybus::errc::connect_failed);
-      case client_errc::http_status: return make_error_condition(polybus::errc::broker_error);
+      case client_errc::queue_full:
+        return make_error_condition(polybus::errc::limit_exceeded);
+      case client_errc::handshake_refused:
+        return make_error_condition(polybus::errc::connect_failed);
+      case client_errc::http_status:
+        return make_error_condition(polybus::errc::broker_error);
       case client_errc::heartbeat_timeout:
-      case client_errc::moved: return make_error_condition(polybus::errc::disconnected);
+      case client_errc::moved:
+        return make_error_condition(polybus::errc::disconnected);
     }
     return std::error_condition(value, *this);
   }

@@ -77,7 +77,7 @@ class HttpLink : public Link, public std::enable_shared_from_this<HttpLink> {
   std::uint64_t next_request_ = 1;
   asio::steady_timer post_timer_;
   bool post_scheduled_ = false;
-  std::string outgoing_;  // events for the next POST, '\n'-separated
+  std::string outgoing_;                    // events for the next POST, '\n'-separated
   std::deque<WrittenFn> outgoing_written_;  // one per event in outgoing_ (may be empty)
   std::vector<UnsentEvent> unsent_;         // kept by fail() for take_unsent()
   void keep_unsent();

@@ -55,7 +55,7 @@ class StreamLink : public Link,
   bool tcp_up_ = false;
   bool ended_ = false;
   std::error_code end_reason_;  // why the link ended
-  std::uint64_t events_ = 0;  // events received, so a read knows whether it completed one
+  std::uint64_t events_ = 0;    // events received, so a read knows whether it completed one
   // Sends waiting for the socket: the transport's total_queued() after each, in order.
   Fifo<std::pair<std::uint64_t, WrittenFn>> unwritten_;
 };

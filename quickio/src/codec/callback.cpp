@@ -11,13 +11,17 @@
 namespace polybus::quickio {
 namespace {
 
-bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 // The end of the string literal that starts at json[i] ('"'): the index after its closing quote.
 std::size_t string_end(std::string_view json, std::size_t i) {
   for (++i; i < json.size(); ++i) {
-    if (json[i] == '\\') ++i;
-    else if (json[i] == '"') return i + 1;
+    if (json[i] == '\\')
+      ++i;
+    else if (json[i] == '"')
+      return i + 1;
   }
   return json.size();
 }
@@ -125,8 +129,10 @@ std::error_code parse_callback_body(std::string_view json, CallbackBody& out, st
   if (!code->value.IsInt()) return fail("callback body \"code\" is not an integer");
   CallbackBody body;
   body.code = code->value.GetInt();
-  if (auto data = raw_member(json, "data")) body.data_json.assign(*data);
-  else body.data_json = "null";
+  if (auto data = raw_member(json, "data"))
+    body.data_json.assign(*data);
+  else
+    body.data_json = "null";
   auto err_msg = doc.FindMember("err_msg");
   // The real server writes "err_msg":null when it has no text (e.g. 404 to /qio/on of a path no
   // application handles): the same as no err_msg.

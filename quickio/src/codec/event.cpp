@@ -72,8 +72,8 @@ std::error_code parse_event(std::string_view text, Event& out, std::string* why,
   if (!is_valid_json(json, max_json_depth))
     return fail(codec_errc::invalid_json, why,
                 "event data is not well-formed JSON nested at most " +
-                    std::to_string(max_json_depth) + " deep (max_json_depth): \"" +
-                    excerpt(json) + "\"");
+                    std::to_string(max_json_depth) + " deep (max_json_depth): \"" + excerpt(json) +
+                    "\"");
   out.path = path;
   out.callback_id = id;
   out.json = json;

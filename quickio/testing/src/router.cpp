@@ -83,7 +83,8 @@ void ServerImpl::handle_builtin(Peer& peer, std::string_view path, std::uint64_t
   }
   if (path == "/qio/ping" || path == "/qio/heartbeat")
     return answer(peer, callback_id, 200, "null");
-  if (path == "/qio/hostname") return answer(peer, callback_id, 200, text::json_quote(public_address()));
+  if (path == "/qio/hostname")
+    return answer(peer, callback_id, 200, text::json_quote(public_address()));
   if (auto id = callback_path_id(path)) return server_callback_answered(peer, *id, json);
   answer(peer, callback_id, 404, "null", "unknown event");
 }

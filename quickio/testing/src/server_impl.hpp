@@ -119,7 +119,7 @@ class ServerImpl {
   ServerOptions options_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
   WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
-  IoThread io_;  // before everything that uses its io_context: destroyed after them
+  IoThread io_;                  // before everything that uses its io_context: destroyed after them
   asio::ip::tcp::acceptor acceptor_;
   PortHold port_hold_{io_.context()};  // the port, while stopped
   asio::steady_timer tick_timer_;

@@ -16,7 +16,8 @@ asio::awaitable<std::string> exercise(polybus::Client client) {
   polybus::Status published =
       co_await polybus::async_publish(client, "greetings", "hello", asio::use_awaitable);
   if (published) co_return "publish: " + published.message();
-  polybus::Reply reply = co_await polybus::async_request(client, "echo", "ping", asio::use_awaitable);
+  polybus::Reply reply =
+      co_await polybus::async_request(client, "echo", "ping", asio::use_awaitable);
   if (reply.ec) co_return "request: " + reply.status().message();
   if (reply.payload != "pong: ping") co_return "request answered '" + reply.payload + "'";
   polybus::Status closed =
@@ -32,9 +33,8 @@ int main() {
   asio::io_context io;  // first: it must outlive the client, whose io thread posts to it
   auto client = polybus::connect("mem://coroutine");
   std::promise<std::string> received;
-  auto sub = client.subscribe("greetings", {}, [&](polybus::Message& m) {
-    received.set_value(std::string(m.payload()));
-  });
+  auto sub = client.subscribe(
+      "greetings", {}, [&](polybus::Message& m) { received.set_value(std::string(m.payload())); });
   auto responder =
       client.serve("echo", [](polybus::Message& m) { return "pong: " + std::string(m.payload()); });
   if (sub.wait_ready(std::chrono::seconds(10)) || responder.wait_ready(std::chrono::seconds(10))) {

@@ -10,7 +10,8 @@ int main() {
   polybus::register_all_schemes();
   auto client = polybus::connect("mem://installed");
   std::promise<std::string> got;
-  auto sub = client.subscribe("t", {}, [&](polybus::Message& m) { got.set_value(std::string(m.payload())); });
+  auto sub = client.subscribe(
+      "t", {}, [&](polybus::Message& m) { got.set_value(std::string(m.payload())); });
   if (sub.wait_ready(std::chrono::seconds(10))) return 1;
   if (client.publish_sync("t", "from an installed polybus")) return 1;
   auto future = got.get_future();

@@ -2,11 +2,11 @@
 // with a certificate from the test CA, and polybus::connect with ?tls=true.
 #include <catch2/catch.hpp>
 
+#include "ping_result.hpp"
 #include "polybus/client.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio.hpp"
 #include "polybus/quickio_testing.hpp"
-#include "ping_result.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 
@@ -31,7 +31,6 @@ std::string tls_url(const std::string& scheme, const Server& server, const std::
   return scheme + "://" + server.address() + kFast + "&tls=true&tls_ca_file=" + ca_file;
 }
 
-
 }  // namespace
 
 TEST_CASE("tls: a publish reaches a subscriber and a request gets its reply over TLS") {
@@ -42,9 +41,8 @@ TEST_CASE("tls: a publish reaches a subscriber and a request gets its reply over
   auto subscriber = connect(tls_url(scheme, *server, certs.ca_file));
   auto publisher = connect(tls_url(scheme, *server, certs.ca_file));
   Collector got;
-  auto sub = subscriber.subscribe("secure", {}, [&](Message& m) {
-    got.add(std::string(m.payload()));
-  });
+  auto sub =
+      subscriber.subscribe("secure", {}, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   auto serving = subscriber.serve("upper", [](Message& m) {
     std::string text(m.payload());
@@ -62,8 +60,9 @@ TEST_CASE("tls: a publish reaches a subscriber and a request gets its reply over
   CHECK(publisher.stats().reconnects == 0);
 }
 
-TEST_CASE("tls: a client verifying against another CA fails with tls_error naming the address "
-          "and the verification, and backs off") {
+TEST_CASE(
+    "tls: a client verifying against another CA fails with tls_error naming the address "
+    "and the verification, and backs off") {
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);
   TestCertificates certs;
@@ -101,9 +100,8 @@ TEST_CASE("tls: a plain client against the TLS server fails within its deadline"
   auto client = connect(scheme + "://" + server->address() + kFast, options);
 
   // The server reads the client's first bytes as a TLS hello and closes the connection.
-  REQUIRE(states.wait_for([](const StateEvent& e) {
-    return e.state == ConnectionState::disconnected && e.reason;
-  }));
+  REQUIRE(states.wait_for(
+      [](const StateEvent& e) { return e.state == ConnectionState::disconnected && e.reason; }));
   const auto deadline = std::chrono::milliseconds(500);
   const auto start = std::chrono::steady_clock::now();
   CHECK(ping_result(client, deadline) != std::error_code{});

@@ -9,8 +9,8 @@
 using namespace polybus::quickio;
 using namespace polybus::quickio::test;
 using polybus::quickio::testing::Server;
-using polybus::text::json_quote;
 using polybus::quickio::testing::ServerOptions;
+using polybus::text::json_quote;
 
 namespace {
 

@@ -22,7 +22,8 @@ TEST_CASE("asio tokens: use_future publishes and requests, with the values of th
           "[asio_async]") {
   auto client = connect("mem://asio-future");
   std::promise<std::string> received;
-  auto sub = client.subscribe("t", {}, [&](Message& m) { received.set_value(std::string(m.payload())); });
+  auto sub =
+      client.subscribe("t", {}, [&](Message& m) { received.set_value(std::string(m.payload())); });
   REQUIRE(sub.wait_ready(kBound) == std::error_code{});
   auto responder = client.serve("q", [](Message& m) { return "re: " + std::string(m.payload()); });
   REQUIRE(responder.wait_ready(kBound) == std::error_code{});
@@ -75,8 +76,10 @@ TEST_CASE("asio tokens: deferred publishes nothing until the operation is launch
   CHECK(client.stats().published == 1);
 }
 
-TEST_CASE("asio tokens: a handler bound to the application's executor runs there, and keeps "
-          "its io_context running until it has", "[asio_async]") {
+TEST_CASE(
+    "asio tokens: a handler bound to the application's executor runs there, and keeps "
+    "its io_context running until it has",
+    "[asio_async]") {
   asio::io_context application;  // first: it must outlive the client, whose thread posts to it
   auto client = connect("mem://asio-executor");
   std::thread::id ran_on;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "polybus/adapter/registry.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/options.hpp"
-#include "polybus/adapter/registry.hpp"
 
 using namespace polybus;
 using namespace std::chrono_literals;
@@ -39,7 +39,8 @@ TEST_CASE("exponential jitter stays within its fraction and the cap", "[backoff]
 }
 
 TEST_CASE("a custom backoff function is used as given and the state resets", "[backoff]") {
-  BackoffState state(Backoff::custom([](std::uint32_t n) { return std::chrono::milliseconds(n * 7); }));
+  BackoffState state(
+      Backoff::custom([](std::uint32_t n) { return std::chrono::milliseconds(n * 7); }));
   CHECK(state.next() == 7ms);
   CHECK(state.next() == 14ms);
   CHECK(state.attempts() == 2);
@@ -49,8 +50,7 @@ TEST_CASE("a custom backoff function is used as given and the state resets", "[b
 
 TEST_CASE("backoff comes from the reconnect options", "[backoff]") {
   auto opts = ResolvedOptions::resolve(
-      core_option_table(),
-      Options{{"reconnect_initial", "50ms"}, {"reconnect_max", "400ms"}}, "t");
+      core_option_table(), Options{{"reconnect_initial", "50ms"}, {"reconnect_max", "400ms"}}, "t");
   auto b = Backoff::from_options(opts);
   // The default policy jitters by +-20% around doubling, never past the cap.
   for (int i = 0; i < 100; ++i) {
@@ -59,11 +59,12 @@ TEST_CASE("backoff comes from the reconnect options", "[backoff]") {
     CHECK(b.delay(10) >= 320ms);
     CHECK(b.delay(10) <= 400ms);
   }
-  auto exact = Backoff::from_options(ResolvedOptions::resolve(
-      core_option_table(),
-      Options{{"reconnect_initial", "50ms"}, {"reconnect_max", "400ms"},
-              {"reconnect_backoff", "exponential"}},
-      "t"));
+  auto exact =
+      Backoff::from_options(ResolvedOptions::resolve(core_option_table(),
+                                                     Options{{"reconnect_initial", "50ms"},
+                                                             {"reconnect_max", "400ms"},
+                                                             {"reconnect_backoff", "exponential"}},
+                                                     "t"));
   CHECK(exact.delay(1) == 50ms);
   CHECK(exact.delay(10) == 400ms);
 }

@@ -170,7 +170,8 @@ TEST_CASE("block pool: shared objects keep the pool's owner alive and reuse its 
           "[block_pool]") {
   StrandRunner runner;
   struct Owner {
-    explicit Owner(const Strand& s) : pool(s, polybus::detail::shared_block_size<std::string>(), 8) {}
+    explicit Owner(const Strand& s)
+        : pool(s, polybus::detail::shared_block_size<std::string>(), 8) {}
     BlockPool pool;
   };
   auto owner = std::make_shared<Owner>(runner.strand);

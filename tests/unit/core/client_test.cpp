@@ -180,7 +180,8 @@ TEST_CASE("dropping the last handle closes the client and completes its operatio
   Latch done;
   {
     auto client = connect("mem://" + unique_name("drop"));
-    for (int i = 0; i < 100; ++i) client.publish("t", "x", [&](std::error_code) { done.count_down(); });
+    for (int i = 0; i < 100; ++i)
+      client.publish("t", "x", [&](std::error_code) { done.count_down(); });
   }
   CHECK(done.count() == 100);
 }

@@ -8,9 +8,9 @@
 #include "polybus/adapter/http.hpp"
 #include "polybus/error.hpp"
 
+using polybus::errc;
 using polybus::http::ResponseReader;
 using polybus::http::status_of;
-using polybus::errc;
 
 namespace {
 
@@ -24,8 +24,7 @@ std::error_code feed_in_pieces(ResponseReader& reader, const std::string& respon
 
 }  // namespace
 
-TEST_CASE("status_of reads exactly three digits of an HTTP/1.x status line, 100 to 599",
-          "[http]") {
+TEST_CASE("status_of reads exactly three digits of an HTTP/1.x status line, 100 to 599", "[http]") {
   CHECK(status_of("HTTP/1.1 200 OK") == 200);
   CHECK(status_of("HTTP/1.0 404 Not Found\r\n") == 404);
   CHECK(status_of("HTTP/1.1 204") == 204);
@@ -88,8 +87,9 @@ TEST_CASE("a body without a length runs to the close, 204 has none, 1xx answers 
   CHECK(empty.body().empty());
 
   ResponseReader interim(1024);
-  REQUIRE_FALSE(interim.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
-                             "Content-Length: 2\r\n\r\nok"));
+  REQUIRE_FALSE(
+      interim.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"
+                   "Content-Length: 2\r\n\r\nok"));
   REQUIRE(interim.complete());
   CHECK(interim.status() == 201);
   CHECK(interim.body() == "ok");
@@ -102,7 +102,8 @@ TEST_CASE("malformed responses are protocol errors that say what was wrong", "[h
   };
   for (const Case& c : {
            Case{"NOTHTTP 200\r\n\r\n", "not an HTTP response: NOTHT"},
-           Case{"HTTP/1.1 abc OK\r\n\r\n", "status line without a status from 100 to 599: HTTP/1.1 abc OK"},
+           Case{"HTTP/1.1 abc OK\r\n\r\n",
+                "status line without a status from 100 to 599: HTTP/1.1 abc OK"},
            Case{"HTTP/1.1 600 X\r\n\r\n", "HTTP/1.1 600 X"},
            Case{"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "Content-Length not a number: x"},
            Case{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n", "given twice"},
@@ -110,8 +111,10 @@ TEST_CASE("malformed responses are protocol errors that say what was wrong", "[h
            Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "'gzip' is not supported"},
            Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
                 "both Content-Length and chunked"},
-           Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size not a hex number"},
-           Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc\r\n", "not followed by CRLF"},
+           Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                "chunk size not a hex number"},
+           Case{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc\r\n",
+                "not followed by CRLF"},
            Case{"HTTP/1.1 101 Switching Protocols\r\n\r\n", "101 Switching Protocols"},
        }) {
     ResponseReader reader(1024);
@@ -136,7 +139,8 @@ TEST_CASE("every length is bounded, and the refusal names the limit and the valu
   CHECK_FALSE(chunks.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n" +
                           std::string(64, 'a') + "\r\n"));
   CHECK(chunks.feed("40\r\n") == errc::frame_too_large);
-  CHECK_THAT(chunks.why(), Catch::Contains("max_frame_size=100") && Catch::Contains("a chunk of 64 after 64"));
+  CHECK_THAT(chunks.why(),
+             Catch::Contains("max_frame_size=100") && Catch::Contains("a chunk of 64 after 64"));
 
   ResponseReader to_close(100, "max_frame_size");
   CHECK_FALSE(to_close.feed("HTTP/1.1 200 OK\r\n\r\n" + std::string(100, 'a')));
@@ -185,8 +189,7 @@ TEST_CASE("a response cut short is an error at the close, naming where it stoppe
   CHECK_THAT(in_chunks.why(), Catch::Contains("chunked body, after 2 bytes"));
 }
 
-TEST_CASE("a head dripped a byte at a time is read in linear time and kept to the head",
-          "[http]") {
+TEST_CASE("a head dripped a byte at a time is read in linear time and kept to the head", "[http]") {
   // About 43,000 header bytes one at a time: a reader that searched its whole buffer on each
   // byte would do some 9e8 comparisons here; this one looks at each byte once.
   ResponseReader reader(1024, "max_frame_size", 64 * 1024);
@@ -252,8 +255,9 @@ TEST_CASE("requests: pipelined, with and without bodies, split anywhere, read al
 
 TEST_CASE("requests: head fields, keep-alive and query parameters", "[http]") {
   RequestReader reader(1024, 1024);
-  auto r = reader.feed("GET /x?sid=ab&connect=true&flag HTTP/1.0\r\nUpgrade: WebSocket\r\n"
-                       "Connection: keep-alive, Upgrade\r\n\r\n");
+  auto r = reader.feed(
+      "GET /x?sid=ab&connect=true&flag HTTP/1.0\r\nUpgrade: WebSocket\r\n"
+      "Connection: keep-alive, Upgrade\r\n\r\n");
   REQUIRE(r.status == RequestReader::Status::head_ready);
   const auto& q = reader.request();
   CHECK(q.target == "/x?sid=ab&connect=true&flag");

@@ -13,8 +13,8 @@ TEST_CASE("inplace function: calls, moves and destroys what it holds exactly onc
   std::weak_ptr<int> watch = alive;
   std::string seen;
   {
-    InplaceFunction<int(const std::string&), 64> f = [held = std::move(alive), &seen](
-                                                          const std::string& s) {
+    InplaceFunction<int(const std::string&), 64> f = [held = std::move(alive),
+                                                      &seen](const std::string& s) {
       seen += s;
       return *held;
     };

@@ -96,9 +96,10 @@ TEST_CASE("metrics: an application topic named _other takes the overflow, nothin
   CHECK(total == detail::TopicCellsMap::kMaxTopics + 52);
 }
 
-TEST_CASE("metrics: the Prometheus text groups each family, escapes labels and closes "
-          "histograms with +Inf",
-          "[metrics]") {
+TEST_CASE(
+    "metrics: the Prometheus text groups each family, escapes labels and closes "
+    "histograms with +Inf",
+    "[metrics]") {
   metrics::ClientMetrics a;
   a.client = "svc \"a\"\\\n";
   a.scheme = "nsq";
@@ -137,18 +138,23 @@ TEST_CASE("metrics: the Prometheus text groups each family, escapes labels and c
   const std::string escaped = "client=\"svc \\\"a\\\"\\\\\\n\"";
   CHECK(sample(text, "polybus_publish_messages_total{" + escaped +
                          ",scheme=\"nsq\",topic=\"orders\"}") == 3);
-  CHECK(sample(text, "polybus_publish_failed_total{client=\"b\",scheme=\"nsq\",topic=\"orders\"}") ==
-        1);
-  CHECK(sample(text, "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
-                     "topic=\"orders\",le=\"0.001\"}") == 0);
-  CHECK(sample(text, "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
-                     "topic=\"orders\",le=\"0.0025\"}") == 2);
-  CHECK(sample(text, "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
-                     "topic=\"orders\",le=\"+Inf\"}") == 2);
-  CHECK(sample(text, "polybus_publish_confirm_seconds_count{client=\"b\",scheme=\"nsq\","
-                     "topic=\"orders\"}") == 2);
-  CHECK(sample(text, "polybus_publish_confirm_seconds_sum{client=\"b\",scheme=\"nsq\","
-                     "topic=\"orders\"}") == Approx(0.004));
+  CHECK(sample(text,
+               "polybus_publish_failed_total{client=\"b\",scheme=\"nsq\",topic=\"orders\"}") == 1);
+  CHECK(sample(text,
+               "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
+               "topic=\"orders\",le=\"0.001\"}") == 0);
+  CHECK(sample(text,
+               "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
+               "topic=\"orders\",le=\"0.0025\"}") == 2);
+  CHECK(sample(text,
+               "polybus_publish_confirm_seconds_bucket{client=\"b\",scheme=\"nsq\","
+               "topic=\"orders\",le=\"+Inf\"}") == 2);
+  CHECK(sample(text,
+               "polybus_publish_confirm_seconds_count{client=\"b\",scheme=\"nsq\","
+               "topic=\"orders\"}") == 2);
+  CHECK(sample(text,
+               "polybus_publish_confirm_seconds_sum{client=\"b\",scheme=\"nsq\","
+               "topic=\"orders\"}") == Approx(0.004));
   CHECK(sample(text, "polybus_received_bytes_total{client=\"b\",scheme=\"nsq\"}") == 1234);
   // Request series only for a client whose scheme has requests.
   CHECK(sample(text, "polybus_requests_total{client=\"b\",scheme=\"nsq\"}") == 0);
@@ -234,8 +240,9 @@ TEST_CASE("metrics: a client's counts match the traffic it carried", "[metrics]"
 
   std::string text;
   metrics::write_prometheus(text, {m});
-  CHECK(sample(text, "polybus_nacked_messages_total{client=\"orders-service\",scheme=\"mem\","
-                     "topic=\"orders\",group=\"billing\",kind=\"subscribe\"}") == 2);
+  CHECK(sample(text,
+               "polybus_nacked_messages_total{client=\"orders-service\",scheme=\"mem\","
+               "topic=\"orders\",group=\"billing\",kind=\"subscribe\"}") == 2);
   CHECK(sample(text, "polybus_request_seconds_count{client=\"orders-service\",scheme=\"mem\"}") ==
         4);
 

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 #include "polybus/options.hpp"
 #include "polybus/schemes.hpp"
-#include "polybus/adapter/registry.hpp"
 
 using namespace polybus;
 using namespace std::chrono_literals;
@@ -70,14 +70,14 @@ TEST_CASE("an out-of-range value names the key and the allowed range", "[options
 
 TEST_CASE("bad booleans, integers, durations and choices are rejected", "[options]") {
   auto table = core_option_table();
-  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"tls", "maybe"},
-           {"max_in_flight", "12x"},
-           {"max_in_flight", "-1"},
-           {"op_timeout", "0"},
-           {"op_timeout", "soon"},
-           {"reconnect_backoff", "linear"},
-           {"max_frame_size", "1"}}) {
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"tls", "maybe"},
+                                                        {"max_in_flight", "12x"},
+                                                        {"max_in_flight", "-1"},
+                                                        {"op_timeout", "0"},
+                                                        {"op_timeout", "soon"},
+                                                        {"reconnect_backoff", "linear"},
+                                                        {"max_frame_size", "1"}}) {
     INFO(key << "=" << value);
     CHECK_THROWS_AS(ResolvedOptions::resolve(table, Options{{key, value}}, "t"), Error);
   }

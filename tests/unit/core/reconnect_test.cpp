@@ -42,8 +42,7 @@ struct LoopUnderTest {
   std::vector<StateEvent> events;
   int reconnects = 0;
   std::vector<std::uint32_t> asked;  // the attempt numbers the policy was asked about
-  ReconnectLoop loop{strand,
-                     Backoff::custom([this](std::uint32_t n) {
+  ReconnectLoop loop{strand, Backoff::custom([this](std::uint32_t n) {
                        asked.push_back(n);
                        return std::chrono::milliseconds(n);
                      }),

@@ -20,14 +20,14 @@ TEST_CASE("utf8_sequence reads one code point and refuses what is not UTF-8", "[
   CHECK(code_point == 0x1f600);
   CHECK(utf8_sequence("\xf4\x8f\xbf\xbf", code_point) == 4);  // U+10FFFF, the last
   CHECK(utf8_sequence("", code_point) == 0);
-  CHECK(utf8_sequence("\xc0\xaf", code_point) == 0);          // overlong '/'
-  CHECK(utf8_sequence("\xe0\x80\xaf", code_point) == 0);      // overlong, 3 bytes
-  CHECK(utf8_sequence("\xed\xa0\x80", code_point) == 0);      // surrogate U+D800
-  CHECK(utf8_sequence("\xed\xbf\xbf", code_point) == 0);      // surrogate U+DFFF
-  CHECK(utf8_sequence("\xf4\x90\x80\x80", code_point) == 0);  // over U+10FFFF
-  CHECK(utf8_sequence("\xe2\x82", code_point) == 0);          // truncated
-  CHECK(utf8_sequence("\xe2\x28\xa1", code_point) == 0);      // bad continuation
-  CHECK(utf8_sequence("\x80", code_point) == 0);              // stray continuation
+  CHECK(utf8_sequence("\xc0\xaf", code_point) == 0);              // overlong '/'
+  CHECK(utf8_sequence("\xe0\x80\xaf", code_point) == 0);          // overlong, 3 bytes
+  CHECK(utf8_sequence("\xed\xa0\x80", code_point) == 0);          // surrogate U+D800
+  CHECK(utf8_sequence("\xed\xbf\xbf", code_point) == 0);          // surrogate U+DFFF
+  CHECK(utf8_sequence("\xf4\x90\x80\x80", code_point) == 0);      // over U+10FFFF
+  CHECK(utf8_sequence("\xe2\x82", code_point) == 0);              // truncated
+  CHECK(utf8_sequence("\xe2\x28\xa1", code_point) == 0);          // bad continuation
+  CHECK(utf8_sequence("\x80", code_point) == 0);                  // stray continuation
   CHECK(utf8_sequence("\xf8\x88\x80\x80\x80", code_point) == 0);  // 5-byte form
 }
 

@@ -223,8 +223,7 @@ TEST_CASE("bytes written arrive in order and echo back", "[transport]") {
   CHECK(client.events_.count("connected") == 1);
 }
 
-TEST_CASE("copied, owned and shared writes interleave in order, over many writes",
-          "[transport]") {
+TEST_CASE("copied, owned and shared writes interleave in order, over many writes", "[transport]") {
   // write_copy appends to a queued piece or reuses strings kept from earlier writes; small
   // owned and shared bytes are copied into those pieces, large ones queued as their own (either
   // side of kCopyAtMost); the queue slides and compacts as it drains. Whatever the mix, the

@@ -34,8 +34,8 @@ TEST_CASE("IPv6 literals, ipc paths and bare names parse", "[url]") {
 
 TEST_CASE("malformed URLs are rejected with a reason", "[url]") {
   for (const char* text :
-       {"", "nsq", "://host", "NSQ://a:1", "nsq://a:0", "nsq://a:65536", "nsq://a:x", "nsq://a:",
-        "nsq://a,", "nsq://[::1", "nsq://[::1]x", "nsq://a:1?novalue", "nsq://a:1?=v",
+       {"", "nsq", "://host", "NSQ://a:1", "nsq://a:0", "nsq://a:65536", "nsq://a:x",
+        "nsq://a:", "nsq://a,", "nsq://[::1", "nsq://[::1]x", "nsq://a:1?novalue", "nsq://a:1?=v",
         "nsq://a:1?k=%zz", "nsq://a:1?k=%2", "nsq://a:1?k=1&k=2", "nsq://:4150"}) {
     INFO(text);
     try {

@@ -23,7 +23,12 @@ TEST_CASE("ATTACH at latest encodes exactly as the real server expects", "[figg]
   std::string out;
   append_attach(out, "probe1", false, 0);
   // From ../shared/notes/figg.md: 0001 0001 00000014 | 0000 | 00000006 70726f626531 | 0 x8
-  CHECK(hex(out) == "0001000100000014" "0000" "00000006" "70726f626531" "0000000000000000");
+  CHECK(hex(out) ==
+        "0001000100000014"
+        "0000"
+        "00000006"
+        "70726f626531"
+        "0000000000000000");
   out.clear();
   append_attach(out, "t", true, 18);
   CHECK(hex(out).substr(16, 4) == "8000");
@@ -141,7 +146,10 @@ TEST_CASE("truncated, oversized and trailing fields are errors, never crashes", 
     CHECK(parse_attach(payload.substr(0, cut), a));
   CHECK(parse_attach(std::string(payload) + "x", a) == errc::trailing_bytes);
   // A field length far past the payload.
-  std::string lying("\x00\x00\x7f\xff\xff\xff" "abc", 9);
+  std::string lying(
+      "\x00\x00\x7f\xff\xff\xff"
+      "abc",
+      9);
   std::string_view topic;
   CHECK(parse_topic(lying, topic) == errc::truncated_field);
   Data d;
@@ -151,5 +159,6 @@ TEST_CASE("truncated, oversized and trailing fields are errors, never crashes", 
   CHECK(parse_u64("123456789", v) == errc::trailing_bytes);
   std::string empty_topic;
   append_detach(empty_topic, "");
-  CHECK(parse_topic(std::string_view(empty_topic).substr(kHeaderSize), topic) == errc::invalid_topic);
+  CHECK(parse_topic(std::string_view(empty_topic).substr(kHeaderSize), topic) ==
+        errc::invalid_topic);
 }

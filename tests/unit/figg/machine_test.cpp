@@ -52,7 +52,8 @@ std::vector<std::string> decode(Recorder& r) {
     if (f.type == MessageType::attach) {
       Attach a;
       REQUIRE_FALSE(parse_attach(f.payload, a));
-      lines.push_back("ATTACH:" + std::string(a.topic) + ":" + (a.from_offset ? std::to_string(a.offset) : "latest"));
+      lines.push_back("ATTACH:" + std::string(a.topic) + ":" +
+                      (a.from_offset ? std::to_string(a.offset) : "latest"));
     } else if (f.type == MessageType::detach) {
       std::string_view t;
       REQUIRE_FALSE(parse_topic(f.payload, t));
@@ -94,7 +95,8 @@ std::string payload(const char* text) {
 
 }  // namespace
 
-TEST_CASE("the window fills, and an ACK releases its message and every earlier one", "[figg][machine]") {
+TEST_CASE("the window fills, and an ACK releases its message and every earlier one",
+          "[figg][machine]") {
   Recorder r;
   Machine p(3, 1 << 20, r);
   p.connected();
@@ -208,9 +210,10 @@ TEST_CASE("a reconnect that missed nothing resumes with the one attachment", "[f
   CHECK(r.resets.empty());
 }
 
-TEST_CASE("a reconnect that missed messages replays them once each, in order, though the live "
-          "attachment runs ahead",
-          "[figg][machine]") {
+TEST_CASE(
+    "a reconnect that missed messages replays them once each, in order, though the live "
+    "attachment runs ahead",
+    "[figg][machine]") {
   Recorder r;
   Machine p(4, 1 << 20, r);
   reconnect_after_offset_11(p, r);
@@ -229,9 +232,10 @@ TEST_CASE("a reconnect that missed messages replays them once each, in order, th
   CHECK_FALSE(r.failure);
 }
 
-TEST_CASE("a server that restarted and lost the log is said, and delivery resumes from its "
-          "start",
-          "[figg][machine]") {
+TEST_CASE(
+    "a server that restarted and lost the log is said, and delivery resumes from its "
+    "start",
+    "[figg][machine]") {
   Recorder r;
   Machine p(4, 1 << 20, r);
   reconnect_after_offset_11(p, r);
@@ -280,7 +284,10 @@ TEST_CASE("a malformed message from the server is a failure, not a crash", "[fig
   Recorder r;
   Machine p(4, 1 << 20, r);
   p.connected();
-  std::string bad("\x00\x07\x00\x01\x00\x00\x00\x03" "abc", 11);  // DATA with a 3-byte payload
+  std::string bad(
+      "\x00\x07\x00\x01\x00\x00\x00\x03"
+      "abc",
+      11);  // DATA with a 3-byte payload
   p.receive(nullptr, bad);
   CHECK(r.failure == figg::errc::truncated_field);
   Recorder r2;
@@ -311,7 +318,8 @@ TEST_CASE("server bytes fed one at a time give what they give whole", "[figg][ma
     for (int i = 0; i < 3; ++i) p.publish("t", payload("x"));
     p.ping(7);
     const std::string in = frame_attached("t", 4) + frame_data("t", 9, "hello") + frame_ack(2) +
-                           frame_pong(7) + frame_data("t", 15, std::string(300, 'y')) + frame_ack(3);
+                           frame_pong(7) + frame_data("t", 15, std::string(300, 'y')) +
+                           frame_ack(3);
     if (byte_by_byte) {
       for (char c : in) p.receive(std::make_shared<std::string>(1, c), std::string_view(&c, 1));
     } else {

@@ -49,10 +49,16 @@ TEST_CASE("READY encodes exactly as the real broker's example", "[memodb][codec]
   std::string out;
   REQUIRE(append_ready(out, {"echo", "alive.tv"}) == std::error_code{});
   // From shared/notes/memodb.md: 84 66 "memo01" 01 40 82 64 "echo" 68 "alive.tv"
-  CHECK(hex(out) == "84" + kVersion + "01" "40" "82" "64" + hex("echo") + "68" + hex("alive.tv"));
+  CHECK(hex(out) == "84" + kVersion +
+                        "01"
+                        "40"
+                        "82"
+                        "64" +
+                        hex("echo") + "68" + hex("alive.tv"));
 }
 
-TEST_CASE("READY sorts service names by length then bytewise and drops repeats", "[memodb][codec]") {
+TEST_CASE("READY sorts service names by length then bytewise and drops repeats",
+          "[memodb][codec]") {
   std::string expected, out;
   REQUIRE(append_ready(expected, {"echo", "alive.tv"}) == std::error_code{});
   REQUIRE(append_ready(out, {"alive.tv", "echo", "alive.tv", "echo"}) == std::error_code{});
@@ -82,12 +88,17 @@ TEST_CASE("READY refuses names the broker would drop", "[memodb][codec]") {
   CHECK(append_ready(out, {std::string(255, 'x'), "\xc3\xa9t\xc3\xa9"}) == std::error_code{});
 }
 
-TEST_CASE("JOB encodes exactly as the real broker's example, payload after the header", "[memodb][codec]") {
+TEST_CASE("JOB encodes exactly as the real broker's example, payload after the header",
+          "[memodb][codec]") {
   std::string out;
   REQUIRE(append_job(out, "", "echo", 5000) == std::error_code{});
   out += "hello";
   // From shared/notes/memodb.md: 85 66 "memo01" 02 40 64 "echo" 19 1388 <payload>
-  CHECK(hex(out) == "85" + kVersion + "02" "40" "64" + hex("echo") + "191388" + hex("hello"));
+  CHECK(hex(out) == "85" + kVersion +
+                        "02"
+                        "40"
+                        "64" +
+                        hex("echo") + "191388" + hex("hello"));
 
   Header header;
   std::string_view payload;
@@ -103,22 +114,38 @@ TEST_CASE("the other message types encode byte for byte", "[memodb][codec]") {
   const std::string id = unhex("0a0b0c0d");
   std::string out;
   REQUIRE(append_result(out, "") == std::error_code{});
-  CHECK(hex(out) == "83" + kVersion + "03" "40");  // what the broker hands a client
+  CHECK(hex(out) == "83" + kVersion +
+                        "03"
+                        "40");  // what the broker hands a client
   out.clear();
   REQUIRE(append_result(out, id, true) == std::error_code{});
-  CHECK(hex(out) == "84" + kVersion + "03" "440a0b0c0d" "f5");
+  CHECK(hex(out) == "84" + kVersion +
+                        "03"
+                        "440a0b0c0d"
+                        "f5");
   out.clear();
   REQUIRE(append_result(out, id, false) == std::error_code{});
-  CHECK(hex(out) == "84" + kVersion + "03" "440a0b0c0d" "f4");
+  CHECK(hex(out) == "84" + kVersion +
+                        "03"
+                        "440a0b0c0d"
+                        "f4");
   out.clear();
   REQUIRE(append_heartbeat(out, id) == std::error_code{});
-  CHECK(hex(out) == "83" + kVersion + "04" "440a0b0c0d");
+  CHECK(hex(out) == "83" + kVersion +
+                        "04"
+                        "440a0b0c0d");
   out.clear();
   REQUIRE(append_disconnect(out, id) == std::error_code{});
-  CHECK(hex(out) == "83" + kVersion + "05" "440a0b0c0d");
+  CHECK(hex(out) == "83" + kVersion +
+                        "05"
+                        "440a0b0c0d");
   out.clear();
   REQUIRE(append_job(out, id, "echo", 0) == std::error_code{});  // as forwarded to a worker
-  CHECK(hex(out) == "85" + kVersion + "02" "440a0b0c0d" "64" + hex("echo") + "00");
+  CHECK(hex(out) == "85" + kVersion +
+                        "02"
+                        "440a0b0c0d"
+                        "64" +
+                        hex("echo") + "00");
   out.clear();
   CHECK(append_heartbeat(out, std::string(kMaxIdLength + 1, 'i')) == errc::field_too_long);
   CHECK(append_job(out, "", "", 1) == errc::invalid_service);
@@ -146,7 +173,11 @@ TEST_CASE("integers and lengths take their shortest form", "[memodb][codec]") {
     INFO(c.value);
     std::string out;
     REQUIRE(append_job(out, "", "e", c.value) == std::error_code{});
-    CHECK(hex(out) == "85" + kVersion + "02" "40" "6165" + c.head);
+    CHECK(hex(out) == "85" + kVersion +
+                          "02"
+                          "40"
+                          "6165" +
+                          c.head);
     Header header;
     std::string_view payload;
     REQUIRE(decode(out, header, payload) == std::error_code{});
@@ -208,15 +239,27 @@ TEST_CASE("decode accepts the non-shortest forms the broker accepts", "[memodb][
   std::string_view payload;
   std::string storage;
   // Array head 98 05, type 18 02, ID with a one-byte length, service 78 04, timeout 1b ...1388.
-  REQUIRE(decode_hex("9805" + kVersion + "1802" "5800" "7804" + hex("echo") + "1b0000000000001388",
+  REQUIRE(decode_hex("9805" + kVersion +
+                         "1802"
+                         "5800"
+                         "7804" +
+                         hex("echo") + "1b0000000000001388",
                      header, payload, storage) == std::error_code{});
   CHECK(header.type == MessageType::job);
   CHECK(header.timeout_ms == 5000);
   // Service names out of order are not: the broker drops such a READY.
-  CHECK(decode_error("84" + kVersion + "01" "40" "82" "68" + hex("alive.tv") + "64" + hex("echo")) ==
-        errc::unsorted_services);
-  CHECK(decode_error("84" + kVersion + "01" "40" "82" "64" + hex("echo") + "64" + hex("echo")) ==
-        errc::unsorted_services);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "82"
+                     "68" +
+                     hex("alive.tv") + "64" + hex("echo")) == errc::unsorted_services);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "82"
+                     "64" +
+                     hex("echo") + "64" + hex("echo")) == errc::unsorted_services);
 }
 
 TEST_CASE("hostile input fails with the error that names it", "[memodb][codec]") {
@@ -226,50 +269,172 @@ TEST_CASE("hostile input fails with the error that names it", "[memodb][codec]")
   CHECK(decode_error("a0") == errc::wrong_type);      // a map, not an array
   CHECK(decode_error("64" + hex("memo")) == errc::wrong_type);
   CHECK(decode_error("9f" + kVersion + "0440ff") == errc::indefinite_length);
-  CHECK(decode_error("83" "7f" "66" + hex("memo01") + "ff" "0440") == errc::indefinite_length);
-  CHECK(decode_error("83" + kVersion + "04" "5f40ff") == errc::indefinite_length);
-  CHECK(decode_error("84" + kVersion + "01" "40" "9f" "64" + hex("echo") + "ff") ==
-        errc::indefinite_length);
-  CHECK(decode_error("83" "66" + hex("memo02") + "0440") == errc::wrong_version);
-  CHECK(decode_error("83" "65" + hex("memo0") + "0440") == errc::wrong_version);
-  CHECK(decode_error("83" "46" + hex("memo01") + "0440") == errc::wrong_type);
-  CHECK(decode_error("83" "83" + kVersion + "0440" "0440") == errc::nesting);
-  CHECK(decode_error("83" + kVersion + "00" "40") == errc::unknown_type);
-  CHECK(decode_error("83" + kVersion + "06" "40") == errc::unknown_type);
-  CHECK(decode_error("83" + kVersion + "18ff" "40") == errc::unknown_type);
-  CHECK(decode_error("83" + kVersion + "20" "40") == errc::unknown_type);  // -1
-  CHECK(decode_error("83" + kVersion + "6131" "40") == errc::wrong_type);
+  CHECK(decode_error("83"
+                     "7f"
+                     "66" +
+                     hex("memo01") +
+                     "ff"
+                     "0440") == errc::indefinite_length);
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "5f40ff") == errc::indefinite_length);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "9f"
+                     "64" +
+                     hex("echo") + "ff") == errc::indefinite_length);
+  CHECK(decode_error("83"
+                     "66" +
+                     hex("memo02") + "0440") == errc::wrong_version);
+  CHECK(decode_error("83"
+                     "65" +
+                     hex("memo0") + "0440") == errc::wrong_version);
+  CHECK(decode_error("83"
+                     "46" +
+                     hex("memo01") + "0440") == errc::wrong_type);
+  CHECK(decode_error("83"
+                     "83" +
+                     kVersion +
+                     "0440"
+                     "0440") == errc::nesting);
+  CHECK(decode_error("83" + kVersion +
+                     "00"
+                     "40") == errc::unknown_type);
+  CHECK(decode_error("83" + kVersion +
+                     "06"
+                     "40") == errc::unknown_type);
+  CHECK(decode_error("83" + kVersion +
+                     "18ff"
+                     "40") == errc::unknown_type);
+  CHECK(decode_error("83" + kVersion +
+                     "20"
+                     "40") == errc::unknown_type);  // -1
+  CHECK(decode_error("83" + kVersion +
+                     "6131"
+                     "40") == errc::wrong_type);
   CHECK(decode_error("82" + kVersion + "04") == errc::wrong_field_count);
-  CHECK(decode_error("86" + kVersion + "04" "40" "00" "00" "00") == errc::wrong_field_count);
+  CHECK(decode_error("86" + kVersion +
+                     "04"
+                     "40"
+                     "00"
+                     "00"
+                     "00") == errc::wrong_field_count);
   CHECK(decode_error("9bffffffffffffffff" + kVersion) == errc::wrong_field_count);
-  CHECK(decode_error("84" + kVersion + "04" "40" "00") == errc::wrong_field_count);  // HEARTBEAT
-  CHECK(decode_error("83" + kVersion + "01" "40") == errc::wrong_field_count);       // READY
-  CHECK(decode_error("84" + kVersion + "02" "40" "6165") == errc::wrong_field_count);  // JOB
-  CHECK(decode_error("85" + kVersion + "03" "40" "f5" "00") == errc::wrong_field_count);
-  CHECK(decode_error("83" + kVersion + "04" "6161") == errc::wrong_type);  // text ID
-  CHECK(decode_error("83" + kVersion + "04" "f6") == errc::wrong_type);    // null ID
-  CHECK(decode_error("83" + kVersion + "04" "c240") == errc::wrong_type);  // tagged ID
-  CHECK(decode_error("83" + kVersion + "04" "5841" + std::string(130, 'a')) == errc::field_too_long);
-  CHECK(decode_error("83" + kVersion + "04" "a0") == errc::nesting);
-  CHECK(decode_error("84" + kVersion + "03" "40" "01") == errc::wrong_type);  // not a bool
-  CHECK(decode_error("84" + kVersion + "03" "40" "f6") == errc::wrong_type);
-  CHECK(decode_error("84" + kVersion + "03" "40" "fa3f800000") == errc::wrong_type);
-  CHECK(decode_error("84" + kVersion + "03" "40" "80") == errc::nesting);
-  CHECK(decode_error("85" + kVersion + "02" "40" "60" "01") == errc::invalid_service);
-  CHECK(decode_error("85" + kVersion + "02" "40" "62c328" "01") == errc::invalid_service);
-  CHECK(decode_error("85" + kVersion + "02" "40" "6165" "20") == errc::wrong_type);  // negative
-  CHECK(decode_error("85" + kVersion + "02" "40" "6165" "f93c00") == errc::wrong_type);
-  CHECK(decode_error("85" + kVersion + "02" "40" "78ff" + std::string(510, '6') + "01").value() == 0);
-  CHECK(decode_error("85" + kVersion + "02" "40" "790100" + std::string(512, '6') + "01") ==
-        errc::field_too_long);
-  CHECK(decode_error("84" + kVersion + "01" "40" "6165") == errc::wrong_type);  // not a list
-  CHECK(decode_error("84" + kVersion + "01" "40" "99ffff") == errc::field_too_long);
-  CHECK(decode_error("84" + kVersion + "01" "40" "81" "81" "6165") == errc::nesting);
-  CHECK(decode_error("84" + kVersion + "01" "40" "81" "a0") == errc::nesting);
-  CHECK(decode_error("84" + kVersion + "01" "40" "81" "40") == errc::wrong_type);
-  CHECK(decode_error("84" + kVersion + "01" "40" "81" "60") == errc::invalid_service);
-  CHECK(decode_error("83" + kVersion + "04" "7bffffffffffffffff") == errc::truncated);
-  CHECK(decode_error("83" + kVersion + "04" "5bffffffffffffffff") == errc::truncated);
+  CHECK(decode_error("84" + kVersion +
+                     "04"
+                     "40"
+                     "00") == errc::wrong_field_count);  // HEARTBEAT
+  CHECK(decode_error("83" + kVersion +
+                     "01"
+                     "40") == errc::wrong_field_count);  // READY
+  CHECK(decode_error("84" + kVersion +
+                     "02"
+                     "40"
+                     "6165") == errc::wrong_field_count);  // JOB
+  CHECK(decode_error("85" + kVersion +
+                     "03"
+                     "40"
+                     "f5"
+                     "00") == errc::wrong_field_count);
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "6161") == errc::wrong_type);  // text ID
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "f6") == errc::wrong_type);  // null ID
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "c240") == errc::wrong_type);  // tagged ID
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "5841" +
+                     std::string(130, 'a')) == errc::field_too_long);
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "a0") == errc::nesting);
+  CHECK(decode_error("84" + kVersion +
+                     "03"
+                     "40"
+                     "01") == errc::wrong_type);  // not a bool
+  CHECK(decode_error("84" + kVersion +
+                     "03"
+                     "40"
+                     "f6") == errc::wrong_type);
+  CHECK(decode_error("84" + kVersion +
+                     "03"
+                     "40"
+                     "fa3f800000") == errc::wrong_type);
+  CHECK(decode_error("84" + kVersion +
+                     "03"
+                     "40"
+                     "80") == errc::nesting);
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "60"
+                     "01") == errc::invalid_service);
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "62c328"
+                     "01") == errc::invalid_service);
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "6165"
+                     "20") == errc::wrong_type);  // negative
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "6165"
+                     "f93c00") == errc::wrong_type);
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "78ff" +
+                     std::string(510, '6') + "01")
+            .value() == 0);
+  CHECK(decode_error("85" + kVersion +
+                     "02"
+                     "40"
+                     "790100" +
+                     std::string(512, '6') + "01") == errc::field_too_long);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "6165") == errc::wrong_type);  // not a list
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "99ffff") == errc::field_too_long);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "81"
+                     "81"
+                     "6165") == errc::nesting);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "81"
+                     "a0") == errc::nesting);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "81"
+                     "40") == errc::wrong_type);
+  CHECK(decode_error("84" + kVersion +
+                     "01"
+                     "40"
+                     "81"
+                     "60") == errc::invalid_service);
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "7bffffffffffffffff") == errc::truncated);
+  CHECK(decode_error("83" + kVersion +
+                     "04"
+                     "5bffffffffffffffff") == errc::truncated);
 }
 
 TEST_CASE("deep nesting is refused at the first level, without recursion", "[memodb][codec]") {
@@ -324,9 +489,15 @@ TEST_CASE("random corruption of valid messages never crashes the decoder", "[mem
     const int edits = 1 + static_cast<int>(random() % 4);
     for (int e = 0; e < edits && !m.empty(); ++e) {
       switch (random() % 3) {
-        case 0: m[random() % m.size()] = static_cast<char>(random()); break;
-        case 1: m.resize(random() % m.size()); break;
-        default: m.insert(m.begin() + static_cast<long>(random() % (m.size() + 1)), static_cast<char>(random()));
+        case 0:
+          m[random() % m.size()] = static_cast<char>(random());
+          break;
+        case 1:
+          m.resize(random() % m.size());
+          break;
+        default:
+          m.insert(m.begin() + static_cast<long>(random() % (m.size() + 1)),
+                   static_cast<char>(random()));
       }
     }
     Header header;

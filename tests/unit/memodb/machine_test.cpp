@@ -71,7 +71,8 @@ TEST_CASE("a request is a JOB, and its answer a RESULT's payload", "[memodb][mac
   CHECK(Requester::answer("", "echo").ec == memodb::errc::empty_message);
 }
 
-TEST_CASE("every truncation of a RESULT's header is refused, naming the service", "[memodb][machine]") {
+TEST_CASE("every truncation of a RESULT's header is refused, naming the service",
+          "[memodb][machine]") {
   const std::string whole = result_from_broker("");
   for (std::size_t n = 0; n < whole.size(); ++n) {
     auto answer = Requester::answer(std::string_view(whole).substr(0, n), "svc");
@@ -81,7 +82,8 @@ TEST_CASE("every truncation of a RESULT's header is refused, naming the service"
   }
 }
 
-TEST_CASE("a worker registers, handles a JOB, answers with RESULT and waits again", "[memodb][machine]") {
+TEST_CASE("a worker registers, handles a JOB, answers with RESULT and waits again",
+          "[memodb][machine]") {
   Worker w("echo");
   std::string ready;
   REQUIRE_FALSE(w.ready(ready));
@@ -175,8 +177,8 @@ TEST_CASE("what makes no sense from the broker registers the worker again, with 
 
 TEST_CASE("every truncation of the broker's messages is refused or read as what it is, never more",
           "[memodb][machine]") {
-  for (const std::string& whole :
-       {job_from_broker("w-9", "payload"), heartbeat_from_broker("w-9"), disconnect_from_broker("w-9")}) {
+  for (const std::string& whole : {job_from_broker("w-9", "payload"), heartbeat_from_broker("w-9"),
+                                   disconnect_from_broker("w-9")}) {
     Header full;
     std::string_view full_payload;
     REQUIRE_FALSE(decode(whole, full, full_payload));

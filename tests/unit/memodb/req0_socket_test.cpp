@@ -186,9 +186,10 @@ class Requester {
 
 }  // namespace
 
-TEST_CASE("req0 socket: an unanswered request is resent at its resend time, then fails at "
-          "give_up naming it",
-          "[memodb][req0]") {
+TEST_CASE(
+    "req0 socket: an unanswered request is resent at its resend time, then fails at "
+    "give_up naming it",
+    "[memodb][req0]") {
   ScriptedRep0 peer;
   Requester requester(peer.address());
   REQUIRE(requester.up());

@@ -1136,8 +1136,10 @@ TEST_CASE("JSON strings decoding to a lone surrogate are refused", "[nsq][codec]
 
 TEST_CASE("JSON from nsqd or nsqlookupd nested deeper than 64 is refused", "[nsq][codec]") {
   IdentifyResponse response;
-  std::string deep = "{\"version\":\"1\",\"x\":" + std::string(64, '[') + std::string(64, ']') + "}";
+  std::string deep =
+      "{\"version\":\"1\",\"x\":" + std::string(64, '[') + std::string(64, ']') + "}";
   CHECK(parse_identify_response(deep, response));
-  std::string ok = "{\"version\":\"1\",\"x\":" + std::string(10, '[') + "\"]]\"" + std::string(10, ']') + "}";
+  std::string ok =
+      "{\"version\":\"1\",\"x\":" + std::string(10, '[') + "\"]]\"" + std::string(10, ']') + "}";
   CHECK_FALSE(parse_identify_response(ok, response));
 }

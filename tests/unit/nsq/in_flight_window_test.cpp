@@ -41,8 +41,10 @@ TEST_CASE("nsq in-flight window: recent arrivals count until answered", "[nsq][i
   CHECK(window.tracked() == 1);
 }
 
-TEST_CASE("nsq in-flight window: a message older than 13/16 of msg_timeout no longer counts "
-          "(nsqd may have timed it out and sent another)", "[nsq][in_flight]") {
+TEST_CASE(
+    "nsq in-flight window: a message older than 13/16 of msg_timeout no longer counts "
+    "(nsqd may have timed it out and sent another)",
+    "[nsq][in_flight]") {
   InFlightWindow window;
   window.reset(milliseconds(1600));
   window.arrived(id_of(1), t0);
@@ -57,8 +59,10 @@ TEST_CASE("nsq in-flight window: a message older than 13/16 of msg_timeout no lo
   CHECK(window.recent(t0 + milliseconds(100000)) == 0);
 }
 
-TEST_CASE("nsq in-flight window: an answer to a timed-out copy retires its redelivery, which "
-          "nsqd finished by id", "[nsq][in_flight]") {
+TEST_CASE(
+    "nsq in-flight window: an answer to a timed-out copy retires its redelivery, which "
+    "nsqd finished by id",
+    "[nsq][in_flight]") {
   InFlightWindow window;
   window.reset(milliseconds(1600));
   window.arrived(id_of(7), t0);                        // copy 1, held by the handler
@@ -91,8 +95,10 @@ TEST_CASE("nsq in-flight window: a flood within the window is counted whole", "[
   CHECK(window.tracked() == 0);
 }
 
-TEST_CASE("nsq in-flight window: a long stream keeps its table's size (no growth per message), "
-          "including ids never answered", "[nsq][in_flight]") {
+TEST_CASE(
+    "nsq in-flight window: a long stream keeps its table's size (no growth per message), "
+    "including ids never answered",
+    "[nsq][in_flight]") {
   InFlightWindow window;
   window.reset(milliseconds(1600));
   std::size_t warmed = 0;  // the room after the first msg_timeout's worth of stale ids

@@ -2,10 +2,10 @@
 // heartbeats, frames, and hostile input.
 #include <catch2/catch.hpp>
 
+#include "nsq/src/machine.hpp"
 #include "polybus/error.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
-#include "nsq/src/machine.hpp"
 
 using namespace polybus::nsq;
 
@@ -14,7 +14,8 @@ namespace {
 std::string frame(FrameType type, std::string_view body) {
   std::string out;
   auto put32 = [&](std::uint32_t v) {
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<char>((v >> shift) & 0xff));
   };
   put32(static_cast<std::uint32_t>(body.size() + 4));
   put32(static_cast<std::uint32_t>(type));
@@ -167,9 +168,9 @@ TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "
   // nsqd's side: the response in plain text, then everything compressed.
   auto server = make_snappy_codec();
   std::string compressed;
-  REQUIRE_FALSE(server->encode(frame(FrameType::response, "OK") +
-                                   frame(FrameType::message, message_body(1, kId, "zipped")),
-                               compressed));
+  REQUIRE_FALSE(server->encode(
+      frame(FrameType::response, "OK") + frame(FrameType::message, message_body(1, kId, "zipped")),
+      compressed));
   std::string wire = frame(FrameType::response, R"({"snappy":true})") + compressed;
   s.receive(nullptr, wire);  // one read holding both the switch and compressed bytes
   CHECK(r.ready == 1);
@@ -181,7 +182,8 @@ TEST_CASE("snappy agreed in IDENTIFY switches both directions, even mid-read", "
   CHECK(decoded == "FIN " + kId + "\n");
 }
 
-TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its answer", "[nsq][machine]") {
+TEST_CASE("AUTH is sent when nsqd requires it and the session is ready after its answer",
+          "[nsq][machine]") {
   Recorder r;
   auto c = config();
   c.auth_secret = "s3cret";

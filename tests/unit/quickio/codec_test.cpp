@@ -99,7 +99,7 @@ TEST_CASE("deeply nested JSON is judged without exhausting the stack", "[quickio
   CHECK_FALSE(is_valid_json(deep));
   deep += std::string(200000, ']');
   CHECK(is_valid_json(deep, 200000));  // well-formed: judged iteratively, however deep
-  CHECK_FALSE(is_valid_json(deep));     // but deeper than the default budget: refused
+  CHECK_FALSE(is_valid_json(deep));    // but deeper than the default budget: refused
   CHECK(is_valid_json("[[[[1]]]]", 4));
   CHECK_FALSE(is_valid_json("[[[[1]]]]", 3));
 }
@@ -345,7 +345,8 @@ TEST_CASE("a callback body's data arrives exactly as the server wrote it", "[qui
     return body.data_json;
   };
   CHECK(data_of(R"({"code":200,"data":0.30000000000000004})") == "0.30000000000000004");
-  CHECK(data_of(R"({"code":200,"data":[1,1.7976931348623159e308]})") == "[1,1.7976931348623159e308]");
+  CHECK(data_of(R"({"code":200,"data":[1,1.7976931348623159e308]})") ==
+        "[1,1.7976931348623159e308]");
   CHECK(data_of(R"({"data" : {"a":"x\"}y","b":[{}]} ,"code":200})") == R"({"a":"x\"}y","b":[{}]})");
   CHECK(data_of(R"({"d\u0061ta":"escaped key","code":200})") == R"("escaped key")");
   CHECK(data_of(R"({"code":200,"err_msg":"data","dat":1})") == "null");

@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
+#include "machine.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
-#include "machine.hpp"
 #include "raw_wire.hpp"
 
 namespace {

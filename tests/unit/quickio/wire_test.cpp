@@ -81,8 +81,10 @@ TEST_CASE("http requests carry the session id, connect=true only first, and the 
   CHECK_THAT(next, !Catch::Contains("Connection:"));
 }
 
-TEST_CASE("WebSocket wire: a status outside 100-511 is refused before websocketpp parses it, "
-          "however the line is split", "[quickio][ws]") {
+TEST_CASE(
+    "WebSocket wire: a status outside 100-511 is refused before websocketpp parses it, "
+    "however the line is split",
+    "[quickio][ws]") {
   // websocketpp keeps the status in an enum of 0-511: 2200 would be undefined behaviour in it
   // (fuzz finding 3). Split so that a later read completes the line. (Long polling reads its
   // answers with core's http::ResponseReader: tests/unit/http_test.cpp.)
@@ -98,7 +100,8 @@ TEST_CASE("WebSocket wire: a status outside 100-511 is refused before websocketp
   std::string ws_why;
   const auto owner = std::make_shared<std::string>();
   CHECK_FALSE(wire.receive(owner, first, ws_why));
-  CHECK(wire.receive(owner, rest, ws_why) == make_error_code(polybus::quickio::client_errc::handshake_refused));
+  CHECK(wire.receive(owner, rest, ws_why) ==
+        make_error_code(polybus::quickio::client_errc::handshake_refused));
   CHECK_THAT(ws_why, Catch::Contains("HTTP/1.1 2200"));
   CHECK(detail::http_status_of("HTTP/1.1 101 Switching Protocols\r\n") == 101);
   CHECK(detail::http_status_of("HTTP/1.1 1010 X\r\n") == -1);  // websocketpp would read 1010

@@ -129,8 +129,7 @@ class POLYBUS_API Client {
                      PublishOptions options = {});
   /// Blocks until the broker accepted the message or the deadline passed. Not from a completion
   /// (errc::would_block_io_thread there).
-  Status publish_sync(std::string_view topic, std::string payload,
-                               PublishOptions options = {});
+  Status publish_sync(std::string_view topic, std::string payload, PublishOptions options = {});
 
   /// Hands every message of `topic` (of `options.group`'s share, with a group) to `handler` on a
   /// handler thread: returning acks it, throwing nacks it, unless the handler answered it

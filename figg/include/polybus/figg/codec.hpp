@@ -1,7 +1,8 @@
 // Sans-IO codec for Figg's binary protocol (the client protocol document of
 // github.com/andydunstall/figg, and the real server's details, docs/figg.md): an 8-byte
 // big-endian header (uint16 type, uint16 version, uint32 payload size) and payloads of
-// fixed-size integers and uint32-length-prefixed byte fields. Both directions are here, so the in-process broker shares it.
+// fixed-size integers and uint32-length-prefixed byte fields. Both directions are here, so the
+// in-process broker shares it.
 #pragma once
 
 #include "polybus/export.hpp"

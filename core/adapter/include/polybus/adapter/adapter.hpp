@@ -32,7 +32,7 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 namespace detail {
 struct Operation;
 struct PublishNodeCells;
-}
+}  // namespace detail
 
 // Exactly-once completion of one pending operation. The core has already armed its deadline:
 // whichever comes first, the adapter's call or the deadline, wins; later calls are ignored.
@@ -205,8 +205,8 @@ struct POLYBUS_API MessageState {
   const std::string& topic_name() const { return shared_topic ? *shared_topic : topic; }
   std::shared_ptr<const void> buffer;  // keeps payload's bytes alive
   std::string_view payload;
-  Headers headers;        // from the envelope, when the client has one
-  std::string unwrapped;  // the envelope's data, when it is not a view into buffer
+  Headers headers;             // from the envelope, when the client has one
+  std::string unwrapped;       // the envelope's data, when it is not a view into buffer
   bool envelope_read = false;  // the client's envelope looked at it (once, however often handled)
   MessageId id;
   std::uint32_t attempts = 1;

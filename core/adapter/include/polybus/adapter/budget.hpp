@@ -19,10 +19,10 @@ namespace polybus {
 class ResolvedOptions;
 
 struct POLYBUS_API Budget {
-  std::size_t max_frame_size = 16 * 1024 * 1024;   // one frame or message from the wire
-  std::size_t max_write_buffer = 64 * 1024 * 1024;  // bytes queued to write, per connection
+  std::size_t max_frame_size = 16 * 1024 * 1024;        // one frame or message from the wire
+  std::size_t max_write_buffer = 64 * 1024 * 1024;      // bytes queued to write, per connection
   std::size_t max_decoded_per_read = 32 * 1024 * 1024;  // decompressed bytes from one read
-  std::chrono::milliseconds frame_timeout{30000};   // a begun frame must complete within this
+  std::chrono::milliseconds frame_timeout{30000};       // a begun frame must complete within this
   std::uint32_t max_held_messages = 10000;  // per subscription, waiting for its handlers
   std::size_t max_held_bytes = 64 * 1024 * 1024;
   std::uint32_t max_json_depth = 64;  // nesting of any JSON read from or written to the wire

@@ -126,8 +126,8 @@ auto async_request(Client& client, std::string_view topic, std::string payload,
 /// Drains and closes (as Client::close); completes with what the deadline cut off, if anything.
 template <typename CompletionToken>
 auto async_close(Client& client, std::chrono::milliseconds timeout, CompletionToken&& token) {
-  return asio::async_initiate<CompletionToken, void(Status)>(detail::InitiateClose{}, token,
-                                                             client, timeout);
+  return asio::async_initiate<CompletionToken, void(Status)>(detail::InitiateClose{}, token, client,
+                                                             timeout);
 }
 
 }  // namespace polybus

@@ -37,8 +37,7 @@ class POLYBUS_API ServerStream {
 
   // TLS: the server's handshake, failing when it has not completed within `bound` (the socket
   // is then closed). Plain TCP: completes at once.
-  void async_handshake(std::chrono::milliseconds bound,
-                       std::function<void(std::error_code)> done);
+  void async_handshake(std::chrono::milliseconds bound, std::function<void(std::error_code)> done);
 
   // After async_shutdown_send, what arrives is read from TCP undecrypted (to be drained), and
   // TLS's own end of stream there reads as nothing rather than as an error.
@@ -46,12 +45,11 @@ class POLYBUS_API ServerStream {
   void async_read_some(asio::mutable_buffer buffer, Handler&& handler) {
     if (!tls_stream_ || sent_shutdown_)
       return socket_.async_read_some(buffer, std::forward<Handler>(handler));
-    tls_stream_->async_read_some(
-        buffer, [this, handler = std::forward<Handler>(handler)](std::error_code ec,
-                                                                 std::size_t n) mutable {
-          if (sent_shutdown_ && ec == asio::error::eof) ec = {};
-          handler(ec, n);
-        });
+    tls_stream_->async_read_some(buffer, [this, handler = std::forward<Handler>(handler)](
+                                             std::error_code ec, std::size_t n) mutable {
+      if (sent_shutdown_ && ec == asio::error::eof) ec = {};
+      handler(ec, n);
+    });
   }
 
   template <typename ConstBuffers, typename Handler>
