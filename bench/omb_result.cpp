@@ -165,6 +165,16 @@ std::string to_json(const OmbResult& r) {
   if (!r.complete) key(w, "incompleteBecause"), string(w, r.incomplete_because);
   key(w, "windowSeconds"), number(w, r.window_seconds);
   doubles("windowStartSeconds", r.window_start_seconds);
+  list(w, "windowPhases", r.window_phases, [&](const std::string& s) { string(w, s); });
+  if (r.backlog_bytes > 0) {
+    key(w, "consumerBacklog");
+    w.StartObject();
+    key(w, "bytes"), w.Uint64(r.backlog_bytes);
+    key(w, "messages"), w.Uint64(r.backlog_messages);
+    key(w, "builtSeconds"), number(w, r.backlog_built_seconds);
+    key(w, "drainedSeconds"), number(w, r.backlog_drained_seconds);
+    w.EndObject();
+  }
   key(w, "published"), w.Uint64(r.published);
   key(w, "publishErrors"), w.Uint64(r.publish_errors);
   key(w, "received"), w.Uint64(r.received);

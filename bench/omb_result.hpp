@@ -46,6 +46,11 @@ struct OmbResult {
   double window_seconds = 10;
   std::uint64_t published = 0, publish_errors = 0, received = 0;
   std::vector<double> window_start_seconds;
+  std::vector<std::string> window_phases;  // "backlog", "drain" or "test" for each window
+  // consumerBacklogSizeGB (or bench --backlog): what was asked, and how long the backlog took to
+  // build with the consumers paused and to drain once they resumed (-1: it did not).
+  std::uint64_t backlog_bytes = 0, backlog_messages = 0;
+  double backlog_built_seconds = -1, backlog_drained_seconds = -1;
   std::string first_error;
 };
 

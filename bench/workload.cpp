@@ -169,6 +169,11 @@ std::chrono::milliseconds Workload::warmup_duration() const {
                                                : std::chrono::minutes(warmup_duration_minutes);
 }
 
+std::uint64_t Workload::consumer_backlog_bytes() const {
+  return consumer_backlog_bytes_override > 0 ? consumer_backlog_bytes_override
+                                             : consumer_backlog_size_gb << 30;
+}
+
 Workload parse_workload(const std::string& yaml, const std::string& name,
                         const WorkloadLimits& limits) {
   YAML::Node root;
@@ -218,6 +223,13 @@ Workload parse_workload(const std::string& yaml, const std::string& name,
                std::to_string(limits.max_clients));
   if (w.producers_per_topic == 0 && w.consumer_per_subscription * w.subscriptions_per_topic == 0)
     refuse(name, "no producer and no consumer: nothing to measure");
+  // As OMB's WorkloadGenerator: the rate search would take the paused consumers for a broker
+  // that cannot keep up.
+  if (w.consumer_backlog_size_gb > 0 && w.producer_rate == 0)
+    refuse(name + ": consumerBacklogSizeGB",
+           std::to_string(w.consumer_backlog_size_gb) +
+               " with producerRate 0: the highest sustainable rate cannot be searched for while "
+               "a backlog builds");
   if (w.use_randomized_payloads && w.randomized_payload_pool_size == 0)
     refuse(name + ": randomizedPayloadPoolSize",
            "0 with useRandomizedPayloads: no payload to send");

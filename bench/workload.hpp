@@ -32,10 +32,13 @@ struct Workload {
   std::uint32_t test_duration_minutes = 0;
   std::uint32_t warmup_duration_minutes = 1;
 
-  // Where `polybus bench --duration` and `--warmup` override the minutes.
+  // Where `polybus bench --duration` and `--warmup` override the minutes, and `--backlog` the
+  // gigabytes (a backlog small enough for a short run).
   std::chrono::milliseconds test_duration() const;
   std::chrono::milliseconds warmup_duration() const;
+  std::uint64_t consumer_backlog_bytes() const;
   std::chrono::milliseconds test_duration_override{0}, warmup_duration_override{-1};
+  std::uint64_t consumer_backlog_bytes_override = 0;
 };
 
 // What a workload file may ask for: beyond these, the file is refused.

@@ -90,6 +90,14 @@ std::string summary_lines(const OmbResult& r) {
            f("%.3f", s.p99) + ", p99.9 " + f("%.3f", s.p999) + ", p99.99 " + f("%.3f", s.p9999) +
            ", max " + f("%.3f", s.max) + "\n";
   };
+  if (r.backlog_bytes > 0) {
+    auto took = [](double seconds) {
+      return seconds < 0 ? std::string("not reached") : "in " + f("%.1f", seconds) + " s";
+    };
+    out += r.driver + "   backlog of " + std::to_string(r.backlog_messages) + " messages (" +
+           std::to_string(r.backlog_bytes) + " bytes) built " + took(r.backlog_built_seconds) +
+           ", drained " + took(r.backlog_drained_seconds) + "\n";
+  }
   line("publish latency", r.aggregated_publish, "ms");
   line("publish delay", r.aggregated_delay, "us");
   line("end-to-end latency", r.aggregated_end_to_end, "ms");

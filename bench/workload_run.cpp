@@ -189,6 +189,10 @@ std::vector<std::string> unmapped_fields(const Workload& w, const SchemeTraits& 
       out.push_back("subscriptionsPerTopic " + std::to_string(w.subscriptions_per_topic) +
                     ": a request reaches one responder, so the subscriptions share the requests "
                     "instead of each receiving every one");
+    if (w.consumer_backlog_bytes() > 0)
+      out.push_back(
+          "consumerBacklogSizeGB: a request waits for its responder, so no backlog "
+          "builds while they are paused; the test runs without the backlog phase");
   }
   if (w.partitions_per_topic > 1)
     out.push_back("partitionsPerTopic " + std::to_string(w.partitions_per_topic) + ": " + s +
@@ -429,6 +433,7 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
       result.end_to_end.windows.push_back(e2e_ms);
       const double start = std::chrono::duration<double>(last_window - run_start).count();
       result.window_start_seconds.push_back(start);
+      result.window_phases.emplace_back(phase);
       if (log) {
         log->write("publish", start, seconds, pub);
         log->write("publish-delay", start, seconds, delay);
@@ -483,16 +488,26 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   publish_delay.reset();
   end_to_end.reset();
   const auto test_start = SteadyClock::now();
-  if (w.consumer_backlog_size_gb > 0 && !stopped()) {
-    const double target_messages = static_cast<double>(w.consumer_backlog_size_gb) * (1 << 30) /
+  if (w.consumer_backlog_bytes() > 0 && traits.pubsub && !stopped()) {
+    const double target_messages = static_cast<double>(w.consumer_backlog_bytes()) /
                                    static_cast<double>(payloads.front().size());
+    result.backlog_bytes = w.consumer_backlog_bytes();
+    result.backlog_messages = static_cast<std::uint64_t>(target_messages);
+    const auto since = [](SteadyClock::time_point from) {
+      return std::chrono::duration<double>(SteadyClock::now() - from).count();
+    };
     for (auto& sub : subscriptions) sub.pause();
+    const auto build_start = SteadyClock::now();
     run_phase(true, "backlog",
               [&] { return static_cast<double>(backlog_now()) >= target_messages; });
+    if (!stopped()) result.backlog_built_seconds = since(build_start);
     for (auto& sub : subscriptions) sub.resume();
+    // OMB's level: drained to (1 - backlogDrainRatio) of it, or to 1,000 messages.
     const auto drained = static_cast<std::int64_t>(
         std::max(1000.0, (1.0 - w.backlog_drain_ratio) * target_messages));
+    const auto drain_start = SteadyClock::now();
     run_phase(true, "drain", [&] { return backlog_now() <= drained; });
+    if (!stopped()) result.backlog_drained_seconds = since(drain_start);
   }
   const auto test_end = SteadyClock::now() + w.test_duration();
   run_phase(true, "test", [&] { return SteadyClock::now() >= test_end; });

@@ -22,6 +22,7 @@ const char* kWorkloadUsage =
     R"(usage: polybus bench --workload FILE.yaml URL... [--duration D] [--warmup D]
                      [--result FILE.json] [--histogram-log FILE.hlog] [--window-seconds S]
                      [--report FILE.svg|FILE.html] [--max-payload BYTES] [--max-in-flight N]
+                     [--backlog BYTES]
        polybus bench merge FILE.hlog... 
 Runs an OpenMessaging Benchmark workload (its workloads/*.yaml, every field of OMB's Workload)
 against each URL in turn (broker:NAME for an in-process test broker), as OMB runs it against a
@@ -42,6 +43,9 @@ reads it from its repository's root.
   --report FILE.svg|.html    rates and p99 latencies per window, one line per URL
   --max-payload BYTES        the largest messageSize or payload file accepted (default 64 MiB)
   --max-in-flight N          publishes in flight per producer (default 1000)
+  --backlog BYTES            replaces consumerBacklogSizeGB: the backlog built with the consumers
+                             paused, then drained, before the test's minutes (as OMB's whole
+                             gigabytes are more than a short run wants)
 Ctrl-C ends the run: what was measured so far is written, marked incomplete.
 merge prints, for each tag of the logs, the percentiles of all their intervals together (logs
 from several machines or processes of one split workload), and a JSON line per tag.
@@ -95,7 +99,7 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 
 int run_bench_workload(const Argv& argv) {
   Args args(argv, {"workload", "duration", "warmup", "result", "histogram-log", "window-seconds",
-                   "report", "max-payload", "max-in-flight"});
+                   "report", "max-payload", "max-in-flight", "backlog"});
   if (args.help()) return std::cout << kWorkloadUsage, 0;
   if (args.positional().empty()) throw UsageError("--workload needs one URL or more");
   const std::string file = *args.value("workload");
@@ -111,6 +115,13 @@ int run_bench_workload(const Argv& argv) {
     workload.test_duration_override = parse_duration("duration", *d);
   if (auto d = args.value("warmup"))
     workload.warmup_duration_override = parse_duration("warmup", *d);
+  if (args.value("backlog")) {
+    workload.consumer_backlog_bytes_override = args.number("backlog", 0, 1, 1ull << 40);
+    if (workload.producer_rate == 0)
+      throw UsageError(file +
+                       ": --backlog with producerRate 0: the highest sustainable rate cannot be "
+                       "searched for while a backlog builds");
+  }
   if (workload.test_duration().count() == 0)
     throw UsageError(file +
                      ": testDurationMinutes is 0 and no --duration: nothing would be measured");

@@ -2,7 +2,7 @@
 # `polybus bench --workload` at its edges: a workload file that is not one is refused before
 # anything connects, naming the file, the field and the value; Ctrl-C ends a run with what it
 # measured written and marked incomplete; --report draws each URL's windows; producerRate 0
-# finds a rate.
+# finds a rate; a consumer backlog is built and drained.
 #
 #   bench/tests/workload_edges.sh POLYBUS_BINARY
 set -euo pipefail
@@ -61,6 +61,11 @@ payloadFile: big.data
 " --max-payload 4096
 refused "--duration wants a duration such as 10s" "${base}producerRate: 10
 " --duration ten
+refused "bad.yaml: consumerBacklogSizeGB: 1 with producerRate 0" "${base}producerRate: 0
+consumerBacklogSizeGB: 1
+"
+refused "bad.yaml: --backlog with producerRate 0" "${base}producerRate: 0
+" --backlog 100000
 
 # Ctrl-C: the run stops within a window and writes what it measured, marked incomplete.
 printf '%sproducerRate: 2000\n' "$base" > run.yaml
@@ -121,3 +126,35 @@ done
 rsvg-convert -o report.png report.svg || fail "rsvg-convert could not render the report"
 [ -s report.png ] || fail "empty rendering"
 echo "report: rendered"
+
+# A backlog (consumerBacklogSizeGB, here --backlog in bytes): built with the consumers paused,
+# then drained once they resume, before the test's seconds; windows of each phase in the result.
+printf '%sproducerRate: 5000\n' "$base" > backlog.yaml
+"$polybus" bench --workload backlog.yaml mem://backlog broker:nsq --backlog 500000 --duration 2s \
+  --warmup 0s --window-seconds 1 --result backlog.json > out 2> err || fail "backlog: $(cat err)"
+grep -q "backlog of 5000 messages (500000 bytes) built in .* s, drained in .* s" out ||
+  fail "no backlog line: $(cat out)"
+python3 - << 'PY' || fail "backlog result: $(cat backlog-1.json backlog-2.json)"
+import json
+for path in ("backlog-1.json", "backlog-2.json"):
+    r = json.load(open(path))
+    p = r["polybus"]
+    b = p["consumerBacklog"]
+    assert b["bytes"] == 500000 and b["messages"] == 5000, b
+    assert b["builtSeconds"] >= 0 and b["drainedSeconds"] >= 0, b
+    phases = p["windowPhases"]
+    assert len(phases) == len(r["backlog"]) == len(r["publishRate"]), (phases, r["backlog"])
+    # In order; a drain quicker than a tenth of a window has no window of its own.
+    order = {"backlog": 0, "drain": 1, "test": 2}
+    assert phases[0] == "backlog" and phases[-1] == "test", phases
+    assert [order[x] for x in phases] == sorted(order[x] for x in phases), phases
+    # The backlog windows end at 5,000 messages or more; the test's at OMB's drained level
+    # (1,000) or less, as the rate is well within what the broker takes.
+    built = [v for v, phase in zip(r["backlog"], phases) if phase == "backlog"]
+    assert max(built) >= 5000, built
+    tested = [v for v, phase in zip(r["backlog"], phases) if phase == "test"]
+    assert tested[-1] <= 1000, tested
+    assert p["received"] >= p["published"] - 1000, p
+    print(path, "backlog per window:", list(zip(phases, r["backlog"])))
+PY
+echo "backlog: built, drained, then the test"

@@ -87,10 +87,17 @@ EOF
 
 cd "$work"
 # The steps run with a $HOME of their own; ccache's objects stay where the rest of the build keeps
-# them (cmake/PolybusCompilerCache.cmake), so that a rerun compiles only what changed.
-if command -v ccache > /dev/null && [ -z "${CCACHE_DIR:-}" ]; then
-  CCACHE_DIR=$(ccache --get-config cache_dir)
-  export CCACHE_DIR
+# them (cmake/PolybusCompilerCache.cmake), so that a rerun compiles only what changed. The
+# subproject build leaves the launcher to its user (polybus is not top level there): CMake takes
+# it from the environment, as it would from a user who compiles through ccache. base_dir is this
+# run's own folder, so that the next run, in another temporary folder, hits what this one cached.
+if command -v ccache > /dev/null; then
+  if [ -z "${CCACHE_DIR:-}" ]; then
+    CCACHE_DIR=$(ccache --get-config cache_dir)
+    export CCACHE_DIR
+  fi
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=true
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 fi
 # The generated steps check their own programs' exit status; the app's output is checked here.
 HOME="$work/home" bash steps.sh > "$work/steps.log" 2>&1 || {

@@ -107,8 +107,12 @@ TEST_CASE("workload: every other field of OMB's Workload is read") {
   CHECK(w.random_bytes_ratio == 0.5);
   CHECK(w.randomized_payload_pool_size == 1000);
   CHECK(w.consumer_backlog_size_gb == 2);
+  CHECK(w.consumer_backlog_bytes() == 2ull << 30);
   CHECK(w.backlog_drain_ratio == 0.5);
   CHECK(w.warmup_duration_minutes == 0);
+  Workload smaller = w;
+  smaller.consumer_backlog_bytes_override = 8 << 20;  // bench --backlog 8MiB
+  CHECK(smaller.consumer_backlog_bytes() == 8u << 20);
 }
 
 TEST_CASE("workload: a file that is not an OMB workload is refused, naming field and value") {
@@ -127,6 +131,10 @@ TEST_CASE("workload: a file that is not an OMB workload is refused, naming field
                      "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 1\n"
                      "testDurationMinutes: 1\n"),
              Catch::Contains("topics") && Catch::Contains("1000000000 is out of range"));
+  CHECK_THAT(refusal("name: n\ntopics: 1\nmessageSize: 100\nsubscriptionsPerTopic: 1\n"
+                     "producersPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: 0\n"
+                     "testDurationMinutes: 1\nconsumerBacklogSizeGB: 1\n"),
+             Catch::Contains("consumerBacklogSizeGB") && Catch::Contains("with producerRate 0"));
   CHECK_THAT(refusal("name: n\ntopics: abc\n"),
              Catch::Contains("topics (line 2): wants an integer, got 'abc'"));
   CHECK_THAT(refusal("name: n\ntopics: [1]\n"),
