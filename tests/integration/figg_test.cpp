@@ -1,6 +1,8 @@
 // The Figg adapter against the in-process broker: restarts while publishing and subscribing,
 // the publish window, retention, and the real server's shortcomings.
 #include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -151,6 +153,47 @@ TEST_CASE("figg: an expired offset starts from the oldest message kept", "[figg]
       reader.subscribe("r", from_start, [&](Message& m) { got.add(std::string(m.payload())); });
   REQUIRE(got.wait_for_count(5));
   CHECK(got.order() == std::vector<std::string>{"m5", "m6", "m7", "m8", "m9"});
+}
+
+TEST_CASE(
+    "figg: history past the broker's send bound reaches a reader of many topics, all of it, each "
+    "topic in order",
+    "[figg]") {
+  // 100 topics of 40 messages of 1 KiB: 4 MB of history, sixteen times the broker's 256 KiB
+  // send bound, so that attachments stop at it and continue, in turn, as the client reads.
+  auto broker = Broker::launch();
+  auto writer = connect("figg://" + broker->address() + "?" + kFast);
+  constexpr int kTopics = 100, kEach = 40;
+  const std::string filler(1000, 'x');
+  for (int m = 0; m < kEach; ++m)
+    for (int t = 0; t < kTopics; ++t)
+      writer.publish("h" + std::to_string(t), std::to_string(m) + " " + filler, nullptr);
+  REQUIRE(writer.publish_sync("h0", "last") == std::error_code{});
+  std::mutex mutex;
+  std::map<std::string, std::vector<int>> seen;
+  Collector got;
+  auto reader = connect("figg://" + broker->address() + "?" + kFast);
+  SubscribeOptions from_start;
+  from_start.from_offset = 0;
+  std::vector<Subscription> subs;
+  for (int t = 0; t < kTopics; ++t)
+    subs.push_back(reader.subscribe("h" + std::to_string(t), from_start, [&](Message& m) {
+      const std::string payload(m.payload());
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (payload != "last") seen[std::string(m.topic())].push_back(std::stoi(payload));
+      }
+      got.add(std::string(m.topic()) + "/" + payload.substr(0, payload.find(' ')));
+    }));
+  REQUIRE(got.wait_for_count(kTopics * kEach + 1));
+  std::lock_guard<std::mutex> lock(mutex);
+  REQUIRE(seen.size() == kTopics);
+  std::vector<int> in_order(kEach);
+  for (int m = 0; m < kEach; ++m) in_order[m] = m;
+  for (const auto& [topic, numbers] : seen) {
+    INFO(topic);
+    CHECK(numbers == in_order);
+  }
 }
 
 TEST_CASE("figg: against the real server's shortcomings unsubscribe still stops delivery",
