@@ -25,9 +25,9 @@
 #
 # BROKER: figg, quickio, quickio+ws, nsq (default: all four). The test suite runs one test per
 # broker, so that ctest runs them side by side. --sanitized (the ASan and TSan builds) runs a fifth
-# of the messages and leaves the whole runs' bound unchecked: there the runs are for the
-# sanitizers' eyes on the hot paths, and at full length they took 6 minutes of each build's test
-# stage; the steady-state bounds still hold over the extra messages.
+# of the messages of the long runs and leaves their whole runs' bound unchecked: there
+# the runs are for the sanitizers' eyes on the hot paths, and at full length they took 6 minutes
+# of each build's test stage; the steady-state bounds still hold over the extra messages.
 set -euo pipefail
 polybus=$1
 shift
@@ -51,10 +51,15 @@ bench() {  # MESSAGES [ARGS...]: the JSON line of one run against the running br
 # the short run whole must stay under WHOLE_BOUND (0: not checked), the long run's extra messages
 # under STEADY_BOUND. Up to three attempts; lost messages fail the first.
 check() {
-  local name=$1 short_n=$(($2 / scale)) long_n=$(($3 / scale)) whole_bound=$4 steady_bound=$5
+  local name=$1 short_n=$2 long_n=$3 whole_bound=$4 steady_bound=$5
   local short long attempt status
   shift 5
-  [ "$scale" = 1 ] || whole_bound=0
+  # Only the long runs at full speed are cut: a run held to a rate takes its seconds whatever
+  # the build, and a fifth of the shorter ones leaves too few messages for their bounds (1.10 to
+  # 1.17 at --rate 20000 under ASan, up to 1.15 at --size 5000).
+  if [ "$scale" != 1 ] && [ "$long_n" -ge 250000 ]; then
+    short_n=$((short_n / scale)) long_n=$((long_n / scale)) whole_bound=0
+  fi
   start_broker "${name%+ws}"
   # The same broker, over WebSocket only: were the upgrade refused, the run would fail rather
   # than count HTTP long polling's allocations under this name.
