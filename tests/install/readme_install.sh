@@ -23,6 +23,21 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/home"
 ln -s "$source_dir" "$work/polybus"
 
+# The steps run with a $HOME of their own; ccache's objects stay where the rest of the build keeps
+# them (cmake/PolybusCompilerCache.cmake), so that a rerun compiles only what changed. The
+# subproject's build leaves the launcher to its user (polybus is not top level there): for that
+# section CMake takes it from the environment, as from a user who compiles through ccache, with
+# this run's folder as base_dir, so that the next run, in another temporary folder, hits what this
+# one cached (without it, that section was a whole build of the library every run).
+if command -v ccache > /dev/null; then
+  if [ -z "${CCACHE_DIR:-}" ]; then
+    CCACHE_DIR=$(ccache --get-config cache_dir)
+    export CCACHE_DIR
+  fi
+  export README_SUBPROJECT_ENV="CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$work \
+CCACHE_NOHASHDIR=true CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+fi
+
 python3 - "$source_dir/README.md" > "$work/steps.sh" << 'EOF'
 import os, re, shlex, sys
 
@@ -41,6 +56,14 @@ while i < len(lines):
     line = lines[i]
     if line.startswith("## "):
         in_section = line.strip() in sections
+        # The subproject's build compiles through ccache when the caller says so (below); no
+        # other section's, so that the checkout's own preset builds keep their command lines.
+        if in_section and os.environ.get("README_SUBPROJECT_ENV"):
+            if line.strip() == "## Use it as a subproject":
+                out.append("export " + os.environ["README_SUBPROJECT_ENV"])
+            else:
+                out.append("unset " + " ".join(
+                    v.split("=")[0] for v in os.environ["README_SUBPROJECT_ENV"].split()))
         i += 1
         continue
     if not in_section:
@@ -86,19 +109,6 @@ print("\n".join(out))
 EOF
 
 cd "$work"
-# The steps run with a $HOME of their own; ccache's objects stay where the rest of the build keeps
-# them (cmake/PolybusCompilerCache.cmake), so that a rerun compiles only what changed. The
-# subproject build leaves the launcher to its user (polybus is not top level there): CMake takes
-# it from the environment, as it would from a user who compiles through ccache. base_dir is this
-# run's own folder, so that the next run, in another temporary folder, hits what this one cached.
-if command -v ccache > /dev/null; then
-  if [ -z "${CCACHE_DIR:-}" ]; then
-    CCACHE_DIR=$(ccache --get-config cache_dir)
-    export CCACHE_DIR
-  fi
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=true
-  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-fi
 # The generated steps check their own programs' exit status; the app's output is checked here.
 HOME="$work/home" bash steps.sh > "$work/steps.log" 2>&1 || {
   echo "README steps failed:"
