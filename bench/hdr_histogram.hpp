@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A High Dynamic Range histogram (Gil Tene's HdrHistogram, https://hdrhistogram.github.io/): a
 // fixed array of counts whose buckets keep a value's first `significant_digits` decimal digits at
 // every magnitude, so that 3 digits cover 1 us to an hour in 190 KB and recording is an index and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HdrHistogram's "V2 compressed" encoding of a histogram, as its Java, C and Python libraries
 // write and read it: a 4-byte cookie (0x1c849314), the length of what follows, and the zlib
 // deflate of the V2 encoding (cookie 0x1c849313, payload length, normalizing index offset, digits,

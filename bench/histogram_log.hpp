@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HdrHistogram's interval log (format 1.3, as HistogramLogWriter writes it and HdrHistogram's
 // readers and log tools read it): a few "#[...]" header lines, a CSV legend, then one line per
 // histogram and interval: "Tag=NAME,start,length,max,BASE64" with start and length in seconds from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "omb_result.hpp"
 
 #include <rapidjson/prettywriter.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The result of a workload run in OpenMessaging Benchmark's format: every field of OMB's
 // TestResult, in its order and units (publish and end-to-end latency in milliseconds, publish
 // delay in microseconds, one entry per window in the series), so that OMB's bin/create_charts.py

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The send time a bench payload carries, so that whoever receives it measures the latency from
 // publish to receipt: "<sequence> <nanoseconds> " at the payload's start, the rest left as it was.
 #pragma once

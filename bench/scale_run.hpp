@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a client's cost grows with: one client subscribed to N topics (one subscription each), or
 // to one topic over N connections (NSQ's lookupd fan-out to N nsqd), measured in this process:
 // resident memory per subscription and per connection, CPU per second while idle (heartbeats

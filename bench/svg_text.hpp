@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the bench's SVG reports share: their colours, numbers written short, XML-escaped text.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An OpenMessaging Benchmark workload (https://github.com/openmessaging/benchmark, its
 // workloads/*.yaml): every field of OMB's Workload, read from its YAML file as OMB reads it, and
 // checked before anything connects.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a workload run prints and draws: its summary lines, and the report of its windows (publish
 // and consume rates, p99 publish and end-to-end latency per window, one line per URL).
 #pragma once

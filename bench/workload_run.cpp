@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "workload_run.hpp"
 
 #include <asio/executor_work_guard.hpp>

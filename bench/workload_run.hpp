@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs one OMB workload against one URL as OMB's WorkloadGenerator runs it against one driver:
 // the topics, subscriptions, consumers and producers it asks for; a warm-up whose figures are
 // thrown away; the test in windows (10 s by default) of rates, backlog and latency histograms;

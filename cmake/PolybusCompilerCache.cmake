@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Compiles through ccache when it is installed (POLYBUS_CCACHE, on by default for a top-level
 # build). Three full builds of the same sources (release, ASan+UBSan, TSan) plus the fuzzers and
 # the README's own build are most of a test run; once the cache holds an object, a rebuild of it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `docs`: the HTML API reference of the public headers (Doxygen, Debian's doxygen package), into
 # BUILD/docs/html. The application API (polybus/polybus.hpp and what it includes, the adapters'
 # register_scheme headers, polybus/asio/async.hpp) and the testing headers; not the adapter

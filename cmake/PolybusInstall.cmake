@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules: libraries, headers, an exported CMake package (find_package(polybus)) and a
 # pkg-config file.
 include(CMakePackageConfigHelpers)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages and tarballs (cpack -G DEB, cpack -G TGZ), one per install component:
 #
 #   libpolybus<ABI>  runtime      the shared libraries (libpolybus_*.so.<ABI>)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings every polybus target is compiled with.
 add_library(polybus_warnings INTERFACE)
 target_compile_options(polybus_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow=local

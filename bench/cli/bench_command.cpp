@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench: publish N messages from P publishers and consume them with S subscribers (or, for
 // request/reply-only schemes, N round trips to S responders), then report throughput, latency
 // and the CPU time of this process. The last line is one JSON object.

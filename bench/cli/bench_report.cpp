@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench_report.hpp"
 #include "bench/svg_text.hpp"
 #include "polybus/adapter/text.hpp"

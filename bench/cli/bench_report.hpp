@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `polybus bench --compare`: the results of several URLs over several rounds, summarised as
 // medians with their spread, printed as one table, and drawn as a picture (SVG, or HTML with the
 // SVG inline).

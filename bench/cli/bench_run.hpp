@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One benchmark run against one URL: the workload of `polybus bench`, measured, not printed.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench scale: one point of how a client's cost grows (bench/scale_run.hpp): N topics with a
 // subscription each, or one topic over N connections; bench/scale/measure.sh runs the sweeps.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What `polybus bench` runs against: a URL as given, or broker:NAME[?OPTIONS], an in-process test
 // broker started for the command.
 #pragma once

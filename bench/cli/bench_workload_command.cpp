@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench --workload: runs an OpenMessaging Benchmark workload file against each URL in turn and
 // writes OMB's result JSON, an HdrHistogram interval log and a report of the windows.
 // bench merge: the percentiles of several HdrHistogram interval logs added together.

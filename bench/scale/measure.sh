@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How a client's cost grows with the work: for each scheme, one client subscribed to 1, 10, 100,
 # 1,000 and 10,000 topics (one subscription each), and for NSQ one topic over 1, 10, 100 and
 # 1,000 nsqd found through nsqlookupd. Each point runs `polybus bench scale` against a broker of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Heap allocations per message in steady state, counted by `polybus bench` (a counting operator
 # new in the bench binary), never timed: publish and consume+ack through each scheme's
 # in-process broker, run in a process of its own so that only the client is counted. The bench

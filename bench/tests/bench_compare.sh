@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus bench --compare` as a user runs it: one table of medians over alternating rounds, a
 # JSON line per run and per URL, published and delivered reported apart the same way on every
 # scheme, an SVG (or HTML) report that a real renderer (librsvg's rsvg-convert) draws with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus bench` in each mode against in-process brokers, checking what its JSON line reports
 # (counts and fields, never speed): publish and subscribe; publish only (--subscribers 0); consume
 # only (--publishers 0) of what the publish-only run left, and of payloads polybus did not write,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks what `polybus bench --workload ... --result result.json` wrote for each broker: every
 field of OMB's TestResult with its JSON type (benchmark-framework's TestResult.java: int and long
 are integers, double numbers, List arrays, Map<Double, ...> objects keyed by the double's text),

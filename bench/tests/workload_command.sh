@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus bench --workload` as a user runs it with OMB's own workload files: each in-process
 # broker runs the workload for --duration 10s --warmup 2s, and the result JSON has every field of
 # OMB's TestResult with its type; what does not map is said on the first line and in the result;

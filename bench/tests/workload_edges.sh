@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus bench --workload` at its edges: a workload file that is not one is refused before
 # anything connects, naming the file, the field and the value; Ctrl-C ends a run with what it
 # measured written and marked incomplete; --report draws each URL's windows; producerRate 0

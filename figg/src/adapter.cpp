@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Figg adapter: the abstraction mapped onto one Connection (connection.hpp), which
 // reconnects forever with backoff, publishes through a fixed window of unacknowledged messages
 // and resumes each subscription from its last offset after every reconnect.

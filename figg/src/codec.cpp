@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "polybus/figg/codec.hpp"
 
 #include "polybus/adapter/big_endian.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's binding: one Machine on core's Transport, reconnecting forever through core's
 // ReconnectLoop. It keeps what the machine does not: the completions of the publishes in the
 // window and of those waiting for room (up to their deadline), the subscription sinks, and the

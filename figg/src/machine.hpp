@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's client side as a state machine, sans I/O (no socket, no clock, no completions): the
 // publish window (a fixed ring of unacknowledged messages), the attachments and their offsets,
 // and what to send again, in the document's order, after a reconnect. The owner feeds received

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mem:// adapter: a client session on an in-process broker, with the same connection
 // life cycle as a network adapter (connect, drop on broker restart, reconnect with backoff,
 // resubscribe, resend what was queued while disconnected).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the mem:// broker's state machine. Thread-safe; one mutex guards everything, and
 // session callbacks are invoked under it so that deliveries to one session keep their order
 // (callbacks only post to the client's strand, they never call back into the broker).

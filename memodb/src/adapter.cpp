@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MemoDB adapter: request/reply only, over req0 of our own (see connection.hpp). memodb+tcp
 // and memodb+ipc share everything but the address.
 #include <mutex>

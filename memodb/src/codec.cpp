@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "polybus/memodb/codec.hpp"
 
 #include "polybus/adapter/text.hpp"

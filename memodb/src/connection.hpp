@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: one MemoDB client object = one req0 socket of our own (req0_socket.hpp) on the
 // client's strand: one connection to the broker, reconnected per the client's backoff policy,
 // with one exchange per request in flight and one per worker, so any number of requesters and

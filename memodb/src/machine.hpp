@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // memo01's two exchanges as sans-IO state machines: no NNG, no clock, no thread. NNG's req0
 // contexts carry the bytes (one message out, its one answer back, per context); the owner sends
 // what a machine gives it, feeds back each answer, and does what the machine says next.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: NNG's req0 protocol of our own, over Asio, on the client's strand: one connection at
 // a time to a rep0 peer (TCP or IPC), through the sans-IO SP codec (polybus/memodb/sp.hpp), and
 // any number of exchanges (a request and its reply) multiplexed on it by request ID.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ adapter: a producer shared by every publish of the client, and a consumer per
 // subscription, each subscription its own channel (the group, or an ephemeral channel).
 #include <mutex>

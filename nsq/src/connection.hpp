@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One TCP connection to one nsqd: the sans-IO Machine bound to the core's Transport. Producers
 // and consumers own these and decide about reconnecting; a connection reports its end once.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One subscription (topic, channel): a connection to every nsqd that has the topic, RDY spread
 // over them within max_in_flight and each nsqd's max_rdy_count, go-nsq's backoff after failed
 // messages, FIN/REQ/TOUCH for the messages it delivered, and a clean close (RDY 0, CLS,

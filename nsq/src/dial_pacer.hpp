@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paces discovery's connection attempts to at most max_dials_per_second (a subscription's and a
 // publisher's alike): a list of thousands of nsqd is one pass at a bounded rate, never a burst.
 // Strand only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the messages nsqd may still count as in flight on one connection, for the check that
 // it keeps within RDY. Two things make the client's own count of unanswered messages overstate
 // nsqd's, and a "more than RDY in flight" check on it cut a healthy connection:

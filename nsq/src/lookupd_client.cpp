@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lookupd_client.hpp"
 
 #include <asio/steady_timer.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET requests to nsqlookupd's HTTP API over the core transport, one connection per request.
 #pragma once
 

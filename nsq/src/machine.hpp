@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ connection's protocol state machine, sans I/O: bytes in, events and bytes out.
 // It runs the handshake nsqd 1.3 expects (magic, IDENTIFY with feature negotiation, the TLS
 // upgrade, the switch to snappy or deflate, AUTH), answers heartbeats, and turns frames into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ schemes' option table (the core's options plus NSQ's, with go-nsq's defaults), and the
 // values read from it once per client.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publishing to nsqd: PUB, MPUB and DPUB pipelined on one connection per nsqd, completions
 // matched in order to nsqd's answers. Connects at the first publish. With several nsqd the
 // publish_strategy picks one per publish (a batch stays on one): the fewest unconfirmed, each in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeds for the consumers' and producers' own engines (which nsqd to try first, jitter): one
 // std::random_device read per process, then a counter mixed by SplitMix64, as opening the device
 // per subscription was 6% of the client's time subscribing to 10,000 topics.

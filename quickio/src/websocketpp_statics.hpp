@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // websocketpp 0.8.2 decides its byte order lazily in a function-local static that is not
 // synchronised (lib::net::_htonll), so two threads framing their first large WebSocket message at
 // once race on it. Deciding it during static initialisation, before any thread exists, removes the

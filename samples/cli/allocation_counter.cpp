@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replaces every form of the global operator new with one that counts, then allocates as the
 // standard one does. A relaxed atomic increment and a thread-local one: cheap enough to leave on
 // in the benchmark.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The number of C++ heap allocations this process made (every operator new), so that `polybus
 // bench` reports allocations per message, and those of the calling thread, so that a unit test
 // can count what one thread allocates while it works. Counted by replacing the global operator

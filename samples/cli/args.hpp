@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command-line parsing for the polybus command: positional arguments and --flags, each command
 // declaring which flags it takes. Bad arguments throw UsageError (exit code 2).
 #pragma once

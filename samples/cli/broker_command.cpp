@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // broker: run one of the in-process test brokers until interrupted and print its URL, so that
 // `polybus bench`, other processes or other clients can use it (an integration-test harness
 // outside the test suite).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The polybus command's subcommands. Each returns the process exit code (0 ok, 1 failure,
 // 2 bad usage via UsageError).
 #pragma once

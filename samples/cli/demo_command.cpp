@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // demo: start every registered in-process broker, round-trip messages over its scheme and print
 // a table. Exit 1 if any round trip failed.
 #include <condition_variable>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // broker figg-server: the in-process Figg broker under the Figg server's own command line
 // (github.com/dmarto/figg's go-flags options), with the real server's behaviour (its quirks),
 // so that a script that starts `figg-server` runs against it through a two-line shim.

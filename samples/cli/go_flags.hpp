@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Command lines and config files as the real servers (nsqd, nsqlookupd; Go's flag package and
 // go-options) read them, so that a script written for a real server runs against an in-process
 // one: -flag and --flag, "-flag=value" and "-flag value", boolean flags that take no separate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // polybus: publish, subscribe, request, serve, benchmark and demo over any registered scheme.
 #include <iostream>
 

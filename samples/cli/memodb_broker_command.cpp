@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // broker memodb-broker: the in-process MemoDB broker under memodb-broker's command line (one
 // positional listen URL, tcp://IP:PORT or ipc:///path, as NNG writes it), so that a script that
 // starts `memodb-broker` runs against it through a two-line shim.

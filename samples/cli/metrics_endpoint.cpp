@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "metrics_endpoint.hpp"
 
 #include <asio/ip/tcp.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `--metrics HOST:PORT`: serves GET /metrics (the Prometheus text format) over HTTP/1.1 on its
 // own thread, for as long as the command runs. Each scrape asks `render` for fresh text.
 #pragma once

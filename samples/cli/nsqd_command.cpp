@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // broker nsqd: the in-process nsqd under nsqd 1.3's own command line (flags, spellings, defaults
 // and --config TOML file), so that a script, compose file or another client's test suite that
 // starts `nsqd` runs against it through a two-line shim. docs/testing.md lists every flag.

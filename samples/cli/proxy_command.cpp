@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // proxy: a fault proxy (polybus/fault_proxy.hpp) between clients and a broker, for tests written
 // in any language. The faults given as flags hold from the start; lines on standard input change
 // them while traffic flows (docs/testing.md has the protocol).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pub and sub.
 #include <iostream>
 #include <mutex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publishes (or requests) with a bounded number in flight, so that stdin, a large --count or a
 // benchmark streams without holding every payload in memory. A full window is waited on until half
 // of it has completed, not one completion: woken once per half window rather than once per message,

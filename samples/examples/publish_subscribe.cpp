@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publish and subscribe with a consumer group. Run with a URL, e.g.
 //   example_publish_subscribe mem://example
 //   example_publish_subscribe nsq://127.0.0.1:4150

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A responder and a requester on one URL (mem:// by default; any scheme with request_reply).
 #include <iostream>
 

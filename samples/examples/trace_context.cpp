@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Trace context across a broker without a tracing library: a hand-written W3C traceparent
 // (https://www.w3.org/TR/trace-context/) travels in the CloudEvents envelope. The inject hook
 // adds the publisher's span to every publish; the extract hook reads it before each handler and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The application API stands apart: polybus/polybus.hpp, and each public header on its own,
 # compiles as C++17 and C++20 and reaches neither asio nor the adapter interface
 # (polybus/adapter/...). polybus/all.hpp adds the adapters' register functions and nothing more;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The core's rooms (core/CMakeLists.txt, docs/architecture.md) may include only downwards.
 
 For each room, a file compiled with exactly that room's flags (taken from the build's

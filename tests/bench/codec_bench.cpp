@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Micro-benchmarks of the wire codecs' hot paths (Google Benchmark, Debian's libbenchmark-dev):
 // decoding a stream of 200-byte messages and encoding a publish, per protocol. Items/s is
 // messages per second on one core; the parsers hand out views, so no payload is copied.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a subscription's handler shape costs per message: `polybus bench URL` one message at a
 # time, in batches of 100 (--batch-consume), and with each ready middleware (--middleware), the
 # variants rotating from round to round; the median CPU per message (this process: client side)

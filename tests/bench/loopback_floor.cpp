@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The least CPU a MemoDB-shaped exchange can cost on this machine, for comparison with
 // `polybus bench memodb+tcp://...`: a requester and a worker (a thread each) talk through a relay
 // (a third thread, standing in for the broker) over loopback TCP, 200-byte frames, the relay

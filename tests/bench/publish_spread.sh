@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How `publish_strategy` spreads one publisher's messages over three nsqd: three `polybus broker
 # nsqd` processes, `polybus bench` publishing N messages (publish only) to all three, then each
 # nsqd's message count for the topic from its /stats. One line per strategy: the counts and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The chaos run: every scheme that speaks TCP carries a stream of publishes to a subscriber through
 // a fault proxy while a schedule of faults plays (resets mid-frame, latency spikes, blackholes
 // shorter and longer than the heartbeat timeout, 1-byte slices, a thin link, refused and half-open

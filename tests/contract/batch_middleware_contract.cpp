@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Batch consumption, handler middleware and flush: the same on every broker that subscribes (or
 // publishes), through the URL alone.
 #include <atomic>

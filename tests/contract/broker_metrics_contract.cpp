@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every in-process broker counts what it carried in the same terms (docs/metrics.md), whatever
 // its protocol: what `polybus broker NAME --metrics` serves and users' own tests can read.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Capability flags and behaviour agree, for every flag. Each flag names the contract cases that
 // show it where a scheme claims it (cases gated on it with CONTRACT_REQUIRES), and either a
 // probe that shows the scheme refuses it where it does not, or why its absence cannot be refused

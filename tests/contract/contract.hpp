@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract every adapter passes through its URL, gated by its capabilities (in the manner
 // of Watermill's universal pub/sub tests). Each TEST_CASE runs once per in-process broker that is
 // registered, or per name in POLYBUS_CONTRACT_BROKERS (comma-separated) when that is set.

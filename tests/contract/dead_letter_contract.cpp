@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dead-letter topics over every scheme that can subscribe: a message whose handler keeps failing
 // ends on the dead-letter topic and only then is acknowledged; nothing is lost on the way, not
 // across a broker restart, not while the dead-letter publish fails.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Registers one ctest test per (broker, contract case): contract:<broker>:<case>. Run after each
 # build of the contract binary (POST_BUILD), the way catch_discover_tests works; ctest includes
 # the file it writes. A run that exits 77 is skipped (the broker lacks what the case needs, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "envelope_brokers.hpp"
 
 #include "polybus/testing.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The brokers whose protocol has no request/reply of its own (NSQ, Figg), again with
 // envelope=cloudevents, so that the request/reply cases run on them too: request/reply then runs
 // over topics (the correlation id and reply topic in the headers). They run only the cases that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Portable errors: the same failure gives the same polybus::errc condition on every scheme, and
 // its Status names the cause (the operation, the endpoint, the limit, the server's words).
 #include "contract.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // handler_thread=io: handlers run on the client's strand instead of handler threads.
 #include <mutex>
 #include <set>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Headers, the CloudEvents envelope and the trace hooks: the same on every broker, through the
 // URL alone (envelope=cloudevents).
 #include <map>

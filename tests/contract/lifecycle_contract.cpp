@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Close, deadlines, broker restarts, request/reply and capability gating.
 #include <algorithm>
 #include <map>

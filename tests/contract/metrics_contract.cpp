@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics every adapter keeps the same way: what a publisher, a subscriber and a responder
 // report matches the traffic they carried, whatever the broker.
 #include <thread>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publish/subscribe behaviour every adapter must show.
 #include <condition_variable>
 #include <mutex>

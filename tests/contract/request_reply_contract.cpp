@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Request/reply as every broker that has it must give it: each reply reaches the request it
 // answers, several servers answer each request once, a close waits for the replies its handlers
 // send. Where the protocol has none of its own (NSQ, Figg), the +cloudevents variants run these

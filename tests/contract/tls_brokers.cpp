@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process QuickIO server (on each carrier) and Figg broker over TLS, registered as test
 // brokers so that the whole contract suite runs over TLS too. Each has its own throw-away CA.
 #include "tls_brokers.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's HdrHistogram decoders (bench/histogram_codec.hpp, bench/histogram_log.hpp), as a
 // log from another machine reaches `polybus bench merge`. The input is tried as a V2 compressed
 // histogram, as its base64 and as a whole interval log.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OMB workload files (bench/workload.hpp) as `polybus bench --workload` reads them: YAML from the
 // caller, through yaml-cpp and the field checks.
 // Checks: a file is refused with WorkloadError only; an accepted one has every value inside its

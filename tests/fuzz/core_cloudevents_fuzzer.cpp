@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CloudEvents envelope codec (polybus/cloudevents.hpp), reading whatever a publisher sent.
 // Input: byte 0 sets max_json_depth (1 + its low 5 bits); the rest is the message payload.
 // Checks: decode() either names what is wrong or gives at most kMaxAttributes headers, each a

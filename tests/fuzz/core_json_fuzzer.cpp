@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // text::is_valid_json, the scanner every codec checks received JSON with, against RapidJSON's
 // Reader (kParseIterativeFlag | kParseValidateEncodingFlag, the check it replaced): both judge
 // every input alike, except where the scanner is documented to differ (core/text/src/json.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The core's URL and option handling: Url::parse on the whole input, then what connect() does
 // with a URL of a registered scheme (ResolvedOptions::resolve against that scheme's option
 // table, the adapters' settings from it: TransportSettings, Backoff, nsq::Settings,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's client state machine (figg/src/machine.*), sans I/O: publishes through the window,
 // attach/detach, connects and disconnects, and server frames (well-formed ACK, DATA, ATTACHED,
 // DETACHED, PONG and unknown types, or raw bytes) from an operation stream. Input: byte 0 the

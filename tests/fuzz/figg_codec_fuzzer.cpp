@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's codec: FrameParser fed the payload whole and split, and every payload parser on every
 // frame. Input: fuzz_util.hpp's [control][splits][payload]; the flags pick max_payload.
 // Checks: frames and the final error agree whole and split; consumed never exceeds the input;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the fuzzers: the common input layout, chunking, and checks that abort (so
 // libFuzzer records the input) with a message naming the broken invariant.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpora under tests/fuzz/corpus/<fuzzer>/: small valid (and a few
 near-valid) inputs taken from the unit tests (tests/unit, tests/quickio), in each fuzzer's input
 layout (see the comment at the top of each fuzzer). Run it again after changing a layout; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MemoDB's memo01 codec: decode() on the whole input (a CBOR header and the payload after it).
 // Checks: the payload is exactly the input's tail; every field is within its documented bound;
 // the decoded header encodes again (append_ready/job/result/heartbeat/disconnect) to a header

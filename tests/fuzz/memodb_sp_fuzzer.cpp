@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SP codec under memo01 (polybus/memodb/sp.hpp), as a stream from a peer. Input layout:
 // fuzz_util.hpp's [control][splits][payload]; flag bit 0 picks IPC framing, bit 1 a small
 // message limit (64 bytes, else 64 KiB). The payload's first 8 bytes are the peer's connection

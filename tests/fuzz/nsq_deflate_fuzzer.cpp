@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NSQ's raw deflate stream: DeflateDecoder on the payload, whole and split, and DeflateEncoder ->
 // decoder round trips. Input: fuzz_util.hpp's [control][splits][payload]; flag 1: round trip
 // (the payload is plain data, encoded in the split's pieces at level 1 + flags / 2); flag 2: a

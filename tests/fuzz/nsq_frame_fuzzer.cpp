@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NSQ V2 frames from nsqd: FrameParser, and parse_message / parse_server_error on the frames it
 // yields. Input: fuzz_util.hpp's [control][splits][payload]; the control flags pick
 // max_frame_size. Checks: frames and the final error are the same whole and split; every frame

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON bodies of the NSQ codec: parse_identify_response, parse_auth_response and
 // parse_lookup_response (nsqlookupd's /lookup) on the whole input, and IdentifyRequest::to_json
 // with the input as its strings. Checks: outputs are untouched on error; what the documentation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsqlookupd's HTTP answers as the NSQ adapter reads them: core's http::ResponseReader fed the
 // payload whole and split, finish() at the end of the stream, then parse_lookup_response on a
 // complete body. Input: fuzz_util.hpp's [control][splits][payload]; the flags pick max_size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ connection's state machine (nsq/src/machine.*), sans I/O: the handshake (IDENTIFY,
 // TLS, snappy/deflate, AUTH) and then frames, driven by an operation stream that mixes raw
 // server bytes with well-formed frames, handshake answers, compressed streams and client

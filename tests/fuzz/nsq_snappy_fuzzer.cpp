@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NSQ's snappy stream (framing format): SnappyFrameDecoder on the payload, whole and split, and
 // SnappyFrameEncoder -> decoder round trips of the payload. Input: fuzz_util.hpp's
 // [control][splits][payload]; flag 1: round trip (the payload is plain data, encoded in the

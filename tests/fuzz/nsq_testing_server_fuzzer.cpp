@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decoders of the in-process nsqd/nsqlookupd (nsq/testing/src, used by the tests, `polybus
 // demo` and `polybus broker`), and their agreement with the client's codec. Input: byte 0 picks
 // the target, then fuzz_util.hpp's [control][splits][payload]:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO event texts and paths: parse_event (`<path>:<callback id>=<json>`), clean_path,
 // is_valid_path, callback_path_id and for_each_line on the whole input. Checks: an accepted
 // event's parts are views of the text and make_event gives back an event that parses the same;

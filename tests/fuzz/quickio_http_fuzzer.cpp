@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO over HTTP long polling, what the client reads: core's http::ResponseReader fed the
 // payload whole and split, finish() at the end, then the body as HttpLink::on_response reads it
 // (the /qio/hostname answer line, parse_host_answer, then one event per line). Input:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO's JSON helpers and callback bodies: is_valid_json, is_valid_utf8, json_quote,
 // json_unquote, parse_callback_body and make_callback_body on the whole input. Checks: a string
 // of valid UTF-8 quotes to valid JSON that unquotes to itself (and only valid UTF-8 does); an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO's raw TCP framing: RawFrameDecoder fed the payload whole and split (parse and feed),
 // and append_raw_frame round trips. Input: fuzz_util.hpp's [control][splits][payload]; the flags
 // pick max_frame_size. Checks: frames and the final error agree whole and split; consumed never

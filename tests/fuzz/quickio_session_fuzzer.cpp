@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO's client session (quickio/src/client/session.*) over the raw TCP wire
 // (raw_wire.*), both sans I/O, driven as the connection drives them: a connection is a RawWire
 // whose handshake opens the session; received frames go to Machine::receive; an error drops

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Detects the input of known finding 5 (README.md), for the fuzzers that read QuickIO callback
 // bodies: a number RapidJSON 1.1.0's default parsing reads as infinity (above DBL_MAX, and some
 // just below it such as 1.7976931348623158e308) passes is_valid_json, but re-serializing it

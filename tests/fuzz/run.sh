@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every fuzzer of a fuzz build for a while; builds nothing.
 #
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [JOBS]

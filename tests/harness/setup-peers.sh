@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds and installs the third-party NSQ peers of polybus's interoperability tests into DEST_DIR
 # (tests/integration/nsq_interop_test.cpp finds them through POLYBUS_NSQ_PEERS_DIR=DEST_DIR):
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hostile servers on loopback, one class of misbehaviour per case: each asserts the named error,
 // a bound on what the client queued or attempted, and, where a good peer follows, recovery.
 #include <catch2/catch.hpp>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs this build into a temporary prefix, then builds and runs a consumer project against
 # it twice: with find_package(polybus) and with pkg-config. For a shared build it also checks
 # that the programs load the installed libpolybus_*.so.0, that each library's SONAME carries the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages as README's "Debian packages" section makes them: follows that section
 # literally after "Use it from your project" (whose app it then builds against /usr, with CMake
 # and with pkg-config), checks the packages with lintian (no error) and the tarballs beside them,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds tests/install/subproject twice, taking this checkout once with FetchContent and once
 # with add_subdirectory, and runs what each built: a message through mem:// and a round trip
 # through every in-process broker. The project refuses to configure if polybus, as a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Follows README.md's "Use it from your project", "Use it as a subproject" and "Test against an
 # in-process broker" sections literally, as a new user would, in an empty directory with its own
 # $HOME: every indented command block is run as written, in order, and every fenced block

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The examples of docs/testing.md, verbatim, so that they keep compiling and passing.
 #include <catch2/catch.hpp>
 #include <future>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Figg adapter against the in-process broker: restarts while publishing and subscribing,
 // the publish window, retention, and the real server's shortcomings.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MemoDB adapter against the in-process broker: many workers and requesters on one socket,
 // 16 concurrent workers, the request bound, worker and queue timeouts, heartbeats, broker
 // restarts, pause/resume/scaling, close mid-job, the broker's wire format seen from raw NNG

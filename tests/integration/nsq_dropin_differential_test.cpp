@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process nsqd and nsqlookupd against the real ones (nsq 1.3.0, through the harness):
 // the same HTTP requests, hand-written and generated, get the same status, headers and bodies
 // (JSON compared field by field, in order, ids, times, ports and host names aside); the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process nsqd's HTTP API, TLS policies and nsqlookupd TCP registration, as nsqd and
 // nsqlookupd 1.3 answer them; tests/integration/nsq_dropin_differential_test.cpp compares the
 // same answers with the real servers'.

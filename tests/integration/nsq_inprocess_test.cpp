@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ adapter against the in-process nsqd and nsqlookupd, and against a fake nsqd that
 // goes silent: heartbeats, clean close, RDY spread, discovery, restarts. No real server needed.
 #include <sys/socket.h>

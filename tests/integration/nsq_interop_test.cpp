@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Interoperability with third-party NSQ clients: polybus and go-nsq, pynsq and nsqjs exchange
 // messages through a real nsqd 1.3 (the Go harness in tests/harness/nsq, POLYBUS_NSQ_HARNESS).
 // The peers are small programs with one command line (tests/harness/{gonsq,pynsq,nsqjs}),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ adapter against real nsqd and nsqlookupd 1.3: compression, TLS, AUTH, failover, RDY
 // distribution, backoff, discovery, and a hostile server.
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NSQ integration tests against real nsqd/nsqlookupd 1.3 (the Go harness). Without
 // POLYBUS_NSQ_HARNESS they cannot run: the binary exits with 77, which ctest reports as skipped.
 #include <catch2/catch.hpp>

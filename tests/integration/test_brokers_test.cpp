@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process brokers listen where they are told (`polybus broker NAME --port P`, a user's
 // fixed test port), serve there, refuse a port that is taken with an error, and keep their port
 // while stopped.

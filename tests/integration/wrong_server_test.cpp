@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A client pointed at another protocol's server says what it found there (a likely wrong port
 // or scheme), not only what failed to parse.
 #include <catch2/catch.hpp>

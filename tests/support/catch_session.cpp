@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Catch2's implementation, once for every test program (each compiled it in its own main's
 // file: about 30 s of compiler time per program and build).
 #define CATCH_CONFIG_RUNNER

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Catch2's implementation is compiled once, in catch_session.cpp, for every test program: a
 // program's own main() does its set-up, then runs its test cases through this.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "figg_server_broker.hpp"
 
 #include <signal.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "hostile_server.hpp"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A loopback TCP server that misbehaves on purpose: every accepted connection runs a script on a
 // thread of its own with a plain blocking socket, so a test states byte by byte what a hostile
 // or broken broker sends (floods, drips, lies) and reads what the client answered.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "http_exchange.hpp"
 
 #include <asio/connect.hpp>

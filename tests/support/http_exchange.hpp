@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One HTTP/1.1 request on a connection of its own, read to its end: for tests of the HTTP APIs
 // of nsqd and nsqlookupd (real and in-process) that compare status lines, headers and bodies.
 #pragma once

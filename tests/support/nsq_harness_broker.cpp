@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "nsq_harness_broker.hpp"
 
 #include <poll.h>

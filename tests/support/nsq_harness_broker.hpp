@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real nsqd and nsqlookupd 1.3 for tests: the Go harness in tests/harness/nsq, run as a child
 // process. POLYBUS_NSQ_HARNESS names its binary (.ci/test builds it); without it, tests that
 // need the real servers report themselves skipped.

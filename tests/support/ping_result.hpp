@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A client's ping as a value, for tests that only need its outcome. Apart from test_support.hpp,
 // which suites with a Client of their own (the transport's tests) include too.
 #pragma once

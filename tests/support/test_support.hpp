@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the test suites. Waiting is always on a condition, with the timeout only as
 // the bound after which the test fails.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A throw-away certificate authority for TLS tests: a CA, a server certificate for localhost and
 // 127.0.0.1 signed by it, and a client certificate, written as PEM files to a temporary
 // directory that is removed with the object.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bytes as the NSQ protocols frame them, for tests that write raw frames: a 4-byte big-endian
 // integer, and a body behind its 4-byte size (a command body, an nsqlookupd answer).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WebSocket bytes as a test's peer writes them (RFC 6455): frames, and the accept key of a
 // server's 101. Header-only, for the unit tests, the in-process server's tests and the fuzzers.
 #pragma once

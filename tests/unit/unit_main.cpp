@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unit tests connect through URLs (mem:// above all): every scheme of the build is
 // registered once, as an application would.
 #include <catch2/catch.hpp>

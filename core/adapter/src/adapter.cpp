@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an Adapter does for the operations it does not override: not supported, by name.
 #include "polybus/adapter/adapter.hpp"
 

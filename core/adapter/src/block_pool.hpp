@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: spare memory for the objects a client makes once per message (a delivered message's
 // state, a publish's operation), so that steady traffic allocates nothing. They are made on the
 // client's strand and freed on any thread: a delivered message dies wherever its handler lets it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheme registry (polybus/adapter/registry.hpp, polybus/schemes.hpp) and the options every
 // scheme has. Adapters register here; connect() looks the scheme up.
 #include "polybus/adapter/registry.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's side of the adapter interface: what an AdapterContext reports (states, errors,
 // logs, counts) reaches the client's shared state, and the messages it makes come from the
 // client's pool. Declared with the interface (polybus/adapter/adapter.hpp), defined here beside

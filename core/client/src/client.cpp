@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public Client and Subscription handles, and connect(): the scheme it names, from the
 // registry, makes the adapter.
 #include "polybus/client.hpp"

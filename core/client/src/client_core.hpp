@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the part of the client that every adapter shares: threads, deadlines, capability
 // checks, statistics, handler dispatch and the close sequence.
 #pragma once

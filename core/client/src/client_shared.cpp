@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's shared state: its counters' snapshot, and its error and log hooks.
 #include "client_shared.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: state shared by the client core, its adapter and every message it delivered.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: what the adapter reported about its connections, kept so that an operation that
 // fails for want of a connection says why (the endpoint and the OS or server error) instead of
 // a bare timeout, and so that a client that never connected fails its operations after

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: which publishes a flush waits for. Each publish is counted in the epoch current when
 // it was taken in; a flush opens a new epoch and is done once every earlier epoch's count is
 // zero. Publishes complete in any order, so a count of completions could not say that; a count

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the threads that run message handlers, so a slow handler never stalls the io strand.
 // Grows on demand to the concurrency that subscriptions ask for.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ready middleware (polybus/middleware.hpp) and the composition of a subscription's chain.
 #include "polybus/middleware.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: SubscribeOptions::middleware around a subscription's handler, composed once when it
 // subscribes, so a message pays one call per middleware and nothing for an empty chain.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: pending operations with deadlines, completed exactly once by whichever comes first:
 // the adapter, the deadline, or close. One timer serves them all (the times each operation is
 // looked at next: in a queue while they come in order, as every operation with the client's one

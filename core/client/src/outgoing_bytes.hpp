@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the payload bytes of publishes and requests taken and not completed yet, bounded by
 // max_outgoing_bytes. Without a bound, a caller faster than its broker (or one publishing while
 // the broker is away) queues without limit until each deadline passes; past it a new one is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "response_intake.hpp"
 
 #include <asio/post.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the answers to messages (ack, nack, touch, reply) on their way from handler threads
 // to the client's strand, where the adapter sends them. Like the publish intake: only the first
 // answer into an empty intake posts a drain, so a burst of acks costs one post (and at most one

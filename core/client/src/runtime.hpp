@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the io thread a client owns unless the caller supplied an io_context. Every object
 // that holds io objects (timers, sockets) keeps this alive through ClientShared, so the
 // io_context is destroyed only after all of them.

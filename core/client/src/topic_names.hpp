@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the names of the topics a client publishes to, each kept once and shared with every
 // publish to it (TopicName), so that a publish copies no topic. Any thread. Bounded: past
 // kMaxNames names, or for a name over kMaxKeptLength bytes, a publish gets a name of its own.

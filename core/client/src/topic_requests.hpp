@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: request/reply over plain topics, for a protocol without its own (NSQ, Figg), when the
 // envelope carries headers (envelope=cloudevents).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the client's envelope (envelope=cloudevents): wraps what it publishes, requests and
 // replies with its headers, unwraps what it receives, and runs the trace hooks. With the envelope
 // off payloads pass untouched and headers are refused, never dropped.

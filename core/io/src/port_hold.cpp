@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "polybus/adapter/port_hold.hpp"
 
 namespace polybus {

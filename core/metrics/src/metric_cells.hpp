@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: where the client's metrics are counted. Relaxed atomics written on the hot paths
 // (no lock, no allocation per message), read by snapshots (polybus/metrics.hpp).
 #pragma once

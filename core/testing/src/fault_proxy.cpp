@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault proxy: one strand carries every connection. Each connection has two pumps, one per
 // direction; a pump reads what its sender writes into a queue of timed pieces, and forwards the
 // queue's head when its time (latency, bandwidth, slicing) has come.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test broker registry: each protocol's testing library registers its in-process broker;
 // the contract suite and `polybus demo` run against every registered one.
 #include <map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON validity with a depth bound, shared by every codec that checks JSON it did not parse
 // itself (QuickIO's event data and callback bodies, the CloudEvents envelope's JSON data).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: eight bytes of a JSON string's text tested at once (SWAR), so that quoting and
 // checking a payload cost a few instructions per word instead of per byte. A word that is not
 // all plain is left to the caller's byte-by-byte path, which decides for each byte.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Figg adapter: figg://host:port. Options: `polybus schemes`.
 #pragma once
 

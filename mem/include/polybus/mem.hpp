@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process mem:// broker: topics with an offset log, consumer groups, ack/nack with delayed
 // redelivery, redelivery after an ack timeout, replay from an offset, deferred publish and
 // request/reply. `mem://name` connects to the broker of that name, created on first use, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ adapter: nsq://host:port[,host:port...] connects to nsqd directly; nsq+lookupd://
 // host:port[,...] discovers nsqd through nsqlookupd's HTTP API. Options: `polybus schemes`.
 #pragma once

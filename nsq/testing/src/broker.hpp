@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The broker behind the test nsqd: topics, their channels, and the messages in each, with nsqd's
 // delivery rules. Everything here runs on the server's io thread.
 //

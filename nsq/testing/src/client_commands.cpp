@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The V2 commands as nsqd 1.3 executes them: each command's state rules, argument checks, body
 // size checks and error frames (code, text, fatal or not), in the order nsqd makes them.
 #include <limits>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A client connection's byte layers, output, timers and closing; the commands themselves are in
 // client_commands.cpp.
 #include "client_connection.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One client of the test nsqd: the byte layers (TCP, then optionally TLS, then optionally snappy or
 // deflate, each switched on in band after IDENTIFY) and the V2 protocol on top, with nsqd's state
 // rules, error frames, heartbeats and read deadline. Runs on the server's io thread. The layers,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO reader of what a client sends nsqd after the magic: a command line ("PUB topic\n", words
 // split on single spaces, an optional '\r' before the '\n' dropped), then for some commands a
 // 4-byte big-endian size and that many body bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A TCP listener and the connections it accepted, for the test nsqd's HTTP API and the test
 // nsqlookupd's HTTP and TCP servers: binds and listens at once (throwing std::system_error),
 // sets TCP_NODELAY on each connection (their answers are small and one at a time), keeps each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Query strings read the way nsqlookupd's Go code reads them (url.ParseQuery).
 #pragma once
 

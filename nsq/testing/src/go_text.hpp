@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text formatted the way nsqd's Go code formats it, so that error frames and JSON bodies match
 // nsqd's byte for byte.
 #pragma once

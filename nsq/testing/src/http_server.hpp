@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP/1.1 server of the test nsqd and nsqlookupd: a listener and its keep-alive connections
 // on the server's io thread, answering each request with what a handler returns, in the form
 // Go's net/http and nsq's http_api give their answers (status line, Content-Type,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IDENTIFY as nsqd 1.3 handles it: decoding the client's JSON with the leniency and strictness of
 // Go's encoding/json, applying each setting with nsqd's bounds and error texts, and writing the
 // feature-negotiation response with nsqd's fields in nsqd's order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the test nsqlookupd knows, kept as nsqlookupd 1.3's RegistrationDB keeps it: registrations
 // ("client", "topic" T, "channel" T/C) each with the producers (nsqd peers) that announced them.
 // Peers come over nsqlookupd's TCP protocol (a connection each, known by its remote address, kept

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lookup_v1_session.hpp"
 
 #include <rapidjson/document.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsqlookupd's TCP protocol (V1), sans I/O: the "  V1" magic, then IDENTIFY (a JSON body with the
 // nsqd's addresses), REGISTER and UNREGISTER of topics and channels, and PING, each answered
 // with a size-prefixed "OK", JSON or error text as nsqlookupd 1.3 answers, an error ending the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test nsqlookupd: its HTTP API and (when asked) its TCP protocol, served from a
 // LookupRegistry on an io thread of its own, with the status codes, headers and bodies
 // nsqlookupd 1.3 sends.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lookupd_channels_query.hpp"
 
 #include <rapidjson/document.h>

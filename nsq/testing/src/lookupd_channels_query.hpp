@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What nsqd asks each nsqlookupd when it creates a topic: GET /channels?topic=T, so that the
 // channels other nsqd have for it exist here before the first message is published (nsqd 1.3's
 // GetTopic). One request on a connection of its own, bounded in time (nsqd's default

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test nsqd's side of nsqlookupd's TCP protocol: one connection to one nsqlookupd, as
 // nsqd's lookupPeer keeps it. Commands go one at a time, each waiting for its size-prefixed
 // answer; a new connection begins with the magic, IDENTIFY and a REGISTER of everything the

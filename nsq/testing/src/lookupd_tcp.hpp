@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test nsqlookupd's TCP listener: a connection per nsqd, each running a LookupV1Session
 // (nsqlookupd's TCP protocol) and closing after an error's answer is written. A closed connection
 // takes its producer out of every registration. Runs on the Lookupd's io thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Nsqd, the public face of the test nsqd: every call hops onto the server's io thread.
 #include "nsqd_server.hpp"
 #include "polybus/nsq_testing.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsqd 1.3's HTTP API for the test nsqd: the routes of nsqd's http.go with their status codes,
 // error texts and bodies (docs/testing.md lists them, and what differs). Runs on the server's io
 // thread, beside the TCP connections, so a request sees the broker as a command would.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test nsqd's server: the listener, the connections, the broker and the optional lookupd
 // registration, all on one io thread. Nsqd (the public face) calls in through run().
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GET /stats of the test nsqd: nsqd 1.3's JSON document (format=json) and its text page, field
 // for field, from the broker and the connections. Runs on the server's io thread.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ test brokers for the contract suite and `polybus demo`: "nsq" (one nsqd) and
 // "nsq+lookupd" (an nsqlookupd with one nsqd registered). Their URLs carry only options the NSQ
 // adapter declares, set to keep tests fast: msg_timeout 1 s (nsqd's minimum for a client), quick

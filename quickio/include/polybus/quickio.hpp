@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The QuickIO adapter: quickio://host:port (raw TCP), quickio+ws://host:port[/path] (WebSocket,
 // falling back to HTTP long polling) and quickio+http://host:port. Options: `polybus schemes`
 // and docs/quickio.md. The native client is polybus/quickio/client.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The QuickIO adapter: publish = an event to "/"+topic without a callback; subscribe and serve
 // = listeners (on); request = an event with a callback; ping = /qio/ping with a callback.
 // Payloads are JSON strings (payload=text) or JSON text (payload=json).

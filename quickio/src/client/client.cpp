@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The native Client: a thread-safe front over the connection; every call is posted to its strand.
 #include "polybus/quickio/client.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "polybus/quickio/client_errc.hpp"
 
 #include "polybus/error.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client's I/O side, the binding of QuickIO's machine (machine.hpp, the session) to the
 // wire: a succession of links (raw TCP, WebSocket or HTTP long polling), with reconnect and
 // backoff, the WebSocket-to-HTTP fallback, the heartbeat rule and /qio/move. Everything runs on

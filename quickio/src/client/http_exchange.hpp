@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HTTP long polling's requests, sans I/O: the POSTs (sid, connect=true on the first); the
 // responses are read by core's http::ResponseReader. And the status check that the WebSocket
 // upgrade makes before websocketpp's parser sees the line.

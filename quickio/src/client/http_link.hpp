@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HTTP long polling as a link. Requests are POSTs on kept-alive TCP connections: one answered
 // leaves its connection for the next request (so two connections serve a whole session, where
 // a connection per request cost a handshake each way and a TIME_WAIT per poll). A connection the

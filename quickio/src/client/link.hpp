@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One connection to a QuickIO server, whatever carries it (a TCP stream with a Wire, or HTTP
 // long polling), as the connection sees it. Runs on the connection's strand.
 #pragma once

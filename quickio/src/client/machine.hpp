@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO's client session as a state machine, sans I/O: listeners and subscriptions, callback
 // ids and their answers, the queue kept while disconnected, and what happens, in the document's
 // order, when a connection opens (fail old callbacks, /qio/on per path, flush the queue, /open)

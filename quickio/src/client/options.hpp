@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The quickio schemes' option table: the core's, with QuickIO's reconnect policy as defaults,
 // plus QuickIO's own. One table for the URL query, ClientOptions and the documentation.
 #pragma once

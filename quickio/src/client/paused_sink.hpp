@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A subscription's events while it is paused. QuickIO has no flow control and the server keeps
 // nothing for a client, so pausing cannot ask the server to hold events: the subscription stays
 // on the server and its events are held here, in order, up to a byte bound, and handed on at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Raw TCP: the 9 bytes /qio/ohai both ways (no length prefix), then 8-byte big-endian length
 // frames each holding one event.
 #pragma once

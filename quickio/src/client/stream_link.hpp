@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A link over one TCP connection (the core's Transport) speaking a Wire: raw TCP or WebSocket.
 #pragma once
 

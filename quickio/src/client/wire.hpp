@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One connection's byte protocol under the session, sans I/O: the handshake, then event texts
 // in and out. The owner connects a socket, writes output(), feeds what it reads to receive(),
 // and hears about the handshake and each event through WireHandler.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ws_wire.hpp"
 
 #include <openssl/rand.h>

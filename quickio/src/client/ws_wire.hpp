@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WebSocket through websocketpp's iostream client config, which is sans I/O: the upgrade
 // request and masked frames are written through a write handler into output(), received bytes
 // are fed with read_all. Subprotocol "quickio"; after the 101, a text frame /qio/ohai both ways.

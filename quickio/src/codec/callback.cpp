@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Callback paths (/qio/callback/<id>) and callback bodies ({"code":N,"data":X,"err_msg":S}).
 #include <rapidjson/document.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decimal uint64 parsing shared by the event and callback-path parsers.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The event text `<path>:<callback id>=<json>` and event paths.
 #include "decimal.hpp"
 #include "polybus/quickio/codec.hpp"

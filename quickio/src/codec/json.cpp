@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON checks and string literals. Parsing is iterative (RapidJSON's kParseIterativeFlag), so
 // deeply nested hostile input cannot overflow the stack.
 #include <rapidjson/memorystream.h>

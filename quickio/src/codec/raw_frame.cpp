@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Raw TCP framing: an 8-byte big-endian length, then that many bytes of event text.
 #include <algorithm>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <cstring>
 
 #include "polybus/adapter/big_endian.hpp"

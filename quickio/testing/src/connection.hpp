@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One accepted TCP connection. Its first bytes decide what it carries, as on the real server:
 // "/qio/ohai" raw QuickIO, an HTTP request otherwise (a GET with Upgrade becomes WebSocket, POSTs
 // are long polling). Writes are gathered: what is queued while a write is in flight goes out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One HTTP long-polling client: its events wait in a queue until a held POST (the long poll)
 // carries them out.
 #pragma once

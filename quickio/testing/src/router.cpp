@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event routing: the built-in events, pub/sub by exact path, requests relayed to one subscriber
 // as server callbacks, and what happens to them when clients go away.
 #include <rapidjson/document.h>

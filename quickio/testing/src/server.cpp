@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server's io thread, listener and periodic checks, its public face, and its registration
 // as polybus test brokers.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server's insides: ServerImpl routes events between Peers (one per QuickIO client: a raw or
 // WebSocket Connection past its handshake, or an HttpSession) on one io_context thread.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // websocketpp's sans-IO server (iostream transport, config::core): connections are fed the bytes
 // our own sockets read and hand back the bytes to write.
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus broker NAME [--port P] [--tuned-for-tests]` as a user runs it: the URL it prints is plain
 # by default, carries the port asked for, and takes a message from `polybus pub` to `polybus sub`;
 # --port on a broker with no TCP port, or on a taken port, is refused with a message that says so.

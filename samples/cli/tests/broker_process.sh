@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the CLI tests: a scratch directory, and `polybus broker` run as a background process
 # the way a user's script would. Needs $polybus set to the command's path.
 work=$(mktemp -d)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Headers and dead letters from the command line, against `polybus broker nsq`:
 # `pub --header` sends headers in the CloudEvents envelope and `sub --headers` prints them as one
 # JSON object before each payload; --header without envelope=cloudevents is refused; a message

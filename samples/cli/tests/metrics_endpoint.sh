@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `--metrics HOST:PORT` on `polybus sub`, `serve`, `bench` and `broker`: the endpoint answers
 # GET /metrics in the text format that Prometheus's own `promtool check metrics` accepts, with
 # values that match the traffic sent to the command; other paths and methods are refused; a flood

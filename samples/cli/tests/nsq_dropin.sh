@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The drop-in shims: `nsqd` and `nsqlookupd` as two-line scripts that run `polybus broker nsqd`
 # and `polybus broker nsqlookupd`, first on PATH, under nsq_servers_script.sh (written for the
 # real servers); then what the real command lines refuse and report.

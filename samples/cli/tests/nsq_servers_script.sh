@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A script written for the real nsqd and nsqlookupd 1.3, as a project's own integration test
 # would start them: by name from PATH, on their default ports, with TLS (a client certificate
 # required and verified) and nsqlookupd registration, publishing with curl over nsqd's HTTP API,

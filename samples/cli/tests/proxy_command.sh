@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus proxy LISTEN UPSTREAM` as a test in another language uses it: in front of an in-process
 # nsqd, messages go through; commands on stdin change the faults while it runs and answer on
 # stdout; `polybus bench` through it shows the latency asked for (a lower bound: publish to

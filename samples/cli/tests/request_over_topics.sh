@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus request` and `polybus serve` on NSQ and Figg, whose protocols have no request/reply of
 # their own: with envelope=cloudevents the client carries it over topics (a correlation id and a
 # reply topic in the headers); without it, request is refused naming the option.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `polybus broker figg-server` and `polybus broker memodb-broker` under the real servers' command
 # lines: started by a script through shims named like the servers, they carry a round trip; what
 # they do not implement is refused with exit 2.

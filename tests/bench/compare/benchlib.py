@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every comparison script of this folder shares: free ports, a fresh server per run, the
 CPU a process used, the order of the clients alternated per round, and a table of medians with
 their ranges.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The in-process brokers against the real servers they stand in for: how long each takes to
 start, and the round-trip latency a client sees through it. The table of docs/testing.md.
 

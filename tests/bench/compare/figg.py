@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """polybus against figg-bench (the Go SDK's bench) on one Figg server: the Figg table of
 docs/performance.md.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Instructions per message, counted by callgrind: the "Instructions per message" table of
 # docs/performance.md.
 #

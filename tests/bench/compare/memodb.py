@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """polybus's MemoDB requests and workers against the real broker (memo01), against its own
 in-process broker, and against the floor of plain sockets: the MemoDB table of
 docs/performance.md.

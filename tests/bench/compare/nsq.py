@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """polybus against NSQ's own clients on one nsqd: the NSQ table of docs/performance.md.
 
     tests/bench/compare/nsq.py [--rounds 3] [--rows e2e,mpub,consume,e2e-4k] [paths]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """polybus against the real QuickIO 0.2.1 over its three carriers: the QuickIO table of
 docs/performance.md.
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gonsq-peer is a third-party NSQ peer for polybus's interoperability tests: it uses
 // github.com/nsqio/go-nsq (a module dependency, pinned in go.mod) to publish to, or consume
 // from, a real nsqd. Every peer in tests/harness has the same command line:

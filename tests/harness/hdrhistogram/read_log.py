@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads HdrHistogram interval logs with HdrHistogram's Python library (the hdrhistogram package
 on PyPI, module hdrh) and prints, per tag, the count and percentiles of all intervals together,
 one JSON object per line sorted by tag, with the keys `polybus bench merge` prints (but mean):

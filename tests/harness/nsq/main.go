@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command nsq-harness runs a real nsqd and nsqlookupd (the upstream
 // github.com/nsqio/nsq packages, imported as a module dependency) inside one
 // process, bound to loopback only, for polybus integration tests.

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // nsqjs peer for polybus's NSQ interoperability tests: uses the nsqjs package (pinned in
 // package.json / package-lock.json, installed with `npm ci`) to publish to, or consume from, a
 // real nsqd. Every peer in tests/harness has the same command line:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """pynsq peer for polybus's NSQ interoperability tests.
 
 Uses the pynsq package (pinned in requirements.txt) to publish to, or consume from, a real nsqd.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A C++20 application: one coroutine publishes, requests and closes through polybus's Asio
 // completion tokens (polybus/asio/async.hpp) with asio::use_awaitable, against mem://. Prints
 // "coroutine: ok" and exits 0 when every step gave what it should.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A user's integration test, from an installed polybus: every in-process broker starts in one
 // line, and a message (or a request) goes through it by its URL. Prints "<broker> ok" for each.
 #include <polybus/all.hpp>

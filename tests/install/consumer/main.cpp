@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publishes and receives one message over mem:// through an installed polybus.
 #include <polybus/all.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The polybus adapter (quickio, quickio+ws, quickio+http) against the in-process server.
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The native client against the in-process server, over each transport.
 #include <catch2/catch.hpp>
 #include <thread>

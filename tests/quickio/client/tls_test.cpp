@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // QuickIO over TLS on every carrier (raw, WebSocket, HTTP long polling): the in-process server
 // with a certificate from the test CA, and polybus::connect with ?tls=true.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Requests (events with a callback id) relayed to one subscriber as server callbacks, and what
 // the requester hears back: the answer, 404, 500 on expiry or disconnect.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process server over HTTP long polling: sessions, held polls and the error statuses.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Server-wide operations: move_all, stop and start on the same port, silence, registration.
 #include <catch2/catch.hpp>
 

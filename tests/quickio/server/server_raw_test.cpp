@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process server over raw TCP: handshake, pub/sub, built-ins and malformed input.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blocking clients that speak QuickIO to the in-process server byte by byte: raw TCP, WebSocket
 // (frames built by hand, so tests can also send what a correct client never would) and HTTP.
 // Every read is bounded by kWaitBound (SO_RCVTIMEO): a missing answer fails, never hangs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process server over WebSocket: upgrade rules, the QuickIO handshake, text frames only.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HdrHistogram: its layout and percentile rule are HdrHistogram_c's and HdrHistogram_py's
 // (values read back by those libraries give the same percentiles), its precision holds at every
 // magnitude, and what it cannot hold is clamped and counted.

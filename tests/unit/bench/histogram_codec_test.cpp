@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HdrHistogram's V2 compressed encoding: what polybus writes decodes to the same counts, the
 // bytes are those HdrHistogram's libraries expect (cookies, big-endian header, zlib), and input
 // from elsewhere is bounded: a bad cookie, a lie about a length, a layout too large, a run of

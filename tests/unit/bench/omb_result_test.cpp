@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OMB's result format: every field of OMB's TestResult, with its JSON type, in what polybus
 // writes; the quantile maps as HdrHistogram's percentile iteration keys them.
 #include <rapidjson/document.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OMB workload files: OMB's own read with every field, and a file that is not one refused before
 // anything connects, naming the file, the field and the value.
 #include <catch2/catch.hpp>

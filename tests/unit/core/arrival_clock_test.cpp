@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ArrivalClock: within a read's scope "now" is the read's time, on that thread only;
 // outside any scope it is the clock.
 #include <catch2/catch.hpp>

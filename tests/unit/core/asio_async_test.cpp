@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // polybus/asio/async.hpp: the client's operations with Asio completion tokens, over mem://.
 // (The C++20 coroutine form is tests/install/consumer/coroutine_consumer.cpp.)
 #include "polybus/asio/async.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // detail::BlockPool: blocks come back to the strand that takes them, from any thread, and the
 // spare ones stay within their bound.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Behaviour of the client front that every adapter shares, exercised over mem://.
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CloudEvents 1.0 structured-mode codec (polybus/cloudevents.hpp) that the envelope uses:
 // what it writes, what it reads back, and what it refuses, each named.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an operation that fails for want of a connection is told, and when: from the state
 // events the adapters report, with no adapter, socket or clock of its own.
 #include <catch2/catch.hpp>

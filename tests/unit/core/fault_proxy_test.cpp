@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault proxy between a plain TCP client and a plain TCP server, both driven by the test:
 // each fault is checked by what the far side receives, and changed while traffic flows.
 #include <asio.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fifo: first in, first out, through its compactions, and it keeps (or gives back) its memory.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FlushEpochs: a flush waits for exactly the publishes taken in before it, in whatever order they
 // complete, and not for those after it.
 #include <catch2/catch.hpp>

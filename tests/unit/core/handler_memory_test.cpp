@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HandlerMemory: asio places the operations of a handler bound with in_memory() in its blocks
 // (a strand post and the idle strand's invoker) and gives them back; what does not fit, or comes
 // while both blocks are taken, goes to the heap. The blocks outlive an owner that dies with one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // core's HTTP/1.1 response reader (polybus/adapter/http.hpp), which the NSQ adapter uses for
 // nsqlookupd and the QuickIO adapter for long polling: framing, splits, limits and refusals.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // detail::InplaceFunction: calls, moves and destroys its callable exactly once, kept inline.
 #include <catch2/catch.hpp>
 

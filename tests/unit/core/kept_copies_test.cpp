@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KeptCopies: copies of straddled frames share blocks, stay valid while their owner is held, and
 // are never written over.
 #include <catch2/catch.hpp>

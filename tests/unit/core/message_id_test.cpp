@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // detail::MessageId: ids of every length come back as given, numbers in decimal, and the string
 // Message::id() hands out is made once however many threads ask.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics: the latency buckets, the per-topic cap, the Prometheus text, and a client's counts
 // checked against the traffic it carried (over mem://).
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OperationTracker: every operation completes exactly once, by its maker or at its deadline, in
 // the order of the deadlines whether they were added in that order (the queue) or not (the heap);
 // completed ones are let go, so what it holds stays bounded by what is live.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // polybus::errc is the portable condition set: every protocol category and the system's socket
 // errors compare equal to the condition that names their failure, so one check works on every
 // broker. A Status carries the cause with the code.

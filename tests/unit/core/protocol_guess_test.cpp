@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Telling protocols apart by a server's first bytes, for "wrong port or scheme?" hints.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reconnect loop every adapter runs: what it reports, what it counts, how it paces.
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SharedPayloadBlocks and KeptPayload: a large payload is kept shared without its bytes being
 // copied, and once blocks are spare, keeping one allocates nothing, wherever it is let go.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TopicNames: a client's publish topics, each kept once and shared, so that a publish copies no
 // topic; bounded in count and in length. TopicName: reads as the string it shares.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared TCP/TLS transport against small blocking servers on loopback.
 #include <sys/socket.h>
 #include <asio/ip/tcp.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's codec: byte-exact encoders (the real server's example from the notes), split feeds,
 // and hostile input.
 #include <catch2/catch.hpp>

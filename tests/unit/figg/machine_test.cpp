@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figg's client state machine without a socket, a clock or a completion: the publish window,
 // cumulative ACKs, offsets, detach, and the resend order after a reconnect; bytes fed whole
 // and one at a time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MemoDB schemes without a broker: registration, capabilities, URL and option checks, what
 // is not supported, and deadlines when nobody answers.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MemoDB's memo01 codec: the real broker's example bytes, deterministic (shortest) CBOR, the
 // header/payload split, and hostile input rejected with a named error.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // memo01's requester and worker machines with no NNG, socket, thread or clock: whole messages,
 // every truncation of them, and messages that make no sense where they arrive.
 #include <catch2/catch.hpp>

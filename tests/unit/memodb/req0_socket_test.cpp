@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The req0 socket's exchange deadlines against a scripted rep0 peer: an unanswered request is
 // resent at its resend time and fails at its give_up time, a sooner deadline added after a later
 // one is kept, and an answered exchange completes once and never times out. One watchdog timer

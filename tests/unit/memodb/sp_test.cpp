@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SP codec under memo01 (polybus/memodb/sp.hpp): NNG's connection header, TCP and IPC
 // framing fed whole and a byte at a time, the size bound checked before allocating, and req0's
 // request IDs and rep0's backtraces, with hostile input refused by name.

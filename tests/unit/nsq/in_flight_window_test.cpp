@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nsq::InFlightWindow: which unanswered messages the RDY check holds against nsqd.
 #include <catch2/catch.hpp>
 

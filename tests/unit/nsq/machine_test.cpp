@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NSQ session state machine driven byte by byte, with no socket: handshake, upgrades,
 // heartbeats, frames, and hostile input.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process nsqd and nsqlookupd, driven over real sockets with plain blocking asio and the
 // NSQ codec, the way a client would see them. Expected texts are nsqd 1.3's, checked against it.
 #include <asio.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The QuickIO codec: events, paths, JSON, callback bodies, raw framing and HTTP bodies,
 // including malformed and hostile input.
 #include <catch2/catch.hpp>

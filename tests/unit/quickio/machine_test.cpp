@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sans-IO session, driven event by event: no socket, no thread, no clock.
 #include <catch2/catch.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The raw TCP wire and the HTTP response reader, fed byte by byte.
 #include <catch2/catch.hpp>
 

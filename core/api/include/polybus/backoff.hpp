@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reconnect and retry delays, as a small policy shared by every adapter (cf. cppkafka's
 // BackoffPerformer, nats.c's custom reconnect delay).
 #pragma once

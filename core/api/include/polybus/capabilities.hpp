@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an adapter can do. Calling what an adapter cannot do is an error (errc::not_supported),
 // never a silent no-op; the contract suite uses these flags to decide which behaviours to check.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The polybus client: one API over every registered scheme. Safe to call from any thread.
 //
 // Threading: all protocol work runs on one strand of an io_context, the client's own (one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connection-state events, logging and statistics: hooks, so no logging library is forced on users.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Message metadata: string keys and values that travel with a message when the client's envelope
 // carries them (envelope=cloudevents), the same on every broker. Small and ordered as given; a
 // key is set at most once. Empty costs nothing: no allocation until the first set().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A received message. Cheap to copy (a shared handle); the payload is a view into the buffer the
 // adapter read it into, kept alive by the message, so delivery copies no payload.
 #pragma once

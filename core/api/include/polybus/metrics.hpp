@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Metrics of a client, its publishes per topic and its subscriptions, for a monitoring system:
 // Client::metrics() takes a snapshot (counters kept with relaxed atomics, no lock or allocation
 // per message); write_prometheus() renders snapshots in the Prometheus text exposition format

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ready middleware for SubscribeOptions::middleware, in the manner of Watermill's: each returns a
 // polybus::Middleware whose state (counters, windows, the breaker's state) is shared by every
 // copy, so one value placed in one subscription's chain serves that subscription. What each one

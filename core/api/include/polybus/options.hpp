@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Options are declared once per adapter in a table (name, type, default, range, documentation),
 // in the manner of go-nsq's Config. URL query parameters and programmatic settings are both
 // validated against that table, so an unknown key or an out-of-range value is an error that

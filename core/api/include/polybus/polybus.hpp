@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The application API: clients, messages, subscriptions, options, errors, events, URLs and the
 // registered schemes. No asio, no adapter interface (that is polybus/adapter/...). To have every
 // adapter of this build (mem:// included), include polybus/all.hpp instead and call

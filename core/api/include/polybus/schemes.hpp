@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The schemes this program can connect to, and what each offers: for listing them (`polybus
 // schemes`) and for checking a capability or an option before connecting. Adapters register
 // themselves (polybus/all.hpp's register_all_schemes(), or each adapter's register_scheme()).

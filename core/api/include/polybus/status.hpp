@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The outcome of an operation: a code, portable through polybus::errc, and its cause in words
 // (what happened and where: the endpoint, the frame, the server's text, the limit and the value).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A live subscription (or serve() registration). Destroying the handle does not unsubscribe;
 // unsubscribe() or closing the client does.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Broker URLs: scheme://host[:port][,host[:port]...][/path][?key=value&...]
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CloudEvents 1.0 in structured JSON mode: the envelope that carries headers on brokers whose
 // messages have none (envelope=cloudevents). Sans-IO: text in, text out. The client uses it on
 // every publish and delivery when the envelope is on; applications may use it to read or write

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A TCP proxy with faults, for tests: put it between a client and any broker (in-process or
 // real) and make the network in between slow, thin, lossy or silent while traffic flows.
 // In the manner of Toxiproxy, but in-process and without a control server.

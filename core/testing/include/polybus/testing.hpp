@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // In-process brokers for tests and the demo. Each protocol's testing library registers a
 // factory; the contract suite and `polybus demo` run against every registered one.
 #pragma once

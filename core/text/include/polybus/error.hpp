@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Portable errors. polybus::errc is an error condition: every protocol category (nsq, figg,
 // quickio, memodb, nng) and the system's socket errors map their codes onto it, so portable code
 // checks one failure on any broker with `ec == polybus::errc::broker_error`. The core reports its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POLYBUS_API marks what the polybus libraries export. They are built with hidden visibility
 // (-fvisibility=hidden), so a shared libpolybus_*.so exports what its installed headers declare
 // and nothing of its internals: a smaller dynamic symbol table, and internals free to change

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO codec for Figg's binary protocol (the client protocol document of
 // github.com/andydunstall/figg, and the real server's details, docs/figg.md): an 8-byte
 // big-endian header (uint16 type, uint16 version, uint32 payload size) and payloads of

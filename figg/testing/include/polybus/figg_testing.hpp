@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-process Figg broker for tests: an in-memory log per topic with offsets as byte positions
 // (4-byte length + data per message, as the real server keeps them), ATTACH at the latest message
 // or from an offset, history streamed as fast as the client reads then live messages, an ACK per

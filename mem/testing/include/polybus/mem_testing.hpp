@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mem:// test broker: a fresh uniquely named mem broker per test, with options that keep
 // tests fast, registered with polybus::testing for the contract suite and `polybus demo`.
 #pragma once

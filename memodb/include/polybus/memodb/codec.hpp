@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO codec for the MemoDB broker protocol memo01 (github.com/yotann/bcdb's broker, and the
 // real broker's details, docs/memodb.md). One NNG message is a CBOR header array
 // immediately followed by the raw payload, with no length prefix in between:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO codec for NNG's scalability protocol (SP) as memo01 travels on it: the connection
 // header, message framing over TCP and IPC, and the request IDs (backtraces) of req0/rep0. Bytes
 // in, messages out; no sockets, no NNG. The in-process broker speaks it (libnng 1.5.2 can stall

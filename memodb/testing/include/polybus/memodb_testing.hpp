@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-process MemoDB broker (memo01) for tests: rep0 over Asio (it speaks NNG's SP protocol
 // itself, so libnng's defects cannot stall the NNG sockets of clients in its process), routing jobs
 // by service name to registered workers, queueing jobs no worker takes, and the real broker's rules

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO codec for the NSQ V2 TCP protocol as spoken by nsqd 1.3: command encoders, a frame
 // parser, and parsers for the JSON payloads (IDENTIFY, AUTH, nsqlookupd /lookup). Nothing here
 // touches a socket, a clock or a thread; the adapter owns the I/O.

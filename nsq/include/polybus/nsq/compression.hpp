@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stream compression as NSQ negotiates it in IDENTIFY, sans-IO: snappy's framing format
 // ("snappy": true) and raw deflate ("deflate": true). Both the client adapter and the test nsqd use
 // it; once a connection switches, every byte each way goes through one of these streams.

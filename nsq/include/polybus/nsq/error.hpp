@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors of the NSQ codec: what the parser rejects in bytes from the wire, what the encoders refuse
 // to put on it, and one code per error nsqd itself sends in an error frame.
 #pragma once

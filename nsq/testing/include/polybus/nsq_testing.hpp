@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-process nsqd and nsqlookupd for tests. They speak the TCP protocol V2, nsqd's and
 // nsqlookupd's HTTP APIs and nsqlookupd's TCP protocol as nsqd and nsqlookupd 1.3 do, closely
 // enough for the real clients (go-nsq, pynsq, nsqjs), the real servers (each registers with the

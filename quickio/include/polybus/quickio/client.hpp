@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The native QuickIO client, in the manner of the reference clients the protocol document
 // describes (on/one/off/send/close/reconnect, the /open, /close and /error events) with what a
 // nats.c user expects on top: a bounded queue while disconnected, reconnect with backoff, error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors of the QuickIO client itself (the codec's are codec_errc, the abstraction's errc).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sans-IO codec for QuickIO 0.2.1 (its client architecture document, and the real server's
 // behaviour, docs/quickio.md): the event text `<path>:<callback id>=<json>`, the
 // callback bodies, the raw TCP framing (8-byte big-endian length + event text) and the

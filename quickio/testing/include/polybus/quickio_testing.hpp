@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-process QuickIO 0.2.1 server for tests and benchmarks (docs/quickio.md): one
 // port for raw TCP, WebSocket and HTTP long polling, told apart by their first bytes; the
 // built-in events (/qio/on, /qio/off, /qio/ping, /qio/hostname, /qio/callback/N); heartbeats,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The interface a protocol adapter implements, and what the core gives it. Applications do not
 // use this header; adapter authors do. Every Adapter method is called on the client's strand and
 // every completion and callback it makes must be made on that strand.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Now" for work that a read sets off. A read of 64 KiB can carry a window of confirms or
 // messages, and each wants the time (a confirm's latency, a message's arrival); within the
 // transport's on_data call they all take the time the read completed (one clock read for the

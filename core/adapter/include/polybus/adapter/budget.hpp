@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The client-wide budget: how much the wire may make a client hold, buffer or wait for. One set of
 // options (declared in the core option table, so every scheme has them), read once per client and
 // honoured by every adapter: the transport enforces the byte and time bounds of a connection,

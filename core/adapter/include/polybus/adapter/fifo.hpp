@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A first-in first-out queue that keeps its memory, for what an adapter queues per message
 // (publishes waiting for a window, completions waiting for an answer). std::deque allocates and
 // frees a block every few entries for as long as entries flow through it; this is a vector and

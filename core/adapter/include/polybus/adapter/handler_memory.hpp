@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory for the one operation an object keeps outstanding of a kind (a socket's read, its
 // write, a post to the strand), so that the operations asio makes for each call come from here,
 // not from the heap. asio's own per-thread cache holds two blocks and throws one away whenever a

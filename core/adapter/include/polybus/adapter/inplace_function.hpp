@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // For adapters and the core: a move-only std::function that keeps its callable inside itself, never
 // on the heap. A callable larger than Capacity does not compile (raise Capacity, or capture less).
 // Used where an allocation per call would be paid per message (an operation's completion).

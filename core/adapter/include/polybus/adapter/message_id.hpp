@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A delivered message's protocol id, kept in place so that delivering a message allocates
 // nothing for it: NSQ's 16 bytes (more than libstdc++'s std::string keeps inline, 15) or a
 // 64-bit number in decimal. Message::id() hands out a std::string, made on its first call only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The payloads of one publish: one (publish) or several (publish_batch). One payload is held in
 // place, so a single publish allocates no container for it; several are held in a vector.
 // Iterates like a vector of strings (raw pointers as iterators).

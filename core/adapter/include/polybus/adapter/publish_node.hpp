@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an adapter counts of each node it spreads publishes over (AdapterContext::publish_node):
 // written on the adapter's strand, read by Client::metrics() from any thread
 // (metrics::PublishNodeMetrics).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Schemes register here (the adapter side of polybus/schemes.hpp). The core knows none of the
 // adapters: each adapter library exposes a register function, and polybus/all.hpp calls them all.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // For adapters: a publish's topic as the core hands it over (PublishWork::topic), the client's one
 // copy of that topic's name, shared. Handing it on, and keeping it until the broker confirms the
 // publish, copies nothing: a std::string per publish would allocate for every topic longer than

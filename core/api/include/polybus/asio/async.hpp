@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Asio completion tokens for the client's asynchronous operations, for applications that use Asio:
 //
 //   Status s = co_await polybus::async_publish(client, "t", "hello", asio::use_awaitable);

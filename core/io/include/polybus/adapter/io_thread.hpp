@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An io_context with a thread of its own, and a way for other threads to run something on it and
 // wait for the result. The in-process brokers keep all their state on this thread, so nothing but
 // the hand-over needs a lock.

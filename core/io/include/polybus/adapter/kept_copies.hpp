@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies of received bytes that a message keeps a view into: the frames a parser had to buffer
 // because they straddled two reads (every other frame's bytes are views into the read chunks).
 // A copy took two allocations of its own (a shared string), about once per read chunk on a

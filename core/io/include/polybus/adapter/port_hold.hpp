@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Keeps the TCP port of a stopped in-process broker for its restart. Closing a listener frees its
 // port, and on a busy host another socket can take it before the broker listens again: another
 // test's bind to port 0, or a client that keeps reconnecting and is given that port for its own

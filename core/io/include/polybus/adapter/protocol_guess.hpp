@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which protocol a peer's first bytes look like, so that a client pointed at the wrong port or
 // the wrong scheme hears "this looks like HTTP" rather than only what failed to parse.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reconnecting, the same way in every adapter.
 //
 // Reconnector paces one retry loop with the client's backoff policy. ReconnectLoop is one

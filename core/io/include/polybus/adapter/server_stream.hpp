@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The server's end of one accepted connection in the in-process brokers (QuickIO, Figg): plain
 // TCP, or TLS over TCP when the broker has a certificate, behind one set of asynchronous
 // operations so that a broker's reading, writing and closing do not depend on which it is.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The byte stream every TCP-based adapter runs on: resolve and connect with a deadline, optional
 // TLS (certificate verification on by default, CA file, client certificate, SNI), an in-band TLS
 // upgrade for protocols that negotiate it (NSQ's IDENTIFY), ordered gather writes with a write

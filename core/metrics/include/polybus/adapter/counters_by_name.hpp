@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counters kept per name that a peer chooses (a topic, a path, a service), for metrics: a peer
 // may name any number of them, so past a bound the rest are counted together under "_other".
 // Not thread-safe: the owner's thread or lock guards it.

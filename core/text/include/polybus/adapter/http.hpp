@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bounded, incremental HTTP/1.1 readers, sans I/O. ResponseReader: what the NSQ adapter reads
 // from nsqlookupd and the QuickIO adapter from long polling (Content-Length, chunked and
 // read-to-close bodies; interim 1xx answers skipped). RequestReader: what the in-process brokers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers that adapters and in-process brokers share: strict UTF-8, JSON string literals,
 // hex digits and %-decoding. One copy each, so that a fix (or a fuzz finding) lands everywhere.
 #pragma once
