@@ -101,7 +101,7 @@ struct Counters {
 };
 
 struct Producer {
-  Client client;
+  ClientRef client;
   std::string topic;
   std::uint32_t in_flight = 0;  // under the thread's mutex
 };
@@ -237,7 +237,7 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     ConnectOptions options;
     options.io_context = io.next();
     clients.push_back(polybus::connect(settings.url, std::move(options)));
-    return clients.back();
+    return ClientRef(clients.back());
   };
   struct CloseAll {  // every client closed before the io threads stop, whatever is thrown
     std::vector<Client>& clients;
@@ -246,7 +246,7 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
     }
   } close_all{clients};
 
-  const Client probe = connect_one();
+  const ClientRef probe = connect_one();
   const Capabilities caps = probe.capabilities();
   SchemeTraits traits{probe.scheme(), caps.publish && caps.subscribe, caps.consumer_groups,
                       caps.publish_confirmed};
@@ -286,7 +286,7 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   for (std::uint32_t t = 0; t < w.topics; ++t)
     for (std::uint32_t s = 0; s < w.subscriptions_per_topic; ++s)
       for (std::uint32_t c = 0; c < w.consumer_per_subscription; ++c) {
-        Client client = connect_one();
+        ClientRef client = connect_one();
         SubscribeOptions options;
         if (traits.pubsub) {
           if (caps.consumer_groups) options.group = "sub-" + std::to_string(s) + "-" + nonce;
@@ -316,7 +316,7 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
   if (traits.pubsub && producer_count > 0) {
     PublishOptions options;
     options.timeout = std::chrono::seconds(30);
-    Client sender = probe;
+    ClientRef sender = probe;
     if (auto status =
             sender.publish_sync(topic_name(w.topics) + "-probe", payloads.front(), options))
       throw std::runtime_error("the workload's payload was refused: " + status.message());

@@ -150,15 +150,17 @@ std::uint64_t BenchResult::latency_at(double percentile) const {
 }
 
 BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
-  std::vector<Client> run_clients;
+  // The registry owns them (the metrics endpoint reports them after the run too).
+  std::vector<ClientRef> run_clients;
   auto make_client = [&] {
     Client client = polybus::connect(s.url);
-    run_clients.push_back(client);
+    ClientRef ref = client;
+    run_clients.push_back(ref);
     std::lock_guard<std::mutex> lock(registry.mutex);
-    registry.all.push_back(client);
-    return client;
+    registry.all.push_back(std::move(client));
+    return ref;
   };
-  Client probe = make_client();
+  ClientRef probe = make_client();
   const Capabilities caps = probe.capabilities();
   const bool pubsub = caps.publish && caps.subscribe;
   if (s.batch > 1 && !caps.batch_publish)
@@ -205,7 +207,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   // Consume only: the subscriptions are the work, so the clock runs from before them.
   if (mode == BenchMode::consume) start_clock();
   for (std::uint64_t i = 0; i < s.subscribers; ++i) {
-    Client c = i == 0 ? probe : make_client();
+    ClientRef c = i == 0 ? probe : make_client();
     SubscribeOptions options;
     options.max_in_flight = static_cast<std::uint32_t>(std::min<std::uint64_t>(s.window, 2500));
     options.concurrency = static_cast<std::uint32_t>(s.concurrency);
@@ -250,7 +252,7 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
   std::atomic<std::int64_t> publish_done_ns{0};
   std::vector<std::thread> publishers;
   for (std::uint64_t p = 0; p < s.publishers; ++p) {
-    Client c = make_client();
+    ClientRef c = make_client();
     publishers.emplace_back([&, c, p]() mutable {
       std::uint64_t begin = s.messages * p / s.publishers,
                     end = s.messages * (p + 1) / s.publishers;

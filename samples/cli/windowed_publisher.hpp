@@ -17,7 +17,7 @@ namespace polybus::cli {
 
 class WindowedPublisher {
  public:
-  WindowedPublisher(Client& client, std::string topic, std::chrono::milliseconds timeout,
+  WindowedPublisher(ClientRef client, std::string topic, std::chrono::milliseconds timeout,
                     std::size_t window = 1000)
       : client_(client), topic_(std::move(topic)), timeout_(timeout), window_(window) {}
 
@@ -118,7 +118,7 @@ class WindowedPublisher {
     if (waiting_ && in_flight_ <= wake_at_) cv_.notify_all();
   }
 
-  Client& client_;
+  ClientRef client_;
   std::string topic_;
   std::chrono::milliseconds timeout_;
   Headers headers_;

@@ -115,12 +115,12 @@ CONTRACT_CASE(a_failed_dead_letter_publish_leaves_the_message_unacknowledged_unt
   ConnectOptions dlq_options;
   dlq_options.options = kOptions;
   dlq_options.options.set("op_timeout", "300ms");
-  auto dlq_client = std::make_shared<Client>(polybus::connect(second->url(), dlq_options));
+  Client dlq_client = polybus::connect(second->url(), dlq_options);
   // The dead letters' reader: the publishing client itself, subscribed before its broker stops.
   // It subscribes again when it reconnects, ahead of the publish it then retries.
   auto dead = unique_name("poison-down") + "-dlq";
-  auto dlq = dlq_client->subscribe(dead, durable_where_possible(env.caps),
-                                   [&](Message& m) { letters.add(m); });
+  auto dlq = dlq_client.subscribe(dead, durable_where_possible(env.caps),
+                                  [&](Message& m) { letters.add(m); });
   REQUIRE(dlq.wait_ready(test::kWaitBound) == std::error_code{});
   second->stop();
   ConnectOptions options_with_errors;
@@ -146,7 +146,7 @@ CONTRACT_CASE(a_failed_dead_letter_publish_leaves_the_message_unacknowledged_unt
   CHECK(payload == "keep-me");
   CHECK(headers.get("deadlettertopic") == topic);
   CHECK(client.close_sync(5s) == std::error_code{});
-  CHECK(dlq_client->close_sync(5s) == std::error_code{});
+  CHECK(dlq_client.close_sync(5s) == std::error_code{});
 }
 
 CONTRACT_CASE(messages_waiting_for_an_in_place_retry_are_bounded_by_the_held_budget) {

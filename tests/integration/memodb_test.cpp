@@ -69,25 +69,6 @@ std::uint64_t workers_for(const BrokerStats& s, const std::string& service) {
   return it == s.workers_by_service.end() ? 0 : it->second;
 }
 
-// Blocks handlers until the test opens it.
-class Gate {
- public:
-  void open() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds bound = kWaitBound) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return cv_.wait_for(lock, bound, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
 // Replies collected from request() completions (on the client's strand).
 class Replies {
  public:

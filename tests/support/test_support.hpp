@@ -71,6 +71,25 @@ class Collector {
   std::vector<std::string> order_;
 };
 
+// Blocks handlers until the test opens it; the bound only fails the test.
+class Gate {
+ public:
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds bound = kWaitBound) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, bound, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
 // Counts completions; waits for a number of them.
 class Latch {
  public:

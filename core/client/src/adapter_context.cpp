@@ -3,6 +3,8 @@
 // logs, counts) reaches the client's shared state, and the messages it makes come from the
 // client's pool. Declared with the interface (polybus/adapter/adapter.hpp), defined here beside
 // that state.
+#include <asio/post.hpp>
+
 #include "client_shared.hpp"
 
 namespace polybus {
@@ -19,15 +21,17 @@ void AdapterContext::state(ConnectionState state, const std::string& endpoint,
                            std::error_code reason, const std::string& detail,
                            std::chrono::milliseconds retry_in) const {
   if (shared_->closed.load()) return;  // the application heard closed: nothing after it
+  // On the strand, as the application's callbacks are: an adapter reports from there anyway.
+  if (!shared_->strand.running_in_this_thread()) {
+    asio::post(shared_->strand, [context = *this, state, endpoint, reason, detail, retry_in] {
+      context.state(state, endpoint, reason, detail, retry_in);
+    });
+    return;
+  }
   shared_->connectivity.on_state(state, endpoint, reason, detail, retry_in);
   if (state == ConnectionState::reconnecting && shared_->on_retry_scheduled)
     shared_->on_retry_scheduled();
-  if (shared_->on_state) {
-    try {
-      shared_->on_state(StateEvent{state, endpoint, reason, detail, retry_in});
-    } catch (...) {
-    }
-  }
+  shared_->notify_state(StateEvent{state, endpoint, reason, detail, retry_in});
   if (shared_->logs(reason ? LogLevel::warn : LogLevel::info)) {
     std::string line = endpoint + ": " + to_string(state);
     if (state == ConnectionState::reconnecting)

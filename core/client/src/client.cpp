@@ -42,134 +42,263 @@ Client connect(std::string_view text, ConnectOptions options) {
   auto core = std::make_shared<detail::ClientCore>(*scheme, std::move(url), std::move(resolved),
                                                    std::move(options), strand);
   core->shared()->runtime = runtime;
+  if (!runtime->own) core->shared()->watch_context(*runtime->io);
+  runtime->on_escaped =
+      [weak = std::weak_ptr<detail::ClientShared>(core->shared())](const std::string& what) {
+        if (auto shared = weak.lock())
+          shared->emit_error(make_error_code(errc::handler_failed),
+                             "an exception left a handler of the io thread: " + what);
+      };
   core->start(*scheme);
   if (runtime->own) detail::Runtime::start(runtime);
-  return Client(
-      std::make_shared<detail::ClientHandle>(std::move(core), std::move(runtime), close_timeout));
+  auto shared = core->shared();
+  auto handle =
+      std::make_shared<detail::ClientHandle>(std::move(core), std::move(runtime), close_timeout);
+  shared->set_handle(handle);
+  return Client(std::move(handle));
 }
 
-// ---- Client ----
+// ---- Client and ClientRef ----
+
+Client::Client(std::shared_ptr<detail::ClientHandle> handle) noexcept : handle_(std::move(handle)) {
+  owning_ = true;
+  owner_ = handle_.get();
+  weak_ = handle_;
+}
+
+Client::Client(Client&& other) noexcept : ClientRef(), handle_(std::move(other.handle_)) {
+  owning_ = true;
+  owner_ = handle_.get();
+  weak_ = handle_;
+  other.owner_ = nullptr;
+  other.weak_.reset();
+}
+
+Client& Client::operator=(Client&& other) noexcept {
+  if (this == &other) return *this;
+  auto taken = std::move(other.handle_);
+  other.owner_ = nullptr;
+  other.weak_.reset();
+  owner_ = taken.get();
+  weak_ = taken;
+  handle_.swap(taken);  // what this one owned closes as `taken` goes
+  return *this;
+}
+
+Client::~Client() = default;
+
+bool ClientRef::expired() const noexcept {
+  return owner_ ? false : weak_.expired();
+}
+
+bool ClientRef::empty() const noexcept {
+  // Neither before nor after an empty weak_ptr in owner order: it shares no control block.
+  const std::weak_ptr<detail::ClientHandle> none;
+  return !owner_ && !weak_.owner_before(none) && !none.owner_before(weak_);
+}
+
+detail::ClientHandle* ClientRef::pin(std::shared_ptr<detail::ClientHandle>& keep) const {
+  if (owner_) return owner_;
+  if (owning_) throw Error(errc::invalid_argument, "empty polybus::Client (not connected)");
+  keep = weak_.lock();
+  return keep.get();
+}
 
 namespace {
-detail::ClientCore& core_of(const std::shared_ptr<detail::ClientHandle>& handle) {
-  if (!handle) throw Error(errc::invalid_argument, "empty polybus::Client (not connected)");
-  return *handle->core;
+std::string gone(std::string_view what) {
+  return std::string(what) + ": the client is gone (its Client was dropped)";
 }
 
+// What a call through a reference whose client is gone completes with: at once, on the calling
+// thread, as no strand is left to run it on.
+template <typename Done, typename Result>
+void complete_now(const Done& done, Result result) {
+  if (!done) return;
+  try {
+    done(std::move(result));
+  } catch (...) {
+    // The client is gone: no error callback is left to tell.
+  }
+}
+
+detail::ClientHandle& live(detail::ClientHandle* handle, std::string_view what) {
+  if (!handle) throw Error(errc::closed, gone(what));
+  return *handle;
+}
+
+// Waits for `start`'s completion, unless this thread runs the client's io_context: that thread
+// would wait for itself (or stall every other client of an application's io_context).
 template <typename Result, typename Start>
-Result wait_for(detail::ClientCore& core, Start start, Result on_io_thread) {
-  if (core.on_strand()) return on_io_thread;
+Result wait_for(detail::ClientHandle& handle, Start start, Result on_io_thread) {
+  if (handle.on_io_context()) return on_io_thread;
   auto promise = std::make_shared<std::promise<Result>>();
   auto future = promise->get_future();
   start([promise](Result result) { promise->set_value(std::move(result)); });
   return future.get();
 }
+
+Status would_block(const char* call) {
+  return Status(errc::would_block_io_thread,
+                std::string(call) +
+                    " on a thread that runs the client's io_context (its io thread, or a thread of "
+                    "the application's ConnectOptions::io_context): it would wait for that thread "
+                    "itself; use the asynchronous form there");
+}
 }  // namespace
 
-const std::string& Client::scheme() const {
-  return core_of(handle_).scheme();
+std::string ClientRef::scheme() const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "scheme").core->scheme();
 }
-Capabilities Client::capabilities() const {
-  return core_of(handle_).capabilities();
+Capabilities ClientRef::capabilities() const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "capabilities").core->capabilities();
 }
-bool Client::carries_headers() const {
-  return core_of(handle_).shared()->envelope.on();
-}
-
-void Client::publish(std::string_view topic, std::string payload, Completion done,
-                     PublishOptions options) {
-  core_of(handle_).publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
+bool ClientRef::carries_headers() const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "carries_headers").core->shared()->envelope.on();
 }
 
-void Client::publish_batch(std::string_view topic, std::vector<std::string> payloads,
-                           Completion done, PublishOptions options) {
-  core_of(handle_).publish(topic, Payloads(std::move(payloads)), std::move(done), options, true);
+void ClientRef::publish(std::string_view topic, std::string payload, Completion done,
+                        PublishOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle)
+    return complete_now(done, Status(errc::closed, gone("publish to " + std::string(topic))));
+  handle->core->publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
 }
 
-Status Client::publish_sync(std::string_view topic, std::string payload, PublishOptions options) {
-  auto& core = core_of(handle_);
+void ClientRef::publish_batch(std::string_view topic, std::vector<std::string> payloads,
+                              Completion done, PublishOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle)
+    return complete_now(done, Status(errc::closed, gone("publish to " + std::string(topic))));
+  handle->core->publish(topic, Payloads(std::move(payloads)), std::move(done), options, true);
+}
+
+Status ClientRef::publish_sync(std::string_view topic, std::string payload,
+                               PublishOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return Status(errc::closed, gone("publish to " + std::string(topic)));
   return wait_for<Status>(
-      core,
+      *handle,
       [&](std::function<void(Status)> done) {
-        publish(topic, std::move(payload), std::move(done), options);
+        handle->core->publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
       },
-      Status(errc::would_block_io_thread, "publish_sync on the io thread"));
+      would_block("publish_sync"));
 }
 
-Subscription Client::subscribe(std::string_view topic, SubscribeOptions options,
-                               MessageHandler handler) {
+Subscription ClientRef::subscribe(std::string_view topic, SubscribeOptions options,
+                                  MessageHandler handler) const {
   if (!handler) throw Error(errc::invalid_argument, "subscribe: the handler is empty");
-  return core_of(handle_).subscribe(topic, std::move(options), std::move(handler), nullptr);
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "subscribe to " + std::string(topic))
+      .core->subscribe(topic, std::move(options), std::move(handler), nullptr);
 }
 
-Subscription Client::subscribe_batch(std::string_view topic, SubscribeOptions options,
-                                     BatchOptions batch, BatchHandler handler) {
+Subscription ClientRef::subscribe_batch(std::string_view topic, SubscribeOptions options,
+                                        BatchOptions batch, BatchHandler handler) const {
   if (!handler) throw Error(errc::invalid_argument, "subscribe_batch: the handler is empty");
-  return core_of(handle_).subscribe(topic, std::move(options), nullptr, nullptr, std::move(handler),
-                                    batch);
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "subscribe_batch to " + std::string(topic))
+      .core->subscribe(topic, std::move(options), nullptr, nullptr, std::move(handler), batch);
 }
 
-Subscription Client::serve(std::string_view topic, ServeHandler handler, SubscribeOptions options) {
+Subscription ClientRef::serve(std::string_view topic, ServeHandler handler) const {
+  return serve(topic, std::move(handler), SubscribeOptions{});
+}
+
+Subscription ClientRef::serve(std::string_view topic, ServeHandler handler,
+                              SubscribeOptions options) const {
   if (!handler) throw Error(errc::invalid_argument, "serve: the handler is empty");
-  return core_of(handle_).subscribe(topic, std::move(options), nullptr, std::move(handler));
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "serve " + std::string(topic))
+      .core->subscribe(topic, std::move(options), nullptr, std::move(handler));
 }
 
-void Client::request(std::string_view topic, std::string payload, ReplyCompletion done,
-                     std::chrono::milliseconds timeout) {
-  core_of(handle_).request(topic, std::move(payload), std::move(done), RequestOptions{timeout, {}});
+void ClientRef::request(std::string_view topic, std::string payload, ReplyCompletion done,
+                        RequestOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle)
+    return complete_now(
+        done,
+        Reply{make_error_code(errc::closed), {}, gone("request to " + std::string(topic)), {}});
+  handle->core->request(topic, std::move(payload), std::move(done), std::move(options));
 }
 
-void Client::request(std::string_view topic, std::string payload, ReplyCompletion done,
-                     RequestOptions options) {
-  core_of(handle_).request(topic, std::move(payload), std::move(done), std::move(options));
-}
-
-Reply Client::request_sync(std::string_view topic, std::string payload,
-                           std::chrono::milliseconds timeout) {
-  return request_sync(topic, std::move(payload), RequestOptions{timeout, {}});
-}
-
-Reply Client::request_sync(std::string_view topic, std::string payload, RequestOptions options) {
-  auto& core = core_of(handle_);
+Reply ClientRef::request_sync(std::string_view topic, std::string payload,
+                              RequestOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle)
+    return Reply{make_error_code(errc::closed), {}, gone("request to " + std::string(topic)), {}};
+  const Status blocked = would_block("request_sync");
   return wait_for<Reply>(
-      core,
+      *handle,
       [&](std::function<void(Reply)> done) {
-        request(topic, std::move(payload), std::move(done), std::move(options));
+        handle->core->request(topic, std::move(payload), std::move(done), std::move(options));
       },
-      Reply{make_error_code(errc::would_block_io_thread), {}, "request_sync on the io thread", {}});
+      Reply{blocked.code(), {}, blocked.cause(), {}});
 }
 
-void Client::flush(std::chrono::milliseconds timeout, Completion done) {
-  core_of(handle_).flush(timeout, std::move(done));
+void ClientRef::flush(std::chrono::milliseconds timeout, Completion done) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return complete_now(done, Status(errc::closed, gone("flush")));
+  handle->core->flush(timeout, std::move(done));
 }
 
-Status Client::flush_sync(std::chrono::milliseconds timeout) {
-  auto& core = core_of(handle_);
+Status ClientRef::flush_sync(std::chrono::milliseconds timeout) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return Status(errc::closed, gone("flush"));
   return wait_for<Status>(
-      core, [&](std::function<void(Status)> done) { flush(timeout, std::move(done)); },
-      Status(errc::would_block_io_thread, "flush_sync on the io thread"));
+      *handle,
+      [&](std::function<void(Status)> done) { handle->core->flush(timeout, std::move(done)); },
+      would_block("flush_sync"));
 }
 
-void Client::ping(Completion done, std::chrono::milliseconds timeout) {
-  core_of(handle_).ping(std::move(done), timeout);
+void ClientRef::ping(Completion done, std::chrono::milliseconds timeout) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return complete_now(done, Status(errc::closed, gone("ping")));
+  handle->core->ping(std::move(done), timeout);
 }
 
-void Client::close(std::chrono::milliseconds timeout, Completion done) {
-  core_of(handle_).close(timeout, std::move(done));
+void ClientRef::close(std::chrono::milliseconds timeout, Completion done) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return complete_now(done, Status{});  // closed with its Client
+  handle->core->close(timeout, std::move(done));
 }
 
-Status Client::close_sync(std::chrono::milliseconds timeout) {
-  auto& core = core_of(handle_);
+Status ClientRef::close_sync(std::chrono::milliseconds timeout) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return {};  // closed with its Client
+  if (handle->on_io_context()) return would_block("close_sync");
+  // The close waits for every running handler, this one too: waited for here, it could only
+  // reach its deadline. It goes on once this handler returned.
+  if (handle->on_handler_thread()) {
+    handle->core->close(timeout, {});
+    return {};
+  }
   return wait_for<Status>(
-      core, [&](std::function<void(Status)> done) { close(timeout, std::move(done)); },
-      Status(errc::would_block_io_thread, "close_sync on the io thread"));
+      *handle,
+      [&](std::function<void(Status)> done) { handle->core->close(timeout, std::move(done)); },
+      would_block("close_sync"));
 }
 
-Stats Client::stats() const {
-  return core_of(handle_).shared()->stats.snapshot();
+Stats ClientRef::stats() const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "stats").core->shared()->stats.snapshot();
 }
-metrics::ClientMetrics Client::metrics() const {
-  return core_of(handle_).metrics();
+metrics::ClientMetrics ClientRef::metrics() const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  return live(pin(keep), "metrics").core->metrics();
 }
 
 // ---- Subscription ----
@@ -188,9 +317,20 @@ void Subscription::unsubscribe(std::function<void(const Status&)> done) {
   sub_of(core_).unsubscribe(std::move(done));
 }
 Status Subscription::unsubscribe_sync(std::chrono::milliseconds timeout) {
+  auto& sub = sub_of(core_);
   // Confirmed on the strand: waited for there, it could only time out.
-  if (sub_of(core_).on_strand())
-    return Status(errc::would_block_io_thread, "unsubscribe_sync on the io thread");
+  if (sub.on_io_context())
+    return Status(errc::would_block_io_thread,
+                  "unsubscribe_sync from " + sub.topic() +
+                      " on a thread that runs the client's io_context (its io thread, or a thread "
+                      "of the application's ConnectOptions::io_context): it would wait for that "
+                      "thread itself; use unsubscribe() there");
+  // From one of its own handlers: the broker's confirmation can wait for that handler's
+  // message (NSQ's CLS drains what is in flight), so it is not waited for.
+  if (detail::SubscriptionCore::current() == &sub) {
+    sub.unsubscribe({});
+    return {};
+  }
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
   unsubscribe([promise](const Status& status) { promise->set_value(status); });

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client_core.hpp"
 
+#include <asio/detail/thread_context.hpp>
 #include <asio/post.hpp>
+#include <future>
 
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/error.hpp"
@@ -44,7 +46,16 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
   shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
   shared_->connectivity.set_connect_timeout(options_.get_duration("connect_timeout"));
   shared_->outgoing.set_limit(static_cast<std::size_t>(options_.get_int("max_outgoing_bytes")));
-  shared_->envelope.configure(options_, scheme.scheme, std::move(connect.trace));
+  shared_->envelope.configure(
+      options_, scheme.scheme, std::move(connect.trace),
+      [shared = shared_.get()](const std::string& what) {  // the envelope is a part of shared_
+        shared->emit_error(make_error_code(errc::handler_failed), what);
+      });
+  pool_->set_on_escaped([weak = std::weak_ptr<ClientShared>(shared_)](const std::string& what) {
+    if (auto shared = weak.lock())
+      shared->emit_error(make_error_code(errc::handler_failed),
+                         "a handler thread's job threw: " + what);
+  });
 }
 
 void ClientCore::start(const SchemeInfo& scheme) {
@@ -309,11 +320,11 @@ std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
           "subscribe to " + std::string(topic) +
               ": a dead-letter topic needs max_attempts "
               "(SubscribeOptions or the max_attempts option), or nothing is ever sent there");
-    if (options.dead_letter.topic == topic && !options.dead_letter.client)
+    if (options.dead_letter.topic == topic && options.dead_letter.client.empty())
       throw Error(errc::invalid_argument, "subscribe to " + std::string(topic) +
                                               ": the dead-letter topic is the topic itself");
     const Capabilities publisher =
-        options.dead_letter.client ? options.dead_letter.client->capabilities() : caps;
+        options.dead_letter.client.empty() ? caps : options.dead_letter.client.capabilities();
     if (!publisher.publish)
       throw Error(errc::not_supported,
                   "subscribe to " + std::string(topic) + ": the dead-letter client cannot publish");
@@ -368,12 +379,21 @@ std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
       return;
     }
     self->subscriptions_.insert(sub);
+    // Whatever the adapter throws fails this subscription only: out of this handler, it would
+    // end the io thread (and the process).
     try {
       auto adapter_sub = adapter_serves ? self->adapter_->serve(serve_spec, sub)
                                         : self->adapter_->subscribe(spec, sub);
       sub->attach(std::move(adapter_sub));
     } catch (const Error& e) {
       sub->ready(e.code(), e.what());
+      sub->deactivate();
+    } catch (const std::exception& e) {
+      sub->ready(code_of(e), "subscribe to " + spec.topic + ": the adapter threw: " + e.what());
+      sub->deactivate();
+    } catch (...) {
+      sub->ready(make_error_code(errc::invalid_argument),
+                 "subscribe to " + spec.topic + ": the adapter threw a non-standard exception");
       sub->deactivate();
     }
   });
@@ -384,6 +404,7 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                              std::function<void(const Status&)> done) {
   // strand
   sub->deactivate();
+  sub->drop_handlers_when_idle();
   subscriptions_.erase(sub);
   auto adapter_sub = sub->adapter();
   if (!adapter_sub || !ops_) {
@@ -563,7 +584,18 @@ void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
           shared->complete("ping", done, Status(ec, std::move(cause)));
         },
         "ping", issued);
-    self->adapter_->ping(std::move(op));
+    // An adapter's throw completes the ping now with its cause, not at its deadline, and stays
+    // out of the io thread.
+    const Operation* made = op.operation();
+    try {
+      self->adapter_->ping(std::move(op));
+    } catch (const std::exception& e) {
+      self->ops_->complete_if_pending(made, code_of(e),
+                                      std::string("ping: the adapter threw: ") + e.what());
+    } catch (...) {
+      self->ops_->complete_if_pending(made, make_error_code(errc::invalid_argument),
+                                      "ping: the adapter threw a non-standard exception");
+    }
   });
 }
 
@@ -622,9 +654,10 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
     }
     self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
     self->close_timer_->expires_at(self->close_deadline_);
-    self->close_timer_->async_wait([weak = self->weak_from_this()](std::error_code ec) {
-      if (ec) return;
-      if (auto me = weak.lock()) me->finish_close(true);
+    // The wait holds the core: a close goes on to its end after the last handle let go (dropped
+    // on a thread that could not wait for it). Replaced or cancelled, it lets go of it.
+    self->close_timer_->async_wait([self](std::error_code ec) {
+      if (!ec) self->finish_close(true);
     });
     self->check_drain();
   });
@@ -678,11 +711,10 @@ void ClientCore::finish_close(bool deadline_passed) {
   // Give the adapter until the deadline (at least a moment) to close its connections.
   auto adapter_deadline = std::max(close_deadline_, Clock::now() + std::chrono::milliseconds(50));
   auto finished = std::make_shared<bool>(false);
-  auto complete = [weak = weak_from_this(), finished, result] {
+  // Holds the core until it ran, as the close timer's wait did.
+  auto complete = [self = shared_from_this(), finished, result] {
     if (*finished) return;
     *finished = true;
-    auto self = weak.lock();
-    if (!self) return;
     if (self->ops_) self->ops_->fail_all(make_error_code(errc::closed), "client closed");
     for (auto& sub : self->subscriptions_) {
       sub->deactivate();
@@ -694,8 +726,7 @@ void ClientCore::finish_close(bool deadline_passed) {
     self->state_.store(State::closed);
     self->close_timer_.reset();
     self->ops_->set_on_idle(nullptr);
-    self->shared_->complete("the closed state", self->shared_->on_state,
-                            StateEvent{ConnectionState::closed, {}, {}});
+    self->shared_->notify_state(StateEvent{ConnectionState::closed, {}, {}});
     self->shared_->closed.store(true);
     auto waiters = std::move(self->close_waiters_);
     for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
@@ -711,26 +742,30 @@ void ClientCore::finish_close(bool deadline_passed) {
 
 ClientHandle::~ClientHandle() {
   if (!core) return;
-  const bool on_io_thread = runtime && runtime->on_io_thread();
+  // What the close may take, and a margin for the adapter's last step (finish_close gives it at
+  // least 50 ms) and the io thread's exit: no fixed extra seconds.
+  constexpr auto kMargin = std::chrono::milliseconds(200);
+  const auto deadline = Clock::now() + close_timeout + kMargin;
+  // Any event loop, not only the client's: waiting there would stall every other thing it runs.
+  const bool on_an_event_loop = asio::detail::thread_context::top_of_thread_call_stack() != nullptr;
+  const bool must_not_wait = on_io_context() || on_handler_thread() || on_an_event_loop ||
+                             (!runtime->own && runtime->io->stopped());
   if (!core->closed()) {
-    if (on_io_thread || core->on_strand()) {
+    if (must_not_wait) {
       core->close(close_timeout, {});
     } else {
-      std::mutex mutex;
-      std::condition_variable cv;
-      bool done = false;
-      core->close(close_timeout, [&](std::error_code) {
-        std::lock_guard<std::mutex> lock(mutex);
-        done = true;
-        cv.notify_one();
-      });
-      std::unique_lock<std::mutex> lock(mutex);
-      // The close sequence always completes by its deadline; the margin only guards a stalled io.
-      cv.wait_for(lock, close_timeout + std::chrono::seconds(5), [&] { return done; });
+      // Shared with the completion, which may run after this frame is gone.
+      auto closed = std::make_shared<std::promise<void>>();
+      auto done = closed->get_future();
+      core->close(close_timeout, [closed](const Status&) { closed->set_value(); });
+      done.wait_until(deadline);
     }
   }
   core.reset();
-  if (runtime) runtime->finish(std::chrono::seconds(5));
+  if (must_not_wait)
+    runtime->let_go();
+  else
+    runtime->finish(deadline);
 }
 
 }  // namespace polybus::detail

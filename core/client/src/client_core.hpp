@@ -74,7 +74,12 @@ class SubscriptionCore : public SubscriptionSink,
   void deactivate();     // stop handing messages to the handler; release queued ones
   void drain_held();     // resumed or closing: what a pause held goes to the handler
   void drop_handlers();  // after close: break reference cycles through user lambdas
+  // After an unsubscribe: the handlers (and the middleware around them) let go now, or as the
+  // last running one returns, so that a handler that captured its own Subscription makes no
+  // cycle that keeps this, and the handler threads, alive.
+  void drop_handlers_when_idle();
   bool on_strand() const { return shared_->strand.running_in_this_thread(); }
+  bool on_io_context() const { return shared_->on_io_context(); }
   // circuit_breaker: no message reaches the handler for `length`, and the adapter is paused
   // meanwhile (as pause() does, apart from the application's own pause). Any thread.
   void cool_down(std::chrono::milliseconds length);
@@ -162,6 +167,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::optional<Status> ready_result_;
   Fifo<Message> queue_;
   std::uint32_t running_ = 0;
+  bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
   // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,
   // DETACH, ...) until half of it has drained: back-pressure, never an unbounded queue.
   std::size_t max_held_messages_;
@@ -347,13 +353,23 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   bool adapter_closing_ = false;
 };
 
-// What a Client handle owns: closing and joining the io thread when the last copy goes.
+// What a Client owns: closing, and joining the io thread, when it goes. ClientRefs reach it
+// through weak references only, so it goes with its Client (or with the last call in progress
+// through a ClientRef, on that call's thread).
 class ClientHandle {
  public:
   ClientHandle(std::shared_ptr<ClientCore> core, std::shared_ptr<Runtime> runtime,
                std::chrono::milliseconds close_timeout)
       : core(std::move(core)), runtime(std::move(runtime)), close_timeout(close_timeout) {}
+  // Off the client's threads: closes, waiting for the drain up to close_timeout. On a thread of
+  // its io_context or one of its handler threads, which the drain needs (or waits for): starts
+  // the close and returns, and the close goes on in the background.
   ~ClientHandle();
+  // This thread runs the client's io_context (its own io thread, or any thread of the
+  // application's): a wait here could be a wait for this very thread.
+  bool on_io_context() const { return core->shared()->on_io_context(); }
+  // This thread is one of the client's handler threads.
+  bool on_handler_thread() const { return core->pool()->on_own_thread(); }
   std::shared_ptr<ClientCore> core;
   std::shared_ptr<Runtime> runtime;
   std::chrono::milliseconds close_timeout;

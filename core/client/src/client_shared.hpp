@@ -27,6 +27,8 @@ struct AtomicStats {
 };
 
 struct Runtime;
+class ClientHandle;
+class ContextWatch;
 
 class ClientShared : public std::enable_shared_from_this<ClientShared> {
  public:
@@ -35,6 +37,9 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
         scheme(std::move(scheme)),
         message_blocks(this->strand, shared_block_size<MessageState>(), kSpareBlocks),
         operation_blocks(this->strand, shared_block_size<Operation>(), kSpareBlocks) {}
+  ~ClientShared();
+  ClientShared(const ClientShared&) = delete;
+  ClientShared& operator=(const ClientShared&) = delete;
 
   // Keeps the io_context alive for as long as anything that may hold io objects exists. Declared
   // first so that it is destroyed last, after the strand below.
@@ -67,13 +72,29 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   std::function<void()> on_retry_scheduled;
   // Set once close has completed: no state event or error reaches the application after it.
   std::atomic<bool> closed{false};
+  // The Client's handle, for Message::client(): never an owning reference. Set by connect()
+  // before any message exists, read-only after.
+  std::weak_ptr<ClientHandle> handle;
+  void set_handle(const std::shared_ptr<ClientHandle>& owner) { handle = owner; }
   // Memory for the state of each delivered message and the operation of each publish, reused
   // (block_pool.hpp). Each block keeps this object alive while it is out.
   static constexpr std::size_t kSpareBlocks = 4096;
   BlockPool message_blocks;
   BlockPool operation_blocks;
 
+  // The application's io_context (ConnectOptions::io_context) checks, as it is destroyed, that
+  // this client is gone: set by connect() for such an io_context.
+  void watch_context(asio::io_context& io);
+  // This thread runs the client's io_context: its own io thread, or any thread of the
+  // application's.
+  bool on_io_context() const;
+
+  // The application's callbacks for what belongs to no operation: on_error, on_state and log run
+  // on the strand, one at a time and in the order each thread raised them, whatever thread that
+  // was. What one throws is reported through the next (on_state's through on_error, on_error's
+  // through the log); the log's is dropped, there being nothing after it.
   void emit_error(std::error_code ec, const std::string& message) const;
+  void notify_state(const StateEvent& event) const;
   // Calls an application's completion (when set) from the strand: what it throws is reported
   // (errc::handler_failed, naming `what`) instead of unwinding through the adapter's state and
   // out of the io thread, which would end the process.
@@ -93,6 +114,11 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   }
   void log(LogLevel level, std::string_view text) const;
   bool logs(LogLevel level) const { return log_sink && level >= log_level; }
+
+ private:
+  void call_on_error(std::error_code ec, const std::string& message) const;
+  void call_log(LogLevel level, std::string_view text) const;
+  ContextWatch* watch_ = nullptr;  // the application's io_context's, where there is one
 };
 
 }  // namespace polybus::detail

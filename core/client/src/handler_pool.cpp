@@ -5,6 +5,15 @@
 
 namespace polybus::detail {
 
+namespace {
+// The queue of the pool whose job this thread runs, if any.
+thread_local const void* running_pool = nullptr;
+}  // namespace
+
+bool HandlerPool::on_own_thread() const {
+  return running_pool == queue_.get();
+}
+
 HandlerPool::~HandlerPool() {
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
@@ -34,6 +43,7 @@ void HandlerPool::post(Job job) {
 }
 
 void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
+  running_pool = queue.get();
   for (;;) {
     Job job;
     {
@@ -43,7 +53,13 @@ void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
       job = std::move(queue->jobs.front());
       queue->jobs.pop_front();
     }
-    job();
+    try {
+      job();
+    } catch (const std::exception& e) {
+      if (queue->on_escaped) queue->on_escaped(e.what());
+    } catch (...) {
+      if (queue->on_escaped) queue->on_escaped("a non-standard exception");
+    }
   }
 }
 

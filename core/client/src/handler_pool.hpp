@@ -4,8 +4,10 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +30,13 @@ class HandlerPool {
   // Makes sure at least n threads exist (capped at max_threads).
   void reserve(std::size_t n);
   void post(Job job);
+  // This thread is one of this pool's.
+  bool on_own_thread() const;
+  // Told of an exception that left a job (each job catches what user code throws; this is the
+  // net under it): the thread reports it and goes on. Set before the first post.
+  void set_on_escaped(std::function<void(const std::string&)> report) {
+    queue_->on_escaped = std::move(report);
+  }
 
  private:
   // Shared with the threads: the pool may be destroyed from one of its own threads (a handler
@@ -37,6 +46,7 @@ class HandlerPool {
     std::condition_variable wake;
     Fifo<Job> jobs;
     bool stopping = false;
+    std::function<void(const std::string&)> on_escaped;
   };
   static void run(const std::shared_ptr<Queue>& queue);
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "polybus/message.hpp"
 
+#include "polybus/client_ref.hpp"
+
 #include <algorithm>
 #include <asio/post.hpp>
 
@@ -40,6 +42,9 @@ bool Message::expects_reply() const {
 }
 bool Message::responded() const {
   return state_ && state_->responded.load();
+}
+ClientRef Message::client() const {
+  return state_ ? ClientRef(state_->client->handle) : ClientRef();
 }
 void Message::take_manual_control() {
   if (state_) state_->manual.store(true);

@@ -193,6 +193,9 @@ void SubscriptionCore::run_queue() {
   constexpr std::uint32_t kMaxPerTurn = 64;
   constexpr auto kMaxTurn = std::chrono::milliseconds(1);
   Clock::time_point turn_ends = Clock::time_point::max(), returned = Clock::time_point::min();
+  // Handlers an unsubscribe let go of while this one ran: destroyed after the lock is released.
+  MessageHandler dropped_handler;
+  ServeHandler dropped_serve;
   for (std::uint32_t handled = 0;; ++handled) {
     if (on_io_thread_ && (handled == kMaxPerTurn || returned > turn_ends))
       return post_run_queue();  // still running_
@@ -201,6 +204,11 @@ void SubscriptionCore::run_queue() {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queue_.empty() || (held_back() && active_.load())) {
         --running_;
+        if (running_ == 0 && drop_when_idle_) {
+          drop_when_idle_ = false;
+          dropped_handler.swap(handler_);
+          dropped_serve.swap(serve_handler_);
+        }
         // Only a close waits for handlers to fall idle: posting this on every idle moment
         // woke the io thread once per burst of messages. The state is read after running_ was
         // lowered, and close() sets it before its own check_drain(), so one of the two sees
@@ -262,7 +270,12 @@ void SubscriptionCore::give_up(Message message, std::string reason) {
   if (on_discard_) {
     try {
       on_discard_(message);
+    } catch (const std::exception& e) {
+      shared_->emit_error(make_error_code(errc::handler_failed),
+                          topic_ + ": on_discard threw: " + e.what());
     } catch (...) {
+      shared_->emit_error(make_error_code(errc::handler_failed),
+                          topic_ + ": on_discard threw a non-standard exception");
     }
   }
   if (shared_->caps.ack)
@@ -273,8 +286,15 @@ void SubscriptionCore::give_up(Message message, std::string reason) {
 
 void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) {
   // The headers go where an envelope carries them; the payload is the message's own either way.
-  const bool headers_travel =
-      dead_letter_.client ? dead_letter_.client->carries_headers() : shared_->envelope.on();
+  const bool elsewhere = !dead_letter_.client.empty();
+  bool headers_travel = shared_->envelope.on();
+  if (elsewhere) {
+    try {
+      headers_travel = dead_letter_.client.carries_headers();
+    } catch (const Error&) {
+      headers_travel = false;  // that client is gone: its publish below fails with closed
+    }
+  }
   PublishOptions options;
   if (headers_travel) {
     // What the envelope can carry: a foreign envelope may have names CloudEvents does not allow,
@@ -311,9 +331,9 @@ void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) 
       self->retry_in_place(std::move(message), true, std::move(reason));
   };
   std::string payload(message.payload());
-  if (dead_letter_.client) {
-    dead_letter_.client->publish(dead_letter_.topic, std::move(payload), std::move(done),
-                                 std::move(options));
+  if (elsewhere) {
+    dead_letter_.client.publish(dead_letter_.topic, std::move(payload), std::move(done),
+                                std::move(options));
   } else if (auto client = client_.lock()) {
     client->publish(dead_letter_.topic, Payloads(std::move(payload)), std::move(done),
                     std::move(options), false);
@@ -672,9 +692,13 @@ void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
 Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (ready_result_) return *ready_result_;
-  // Confirmed on the strand: waited for there, it could only time out.
-  if (on_strand())
-    return Status(errc::would_block_io_thread, topic_ + ": wait_ready on the io thread");
+  // Confirmed on the strand: waited for on a thread of its io_context, it could only time out.
+  if (on_io_context())
+    return Status(errc::would_block_io_thread,
+                  topic_ +
+                      ": wait_ready on a thread that runs the client's io_context (its io thread, "
+                      "or a thread of the application's ConnectOptions::io_context) waits for "
+                      "nothing: the confirmation needs that thread");
   if (ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
     return *ready_result_;
   lock.unlock();
@@ -723,12 +747,34 @@ void SubscriptionCore::deactivate() {
 }
 
 void SubscriptionCore::drop_handlers() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (running_ == 0) {
-    handler_ = nullptr;
-    serve_handler_ = nullptr;
-    if (batch_running_.load() == 0) batch_handler_ = nullptr;
-    on_discard_ = nullptr;
+  // Destroyed outside the lock: a handler's captures may hold the last Subscription handle of
+  // this very subscription.
+  MessageHandler handler;
+  ServeHandler serve;
+  BatchHandler batch;
+  DiscardCallback discard;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (running_ == 0) {
+      handler.swap(handler_);
+      serve.swap(serve_handler_);
+      if (batch_running_.load() == 0) batch.swap(batch_handler_);
+      discard.swap(on_discard_);
+    }
+  }
+}
+
+void SubscriptionCore::drop_handlers_when_idle() {
+  MessageHandler handler;
+  ServeHandler serve;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (running_ > 0) {
+      drop_when_idle_ = true;  // the last handler to return drops them (run_queue)
+      return;
+    }
+    handler.swap(handler_);
+    serve.swap(serve_handler_);
   }
 }
 

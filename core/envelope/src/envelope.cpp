@@ -10,7 +10,9 @@
 
 namespace polybus::detail {
 
-void Envelope::configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace) {
+void Envelope::configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace,
+                         std::function<void(const std::string&)> report) {
+  report_ = std::move(report);
   on_ = options.get_string("envelope") == "cloudevents";
   scheme_ = std::move(scheme);
   source_ = options.get_string("envelope_source");
@@ -50,7 +52,7 @@ Status Envelope::headers_refused(const char* operation, std::string_view topic) 
 
 Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers headers) const {
   if (!on_) return headers.empty() ? Status() : headers_refused("publish", topic);
-  if (trace_.inject) trace_.inject(topic, headers);
+  inject(topic, headers);
   if (payloads.size() == 1) return wrap_in_place(payloads.front(), headers, type_);
   // All or none: an error leaves every payload as it was.
   std::vector<std::string> wrapped(payloads.size());
@@ -62,7 +64,7 @@ Status Envelope::wrap(std::string_view topic, Payloads& payloads, Headers header
 
 Status Envelope::wrap(std::string_view topic, std::string& payload, Headers headers) const {
   if (!on_) return headers.empty() ? Status() : headers_refused("request", topic);
-  if (trace_.inject) trace_.inject(topic, headers);
+  inject(topic, headers);
   return wrap_in_place(payload, headers, type_);
 }
 
@@ -76,7 +78,7 @@ Status Envelope::wrap_in_place(std::string& payload, const Headers& headers,
 
 Status Envelope::wrap_reply(std::string_view topic, std::string& payload, Headers headers) const {
   if (!on_) return {};
-  if (trace_.inject) trace_.inject(topic, headers);
+  inject(topic, headers);
   return wrap_in_place(payload, headers, type_ + ".reply");
 }
 
@@ -105,8 +107,35 @@ bool Envelope::unwrap(std::string& payload, Headers& headers, std::string& why) 
   return true;
 }
 
+void Envelope::inject(std::string_view topic, Headers& headers) const {
+  if (!trace_.inject) return;
+  try {
+    trace_.inject(topic, headers);
+  } catch (const std::exception& e) {
+    if (report_)
+      report_("the trace hook inject threw for " + std::string(topic) + ": " + e.what() +
+              " (sent without its trace context)");
+  } catch (...) {
+    if (report_)
+      report_("the trace hook inject threw a non-standard exception for " + std::string(topic) +
+              " (sent without its trace context)");
+  }
+}
+
 std::shared_ptr<void> Envelope::extract(const Message& message) const {
-  return trace_.extract ? trace_.extract(message) : nullptr;
+  if (!trace_.extract) return nullptr;
+  try {
+    return trace_.extract(message);
+  } catch (const std::exception& e) {
+    if (report_)
+      report_("the trace hook extract threw on " + message.topic() + ": " + e.what() +
+              " (the handler runs without its scope)");
+  } catch (...) {
+    if (report_)
+      report_("the trace hook extract threw a non-standard exception on " + message.topic() +
+              " (the handler runs without its scope)");
+  }
+  return nullptr;
 }
 
 }  // namespace polybus::detail

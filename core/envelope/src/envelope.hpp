@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,7 +21,10 @@ struct MessageState;
 
 class Envelope {
  public:
-  void configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace);
+  // `report` is told what a trace hook threw: the operation goes on without trace context (or
+  // the handler without the hook's scope), since a tracing failure is no reason to lose it.
+  void configure(const ResolvedOptions& options, std::string scheme, TraceHooks trace,
+                 std::function<void(const std::string&)> report);
   bool on() const { return on_; }
 
   // Runs the inject hook, then replaces each payload by its envelope. An error is the caller's
@@ -45,6 +49,8 @@ class Envelope {
   Status encode(std::string_view payload, const Headers& headers, std::string_view type,
                 std::string& out) const;
   Status wrap_in_place(std::string& payload, const Headers& headers, std::string_view type) const;
+  // The inject hook, its throw reported.
+  void inject(std::string_view topic, Headers& headers) const;
   // not_supported: headers given with the envelope off.
   Status headers_refused(const char* operation, std::string_view topic) const;
 
@@ -54,6 +60,7 @@ class Envelope {
   std::string type_;
   std::size_t max_json_depth_ = 64;
   TraceHooks trace_;
+  std::function<void(const std::string&)> report_;
   std::string id_prefix_;  // random per client: ids from two clients never meet
   mutable std::atomic<std::uint64_t> next_id_{0};
 };

@@ -13,7 +13,7 @@
 
 namespace {
 
-asio::awaitable<std::string> exercise(polybus::Client client) {
+asio::awaitable<std::string> exercise(polybus::ClientRef client) {
   polybus::Status published =
       co_await polybus::async_publish(client, "greetings", "hello", asio::use_awaitable);
   if (published) co_return "publish: " + published.message();

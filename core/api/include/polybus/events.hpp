@@ -43,12 +43,16 @@ enum class LogLevel {
 /// The level's name: "debug", "info", "warn" or "error".
 POLYBUS_API const char* to_string(LogLevel level) noexcept;
 
-/// Told of each StateEvent, on the client's strand; what it throws is ignored.
+/// Told of each StateEvent, on the client's strand, one at a time with the error callback and the
+/// log; what it throws is reported through the error callback.
 using StateCallback = std::function<void(const StateEvent&)>;
 /// Asynchronous errors that belong to no single operation (a fatal frame, E_FIN_FAILED, a
-/// handler that threw): the code and a message that names what was wrong.
+/// handler that threw): the code and a message that names what was wrong. On the client's
+/// strand, one at a time with the state callback and the log, whatever thread the error came
+/// from; what it throws goes to the log.
 using ErrorCallback = std::function<void(std::error_code, const std::string&)>;
-/// Takes the client's log lines, each with its level; what it throws is ignored.
+/// Takes the client's log lines, each with its level, on the client's strand, one at a time with
+/// the state and error callbacks; what it throws is dropped.
 using LogSink = std::function<void(LogLevel, std::string_view)>;
 
 /// A client's counters since it was connected (Client::stats()).

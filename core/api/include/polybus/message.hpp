@@ -19,6 +19,8 @@
 
 namespace polybus {
 
+class ClientRef;
+
 namespace detail {
 struct MessageState;
 class ClientShared;
@@ -74,6 +76,10 @@ class POLYBUS_API Message {
   void take_manual_control();
   /// A final response (ack, nack or reply) was made.
   bool responded() const;
+  /// The client that delivered it, to publish, request or reply through from the handler
+  /// without capturing the client: a reference that does not keep the client alive (an empty
+  /// one for an empty Message).
+  ClientRef client() const;
 
   /// False for an empty handle.
   explicit operator bool() const { return static_cast<bool>(state_); }

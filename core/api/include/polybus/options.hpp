@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace polybus {
@@ -92,8 +93,12 @@ class POLYBUS_API Options {
   /// Sets `key` to `value` (in the text form a URL query uses), replacing an earlier value.
   /// Nothing is checked until the options are resolved against a table (at connect).
   Options& set(std::string key, std::string value);
-  /// Sets an integer option.
-  Options& set(std::string key, std::int64_t value) {
+  /// Sets an integer option: any integer type, so that a literal (`100`) picks this one.
+  template <typename Integer,
+            std::enable_if_t<std::is_integral_v<Integer> && !std::is_same_v<Integer, bool> &&
+                                 !std::is_same_v<Integer, char>,
+                             int> = 0>
+  Options& set(std::string key, Integer value) {
     return set(std::move(key), std::to_string(value));
   }
   /// Sets a boolean option ("true" or "false").
@@ -104,9 +109,15 @@ class POLYBUS_API Options {
   Options& set(std::string key, const char* value) {
     return set(std::move(key), std::string(value));
   }
-  /// Sets a duration option, in milliseconds ("250ms").
-  Options& set(std::string key, std::chrono::milliseconds value) {
-    return set(std::move(key), std::to_string(value.count()) + "ms");
+  /// Sets a string option.
+  Options& set(std::string key, std::string_view value) {
+    return set(std::move(key), std::string(value));
+  }
+  /// Sets a duration option, in whole milliseconds ("250ms"), from any std::chrono::duration.
+  template <typename Rep, typename Period>
+  Options& set(std::string key, std::chrono::duration<Rep, Period> value) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(value);
+    return set(std::move(key), std::to_string(ms.count()) + "ms");
   }
 
   /// Every key set, with its value as text, sorted by key.

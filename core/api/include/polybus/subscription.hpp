@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "polybus/client_ref.hpp"
 #include "polybus/message.hpp"
 #include "polybus/status.hpp"
 
@@ -23,14 +24,8 @@ namespace detail {
 class SubscriptionCore;
 }
 
-class Client;
-
-/// A subscribe() handler: returning acks the message, throwing nacks it (unless it answered the
-/// message itself or took manual control).
-using MessageHandler = std::function<void(Message&)>;
-/// A serve() handler returns the reply payload; throwing sends an error reply (handler_failed).
-using ServeHandler = std::function<std::string(Message&)>;
-/// Given a message over max_attempts, before it is acknowledged; what it throws is ignored.
+/// Given a message over max_attempts, before it is acknowledged, on a handler thread; what it
+/// throws is reported through the client's error callback.
 using DiscardCallback = std::function<void(const Message&)>;
 /// A step around every handler: runs on the handler's thread with the message, and calls `next`
 /// (the rest of the chain, then the handler) or answers the message itself. What it throws counts
@@ -45,8 +40,10 @@ using Middleware = std::function<void(Message&, const MessageHandler& next)>;
 /// handler threw), deadletterattempts and deadlettertopic (where it came from).
 struct POLYBUS_API DeadLetter {
   std::string topic;  ///< empty: no dead-letter topic
-  /// Publishes there (a client of another URL); null: the subscribing client.
-  std::shared_ptr<Client> client;
+  /// Publishes there (a client of another URL), named, not owned: once that Client is gone the
+  /// dead-letter publishes fail with closed (the messages stay unacknowledged). Empty: the
+  /// subscribing client.
+  ClientRef client;
 };
 
 /// How a subscribe(), subscribe_batch() or serve() goes; every field may be left as it is.
@@ -105,8 +102,6 @@ class POLYBUS_API Batch {
  private:
   std::vector<Message> messages_;
 };
-/// A subscribe_batch() handler: returning acks what it did not answer, throwing fails them all.
-using BatchHandler = std::function<void(Batch&)>;
 
 /// The handle of a subscription or serve() registration, shared by its copies. Letting go of it
 /// keeps the subscription going: unsubscribe() or closing the client ends it.

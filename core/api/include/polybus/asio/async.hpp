@@ -14,8 +14,9 @@
 // with none runs on the client's io thread, as a plain callback does.
 //
 // Lifetime: the client's io thread posts completions into the application's io_context, so that
-// io_context must outlive the client (declare it first; destroying the last Client handle joins
-// the client's io thread).
+// io_context must outlive the client (declare it first; destroying the Client joins the client's
+// io thread). An operation holds a ClientRef, never the client: one started after its Client
+// went completes with errc::closed.
 //
 // This header includes Asio; polybus/polybus.hpp does not.
 #pragma once
@@ -65,8 +66,8 @@ auto completion_for(Handler&& handler) {
 
 struct POLYBUS_API InitiatePublish {
   template <typename Handler>
-  void operator()(Handler&& handler, Client client, const std::string& topic, std::string payload,
-                  PublishOptions options) const {
+  void operator()(Handler&& handler, ClientRef client, const std::string& topic,
+                  std::string payload, PublishOptions options) const {
     client.publish(topic, std::move(payload),
                    completion_for<const Status&>(std::forward<Handler>(handler)), options);
   }
@@ -74,8 +75,8 @@ struct POLYBUS_API InitiatePublish {
 
 struct POLYBUS_API InitiateRequest {
   template <typename Handler>
-  void operator()(Handler&& handler, Client client, const std::string& topic, std::string payload,
-                  std::chrono::milliseconds timeout) const {
+  void operator()(Handler&& handler, ClientRef client, const std::string& topic,
+                  std::string payload, std::chrono::milliseconds timeout) const {
     client.request(topic, std::move(payload), completion_for<Reply>(std::forward<Handler>(handler)),
                    timeout);
   }
@@ -83,7 +84,7 @@ struct POLYBUS_API InitiateRequest {
 
 struct POLYBUS_API InitiateClose {
   template <typename Handler>
-  void operator()(Handler&& handler, Client client, std::chrono::milliseconds timeout) const {
+  void operator()(Handler&& handler, ClientRef client, std::chrono::milliseconds timeout) const {
     client.close(timeout, completion_for<const Status&>(std::forward<Handler>(handler)));
   }
 };
@@ -93,7 +94,7 @@ struct POLYBUS_API InitiateClose {
 /// Client::publish() for an Asio completion token: completes with the publish's Status (success
 /// once the broker accepted it where the scheme confirms; see Capabilities::publish_confirmed).
 template <typename CompletionToken>
-auto async_publish(Client& client, std::string_view topic, std::string payload,
+auto async_publish(const ClientRef& client, std::string_view topic, std::string payload,
                    PublishOptions options, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(Status)>(
       detail::InitiatePublish{}, token, client, std::string(topic), std::move(payload), options);
@@ -101,7 +102,7 @@ auto async_publish(Client& client, std::string_view topic, std::string payload,
 
 /// async_publish() with the default PublishOptions.
 template <typename CompletionToken>
-auto async_publish(Client& client, std::string_view topic, std::string payload,
+auto async_publish(const ClientRef& client, std::string_view topic, std::string payload,
                    CompletionToken&& token) {
   return async_publish(client, topic, std::move(payload), PublishOptions{},
                        std::forward<CompletionToken>(token));
@@ -110,7 +111,7 @@ auto async_publish(Client& client, std::string_view topic, std::string payload,
 /// Client::request() for an Asio completion token: completes with the Reply (its ec and detail
 /// say why when it failed). A timeout of 0 is the op_timeout option.
 template <typename CompletionToken>
-auto async_request(Client& client, std::string_view topic, std::string payload,
+auto async_request(const ClientRef& client, std::string_view topic, std::string payload,
                    std::chrono::milliseconds timeout, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(Reply)>(
       detail::InitiateRequest{}, token, client, std::string(topic), std::move(payload), timeout);
@@ -118,7 +119,7 @@ auto async_request(Client& client, std::string_view topic, std::string payload,
 
 /// async_request() with the op_timeout option as the deadline.
 template <typename CompletionToken>
-auto async_request(Client& client, std::string_view topic, std::string payload,
+auto async_request(const ClientRef& client, std::string_view topic, std::string payload,
                    CompletionToken&& token) {
   return async_request(client, topic, std::move(payload), std::chrono::milliseconds(0),
                        std::forward<CompletionToken>(token));
@@ -126,7 +127,8 @@ auto async_request(Client& client, std::string_view topic, std::string payload,
 
 /// Drains and closes (as Client::close); completes with what the deadline cut off, if anything.
 template <typename CompletionToken>
-auto async_close(Client& client, std::chrono::milliseconds timeout, CompletionToken&& token) {
+auto async_close(const ClientRef& client, std::chrono::milliseconds timeout,
+                 CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(Status)>(detail::InitiateClose{}, token, client,
                                                              timeout);
 }
