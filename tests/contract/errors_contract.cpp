@@ -115,8 +115,9 @@ CONTRACT_CASE(a_message_over_max_frame_size_is_reported_as_frame_too_large_namin
 
 CONTRACT_CASE(publishes_faster_than_the_socket_drains_wait_for_room_and_all_complete) {
   CONTRACT_REQUIRES(env.caps.publish);
-  // 2 MB published at once through a write queue of 64 KiB: before, the queue's bound ended the
-  // connection, and again after every reconnect, so publishes failed for want of a connection.
+  // 2 MB published at once through a write queue of 64 KiB: publishes wait for room in the
+  // queue. Were its bound to end the connection (and again after every reconnect), publishes
+  // would fail for want of a connection.
   Options small;
   small.set("max_write_buffer", "65536");
   auto client = env.connect(small);

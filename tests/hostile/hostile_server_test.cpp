@@ -426,7 +426,7 @@ TEST_CASE("nsq: a heartbeat flood is answered by one pending NOP at a time, not 
   client.close_sync(5s);
   // 50,000 heartbeats (750 KB) arrive in reads of up to 64 KiB; a NOP is sent for a read only
   // once the last one reached the socket. How many reads that takes depends on the machine's
-  // load, so the bound is loose: before, one NOP per heartbeat (50,000).
+  // load, so the bound is loose; one NOP per heartbeat would be 50,000.
   REQUIRE(nops.wait_for(kWaitBound) == std::future_status::ready);
   const std::size_t counted = nops.get();
   INFO("NOPs: " << counted);
@@ -925,9 +925,9 @@ TEST_CASE("nsq+lookupd: a subscription connects to at most max_nsqd_connections"
 TEST_CASE("quickio: a server that moves the client to itself forever is paced and named a loop",
           "[hostile][quickio]") {
   // Every connection proves itself (a heartbeat the client accepts) and is then moved to the
-  // same server again, so "moves in a row" never grows. Before: about 1,200 connections a second,
-  // a third of a core. Moves are followed at once only while few: a run of them waits the
-  // backoff, which proving no longer resets.
+  // same server again, so "moves in a row" never grows: followed at once, that is about 1,200
+  // connections a second, a third of a core. Moves are followed at once only while few: a run of
+  // them waits the backoff, which proving does not reset.
   std::atomic<std::uint16_t> self_port{0};
   HostileServer server([&](HostileConnection& c, std::size_t) {
     if (!qio_handshake(c)) return;
@@ -1011,8 +1011,8 @@ TEST_CASE("memodb: a broker that answers every READY with DISCONNECT gets READY 
         "memodb+tcp://127.0.0.1:" + std::to_string(port) + "?reconnect_initial=10ms&workers=1",
         reports.options());
     auto sub = client.serve("echo", [](Message& m) { return std::string(m.payload()); });
-    // Waits below 10, 20, 40, 80, 160 ms (full jitter, as NNG's own reconnects): before, READY
-    // went out again at once, 8,000 times a second.
+    // Waits below 10, 20, 40, 80, 160 ms (full jitter, as NNG's own reconnects): sent again at
+    // once instead, READY would go out 8,000 times a second.
     CHECK(reports.wait_count("READY again in", 5));
     CHECK(readys.load() <= 8);
     client.close_sync(5s);

@@ -201,8 +201,8 @@ void ClientCore::drain_intake() {
       intake_.swap(intake_spare_);  // an empty vector with the capacity of an earlier burst
     }
   }
-  // One that fails (an adapter's exception) is reported, and the others still go: before, it
-  // took the rest of the burst with it. Its operation, once made, completes at once with the
+  // One that fails (an adapter's exception) is reported, and the others still go: it must not
+  // take the rest of the burst with it. Its operation, once made, completes at once with the
   // exception's cause (adapter_failed), not at its deadline.
   for (auto& work : taken) {
     try {

@@ -50,8 +50,8 @@ TEST_CASE("adapter: a publisher keeping a window of completions is paced by the 
   CAPTURE(scheme);
   auto server = Server::launch();
   // 1 MB published through 16 KiB of allowed unsent bytes: completions come as bytes are
-  // written, so a window of 50 never overruns the bound (before, each completed at once and
-  // the burst failed with queue_full).
+  // written, so a window of 50 never overruns the bound (completed at once instead, the burst
+  // would fail with queue_full).
   const std::string options = "&max_queued_bytes=16384";
   auto subscriber = connect(url_for(scheme, *server, options));
   auto publisher = connect(url_for(scheme, *server, options));

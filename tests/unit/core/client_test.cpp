@@ -309,7 +309,7 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
           "[client]") {
   register_test_adapter<ThrowingAdapter>("throwing-test", "unit test: an adapter that throws");
   auto client = connect("throwing-test://x?op_timeout=1h");  // a deadline no test waits for
-  // Each waits kWaitBound at most: before the fix they completed at their deadline, an hour on.
+  // Each waits kWaitBound at most: completed at their deadline instead, they would take an hour.
   auto publish = [&](const std::string& topic) {
     auto result = std::make_shared<std::promise<Status>>();
     auto done = result->get_future();

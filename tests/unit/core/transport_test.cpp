@@ -717,8 +717,8 @@ HeldReads hold_every_read(Client& client, const HostPort& echo,
 
 TEST_CASE("small reads whose bytes are still held share a chunk instead of pinning one each",
           "[transport]") {
-  // A parser keeps views into every read (messages a handler still has). Each read used to take
-  // a fresh 64 KiB chunk: 100 held messages of 200 bytes pinned 6.4 MiB.
+  // A parser keeps views into every read (messages a handler still has). Were each read to take
+  // a fresh 64 KiB chunk, 100 held messages of 200 bytes would pin 6.4 MiB.
   TestServer server(Mode::echo);
   Client client;
   std::vector<std::string> messages;
