@@ -60,6 +60,9 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/polybusConfigVersion.cmak
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
               ${PROJECT_BINARY_DIR}/polybusConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/modules/FindAsio.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/modules/FindSnappy.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/modules/FindLibCbor.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus COMPONENT development)
 
 set(POLYBUS_PC_LIBS "-lpolybus_core -lpolybus_text")

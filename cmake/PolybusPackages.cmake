@@ -75,7 +75,7 @@ set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
 set(CPACK_COMPONENT_DEVELOPMENT_DEPENDS runtime)
 # What the headers include (asio, OpenSSL) and what the static archives link.
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS
-    "libasio-dev, libssl-dev, libsnappy-dev, zlib1g-dev, libcbor-dev, libnng-dev")
+    "libasio-dev, libssl-dev, libsnappy-dev, zlib1g-dev, libcbor-dev")
 set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
     "C++17 client for NSQ, Figg, QuickIO and MemoDB: development files\n"
     "Headers, the CMake package (find_package(polybus)), the pkg-config file,\n"

@@ -16,6 +16,7 @@ Capabilities figg_capabilities() {
   Capabilities c;
   c.replay_from_offset = true;
   c.ordered_delivery = true;
+  c.publish = c.subscribe = c.reconnect_policy = true;
   c.publish_confirmed = true;
   c.durable = false;  // the real server reloads nothing after a restart
   return c;

@@ -19,6 +19,8 @@ namespace {
 
 Capabilities mem_capabilities() {
   Capabilities c;
+  c.publish = c.subscribe = c.publish_confirmed = c.reconnect_policy = true;
+  c.reply_errors = true;  // a serve handler's failure reaches the requester
   c.ack = c.nack_with_delay = c.touch = c.redelivery_on_timeout = true;
   c.replay_from_offset = c.request_reply = c.ordered_delivery = c.consumer_groups = true;
   c.batch_publish = c.deferred_publish = true;

@@ -14,6 +14,7 @@ namespace {
 Capabilities memodb_capabilities() {
   Capabilities c;
   c.request_reply = true;
+  c.reconnect_policy = true;
   c.publish = false;
   c.subscribe = false;
   c.publish_confirmed = false;

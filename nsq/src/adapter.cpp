@@ -19,6 +19,7 @@ constexpr std::uint16_t kLookupdHttpPort = 4161;
 
 Capabilities nsq_capabilities() {
   Capabilities c;
+  c.publish = c.subscribe = c.publish_confirmed = c.reconnect_policy = true;
   c.ack = c.nack_with_delay = c.touch = c.redelivery_on_timeout = true;
   c.consumer_groups = true;  // channels
   c.batch_publish = c.deferred_publish = true;

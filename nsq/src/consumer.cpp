@@ -641,7 +641,7 @@ void Consumer::touch_held(const std::vector<Message>& held) {
       longest = std::max(longest, conn->connection->machine().negotiated().max_msg_timeout);
   if (longest > 0 && now - *touching_since_ >= std::chrono::milliseconds(longest)) return;
   for (const auto& message : held) {
-    const auto& state = *message.state();
+    const auto& state = *polybus::detail::state_of(message);
     if (Conn* conn = live_conn_of(state))
       if (auto ec = conn->connection->machine().touch(state.id.view()))
         context_->error(ec,

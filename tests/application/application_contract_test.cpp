@@ -120,7 +120,11 @@ namespace {
 class SilentAdapter : public Adapter {
  public:
   explicit SilentAdapter(const AdapterContext&) {}
-  static Capabilities caps() { return Capabilities{}; }
+  static Capabilities caps() {
+    Capabilities caps;
+    caps.publish = caps.subscribe = true;
+    return caps;
+  }
   Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override { work.done({}); }
   std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec&,
@@ -449,7 +453,7 @@ class ThrowingSubscribeAdapter : public Adapter {
   explicit ThrowingSubscribeAdapter(const AdapterContext&) {}
   static Capabilities caps() {
     Capabilities caps;
-    caps.publish_confirmed = true;
+    caps.publish = caps.subscribe = caps.publish_confirmed = true;
     return caps;
   }
   Capabilities capabilities() const override { return caps(); }
@@ -491,7 +495,7 @@ class EscapingAdapter : public Adapter {
   explicit EscapingAdapter(const AdapterContext& ctx) : strand_(ctx.strand()) {}
   static Capabilities caps() {
     Capabilities caps;
-    caps.subscribe = false;
+    caps.publish = true;
     return caps;
   }
   Capabilities capabilities() const override { return caps(); }

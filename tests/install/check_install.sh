@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs this build into a temporary prefix, then builds and runs a consumer project against
-# it twice: with find_package(polybus) and with pkg-config. For a shared build it also checks
-# that the programs load the installed libpolybus_*.so.0, that each library's SONAME carries the
-# ABI version, and that a library exports its public API and none of its internals.
+# Installs this build into a temporary prefix, moves it to another folder, then builds and runs a
+# consumer project against it twice: with find_package(polybus) and with pkg-config. For a
+# shared build it also checks that the programs load the installed libpolybus_*.so.0, that each
+# library's SONAME carries the ABI version, and that a library exports its public API and none
+# of its internals.
 set -euo pipefail
 build_dir=$1
 source_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+# Installed in one folder, used from another: the package names its dependencies by imported
+# target (found again on the consumer's machine), never by a path of the machine that built it.
+cmake --install "$build_dir" --prefix "$work/installed-here" > "$work/install.log"
+if grep -rn "/usr/lib" "$work/installed-here/lib/cmake"; then
+  echo "the installed CMake package names absolute library paths (above)"
+  exit 1
+fi
+mv "$work/installed-here" "$work/prefix"
 cmake -S "$source_dir/tests/install/consumer" -B "$work/consumer" -G Ninja \
       -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log"
 cmake --build "$work/consumer" > "$work/build.log"

@@ -134,7 +134,7 @@ std::error_code Message::reply(std::string payload) {
 
 namespace detail {
 void detail_reply_error(Message& message, const std::string& what) {
-  const auto& state = message.state();
+  const auto& state = detail::state_of(message);
   auto ec = respond(state, true, [what = std::string(what)](MessageBackend& b, MessageState& s) {
     b.reply(s, {}, make_error_code(errc::handler_failed), what);
   });

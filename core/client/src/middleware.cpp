@@ -56,7 +56,7 @@ ServeHandler wrap_serve_handler(const std::vector<Middleware>& chain, ServeHandl
       ~Restore() { serve_slot = outer; }
     } restore{outer};
     wrapped(message);
-    if (!slot.called && !message.responded() && !message.state()->manual.load())
+    if (!slot.called && !message.responded() && !detail::state_of(message)->manual.load())
       detail_reply_error(message, "a middleware neither passed the request on nor answered it");
     return std::move(slot.reply);
   };
@@ -64,7 +64,7 @@ ServeHandler wrap_serve_handler(const std::vector<Middleware>& chain, ServeHandl
 
 namespace {
 SubscriptionCells* cells_of(const Message& message) {
-  return message.state() ? message.state()->subscription_cells.get() : nullptr;
+  return detail::state_of(message) ? detail::state_of(message)->subscription_cells.get() : nullptr;
 }
 void count(const Message& message, std::atomic<std::uint64_t> SubscriptionCells::*cell) {
   if (auto* cells = cells_of(message)) bump(cells->*cell);
@@ -86,7 +86,8 @@ Middleware timeout(std::chrono::milliseconds limit) {
     throw Error(errc::invalid_argument,
                 "middleware::timeout: the limit must be above 0, not " + detail::ms(limit));
   return [limit](Message& message, const MessageHandler& next) {
-    detail::ClientShared* client = message.state() ? message.state()->client : nullptr;
+    detail::ClientShared* client =
+        detail::state_of(message) ? detail::state_of(message)->client : nullptr;
     if (!client) return next(message);
     // Whoever sets `decided` first answers the message: the handler's return or the timer. One
     // allocation per message for both.
@@ -98,7 +99,7 @@ Middleware timeout(std::chrono::milliseconds limit) {
     auto race = std::make_shared<Race>(client->strand, limit);
     race->timer.async_wait([race, message, limit](std::error_code ec) mutable {
       if (ec || race->decided.load()) return;
-      const auto* shared = message.state()->client;
+      const auto* shared = detail::state_of(message)->client;
       const bool can_answer = message.expects_reply() || shared->caps.ack;
       count(message, &SubscriptionCells::handler_timeouts);
       if (!can_answer || race->decided.exchange(true)) return;  // no nack: it stays the handler's
@@ -247,7 +248,7 @@ Middleware deduplicate(DeduplicateOptions options) {
     }
     if (seen) {
       count(message, &SubscriptionCells::deduplicated_messages);
-      if (message.state()->client->caps.ack) message.ack();
+      if (detail::state_of(message)->client->caps.ack) message.ack();
       return;
     }
     next(message);  // what throws is not remembered: its redelivery is handled again

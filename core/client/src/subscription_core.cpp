@@ -69,7 +69,7 @@ SubscriptionCore::SubscriptionCore(std::shared_ptr<ClientCore> client, std::stri
 void SubscriptionCore::deliver(Message message) {
   ++shared_->stats.received;
   bump(cells_->received);
-  if (auto* state = message.state().get()) {
+  if (auto* state = detail::state_of(message).get()) {
     state->subscription_cells = cells_;
     if (routes_replies_) {  // answered through the client, settled through the adapter
       state->expects_reply = true;
@@ -235,7 +235,7 @@ void SubscriptionCore::run_queue() {
 }
 
 void SubscriptionCore::open_envelope(Message& message) {
-  auto& state = *message.state();
+  auto& state = *detail::state_of(message);
   if (!shared_->envelope.on() || state.envelope_read) return;
   state.envelope_read = true;
   std::string why;
@@ -426,7 +426,8 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
     try {
       std::string reply = serve_handler_(message);
       handler_returned();
-      if (!message.state()->manual.load() && !message.responded()) message.reply(std::move(reply));
+      if (!detail::state_of(message)->manual.load() && !message.responded())
+        message.reply(std::move(reply));
     } catch (const std::exception& e) {
       handler_returned();
       if (!message.responded()) detail_reply_error(message, e.what());
@@ -457,7 +458,8 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
       settle.settles = false;  // by its batch
       return returned;
     }
-    if (caps.ack && !message.state()->manual.load() && !message.responded()) message.ack();
+    if (caps.ack && !detail::state_of(message)->manual.load() && !message.responded())
+      message.ack();
     return returned;
   } catch (const std::exception& e) {
     failure = e.what();
@@ -467,7 +469,7 @@ Clock::time_point SubscriptionCore::handle(Message& message) {
   handler_returned();
   shared_->emit_error(make_error_code(errc::handler_failed),
                       topic_ + ": handler threw: " + failure);
-  if (message.state()->manual.load() || message.responded()) return returned;
+  if (detail::state_of(message)->manual.load() || message.responded()) return returned;
   if (!handle_failure(message, failure)) settle.settles = false;
   return returned;
 }
@@ -484,7 +486,7 @@ bool SubscriptionCore::handle_failure(Message& message, const std::string& failu
     message.nack();
   } else if (max_attempts_ > 0) {
     // The broker cannot redeliver: the next attempt is made here.
-    ++message.state()->attempts;
+    ++detail::state_of(message)->attempts;
     retry_in_place(message, false, failure);
     return false;
   }
@@ -613,7 +615,7 @@ void SubscriptionCore::run_batch(std::vector<Message> messages) {
                                                                    std::to_string(batch.size()) +
                                                                    " messages): " + failure);
   for (auto& message : batch) {
-    if (message.state()->manual.load() || message.responded()) {
+    if (detail::state_of(message)->manual.load() || message.responded()) {
       if (!ack) bump(cells_->settled);
       continue;
     }

@@ -30,6 +30,8 @@ Capabilities quickio_capabilities() {
   c.publish = true;
   c.subscribe = true;
   c.request_reply = true;
+  c.reply_errors = true;  // an answer's error code reaches the requester
+  c.reconnect_policy = true;
   c.ordered_delivery = true;
   c.publish_confirmed = false;  // QuickIO does not acknowledge events
   return c;

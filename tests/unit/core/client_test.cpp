@@ -266,8 +266,8 @@ class NoSubscribeAdapter : public Adapter {
  public:
   static Capabilities caps() {
     Capabilities caps;
-    caps.request_reply = true;
-    caps.subscribe = false;
+    caps.publish = caps.publish_confirmed = true;
+    caps.request_reply = caps.reply_errors = true;
     return caps;
   }
   Capabilities capabilities() const override { return caps(); }
@@ -353,7 +353,11 @@ namespace {
 class AlreadySentAdapter : public Adapter {
  public:
   explicit AlreadySentAdapter(AdapterContext ctx) : ctx_(std::move(ctx)) {}
-  static Capabilities caps() { return Capabilities{}; }
+  static Capabilities caps() {
+    Capabilities caps;
+    caps.publish = caps.subscribe = caps.publish_confirmed = true;
+    return caps;
+  }
   Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override {
     for (const auto& sink : sinks_) {

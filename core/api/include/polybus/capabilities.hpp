@@ -12,7 +12,9 @@
 namespace polybus {
 
 /// What a scheme's adapter can do (Client::capabilities(), SchemeDescription::capabilities).
-/// Calling what it cannot do fails with errc::not_supported.
+/// Calling what it cannot do fails with errc::not_supported. Every flag defaults to false, not
+/// claimed: an adapter claims each thing it does, so one that forgets a flag claims too little,
+/// never a guarantee it does not give.
 struct POLYBUS_API Capabilities {
   bool ack = false;                    ///< messages must be acknowledged; unacked ones come back
   bool nack_with_delay = false;        ///< a message can be requeued with a delay
@@ -22,22 +24,22 @@ struct POLYBUS_API Capabilities {
   bool request_reply = false;          ///< request() and serve()
   /// A serve handler's failure reaches the requester as an error (false: the protocol has no
   /// error reply, so the request runs to its deadline).
-  bool reply_errors = true;
+  bool reply_errors = false;
   bool ordered_delivery = false;  ///< one subscriber sees one publisher's messages in order
   bool consumer_groups = false;   ///< groups share messages; each group gets every message
   /// publish_batch() works, as one protocol operation (false: it fails with not_supported).
   bool batch_publish = false;
   bool deferred_publish = false;  ///< publish with a delay (PublishOptions::defer)
-  bool publish = true;            ///< plain publish (false: request/reply only)
-  bool subscribe = true;          ///< plain subscribe
+  bool publish = false;           ///< plain publish (false: request/reply only)
+  bool subscribe = false;         ///< plain subscribe
   bool durable = false;           ///< the broker keeps messages across its own restart
   /// A publish completes when the broker has accepted it (false: once it was written, as the
   /// protocol confirms nothing).
-  bool publish_confirmed = true;
+  bool publish_confirmed = false;
   /// Reconnects follow reconnect_backoff or ConnectOptions::reconnect_backoff (false: the
   /// transport paces them itself; only the policy it follows, the scheme's default
   /// reconnect_backoff, is accepted, and any other fails the connect with not_supported).
-  bool reconnect_policy = true;
+  bool reconnect_policy = false;
 
   /// Every capability as a (name, value) pair, in a fixed order, for listing them.
   std::vector<std::pair<const char*, bool>> list() const {

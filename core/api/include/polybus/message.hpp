@@ -23,6 +23,7 @@ class ClientRef;
 
 namespace detail {
 struct MessageState;
+struct MessageAccess;
 class ClientShared;
 struct SubscriptionCells;
 }  // namespace detail
@@ -83,10 +84,9 @@ class POLYBUS_API Message {
 
   /// False for an empty handle.
   explicit operator bool() const { return static_cast<bool>(state_); }
-  /// The internal state, for the client and adapters; not for applications.
-  const std::shared_ptr<detail::MessageState>& state() const { return state_; }
 
  private:
+  friend struct detail::MessageAccess;  // the client's and adapters' way to the state
   std::shared_ptr<detail::MessageState> state_;
 };
 

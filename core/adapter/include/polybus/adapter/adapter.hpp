@@ -226,6 +226,16 @@ struct POLYBUS_API MessageState {
   std::atomic<bool> manual{false};
 };
 
+// A Message's state, for the client and adapters: applications see none of it.
+struct MessageAccess {
+  static const std::shared_ptr<MessageState>& state(const Message& message) {
+    return message.state_;
+  }
+};
+inline const std::shared_ptr<MessageState>& state_of(const Message& message) {
+  return MessageAccess::state(message);
+}
+
 }  // namespace detail
 
 }  // namespace polybus
