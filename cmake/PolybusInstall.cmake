@@ -63,6 +63,7 @@ install(FILES ${PROJECT_BINARY_DIR}/polybusConfig.cmake
               ${PROJECT_SOURCE_DIR}/cmake/modules/FindAsio.cmake
               ${PROJECT_SOURCE_DIR}/cmake/modules/FindSnappy.cmake
               ${PROJECT_SOURCE_DIR}/cmake/modules/FindLibCbor.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/modules/PolybusFindLibrary.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/polybus COMPONENT development)
 
 set(POLYBUS_PC_LIBS "-lpolybus_core -lpolybus_text")
