@@ -263,13 +263,15 @@ TEST_CASE("dropping the last Client inside one of its message handlers returns a
 
 TEST_CASE("dropping the last Client off the io thread waits for the drain within close_timeout",
           "[application][ownership]") {
+  // Declared before the client: the handler outlives it, and uses them until it returns.
+  Gate gate;
+  Latch entered, left;
   auto client = std::make_unique<Client>(
       connect("mem://" + unique_name("drop-bounded") + "?close_timeout=1s"));
-  Gate gate;
-  Latch entered;
   auto sub = client->subscribe("t", {}, [&](Message&) {
     entered.count_down();
     gate.wait();
+    left.count_down();
   });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   client->publish("t", "x", {});
@@ -279,6 +281,7 @@ TEST_CASE("dropping the last Client off the io thread waits for the drain within
   CHECK(dropping.wait_for(std::chrono::seconds(3)) == std::future_status::ready);
   gate.open();
   dropping.wait();
+  REQUIRE(left.wait_for(1));  // the handler is done with the gate before it goes
 }
 
 TEST_CASE("an io_context destroyed before a Client of it ends the process with the rule named",
