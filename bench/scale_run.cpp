@@ -82,7 +82,7 @@ ScalePoint measure_scale(const ScaleSettings& s) {
     // Best effort: a scheme that connects only once something is subscribed (NSQ) has nothing
     // to ping yet; a broker that is down fails the subscriptions below, with its cause.
     std::promise<void> pinged;
-    c->ping([&](const Status&) { pinged.set_value(); }, std::chrono::seconds(30));
+    c->ping(std::chrono::seconds(30), [&](const Status&) { pinged.set_value(); });
     pinged.get_future().wait();
   }
   char nonce[16];
@@ -107,13 +107,10 @@ ScalePoint measure_scale(const ScaleSettings& s) {
     if (pubsub)
       subscriptions.push_back(subscriber.subscribe(topic, options, [&](Message&) { ++received; }));
     else
-      subscriptions.push_back(subscriber.serve(
-          topic,
-          [&](Message&) {
-            ++received;
-            return std::string();
-          },
-          options));
+      subscriptions.push_back(subscriber.serve(topic, options, [&](Message&) {
+        ++received;
+        return std::string();
+      }));
   }
   for (auto& sub : subscriptions)
     if (auto status = sub.wait_ready(s.timeout))
@@ -170,8 +167,8 @@ ScalePoint measure_scale(const ScaleSettings& s) {
       if (pubsub)
         publisher.publish(topic, payload, [&](const Status& status) { completed(!status); });
       else
-        publisher.request(
-            topic, payload, [&](Reply reply) { completed(!reply.ec); }, std::chrono::seconds(60));
+        publisher.request(topic, payload, std::chrono::seconds(60),
+                          [&](Reply reply) { completed(!reply.ec); });
     }
     {
       std::unique_lock<std::mutex> lock(mutex);

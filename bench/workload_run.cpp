@@ -293,13 +293,10 @@ OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
           subscriptions.push_back(client.subscribe(topic_name(t), options,
                                                    [&](Message& m) { on_receipt(m.payload()); }));
         } else {
-          subscriptions.push_back(client.serve(
-              topic_name(t),
-              [&](Message& m) {
-                on_receipt(m.payload());
-                return std::string("ok");
-              },
-              options));
+          subscriptions.push_back(client.serve(topic_name(t), options, [&](Message& m) {
+            on_receipt(m.payload());
+            return std::string("ok");
+          }));
         }
       }
   for (auto& sub : subscriptions)

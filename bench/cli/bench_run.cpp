@@ -214,8 +214,8 @@ BenchResult run_bench_once(const BenchSettings& s, BenchClients& registry) {
     options.from_offset = s.from;
     options.middleware = bench_middleware(s.middleware);
     if (mode == BenchMode::request) {
-      subs.push_back(c.serve(
-          s.topic, [](Message& m) { return std::string(m.payload()); }, options));
+      subs.push_back(
+          c.serve(s.topic, options, [](Message& m) { return std::string(m.payload()); }));
     } else {
       if (caps.consumer_groups) options.group = group;
       auto take = [&](Message& m) {

@@ -53,8 +53,7 @@ int run_serve(const Argv& argv) {
   options.max_in_flight = options.concurrency;
   block_termination_signals();
   auto client = connect_reporting(url);
-  auto sub = client.serve(
-      topic, [](Message& m) { return std::string(m.payload()); }, options);
+  auto sub = client.serve(topic, options, [](Message& m) { return std::string(m.payload()); });
   auto endpoint = metrics_endpoint_if_asked(args, client);
   if (auto ec = sub.wait_ready(std::chrono::seconds(30))) {
     std::cerr << "polybus serve: registration failed: " << ec.message() << "\n";

@@ -39,15 +39,12 @@ class WindowedPublisher {
     const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
-    client_.publish(
-        topic_, std::move(payload),
-        [this, issued](const polybus::Status& ec) {
-          if (on_complete_) on_complete_(issued, 1, !ec);
-          std::lock_guard<std::mutex> guard(mutex_);
-          if (ec && failed_++ == 0) first_error_ = ec.message();
-          leave_window();
-        },
-        options);
+    client_.publish(topic_, std::move(payload), options, [this, issued](const polybus::Status& ec) {
+      if (on_complete_) on_complete_(issued, 1, !ec);
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (ec && failed_++ == 0) first_error_ = ec.message();
+      leave_window();
+    });
   }
 
   // One batch (MPUB where the protocol has it) counted as one in the window.
@@ -61,30 +58,26 @@ class WindowedPublisher {
     const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
-    client_.publish_batch(
-        topic_, std::move(payloads),
-        [this, count, issued](const polybus::Status& ec) {
-          if (on_complete_) on_complete_(issued, count, !ec);
-          std::lock_guard<std::mutex> guard(mutex_);
-          if (ec && (failed_ += count) == count) first_error_ = ec.message();
-          leave_window();
-        },
-        options);
+    client_.publish_batch(topic_, std::move(payloads), options,
+                          [this, count, issued](const polybus::Status& ec) {
+                            if (on_complete_) on_complete_(issued, count, !ec);
+                            std::lock_guard<std::mutex> guard(mutex_);
+                            if (ec && (failed_ += count) == count) first_error_ = ec.message();
+                            leave_window();
+                          });
   }
 
   // A request in the same window; on_reply runs on the io thread with its reply. A reply with an
   // error counts as a failure.
   void request(std::string payload, std::function<void(const Reply&)> on_reply) {
     enter_window();
-    client_.request(
-        topic_, std::move(payload),
-        [this, on_reply = std::move(on_reply)](Reply reply) {
-          on_reply(reply);
-          std::lock_guard<std::mutex> guard(mutex_);
-          if (reply.ec && failed_++ == 0) first_error_ = reply.status().message();
-          leave_window();
-        },
-        timeout_);
+    client_.request(topic_, std::move(payload), timeout_,
+                    [this, on_reply = std::move(on_reply)](Reply reply) {
+                      on_reply(reply);
+                      std::lock_guard<std::mutex> guard(mutex_);
+                      if (reply.ec && failed_++ == 0) first_error_ = reply.status().message();
+                      leave_window();
+                    });
   }
 
   // Waits for every publish (or request) to complete; returns how many failed.

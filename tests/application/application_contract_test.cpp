@@ -482,7 +482,7 @@ TEST_CASE("an adapter that throws anything from subscribe fails that subscriptio
   CHECK_THAT(refused.cause(), Catch::Contains("a standard exception"));
   CHECK(other.wait_ready(kWaitBound));
   std::promise<Status> pinged;
-  client.ping([&](const Status& s) { pinged.set_value(s); }, std::chrono::hours(1));
+  client.ping(std::chrono::hours(1), [&](const Status& s) { pinged.set_value(s); });
   auto ping = pinged.get_future();
   REQUIRE(ping.wait_for(kWaitBound) == std::future_status::ready);  // now, not in an hour
   CHECK_THAT(ping.get().cause(), Catch::Contains("the adapter threw"));
@@ -632,7 +632,7 @@ TEST_CASE("options and requests take the literals a user writes", "[application]
   CHECK(client.request_sync("echo", "c", std::chrono::seconds(5)).payload == "c");
   CHECK(client.request_sync("echo", "d", std::chrono::milliseconds(5000)).payload == "d");
   std::promise<Reply> replied;
-  client.request("echo", "e", [&](Reply r) { replied.set_value(std::move(r)); }, {});
+  client.request("echo", "e", {}, [&](Reply r) { replied.set_value(std::move(r)); });
   CHECK(replied.get_future().get().payload == "e");
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }

@@ -355,8 +355,8 @@ void run_chaos(const std::string& name) {
   // A scheme without publish/subscribe (MemoDB) carries requests to a server that echoes them.
   const bool requests = !target->caps.subscribe;
   REQUIRE((requests ? target->caps.request_reply : target->caps.publish));
-  auto sub = requests ? subscriber.serve(
-                            topic, [](Message& m) { return std::string(m.payload()); }, sub_options)
+  auto sub = requests ? subscriber.serve(topic, sub_options,
+                                         [](Message& m) { return std::string(m.payload()); })
                       : subscriber.subscribe(topic, sub_options, [&](Message& m) {
                           got.add(std::string(m.payload()));
                         });

@@ -375,8 +375,8 @@ CONTRACT_REQUEST_CASE(middleware_runs_around_serve_handlers) {
     if (m.payload() == "refuse") throw std::runtime_error("refused by middleware");
     next(m);
   }};
-  auto srv = client.serve(
-      topic, [](Message& m) { return "re:" + std::string(m.payload()); }, options);
+  auto srv =
+      client.serve(topic, options, [](Message& m) { return "re:" + std::string(m.payload()); });
   REQUIRE(srv.wait_ready(test::kWaitBound) == std::error_code{});
   auto reply = client.request_sync(topic, "ping", 10s);
   REQUIRE(reply.ec == std::error_code{});

@@ -103,13 +103,10 @@ CONTRACT_REQUEST_CASE(a_serve_handler_on_the_io_thread_answers_every_request) {
   REQUIRE(pinged.wait_for(1));
   for (int i = 0; i < kCount; ++i) {
     const std::string question = "q" + std::to_string(i);
-    client.request(
-        topic, question,
-        [&, question](Reply reply) {
-          if (reply.ec || reply.payload != "echo:" + question) ++wrong;
-          answered.count_down();
-        },
-        RequestOptions{10s, {}});
+    client.request(topic, question, RequestOptions{10s, {}}, [&, question](Reply reply) {
+      if (reply.ec || reply.payload != "echo:" + question) ++wrong;
+      answered.count_down();
+    });
   }
   REQUIRE(answered.wait_for(kCount));
   CHECK(wrong == 0);

@@ -377,12 +377,10 @@ CONTRACT_CASE(ping_reaches_the_broker) {
   Latch done;
   std::error_code result;
   auto client = env.connect();
-  client.ping(
-      [&](std::error_code ec) {
-        result = ec;
-        done.count_down();
-      },
-      test::kWaitBound);
+  client.ping(test::kWaitBound, [&](std::error_code ec) {
+    result = ec;
+    done.count_down();
+  });
   REQUIRE(done.wait_for(1));
   CHECK(result == std::error_code{});
 }
@@ -464,11 +462,9 @@ CONTRACT_CASE(reconnects_follow_the_reconnect_policy_or_the_connect_refuses_it) 
   auto client = polybus::connect(env.url, options);
   // Something to send, so that a client that connects only on demand tries.
   if (env.caps.publish)
-    client.publish(
-        "policy", "x", [](std::error_code) {}, PublishOptions{20s, {}});
+    client.publish("policy", "x", PublishOptions{20s, {}}, [](std::error_code) {});
   else
-    client.request(
-        "policy", "x", [](const Reply&) {}, 20s);
+    client.request("policy", "x", 20s, [](const Reply&) {});
   // Every failed attempt asks the policy, and the next one waits what it said.
   CHECK(asked.wait_for(3));
   CHECK(paced.wait_for(3));
@@ -571,8 +567,7 @@ CONTRACT_REQUEST_CASE(nothing_reaches_the_application_after_close_completes) {
   Subscription sub;
   if (env.caps.subscribe) sub = client.subscribe(unique_name("late"), {}, [](Message&) {});
   if (env.caps.request_reply)
-    client.request(
-        "late", "x", [](const Reply&) {}, 5s);  // left pending: close cuts it off
+    client.request("late", "x", 5s, [](const Reply&) {});  // left pending: close cuts it off
   (void)client.close_sync(100ms);
   close_returned = true;
   // What would make a live client speak: its broker going away (a bound, not a synchronisation).

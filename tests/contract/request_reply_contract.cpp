@@ -42,24 +42,21 @@ CONTRACT_REQUEST_CASE(concurrent_requests_each_get_the_reply_to_their_own_payloa
   const auto topic = unique_name("rpc-many");
   SubscribeOptions options;
   options.concurrency = 4;  // replies leave in another order than the requests came
-  auto sub = server.serve(
-      topic, [](Message& m) { return "re:" + std::string(m.payload()); }, options);
+  auto sub =
+      server.serve(topic, options, [](Message& m) { return "re:" + std::string(m.payload()); });
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   std::mutex mutex;
   std::vector<std::pair<std::string, Reply>> replies;
   Latch answered;
   for (int i = 0; i < kConcurrent; ++i) {
     const std::string payload = "q" + std::to_string(i);
-    client.request(
-        topic, payload,
-        [&, payload](Reply reply) {
-          {
-            std::lock_guard<std::mutex> lock(mutex);
-            replies.emplace_back(payload, std::move(reply));
-          }
-          answered.count_down();
-        },
-        10s);
+    client.request(topic, payload, 10s, [&, payload](Reply reply) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        replies.emplace_back(payload, std::move(reply));
+      }
+      answered.count_down();
+    });
   }
   REQUIRE(answered.wait_for(kConcurrent));
   std::lock_guard<std::mutex> lock(mutex);
@@ -114,13 +111,10 @@ CONTRACT_REQUEST_CASE(a_close_waits_for_the_reply_a_running_serve_handler_sends)
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
   Latch replied;
   Reply reply;
-  client.request(
-      topic, "q",
-      [&](Reply r) {
-        reply = std::move(r);
-        replied.count_down();
-      },
-      10s);
+  client.request(topic, "q", 10s, [&](Reply r) {
+    reply = std::move(r);
+    replied.count_down();
+  });
   REQUIRE(handling.wait_for(1));
   Latch closed;
   Status close_result;

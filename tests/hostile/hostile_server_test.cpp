@@ -873,8 +873,7 @@ TEST_CASE(
     Reports reports;
     auto client = connect("nsq+lookupd://" + lookupd.address() + "?max_nsqd_connections=10",
                           reports.options());
-    client.publish(
-        "t", "x", [](std::error_code) {}, within(2s));
+    client.publish("t", "x", within(2s), [](std::error_code) {});
     CHECK(reports.wait_text("1 malformed producer entries skipped, 201 used"));
     CHECK(reports.wait_text("201 exceeds max_nsqd_connections=10"));
     client.close_sync(5s);
@@ -1175,8 +1174,7 @@ TEST_CASE(
   Latch done;
   const std::string payload(64 * 1024, 'x');
   for (int i = 0; i < 400; ++i)
-    client.publish(
-        "t", payload, [&](std::error_code) { done.count_down(); }, within(2s));
+    client.publish("t", payload, within(2s), [&](std::error_code) { done.count_down(); });
   CHECK(reports.wait_text("made no progress for 300ms"));
   CHECK(done.wait_for(400));  // every publish completed, one way or the other
   // Publishes past half of the bound waited for room: the queue never reached it.
@@ -1207,16 +1205,13 @@ TEST_CASE(
   options.defer = std::chrono::milliseconds(1000);
   const std::string payload(16000, 'x');
   for (int i = 0; i < kPublishes; ++i)
-    client.publish(
-        "t", payload,
-        [&](const Status& status) {
-          if (status) {
-            std::lock_guard<std::mutex> lock(mutex);
-            failures.push_back(status.message());
-          }
-          done.count_down();
-        },
-        options);
+    client.publish("t", payload, options, [&](const Status& status) {
+      if (status) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back(status.message());
+      }
+      done.count_down();
+    });
   REQUIRE(done.wait_for(kPublishes));  // every publish completed, one way or the other
   std::lock_guard<std::mutex> lock(mutex);
   CHECK(failures.size() == static_cast<std::size_t>(kPublishes));  // nsqd never answered
@@ -1516,8 +1511,7 @@ TEST_CASE("soak: CPU while a server misbehaves in a loop", "[.][soak]") {
   });
   soak("figg: an ACK for an unsent number on every connection", [&] {
     auto client = connect("figg://" + ack.address());
-    client.publish(
-        "t", "x", [](std::error_code) {}, within(60s));
+    client.publish("t", "x", within(60s), [](std::error_code) {});
     return client;
   });
   std::atomic<std::uint16_t> port_a{0}, port_b{0};

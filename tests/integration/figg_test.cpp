@@ -69,18 +69,15 @@ TEST_CASE(
   PublishOptions options;
   options.timeout = std::chrono::seconds(30);
   for (int i = 0; i < kCount; ++i) {
-    publisher.publish(
-        "restarts", "m" + std::to_string(i),
-        [&, i](std::error_code ec) {
-          if (ec) {
-            ++failed;
-          } else {
-            std::lock_guard<std::mutex> lock(mutex);
-            acked.insert("m" + std::to_string(i));
-          }
-          completed.count_down();
-        },
-        options);
+    publisher.publish("restarts", "m" + std::to_string(i), options, [&, i](std::error_code ec) {
+      if (ec) {
+        ++failed;
+      } else {
+        std::lock_guard<std::mutex> lock(mutex);
+        acked.insert("m" + std::to_string(i));
+      }
+      completed.count_down();
+    });
   }
   REQUIRE(completed.wait_for(kCount, std::chrono::seconds(60)));
   restarter.join();
@@ -121,12 +118,12 @@ TEST_CASE("figg: a publish waits while the window is full and fails at its deadl
   PublishOptions long_deadline;
   long_deadline.timeout = std::chrono::seconds(30);
   // Two fill the window (and survive the outage); the third waits and times out.
-  client.publish(
-      "w", "a", [&](std::error_code ec) { results[0] = ec, done.count_down(); }, long_deadline);
-  client.publish(
-      "w", "b", [&](std::error_code ec) { results[1] = ec, done.count_down(); }, long_deadline);
-  client.publish(
-      "w", "c", [&](std::error_code ec) { results[2] = ec, done.count_down(); }, short_deadline);
+  client.publish("w", "a", long_deadline,
+                 [&](std::error_code ec) { results[0] = ec, done.count_down(); });
+  client.publish("w", "b", long_deadline,
+                 [&](std::error_code ec) { results[1] = ec, done.count_down(); });
+  client.publish("w", "c", short_deadline,
+                 [&](std::error_code ec) { results[2] = ec, done.count_down(); });
   REQUIRE(done.wait_for(1));
   // Not connected at its deadline: it says so (timeout only if the drop was not seen yet).
   CHECK((results[2] == errc::disconnected || results[2] == errc::connect_failed ||

@@ -231,8 +231,7 @@ TEST_CASE(
   auto server = connect(url_of(*broker, options));
   SubscribeOptions so;
   so.concurrency = 5;
-  auto sub = server.serve(
-      "sized", [](Message& m) { return std::string(m.payload()); }, so);
+  auto sub = server.serve("sized", so, [](Message& m) { return std::string(m.payload()); });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return workers_for(s, "sized") == 5; }));
   auto other = server.serve("default", [](Message& m) { return std::string(m.payload()); });
@@ -252,25 +251,22 @@ TEST_CASE("memodb: 16 concurrent workers on one socket answer 2,000 requests, 16
   Gate all_running;  // the first 16 jobs wait until 16 handlers run at once
   SubscribeOptions so;
   so.concurrency = 16;
-  auto sub = server.serve(
-      "work",
-      [&](Message& m) {
-        const int now = ++running;
-        raise_to(peak, now);
-        if (now == 16) all_running.open();
-        all_running.wait();
-        --running;
-        return "done:" + std::string(m.payload());
-      },
-      so);
+  auto sub = server.serve("work", so, [&](Message& m) {
+    const int now = ++running;
+    raise_to(peak, now);
+    if (now == 16) all_running.open();
+    all_running.wait();
+    --running;
+    return "done:" + std::string(m.payload());
+  });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker,
                [](const BrokerStats& s) { return workers_for(s, "work") == 16 && s.idle == 16; }));
   constexpr int kCount = 2000;
   Replies replies;
   for (int i = 0; i < kCount; ++i)
-    client.request(
-        "work", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 60s);
+    client.request("work", std::to_string(i), 60s,
+                   [&, i](Reply r) { replies.add(i, std::move(r)); });
   REQUIRE(replies.wait_for(kCount, 120s));
   auto all = replies.all();
   REQUIRE(all.size() == static_cast<std::size_t>(kCount));
@@ -309,8 +305,8 @@ TEST_CASE("memodb: many workers and requesters are multiplexed on one socket per
       for (int i = 0; i < kPer; ++i) {
         const std::string payload = (client == &a ? "a" : "b") + std::to_string(i);
         expected[index] = service + ":" + payload;
-        client->request(
-            service, payload, [&, index](Reply r) { replies.add(index, std::move(r)); }, 60s);
+        client->request(service, payload, 60s,
+                        [&, index](Reply r) { replies.add(index, std::move(r)); });
         ++index;
       }
     }
@@ -344,13 +340,13 @@ TEST_CASE(
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
   Replies replies;
   for (int i = 0; i < 2; ++i)
-    client.request(
-        "slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 30s);
+    client.request("slow", std::to_string(i), 30s,
+                   [&, i](Reply r) { replies.add(i, std::move(r)); });
   // Sent: one with the worker, one queued at the broker.
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.dispatched == 1 && s.queued == 1; }));
   for (int i = 2; i < 5; ++i)
-    client.request(
-        "slow", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, 300ms);
+    client.request("slow", std::to_string(i), 300ms,
+                   [&, i](Reply r) { replies.add(i, std::move(r)); });
   REQUIRE(replies.wait_for(3));
   auto all = replies.all();
   for (int i = 2; i < 5; ++i) {
@@ -411,13 +407,10 @@ TEST_CASE(
   auto start = std::chrono::steady_clock::now();
   Latch done;
   Reply reply;
-  client.request(
-      "nobody", "x",
-      [&](Reply r) {
-        reply = std::move(r);
-        done.count_down();
-      },
-      4s);
+  client.request("nobody", "x", 4s, [&](Reply r) {
+    reply = std::move(r);
+    done.count_down();
+  });
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.queue_expired >= 1; }));
   CHECK(broker->stats().jobs == 1);
   // NNG resends it, and only once the broker had dropped the earlier copy: a job is never
@@ -489,8 +482,8 @@ TEST_CASE(
   std::map<int, std::chrono::steady_clock::time_point> deadlines;
   auto send = [&](int i, std::chrono::milliseconds timeout) {
     deadlines[i] = std::chrono::steady_clock::now() + timeout;
-    client.request(
-        "echo", std::to_string(i), [&, i](Reply r) { replies.add(i, std::move(r)); }, timeout);
+    client.request("echo", std::to_string(i), timeout,
+                   [&, i](Reply r) { replies.add(i, std::move(r)); });
   };
   // Four in the workers' handlers, twenty queued at the broker, ten that expire while queued.
   for (int i = 0; i < 4; ++i) send(i, 30s);
@@ -562,8 +555,7 @@ TEST_CASE("memodb: a broker down when requests start: they wait for it, up to th
   CHECK((late == errc::disconnected || late == errc::connect_failed || late == errc::timeout));
   CHECK_FALSE(late.cause().empty());
   Replies replies;
-  client.request(
-      "echo", "after", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request("echo", "after", 20s, [&](Reply r) { replies.add(0, std::move(r)); });
   broker->start();
   REQUIRE(replies.wait_for(1));
   auto reply = replies.all()[0][0];
@@ -824,8 +816,7 @@ TEST_CASE(
   SECTION("a requester") {
     auto client = connect(url);
     Replies replies;
-    client.request(
-        "echo", "x", [&](Reply r) { replies.add(0, std::move(r)); }, 5s);
+    client.request("echo", "x", 5s, [&](Reply r) { replies.add(0, std::move(r)); });
     auto job = fake.recv();
     REQUIRE(job);
     memodb::Header h;
@@ -843,8 +834,7 @@ TEST_CASE(
     CHECK(reply.ec == memodb::errc::truncated);
     CHECK(std::string(reply.ec.category().name()) == "memodb");
 
-    client.request(
-        "echo", "y", [&](Reply r) { replies.add(1, std::move(r)); }, 5s);
+    client.request("echo", "y", 5s, [&](Reply r) { replies.add(1, std::move(r)); });
     REQUIRE(fake.recv());
     std::string heartbeat;
     REQUIRE(memodb::append_heartbeat(heartbeat, {}) == std::error_code{});
@@ -894,8 +884,7 @@ TEST_CASE(
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
   Replies replies;
-  client.request(
-      "job", "1", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request("job", "1", 20s, [&](Reply r) { replies.add(0, std::move(r)); });
   REQUIRE(started.wait_for(1));
   server.close(20s, [&](std::error_code) { closed.count_down(); });
   CHECK_FALSE(closed.wait_for(1, 100ms));  // bound: close waits for the handler
@@ -924,8 +913,7 @@ TEST_CASE("memodb: a paused serve's workers leave, resume registers them again",
   // Each stops at its next HEARTBEAT without answering; the broker forgets it.
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.workers == 0; }));
   Replies replies;
-  client.request(
-      "p", "queued", [&](Reply r) { replies.add(0, std::move(r)); }, 20s);
+  client.request("p", "queued", 20s, [&](Reply r) { replies.add(0, std::move(r)); });
   REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.queued == 1; }));
   sub.resume();
   REQUIRE(replies.wait_for(1));

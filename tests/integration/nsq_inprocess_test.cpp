@@ -174,16 +174,13 @@ TEST_CASE("nsq: an nsqd restart mid-stream loses nothing that was acknowledged",
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 300; ++i) {
       std::string payload = std::to_string(round) + "-" + std::to_string(i);
-      producer.publish(
-          "restart", payload,
-          [&, payload](std::error_code ec) {
-            if (!ec) {
-              std::lock_guard<std::mutex> lock(mutex);
-              acked.insert(payload);
-            }
-            done.count_down();
-          },
-          publish_options);
+      producer.publish("restart", payload, publish_options, [&, payload](std::error_code ec) {
+        if (!ec) {
+          std::lock_guard<std::mutex> lock(mutex);
+          acked.insert(payload);
+        }
+        done.count_down();
+      });
     }
     REQUIRE(done.wait_for(static_cast<std::size_t>(300 * (round + 1))));
     nsqd->restart();

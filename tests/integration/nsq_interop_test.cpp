@@ -648,7 +648,7 @@ TEST_CASE("nsq interop go-nsq: receives polybus publish_batch (MPUB) and deferre
   const auto deferred_from = Clock::now();
   polybus::PublishOptions deferred;
   deferred.defer = kDefer;
-  for (int i = 0; i < kDeferred; ++i) client.publish(topic, payload("dpub", i), count, deferred);
+  for (int i = 0; i < kDeferred; ++i) client.publish(topic, payload("dpub", i), deferred, count);
   REQUIRE(done.wait_for(1 + kDeferred));
   REQUIRE(failed == 0);
 

@@ -19,7 +19,7 @@ std::string first_drop(const std::string& url) {
   ConnectOptions options;
   options.on_state = states.callback();
   auto client = connect(url, options);
-  client.publish("t", "x", nullptr, PublishOptions{std::chrono::seconds(5), {}});
+  client.publish("t", "x", PublishOptions{std::chrono::seconds(5), {}}, nullptr);
   auto found = states.wait_for(
       [](const StateEvent& e) { return e.state == ConnectionState::disconnected && e.reason; });
   REQUIRE(found);

@@ -18,12 +18,10 @@ namespace polybus::test {
 inline std::error_code ping_result(Client& client, std::chrono::milliseconds deadline) {
   auto pinged = std::make_shared<Latch>();
   auto result = std::make_shared<std::error_code>(make_error_code(errc::timeout));
-  client.ping(
-      [pinged, result](const Status& status) {
-        *result = status.code();
-        pinged->count_down();
-      },
-      deadline);
+  client.ping(deadline, [pinged, result](const Status& status) {
+    *result = status.code();
+    pinged->count_down();
+  });
   if (!pinged->wait_for(1, deadline + kWaitBound)) return make_error_code(errc::timeout);
   return *result;
 }

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "client_core.hpp"
+#include "inbox.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 
@@ -128,9 +129,9 @@ detail::ClientHandle& live(detail::ClientHandle* handle, std::string_view what) 
 
 // Waits for `start`'s completion, unless this thread runs the client's io_context: that thread
 // would wait for itself (or stall every other client of an application's io_context).
-template <typename Result, typename Start>
-Result wait_for(detail::ClientHandle& handle, Start start, Result on_io_thread) {
-  if (handle.on_io_context()) return on_io_thread;
+template <typename Result, typename Start, typename Blocked>
+Result wait_for(detail::ClientHandle& handle, Start start, Blocked on_io_thread) {
+  if (handle.on_io_context()) return on_io_thread();
   auto promise = std::make_shared<std::promise<Result>>();
   auto future = promise->get_future();
   start([promise](Result result) { promise->set_value(std::move(result)); });
@@ -159,8 +160,12 @@ bool ClientRef::carries_headers() const {
   return live(pin(keep), "carries_headers").core->shared()->envelope.on();
 }
 
-void ClientRef::publish(std::string_view topic, std::string payload, Completion done,
-                        PublishOptions options) const {
+void ClientRef::publish(std::string_view topic, std::string payload, Completion done) const {
+  publish(topic, std::move(payload), PublishOptions{}, std::move(done));
+}
+
+void ClientRef::publish(std::string_view topic, std::string payload, PublishOptions options,
+                        Completion done) const {
   std::shared_ptr<detail::ClientHandle> keep;
   auto* handle = pin(keep);
   if (!handle)
@@ -169,7 +174,12 @@ void ClientRef::publish(std::string_view topic, std::string payload, Completion 
 }
 
 void ClientRef::publish_batch(std::string_view topic, std::vector<std::string> payloads,
-                              Completion done, PublishOptions options) const {
+                              Completion done) const {
+  publish_batch(topic, std::move(payloads), PublishOptions{}, std::move(done));
+}
+
+void ClientRef::publish_batch(std::string_view topic, std::vector<std::string> payloads,
+                              PublishOptions options, Completion done) const {
   std::shared_ptr<detail::ClientHandle> keep;
   auto* handle = pin(keep);
   if (!handle)
@@ -187,7 +197,7 @@ Status ClientRef::publish_sync(std::string_view topic, std::string payload,
       [&](std::function<void(Status)> done) {
         handle->core->publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
       },
-      would_block("publish_sync"));
+      [] { return would_block("publish_sync"); });
 }
 
 Subscription ClientRef::subscribe(std::string_view topic, SubscribeOptions options,
@@ -198,6 +208,43 @@ Subscription ClientRef::subscribe(std::string_view topic, SubscribeOptions optio
       .core->subscribe(topic, std::move(options), std::move(handler), nullptr);
 }
 
+Subscription ClientRef::subscribe(std::string_view topic, MessageHandler handler) const {
+  return subscribe(topic, SubscribeOptions{}, std::move(handler));
+}
+
+PullSubscription ClientRef::pull_subscribe(std::string_view topic, SubscribeOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto& handle = live(pin(keep), "pull_subscribe to " + std::string(topic));
+  auto inbox = std::make_shared<detail::Inbox>(std::string(topic));
+  Subscription subscription = handle.core->subscribe(
+      topic, std::move(options), [inbox](Message& m) { inbox->deliver(m); }, nullptr);
+  inbox->attach(subscription.core_);
+  return PullSubscription(std::move(inbox), std::move(subscription));
+}
+
+PullSubscription ClientRef::pull_subscribe(std::string_view topic) const {
+  return pull_subscribe(topic, SubscribeOptions{});
+}
+
+PullSubscription ClientRef::pull_serve(std::string_view topic, SubscribeOptions options) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto& handle = live(pin(keep), "pull_serve " + std::string(topic));
+  auto inbox = std::make_shared<detail::Inbox>(std::string(topic));
+  // Under the application's control, the request's reply is the application's to send: the
+  // empty string returned here is not sent.
+  Subscription subscription =
+      handle.core->subscribe(topic, std::move(options), nullptr, [inbox](Message& m) {
+        inbox->deliver(m);
+        return std::string();
+      });
+  inbox->attach(subscription.core_);
+  return PullSubscription(std::move(inbox), std::move(subscription));
+}
+
+PullSubscription ClientRef::pull_serve(std::string_view topic) const {
+  return pull_serve(topic, SubscribeOptions{});
+}
+
 Subscription ClientRef::subscribe_batch(std::string_view topic, SubscribeOptions options,
                                         BatchOptions batch, BatchHandler handler) const {
   if (!handler) throw Error(errc::invalid_argument, "subscribe_batch: the handler is empty");
@@ -206,20 +253,29 @@ Subscription ClientRef::subscribe_batch(std::string_view topic, SubscribeOptions
       .core->subscribe(topic, std::move(options), nullptr, nullptr, std::move(handler), batch);
 }
 
-Subscription ClientRef::serve(std::string_view topic, ServeHandler handler) const {
-  return serve(topic, std::move(handler), SubscribeOptions{});
-}
-
 Subscription ClientRef::serve(std::string_view topic, ServeHandler handler,
                               SubscribeOptions options) const {
+  return serve(topic, std::move(options), std::move(handler));
+}
+
+Subscription ClientRef::serve(std::string_view topic, ServeHandler handler) const {
+  return serve(topic, SubscribeOptions{}, std::move(handler));
+}
+
+Subscription ClientRef::serve(std::string_view topic, SubscribeOptions options,
+                              ServeHandler handler) const {
   if (!handler) throw Error(errc::invalid_argument, "serve: the handler is empty");
   std::shared_ptr<detail::ClientHandle> keep;
   return live(pin(keep), "serve " + std::string(topic))
       .core->subscribe(topic, std::move(options), nullptr, std::move(handler));
 }
 
-void ClientRef::request(std::string_view topic, std::string payload, ReplyCompletion done,
-                        RequestOptions options) const {
+void ClientRef::request(std::string_view topic, std::string payload, ReplyCompletion done) const {
+  request(topic, std::move(payload), RequestOptions{}, std::move(done));
+}
+
+void ClientRef::request(std::string_view topic, std::string payload, RequestOptions options,
+                        ReplyCompletion done) const {
   std::shared_ptr<detail::ClientHandle> keep;
   auto* handle = pin(keep);
   if (!handle)
@@ -235,13 +291,15 @@ Reply ClientRef::request_sync(std::string_view topic, std::string payload,
   auto* handle = pin(keep);
   if (!handle)
     return Reply{make_error_code(errc::closed), {}, gone("request to " + std::string(topic)), {}};
-  const Status blocked = would_block("request_sync");
   return wait_for<Reply>(
       *handle,
       [&](std::function<void(Reply)> done) {
         handle->core->request(topic, std::move(payload), std::move(done), std::move(options));
       },
-      Reply{blocked.code(), {}, blocked.cause(), {}});
+      [] {
+        const Status blocked = would_block("request_sync");
+        return Reply{blocked.code(), {}, blocked.cause(), {}};
+      });
 }
 
 void ClientRef::flush(std::chrono::milliseconds timeout, Completion done) const {
@@ -258,10 +316,14 @@ Status ClientRef::flush_sync(std::chrono::milliseconds timeout) const {
   return wait_for<Status>(
       *handle,
       [&](std::function<void(Status)> done) { handle->core->flush(timeout, std::move(done)); },
-      would_block("flush_sync"));
+      [] { return would_block("flush_sync"); });
 }
 
-void ClientRef::ping(Completion done, std::chrono::milliseconds timeout) const {
+void ClientRef::ping(Completion done) const {
+  ping(std::chrono::milliseconds(0), std::move(done));
+}
+
+void ClientRef::ping(std::chrono::milliseconds timeout, Completion done) const {
   std::shared_ptr<detail::ClientHandle> keep;
   auto* handle = pin(keep);
   if (!handle) return complete_now(done, Status(errc::closed, gone("ping")));
@@ -273,6 +335,13 @@ void ClientRef::close(std::chrono::milliseconds timeout, Completion done) const 
   auto* handle = pin(keep);
   if (!handle) return complete_now(done, Status{});  // closed with its Client
   handle->core->close(timeout, std::move(done));
+}
+
+void ClientRef::close(Completion done) const {
+  std::shared_ptr<detail::ClientHandle> keep;
+  auto* handle = pin(keep);
+  if (!handle) return complete_now(done, Status{});  // closed with its Client
+  handle->core->close(handle->close_timeout, std::move(done));
 }
 
 Status ClientRef::close_sync(std::chrono::milliseconds timeout) const {
@@ -289,7 +358,7 @@ Status ClientRef::close_sync(std::chrono::milliseconds timeout) const {
   return wait_for<Status>(
       *handle,
       [&](std::function<void(Status)> done) { handle->core->close(timeout, std::move(done)); },
-      would_block("close_sync"));
+      [] { return would_block("close_sync"); });
 }
 
 Stats ClientRef::stats() const {
@@ -312,6 +381,10 @@ detail::SubscriptionCore& sub_of(const std::shared_ptr<detail::SubscriptionCore>
 
 Status Subscription::wait_ready(std::chrono::milliseconds timeout) const {
   return sub_of(core_).wait_ready(timeout);
+}
+void Subscription::wait_ready(std::chrono::milliseconds timeout,
+                              std::function<void(const Status&)> done) const {
+  sub_of(core_).wait_ready(timeout, std::move(done));
 }
 void Subscription::unsubscribe(std::function<void(const Status&)> done) {
   sub_of(core_).unsubscribe(std::move(done));

@@ -404,6 +404,7 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                              std::function<void(const Status&)> done) {
   // strand
   sub->deactivate();
+  sub->settle_end(Status(errc::closed, sub->topic() + ": unsubscribed"));
   sub->drop_handlers_when_idle();
   subscriptions_.erase(sub);
   auto adapter_sub = sub->adapter();
@@ -452,7 +453,37 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   work.correlation = correlation;
   work.issued = Clock::now();
   work.deadline = deadline_from(options.timeout, work.issued);
+  if (options.cancellation) work.cancel = CancellationAccess::state(*options.cancellation);
   take_in(std::move(work), topic);
+}
+
+bool ClientCore::cancelled_before_start(IntakeWork& work) {
+  if (!work.cancel) return false;
+  {
+    std::lock_guard<std::mutex> lock(work.cancel->mutex);
+    if (!work.cancel->cancelled) return false;
+  }
+  shared_->outgoing.give_back(work.bytes);
+  if (topic_requests_) topic_requests_->forget(work.correlation);
+  shared_->complete("request", work.reply,
+                    Reply{make_error_code(errc::canceled),
+                          {},
+                          "request to " + work.topic.str() + ": cancelled by the caller; not sent",
+                          {}});
+  return true;
+}
+
+void ClientCore::arm_cancellation(const std::shared_ptr<CancelHook>& hook, std::string_view topic) {
+  hook->id = on_cancel(*hook->state, [weak = weak_from_this(), hook, topic = std::string(topic),
+                                      strand = shared_->strand] {
+    asio::post(strand, [weak, hook, topic] {
+      auto self = weak.lock();
+      if (!self || hook->finished || !self->ops_) return;
+      self->ops_->complete_if_pending(hook->made, make_error_code(errc::canceled),
+                                      "cancelled by the caller; it was sent and may still reach "
+                                      "a responder, whose reply is dropped");
+    });
+  });
 }
 
 void ClientCore::start_request(IntakeWork& work) {
@@ -462,11 +493,15 @@ void ClientCore::start_request(IntakeWork& work) {
                       Reply{make_error_code(errc::closed), {}, "client is closed"});
     return;
   }
+  if (cancelled_before_start(work)) return;
   if (topic_requests_) return start_request_over_topics(work);
+  std::shared_ptr<CancelHook> hook;
+  if (work.cancel) hook = std::make_shared<CancelHook>(CancelHook{work.cancel});
   auto op = ops_->add(
       work.deadline,
-      [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes](
-          std::error_code ec, std::string&& reply, std::string&& detail) {
+      [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes,
+       hook](std::error_code ec, std::string&& reply, std::string&& detail) {
+        if (hook) hook->finish();
         shared->outgoing.give_back(bytes);
         Headers headers;
         if (!ec) {
@@ -484,6 +519,10 @@ void ClientCore::start_request(IntakeWork& work) {
       },
       "request to ", work.topic.shared(), work.issued);
   work.made = op.operation();
+  if (hook) {
+    hook->made = work.made;
+    arm_cancellation(hook, work.topic.str());
+  }
   adapter_->request(RequestWork{work.topic.str(), std::move(work.payloads.front()), std::move(op)});
 }
 
@@ -494,12 +533,15 @@ void ClientCore::start_request_over_topics(IntakeWork& work) {
     Headers reply_headers;
     std::uint64_t correlation;
     std::weak_ptr<TopicRequests> requests;
+    std::shared_ptr<CancelHook> hook;
   };
-  auto waiting = std::make_shared<Waiting>(Waiting{{}, work.correlation, topic_requests_});
+  auto waiting = std::make_shared<Waiting>(Waiting{{}, work.correlation, topic_requests_, nullptr});
+  if (work.cancel) waiting->hook = std::make_shared<CancelHook>(CancelHook{work.cancel});
   auto op = ops_->add(
       work.deadline,
       [shared = shared_, done = std::move(work.reply), issued = work.issued, bytes = work.bytes,
        waiting](std::error_code ec, std::string&& reply, std::string&& detail) {
+        if (waiting->hook) waiting->hook->finish();
         shared->outgoing.give_back(bytes);
         if (auto requests = waiting->requests.lock()) requests->forget(waiting->correlation);
         if (!ec) {
@@ -512,6 +554,10 @@ void ClientCore::start_request_over_topics(IntakeWork& work) {
       },
       "request to ", work.topic.shared(), work.issued);
   work.made = op.operation();
+  if (waiting->hook) {
+    waiting->hook->made = work.made;
+    arm_cancellation(waiting->hook, work.topic.str());
+  }
   topic_requests_->send(std::move(work.topic), std::move(work.payloads), work.correlation,
                         std::move(op), std::shared_ptr<Headers>(waiting, &waiting->reply_headers),
                         work.deadline);

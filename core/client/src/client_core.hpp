@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "cancellation_state.hpp"
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
 #include "operations.hpp"
@@ -53,11 +54,17 @@ class SubscriptionCore : public SubscriptionSink,
   void ended(std::error_code ec, const std::string& detail) override;
 
   Status wait_ready(std::chrono::milliseconds timeout);
+  // Any thread: `done` runs on the strand once the broker confirmed or refused the subscription,
+  // or with errc::timeout at the deadline.
+  void wait_ready(std::chrono::milliseconds timeout, Completion done);
   // Strand: fn hears the broker's confirmation or refusal (ended false), then the end of the
   // subscription on the broker's side (ended true). Set before the adapter knows of it.
   void on_settled(std::function<void(const Status&, bool ended)> fn) {
     on_settled_ = std::move(fn);
   }
+  // Strand: the subscription is over (ended by the broker or the close, or unsubscribed): tells
+  // on_settled, once.
+  void settle_end(const Status& why);
   void unsubscribe(std::function<void(const Status&)> done);
   void pause();
   void resume();
@@ -66,6 +73,12 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t pending() const;
   bool idle() const;  // no message queued or being handled
   const std::string& topic() const { return topic_; }
+  std::uint32_t max_in_flight() const { return max_in_flight_.load(); }
+  // Any thread: a PullSubscription's inbox holds max_in_flight untaken (or no longer): the
+  // broker is held back as the budget holds it (apply_flow).
+  void hold_for_pull(bool full);
+  bool acks() const { return shared_->caps.ack; }
+  const Strand& strand() const { return shared_->strand; }
   metrics::SubscriptionMetrics metrics() const;
 
   // Strand: the adapter's side of this subscription.
@@ -165,6 +178,14 @@ class SubscriptionCore : public SubscriptionSink,
   std::condition_variable ready_cv_;
   std::function<void(const Status&, bool ended)> on_settled_;  // strand
   std::optional<Status> ready_result_;
+  // Strand: the asynchronous wait_ready()s not yet answered, each with its deadline's timer.
+  struct ReadyWaiter {
+    Completion done;
+    asio::steady_timer timer;
+    explicit ReadyWaiter(const Strand& strand) : timer(strand) {}
+  };
+  std::vector<std::shared_ptr<ReadyWaiter>> ready_waiters_;
+  std::string not_ready_within(std::chrono::milliseconds timeout) const;
   Fifo<Message> queue_;
   std::uint32_t running_ = 0;
   bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
@@ -174,6 +195,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t max_held_bytes_;
   std::size_t held_bytes_ = 0;
   bool over_budget_ = false;  // guarded by mutex_
+  bool pull_full_ = false;    // guarded by mutex_: a PullSubscription's inbox is full
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on
   // the strand: what the broker had sent before it heard of the pause is held too.
   bool delivery_paused_ = false;
@@ -296,7 +318,23 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     Clock::time_point issued;
     const Operation* made = nullptr;  // its operation, once made: completed at once if the
                                       // adapter throws instead of at its deadline
+    std::shared_ptr<CancellationState> cancel;  // a request's RequestOptions::cancellation
   };
+  // A request's link to its Cancellation (strand): `finished` once its operation completed.
+  struct CancelHook {
+    std::shared_ptr<CancellationState> state;
+    const Operation* made = nullptr;
+    std::uint64_t id = 0;
+    bool finished = false;
+    void finish() {
+      finished = true;
+      if (id) forget_cancel(*state, id);
+    }
+  };
+  // Strand: a request whose Cancellation was cancelled before it started: completed unsent.
+  bool cancelled_before_start(IntakeWork& work);
+  // Strand: from here `hook`'s Cancellation completes the operation it names.
+  void arm_cancellation(const std::shared_ptr<CancelHook>& hook, std::string_view topic);
   void take_in(IntakeWork&& work, std::string_view topic);  // names work.topic
   // Strand: hands everything taken in since the last call to the adapter, in order.
   void drain_intake();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <asio/post.hpp>
+#include <utility>
 
 #include "client_core.hpp"
 #include "middleware_chain.hpp"
@@ -151,7 +152,7 @@ void SubscriptionCore::apply_flow() {
   bool over;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    over = over_budget_;
+    over = over_budget_ || pull_full_;
   }
   if (!adapter_) return;
   if (!adapter_->has_own_hold()) {
@@ -178,6 +179,15 @@ void SubscriptionCore::apply_flow() {
     else
       adapter_->resume();
   }
+}
+
+void SubscriptionCore::hold_for_pull(bool full) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pull_full_ == full) return;
+    pull_full_ = full;
+  }
+  asio::post(shared_->strand, [self = shared_from_this()] { self->apply_flow(); });
 }
 
 void SubscriptionCore::taken(const Message& message) {
@@ -332,8 +342,8 @@ void SubscriptionCore::send_to_dead_letter(Message message, std::string reason) 
   };
   std::string payload(message.payload());
   if (elsewhere) {
-    dead_letter_.client.publish(dead_letter_.topic, std::move(payload), std::move(done),
-                                std::move(options));
+    dead_letter_.client.publish(dead_letter_.topic, std::move(payload), std::move(options),
+                                std::move(done));
   } else if (auto client = client_.lock()) {
     client->publish(dead_letter_.topic, Payloads(std::move(payload)), std::move(done),
                     std::move(options), false);
@@ -674,6 +684,10 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
     ready_result_ = Status(ec, detail);
   }
   ready_cv_.notify_all();
+  for (auto& waiter : std::exchange(ready_waiters_, {})) {
+    waiter->timer.cancel();
+    shared_->complete("wait_ready", std::exchange(waiter->done, nullptr), Status(ec, detail));
+  }
   if (on_settled_) on_settled_(Status(ec, detail), false);
   // Closing the client is the application's own doing, not an error to report.
   if (ec && ec != make_error_code(errc::closed))
@@ -683,12 +697,16 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
 void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
   deactivate();  // first: whoever wait_ready() wakes sees the subscription inactive
   ready(ec ? ec : make_error_code(errc::closed), detail);
-  if (auto settled = std::move(on_settled_)) {
-    on_settled_ = nullptr;
-    settled(Status(ec ? ec : make_error_code(errc::closed), detail), true);
-  }
+  settle_end(Status(ec ? ec : make_error_code(errc::closed), detail));
   if (ec && ec != make_error_code(errc::closed))
     shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
+}
+
+void SubscriptionCore::settle_end(const Status& why) {
+  if (auto settled = std::move(on_settled_)) {
+    on_settled_ = nullptr;
+    settled(why, true);
+  }
 }
 
 Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
@@ -704,10 +722,38 @@ Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
   if (ready_cv_.wait_for(lock, timeout, [&] { return ready_result_.has_value(); }))
     return *ready_result_;
   lock.unlock();
+  return Status(errc::timeout, not_ready_within(timeout));
+}
+
+std::string SubscriptionCore::not_ready_within(std::chrono::milliseconds timeout) const {
   // With no connection up, why: the last connection's end ("connection refused", ...).
   const std::string what = topic_ + ": the subscription was not confirmed within " +
                            std::to_string(timeout.count()) + "ms";
-  return Status(errc::timeout, shared_->connectivity.explain(what));
+  return shared_->connectivity.explain(what);
+}
+
+void SubscriptionCore::wait_ready(std::chrono::milliseconds timeout, Completion done) {
+  asio::post(shared_->strand,
+             [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
+               std::optional<Status> result;
+               {
+                 std::lock_guard<std::mutex> lock(self->mutex_);
+                 result = self->ready_result_;
+               }
+               if (result) return self->shared_->complete("wait_ready", done, *result);
+               auto waiter = std::make_shared<ReadyWaiter>(self->shared_->strand);
+               waiter->done = std::move(done);
+               waiter->timer.expires_after(timeout);
+               self->ready_waiters_.push_back(waiter);
+               // Holds the subscription for the deadline at most: ready() cancels it first.
+               waiter->timer.async_wait([self, waiter, timeout](std::error_code) {
+                 if (!waiter->done) return;  // ready() answered it
+                 auto& waiters = self->ready_waiters_;
+                 waiters.erase(std::remove(waiters.begin(), waiters.end(), waiter), waiters.end());
+                 self->shared_->complete("wait_ready", std::exchange(waiter->done, nullptr),
+                                         Status(errc::timeout, self->not_ready_within(timeout)));
+               });
+             });
 }
 
 void SubscriptionCore::deactivate() {

@@ -242,13 +242,10 @@ TEST_CASE("adapter: a request pending when the server stops fails as disconnecte
   REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
   Latch done;
   Reply result;
-  client.request(
-      "slow", "x",
-      [&](Reply r) {
-        result = std::move(r);
-        done.count_down();
-      },
-      std::chrono::seconds(20));
+  client.request("slow", "x", std::chrono::seconds(20), [&](Reply r) {
+    result = std::move(r);
+    done.count_down();
+  });
   REQUIRE(received.wait_for(1));
   server->stop();
   REQUIRE(done.wait_for(1));
@@ -328,13 +325,10 @@ TEST_CASE("adapter: close completes a pending request") {
   auto requester = connect(url_for("quickio", *server));
   Latch done;
   Reply result;
-  requester.request(
-      "held", "x",
-      [&](Reply r) {
-        result = std::move(r);
-        done.count_down();
-      },
-      std::chrono::seconds(20));
+  requester.request("held", "x", std::chrono::seconds(20), [&](Reply r) {
+    result = std::move(r);
+    done.count_down();
+  });
   REQUIRE(received.wait_for(1));
   // Close waits for the request up to its deadline, then cuts it off and says so.
   const Status closed = requester.close_sync(std::chrono::milliseconds(300));

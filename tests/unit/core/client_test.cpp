@@ -315,8 +315,7 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
     auto done = result->get_future();
     PublishOptions within_an_hour;
     within_an_hour.timeout = std::chrono::hours(1);
-    client.publish(
-        topic, "x", [result](const Status& s) { result->set_value(s); }, within_an_hour);
+    client.publish(topic, "x", within_an_hour, [result](const Status& s) { result->set_value(s); });
     REQUIRE(done.wait_for(kWaitBound) == std::future_status::ready);
     return done.get();
   };
@@ -330,12 +329,9 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
   auto result = std::make_shared<std::promise<Reply>>();
   auto replied = result->get_future();
   auto calls = std::make_shared<std::atomic<int>>(0);
-  client.request(
-      "stored-then-threw", "x",
-      [result, calls](Reply r) {
-        if (calls->fetch_add(1) == 0) result->set_value(std::move(r));
-      },
-      std::chrono::hours(1));
+  client.request("stored-then-threw", "x", std::chrono::hours(1), [result, calls](Reply r) {
+    if (calls->fetch_add(1) == 0) result->set_value(std::move(r));
+  });
   REQUIRE(replied.wait_for(kWaitBound) == std::future_status::ready);
   const Reply stored = replied.get();
   CHECK(stored.ec == std::errc::not_enough_memory);

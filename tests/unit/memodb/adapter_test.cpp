@@ -108,14 +108,11 @@ TEST_CASE("closing completes every waiting and pending request with closed", "[m
   std::condition_variable cv;
   std::vector<std::error_code> results;
   for (int i = 0; i < 6; ++i)
-    client.request(
-        "echo", "x",
-        [&](Reply r) {
-          std::lock_guard<std::mutex> lock(mutex);
-          results.push_back(r.ec);
-          cv.notify_all();
-        },
-        30s);
+    client.request("echo", "x", 30s, [&](Reply r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      results.push_back(r.ec);
+      cv.notify_all();
+    });
   // Close waits for pending requests up to its deadline, then cuts them off and says so.
   const Status closed = client.close_sync(200ms);
   CHECK(closed == errc::timeout);

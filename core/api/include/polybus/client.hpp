@@ -31,6 +31,7 @@
 #include "polybus/message.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/options.hpp"
+#include "polybus/pull_subscription.hpp"
 #include "polybus/status.hpp"
 #include "polybus/subscription.hpp"
 

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "polybus/cancellation.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
 #include "polybus/headers.hpp"
@@ -26,6 +28,7 @@ class Subscription;
 struct SubscribeOptions;
 struct BatchOptions;
 class Batch;
+class PullSubscription;
 
 namespace detail {
 class ClientHandle;
@@ -69,6 +72,8 @@ struct POLYBUS_API RequestOptions {
       : timeout(std::chrono::ceil<std::chrono::milliseconds>(deadline)), headers(std::move(with)) {}
   std::chrono::milliseconds timeout{0};  ///< 0: the client's op_timeout option
   Headers headers;                       ///< as PublishOptions::headers
+  /// Gives the request up when it is cancelled: it completes at once with errc::canceled.
+  std::optional<Cancellation> cancellation;
 };
 
 /// A subscribe() handler: returning acks the message, throwing nacks it (unless it answered the
@@ -117,16 +122,24 @@ class POLYBUS_API ClientRef {
   /// Publishes carry headers: the envelope is on (envelope=cloudevents).
   bool carries_headers() const;
 
+  // Every operation reads the same way: what it acts on, its data, its options (a deadline is
+  // one), then its completion; the form without options takes the defaults.
+
   /// Publishes `payload` to `topic`; `done` (which may be empty) runs once with the outcome, on
   /// the strand. Fails with errc::closed, errc::not_supported (a defer or headers this client
   /// cannot carry), errc::limit_exceeded (max_outgoing_bytes) or errc::timeout at the deadline.
-  void publish(std::string_view topic, std::string payload, Completion done,
-               PublishOptions options = {}) const;
+  void publish(std::string_view topic, std::string payload, PublishOptions options,
+               Completion done) const;
+  /// publish() with the default PublishOptions.
+  void publish(std::string_view topic, std::string payload, Completion done) const;
   /// Publishes every payload to `topic` in one protocol operation; `done` runs once for all of
   /// them. Needs capabilities().batch_publish (else errc::not_supported); an empty batch fails
   /// with errc::invalid_argument.
-  void publish_batch(std::string_view topic, std::vector<std::string> payloads, Completion done,
-                     PublishOptions options = {}) const;
+  void publish_batch(std::string_view topic, std::vector<std::string> payloads,
+                     PublishOptions options, Completion done) const;
+  /// publish_batch() with the default PublishOptions.
+  void publish_batch(std::string_view topic, std::vector<std::string> payloads,
+                     Completion done) const;
   /// Blocks until the broker accepted the message or the deadline passed. On a thread that runs
   /// the client's io_context (a completion, an Asio handler of the application's io_context) it
   /// does not wait: errc::would_block_io_thread, and nothing is published.
@@ -140,6 +153,20 @@ class POLYBUS_API ClientRef {
   /// errc::not_supported for a group or an offset the scheme cannot do, errc::invalid_argument).
   Subscription subscribe(std::string_view topic, SubscribeOptions options,
                          MessageHandler handler) const;
+  /// subscribe() with the default SubscribeOptions.
+  Subscription subscribe(std::string_view topic, MessageHandler handler) const;
+  /// Messages taken by the application one at a time (PullSubscription::receive(), or
+  /// polybus/asio/async.hpp's async_receive from a coroutine) instead of handed to a handler;
+  /// each under the application's control, to settle itself. Throws as subscribe() does.
+  PullSubscription pull_subscribe(std::string_view topic, SubscribeOptions options) const;
+  /// pull_subscribe() with the default SubscribeOptions.
+  PullSubscription pull_subscribe(std::string_view topic) const;
+  /// The requests sent to `topic`, taken one at a time as pull_subscribe() takes messages; the
+  /// application answers each with Message::reply() (one it drops unanswered reaches its
+  /// requester as the request's deadline). Throws as serve() does.
+  PullSubscription pull_serve(std::string_view topic, SubscribeOptions options) const;
+  /// pull_serve() with the default SubscribeOptions.
+  PullSubscription pull_serve(std::string_view topic) const;
   /// Messages in batches (BatchOptions says when one is handed over). Throws
   /// polybus::Error(errc::invalid_option) when the subscription's max_in_flight is below
   /// max_messages: such a batch could never fill.
@@ -149,8 +176,10 @@ class POLYBUS_API ClientRef {
   /// Sends `payload` to whoever serves `topic`; `done` gets the Reply once, on the strand: the
   /// reply, or why there is none (errc::timeout at the deadline, 0: the op_timeout option;
   /// errc::not_supported where the client has no request/reply).
-  void request(std::string_view topic, std::string payload, ReplyCompletion done,
-               RequestOptions options = {}) const;
+  void request(std::string_view topic, std::string payload, RequestOptions options,
+               ReplyCompletion done) const;
+  /// request() with the default RequestOptions (the op_timeout option, no headers).
+  void request(std::string_view topic, std::string payload, ReplyCompletion done) const;
   /// Blocks until the reply came or the deadline passed. On a thread that runs the client's
   /// io_context the Reply's ec is errc::would_block_io_thread, and nothing is sent.
   Reply request_sync(std::string_view topic, std::string payload,
@@ -158,9 +187,9 @@ class POLYBUS_API ClientRef {
   /// Answers the requests sent to `topic`: `handler` runs on a handler thread and returns the
   /// reply's payload. Throws polybus::Error as subscribe() does, and errc::not_supported where
   /// the client has no request/reply.
+  Subscription serve(std::string_view topic, SubscribeOptions options, ServeHandler handler) const;
+  /// serve() with the default SubscribeOptions.
   Subscription serve(std::string_view topic, ServeHandler handler) const;
-  /// The same, with options (a group, concurrency, middleware...).
-  Subscription serve(std::string_view topic, ServeHandler handler, SubscribeOptions options) const;
 
   /// Completes once every publish made before the call has completed (confirmed or failed: each
   /// says which in its own completion), or at the deadline (0: the op_timeout option) with
@@ -173,13 +202,47 @@ class POLYBUS_API ClientRef {
 
   /// Round trip to the broker: completes when it answered, or with errc::timeout at the deadline
   /// (0: the op_timeout option).
-  void ping(Completion done,
-            std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) const;
+  void ping(std::chrono::milliseconds timeout, Completion done) const;
+  /// ping() with the op_timeout option as the deadline.
+  void ping(Completion done) const;
+
+  // The earlier spellings, with the options after the completion: they forward to the one shape
+  // above, and go when the ABI breaks next.
+
+  /// Deprecated: publish(topic, payload, options, done).
+  [[deprecated("options before the completion: publish(topic, payload, options, done)")]] void
+  publish(std::string_view topic, std::string payload, Completion done,
+          PublishOptions options) const {
+    publish(topic, std::move(payload), std::move(options), std::move(done));
+  }
+  /// Deprecated: publish_batch(topic, payloads, options, done).
+  [[deprecated(
+      "options before the completion: publish_batch(topic, payloads, options, done)")]] void
+  publish_batch(std::string_view topic, std::vector<std::string> payloads, Completion done,
+                PublishOptions options) const {
+    publish_batch(topic, std::move(payloads), std::move(options), std::move(done));
+  }
+  /// Deprecated: request(topic, payload, options, done).
+  [[deprecated("options before the completion: request(topic, payload, options, done)")]] void
+  request(std::string_view topic, std::string payload, ReplyCompletion done,
+          RequestOptions options) const {
+    request(topic, std::move(payload), std::move(options), std::move(done));
+  }
+  /// Deprecated: serve(topic, options, handler).
+  [[deprecated("options before the handler: serve(topic, options, handler)")]] Subscription serve(
+      std::string_view topic, ServeHandler handler, SubscribeOptions options) const;
+  /// Deprecated: ping(timeout, done).
+  [[deprecated("the deadline before the completion: ping(timeout, done)")]] void ping(
+      Completion done, std::chrono::milliseconds timeout) const {
+    ping(timeout, std::move(done));
+  }
 
   /// Stops accepting work, drains in-flight publishes and handlers, then closes. Everything
   /// pending completes exactly once; what the deadline cuts off fails with errc::closed, and the
   /// close itself then completes with errc::timeout.
   void close(std::chrono::milliseconds timeout, Completion done = {}) const;
+  /// close() with the close_timeout option as the deadline; `done` may be empty.
+  void close(Completion done = {}) const;
   /// Blocks until the close completed. On a thread that runs the client's io_context:
   /// errc::would_block_io_thread, and nothing is done. From one of this client's message
   /// handlers it starts the close and returns at once: the close waits for that handler, whose

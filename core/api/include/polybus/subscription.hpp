@@ -117,6 +117,9 @@ class POLYBUS_API Subscription {
   /// io thread (a completion, a handler_thread=io handler) it does not wait: unconfirmed there
   /// is errc::would_block_io_thread.
   Status wait_ready(std::chrono::milliseconds timeout) const;
+  /// Without waiting: `done` runs once, on the strand, with the broker's confirmation or
+  /// refusal, or with errc::timeout at the deadline. From any thread, the io thread included.
+  void wait_ready(std::chrono::milliseconds timeout, std::function<void(const Status&)> done) const;
   /// Stops delivery at once; completes when the broker was told (or the deadline, the
   /// op_timeout option, passed).
   void unsubscribe(std::function<void(const Status&)> done = {});
@@ -145,6 +148,7 @@ class POLYBUS_API Subscription {
   explicit operator bool() const { return static_cast<bool>(core_); }
 
  private:
+  friend class ClientRef;  // pull_subscribe() ties its inbox to the core
   std::shared_ptr<detail::SubscriptionCore> core_;
 };
 
