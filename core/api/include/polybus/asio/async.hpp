@@ -49,6 +49,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -74,17 +75,39 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
         guard_(asio::make_work_guard(asio::get_associated_executor(*handler_))),
         slot_(asio::get_associated_cancellation_slot(*handler_)) {}
 
+  // The initiating function runs on this thread until the returned guard goes: a completion
+  // the client gives meanwhile (at once, on this thread) is posted, never run inside it.
+  auto initiating() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      initiating_ = std::this_thread::get_id();
+    }
+    struct Done {
+      AsyncOperation* op;
+      ~Done() {
+        std::lock_guard<std::mutex> lock(op->mutex_);
+        op->initiating_ = std::thread::id();
+      }
+    };
+    return Done{this};
+  }
+
   // With the client's outcome, from the client's thread: on the handler's executor, at once
   // when that is this thread (or the handler has none: the client's io thread runs it).
   void complete(Values... values) {
-    auto taken = take();
+    bool inside_initiation = false;
+    auto taken = take(&inside_initiation);
     if (!taken) return;
     auto executor = taken->second.get_executor();
-    asio::dispatch(executor, [self = this->shared_from_this(), handler = std::move(taken->first),
-                              values...]() mutable {
+    auto run = [self = this->shared_from_this(), handler = std::move(taken->first),
+                values...]() mutable {
       if (self->slot_.is_connected()) self->slot_.clear();
       std::move(handler)(std::move(values)...);
-    });
+    };
+    if (inside_initiation)
+      asio::post(executor, std::move(run));
+    else
+      asio::dispatch(executor, std::move(run));
     // Let go once dispatch() returned, not by the handler: the application's run() must not
     // return while this thread is still inside the post that woke it.
     taken->second.reset();
@@ -124,9 +147,10 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
 
  private:
   using Guard = asio::executor_work_guard<Executor>;
-  std::optional<std::pair<Handler, Guard>> take() {
+  std::optional<std::pair<Handler, Guard>> take(bool* inside_initiation = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!handler_) return std::nullopt;
+    if (inside_initiation) *inside_initiation = initiating_ == std::this_thread::get_id();
     std::optional<std::pair<Handler, Guard>> taken;
     taken.emplace(std::move(*handler_), std::move(*guard_));
     handler_.reset();
@@ -135,6 +159,7 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
   }
 
   std::mutex mutex_;
+  std::thread::id initiating_;  // guarded by mutex_
   std::optional<Handler> handler_;
   std::optional<Guard> guard_;
   Slot slot_;
@@ -158,6 +183,7 @@ struct InitiateStatus {
   void operator()(Handler&& handler, Start start, const std::string& on_cancel) const {
     auto op = make_operation<Status>(std::forward<Handler>(handler));
     op->on_cancellation([on_cancel](auto& self) { self.cancel([] {}, cancelled(on_cancel)); });
+    auto initiating = op->initiating();
     start([op](const Status& status) { op->complete(status); });
   }
 };
@@ -187,6 +213,7 @@ struct InitiateRequest {
         self.cancel([] {}, Reply{why.code(), {}, why.cause(), {}});
       });
     }
+    auto initiating = op->initiating();
     client.request(topic, std::move(payload), std::move(options),
                    [op](Reply reply) { op->complete(std::move(reply)); });
   }
@@ -199,6 +226,7 @@ struct InitiateReceive {
     // The ticket is known before any cancellation can run: both run on the handler's executor
     // (Asio emits there), and this initiation does too.
     auto ticket = std::make_shared<std::uint64_t>(0);
+    auto initiating = op->initiating();
     *ticket = pull.receive(
         [op](const Status& status, Message message) { op->complete(status, std::move(message)); });
     op->on_cancellation([pull, ticket](auto& self) {
