@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/transport.hpp"
+#include "transport_impl.hpp"
 
 #include <algorithm>
 #include <asio/connect.hpp>
@@ -104,12 +104,12 @@ TransportSettings TransportSettings::from_options(const ResolvedOptions& options
 
 std::shared_ptr<Transport> Transport::create(Strand strand, TransportSettings settings,
                                              Callbacks callbacks, const AdapterContext* stats) {
-  return std::make_shared<Transport>(std::move(strand), std::move(settings), std::move(callbacks),
-                                     stats);
+  return std::make_shared<TransportImpl>(std::move(strand), std::move(settings),
+                                         std::move(callbacks), stats);
 }
 
-Transport::Transport(Strand strand, TransportSettings settings, Callbacks callbacks,
-                     const AdapterContext* stats)
+TransportImpl::TransportImpl(Strand strand, TransportSettings settings, Callbacks callbacks,
+                             const AdapterContext* stats)
     : strand_(std::move(strand)),
       settings_(std::move(settings)),
       callbacks_(std::move(callbacks)),
@@ -146,12 +146,12 @@ void ReadChunk::GiveBack::operator()(char* bytes) const noexcept {
     delete[] bytes;
 }
 
-std::shared_ptr<ReadChunk> Transport::fresh_chunk() {
+std::shared_ptr<ReadChunk> TransportImpl::fresh_chunk() {
   return std::allocate_shared<ReadChunk>(detail::PooledAllocator<ReadChunk>(chunk_states_),
                                          settings_.read_chunk_size, chunk_bytes_);
 }
 
-std::error_code Transport::ensure_tls_context(std::string& detail) {
+std::error_code TransportImpl::ensure_tls_context(std::string& detail) {
   if (ssl_context_) return {};
   try {
     ssl_context_ = shared_tls_context(settings_.tls);
@@ -162,14 +162,14 @@ std::error_code Transport::ensure_tls_context(std::string& detail) {
   return {};
 }
 
-Transport::~Transport() = default;
+TransportImpl::~TransportImpl() = default;
 
-void Transport::reset_stream() {
+void TransportImpl::reset_stream() {
   stream_ = std::make_shared<Stream>(strand_);
   tls_active_ = false;
 }
 
-void Transport::connect(const HostPort& target) {
+void TransportImpl::connect(const HostPort& target) {
   close();
   ++generation_;
   connecting_ = true;
@@ -177,7 +177,7 @@ void Transport::connect(const HostPort& target) {
   endpoint_ = target.to_string();
   reset_stream();
   connect_timer_.expires_after(settings_.connect_timeout);
-  connect_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+  connect_timer_.async_wait([weak = weak_self(), gen = generation_](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || gen != self->generation_ || !self->connecting_) return;
     self->end(make_error_code(errc::timeout),
@@ -186,7 +186,7 @@ void Transport::connect(const HostPort& target) {
               true);
   });
   resolver_.async_resolve(target.host, std::to_string(target.port),
-                          [weak = weak_from_this(), gen = generation_](
+                          [weak = weak_self(), gen = generation_](
                               std::error_code ec, asio::ip::tcp::resolver::results_type results) {
                             auto self = weak.lock();
                             if (!self || gen != self->generation_) return;
@@ -204,12 +204,12 @@ std::string os_error_text(const std::error_code& ec) {
 }
 }  // namespace
 
-void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+void TransportImpl::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results_type results) {
   if (ec)
     return end(make_error_code(errc::connect_failed),
                "cannot resolve " + endpoint_ + ": " + os_error_text(ec), true);
   asio::async_connect(stream_->socket, results,
-                      [weak = weak_from_this(), gen = generation_, stream = stream_](
+                      [weak = weak_self(), gen = generation_, stream = stream_](
                           std::error_code e, const asio::ip::tcp::endpoint&) {
                         auto self = weak.lock();
                         if (!self || gen != self->generation_) return;
@@ -217,7 +217,7 @@ void Transport::on_resolved(std::error_code ec, asio::ip::tcp::resolver::results
                       });
 }
 
-void Transport::on_tcp_connected(std::error_code ec) {
+void TransportImpl::on_tcp_connected(std::error_code ec) {
   if (ec)
     return end(make_error_code(errc::connect_failed),
                "cannot connect to " + endpoint_ + ": " + os_error_text(ec), true);
@@ -244,13 +244,13 @@ void Transport::on_tcp_connected(std::error_code ec) {
   });
 }
 
-void Transport::handshake(asio::ssl::stream_base::handshake_type type,
-                          std::function<void(std::error_code)> done) {
+void TransportImpl::handshake(asio::ssl::stream_base::handshake_type type,
+                              std::function<void(std::error_code)> done) {
   const auto& tls = settings_.tls;
   std::string detail;
   if (auto ec = ensure_tls_context(detail)) {
     // Reported as the connection's end (the caller's done is not needed after that).
-    asio::post(strand_, [self = shared_from_this(), gen = generation_, detail, ec] {
+    asio::post(strand_, [self = self(), gen = generation_, detail, ec] {
       if (gen == self->generation_) self->end(ec, detail, true);
     });
     return;
@@ -263,7 +263,7 @@ void Transport::handshake(asio::ssl::stream_base::handshake_type type,
   asio::ip::make_address(name, parse_ec);
   if (parse_ec) SSL_set_tlsext_host_name(tls_stream.native_handle(), name.c_str());
   if (tls.verify) tls_stream.set_verify_callback(asio::ssl::host_name_verification(name));
-  tls_stream.async_handshake(type, [self = shared_from_this(), gen = generation_, stream = stream_,
+  tls_stream.async_handshake(type, [self = self(), gen = generation_, stream = stream_,
                                     done = std::move(done)](std::error_code ec) {
     if (gen != self->generation_) return;
     if (!ec) self->tls_active_ = true;
@@ -271,7 +271,7 @@ void Transport::handshake(asio::ssl::stream_base::handshake_type type,
   });
 }
 
-void Transport::start_tls(std::function<void(std::error_code)> done) {
+void TransportImpl::start_tls(std::function<void(std::error_code)> done) {
   if (!connected_ || tls_active_) {
     asio::post(strand_, [done = std::move(done), active = tls_active_] {
       done(make_error_code(active ? errc::invalid_argument : errc::disconnected));
@@ -282,10 +282,10 @@ void Transport::start_tls(std::function<void(std::error_code)> done) {
   if (!reading_) read_next();  // picks up the upgrade
 }
 
-void Transport::arm_handshake_deadline() {
+void TransportImpl::arm_handshake_deadline() {
   if (settings_.handshake_timeout.count() <= 0) return;
   handshake_timer_.expires_after(settings_.handshake_timeout);
-  handshake_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+  handshake_timer_.async_wait([weak = weak_self(), gen = generation_](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || gen != self->generation_ || !self->connected_) return;
     self->end(make_error_code(errc::timeout),
@@ -295,11 +295,11 @@ void Transport::arm_handshake_deadline() {
   });
 }
 
-void Transport::established() {
+void TransportImpl::established() {
   handshake_timer_.cancel();
 }
 
-void Transport::read_next() {
+void TransportImpl::read_next() {
   if (!connected_ || reading_ || upgrading_ || read_paused_) return;
   if (pending_tls_) {
     // A plain write still in flight finishes first (on_written comes back here): its bytes and
@@ -308,7 +308,7 @@ void Transport::read_next() {
     auto done = std::move(pending_tls_);
     pending_tls_ = nullptr;
     connect_timer_.expires_after(settings_.connect_timeout);
-    connect_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+    connect_timer_.async_wait([weak = weak_self(), gen = generation_](std::error_code ec) {
       auto self = weak.lock();
       if (ec || !self || gen != self->generation_ || self->tls_active_) return;
       self->end(make_error_code(errc::timeout),
@@ -340,8 +340,8 @@ void Transport::read_next() {
   }
   reading_ = true;
   // Pending reads hold the transport and the stream (see stream_); closing ends them.
-  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
-                     std::error_code ec, std::size_t n) {
+  auto handler = [self = self(), gen = generation_, stream = stream_](std::error_code ec,
+                                                                      std::size_t n) {
     if (gen != self->generation_) return;
     self->on_read(ec, n);
   };
@@ -352,7 +352,7 @@ void Transport::read_next() {
     stream_->socket.async_read_some(buffer, in_memory(read_memory_, std::move(handler)));
 }
 
-void Transport::on_read(std::error_code ec, std::size_t n) {
+void TransportImpl::on_read(std::error_code ec, std::size_t n) {
   reading_ = false;
   if (ec) {
     const bool orderly = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
@@ -378,13 +378,13 @@ void Transport::on_read(std::error_code ec, std::size_t n) {
   if (gen == generation_) read_next();
 }
 
-bool Transport::write_room() {
+bool TransportImpl::write_room() {
   if (queued_bytes_ < settings_.max_write_buffer / 2) return true;
   room_wanted_ = true;
   return false;
 }
 
-bool Transport::admit(std::size_t n) {
+bool TransportImpl::admit(std::size_t n) {
   if (queued_bytes_ + n <= settings_.max_write_buffer) {
     deepest_queue_ = std::max(deepest_queue_, queued_bytes_ + n);
     return true;
@@ -396,7 +396,7 @@ bool Transport::admit(std::size_t n) {
   return false;
 }
 
-void Transport::write(std::string bytes) {
+void TransportImpl::write(std::string bytes) {
   if (bytes.size() <= kCopyAtMost) return write_copy(bytes);
   if (!admit(bytes.size())) return;
   queued_bytes_ += bytes.size();
@@ -405,7 +405,7 @@ void Transport::write(std::string bytes) {
   flush_soon();
 }
 
-void Transport::write_copy(std::string_view bytes) {
+void TransportImpl::write_copy(std::string_view bytes) {
   if (bytes.empty() || !admit(bytes.size())) return;
   queued_bytes_ += bytes.size();
   total_queued_ += bytes.size();
@@ -427,7 +427,7 @@ void Transport::write_copy(std::string_view bytes) {
   flush_soon();
 }
 
-std::string Transport::spare_string(std::size_t size) {
+std::string TransportImpl::spare_string(std::size_t size) {
   if (spare_strings_.empty()) return {};
   auto chosen = spare_strings_.begin();
   for (auto it = spare_strings_.begin(); it != spare_strings_.end(); ++it) {
@@ -441,7 +441,7 @@ std::string Transport::spare_string(std::size_t size) {
   return spare;
 }
 
-void Transport::write(std::shared_ptr<const std::string> bytes) {
+void TransportImpl::write(std::shared_ptr<const std::string> bytes) {
   if (bytes && bytes->size() <= kCopyAtMost) return write_copy(*bytes);
   if (!bytes || bytes->empty() || !admit(bytes->size())) return;
   queued_bytes_ += bytes->size();
@@ -453,16 +453,16 @@ void Transport::write(std::shared_ptr<const std::string> bytes) {
 // What a handler writes goes out in one write when it is done: a frame's header and its body,
 // a burst of publishes. Written at once, the first write_copy() of a burst (a PUBLISH header,
 // 38 bytes) went out by itself, in 30% of Figg's writes, and the server read it alone too.
-void Transport::flush_soon() {
+void TransportImpl::flush_soon() {
   if (flush_posted_ || writing_ || !connected_) return;  // on_written or on_connected flushes
   flush_posted_ = true;
-  asio::post(strand_, in_memory(flush_memory_, [self = shared_from_this()] {
+  asio::post(strand_, in_memory(flush_memory_, [self = self()] {
                self->flush_posted_ = false;
                self->flush();  // whichever connection is up now: flush() checks
              }));
 }
 
-void Transport::flush() {
+void TransportImpl::flush() {
   // Once an upgrade is asked for, what is queued goes out over TLS, after the handshake.
   if (!connected_ || writing_ || pending_tls_ || queue_.empty()) return;
   in_flight_.clear();
@@ -478,8 +478,8 @@ void Transport::flush() {
   watch(write_watch_, settings_.write_timeout);
   // The write holds the transport: bytes queued before its owner let go still go out
   // (close_after_flush), bounded by the write deadline.
-  auto handler = [self = shared_from_this(), gen = generation_, stream = stream_](
-                     std::error_code ec, std::size_t n) {
+  auto handler = [self = self(), gen = generation_, stream = stream_](std::error_code ec,
+                                                                      std::size_t n) {
     if (gen != self->generation_) return;
     self->on_written(ec, n);
   };
@@ -489,7 +489,7 @@ void Transport::flush() {
     asio::async_write(stream_->socket, buffers, in_memory(write_memory_, std::move(handler)));
 }
 
-void Transport::watch(Watch& watch, std::chrono::milliseconds limit) {
+void TransportImpl::watch(Watch& watch, std::chrono::milliseconds limit) {
   // One timer for everything of a kind (every write, every frame), armed while one is under way
   // and moved on only when it fires: arming and cancelling one each time cost an operation and a
   // cancelled completion each, and most reads end inside a frame.
@@ -497,7 +497,7 @@ void Transport::watch(Watch& watch, std::chrono::milliseconds limit) {
   watch.armed = true;
   watch.timer.expires_at(watch.started + limit);
   watch.timer.async_wait(
-      [weak = weak_from_this(), gen = generation_, watched = &watch, limit](std::error_code ec) {
+      [weak = weak_self(), gen = generation_, watched = &watch, limit](std::error_code ec) {
         auto self = weak.lock();
         if (ec || !self || gen != self->generation_) return;
         watched->armed = false;
@@ -508,13 +508,13 @@ void Transport::watch(Watch& watch, std::chrono::milliseconds limit) {
       });
 }
 
-bool Transport::under_way(const Watch& watch) const {
+bool TransportImpl::under_way(const Watch& watch) const {
   // An in-band TLS handshake holds writes too (writing_): connect_timeout bounds it.
   if (&watch == &write_watch_) return writing_ && !upgrading_;
   return frame_pending_;
 }
 
-void Transport::overdue(const Watch& watch) {
+void TransportImpl::overdue(const Watch& watch) {
   if (&watch == &write_watch_)
     return end(make_error_code(errc::timeout),
                "writing to " + endpoint_ + " made no progress for " +
@@ -528,7 +528,7 @@ void Transport::overdue(const Watch& watch) {
       true);
 }
 
-void Transport::on_written(std::error_code ec, std::size_t n) {
+void TransportImpl::on_written(std::error_code ec, std::size_t n) {
   writing_ = false;
   if (ec)
     return end(make_error_code(errc::disconnected),
@@ -566,8 +566,8 @@ void Transport::on_written(std::error_code ec, std::size_t n) {
   flush();
 }
 
-void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
-                                 IdleCounts counts) {
+void TransportImpl::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
+                                     IdleCounts counts) {
   idle_ = idle;
   on_idle_ = std::move(on_idle);
   idle_counts_ = counts;
@@ -575,12 +575,12 @@ void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<v
   arm_idle();
 }
 
-void Transport::pause_reading() {
+void TransportImpl::pause_reading() {
   read_paused_ = true;
   idle_timer_.cancel();
 }
 
-void Transport::resume_reading() {
+void TransportImpl::resume_reading() {
   if (!read_paused_) return;
   read_paused_ = false;
   last_read_ = idle_since_ = Clock::now();
@@ -589,7 +589,7 @@ void Transport::resume_reading() {
   read_next();
 }
 
-void Transport::frame_state(bool partial_frame, bool completed_frame) {
+void TransportImpl::frame_state(bool partial_frame, bool completed_frame) {
   if (idle_counts_ == IdleCounts::frames && (completed_frame || !partial_frame))
     idle_since_ = last_read_;
   if (!partial_frame || !connected_) {
@@ -602,14 +602,14 @@ void Transport::frame_state(bool partial_frame, bool completed_frame) {
   watch(frame_watch_, settings_.frame_timeout);
 }
 
-void Transport::arm_idle() {
+void TransportImpl::arm_idle() {
   if (read_paused_) return;
   if (idle_.count() <= 0 || !on_idle_) {
     idle_timer_.cancel();
     return;
   }
   idle_timer_.expires_at(idle_since_ + idle_);
-  idle_timer_.async_wait([weak = weak_from_this(), gen = generation_](std::error_code ec) {
+  idle_timer_.async_wait([weak = weak_self(), gen = generation_](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || gen != self->generation_ || !self->connected_) return;
     if (Clock::now() - self->idle_since_ >= self->idle_) {
@@ -620,17 +620,17 @@ void Transport::arm_idle() {
   });
 }
 
-void Transport::close() {
+void TransportImpl::close() {
   flush_posted_writes();
   end({}, {}, false);
 }
 
-void Transport::close_after_flush() {
+void TransportImpl::close_after_flush() {
   if (!connected_ || (!writing_ && queue_.empty())) return close();
   close_when_flushed_ = true;
 }
 
-void Transport::fail(std::error_code ec, const std::string& detail) {
+void TransportImpl::fail(std::error_code ec, const std::string& detail) {
   flush_posted_writes();
   end(ec, detail, true);
 }
@@ -638,11 +638,11 @@ void Transport::fail(std::error_code ec, const std::string& detail) {
 // What the current handler wrote before closing still goes out, as it did when every write
 // started at once: a WebSocket close frame answered just before the link fails, a POST queued
 // in the same turn as the failure that ends its connection.
-void Transport::flush_posted_writes() {
+void TransportImpl::flush_posted_writes() {
   if (flush_posted_) flush();
 }
 
-void Transport::end(std::error_code ec, const std::string& detail, bool report) {
+void TransportImpl::end(std::error_code ec, const std::string& detail, bool report) {
   const bool was_active = connecting_ || connected_;
   // A connection whose server spoke another protocol from its first bytes says so.
   const std::string hint =
@@ -672,6 +672,88 @@ void Transport::end(std::error_code ec, const std::string& detail, bool report) 
   room_wanted_ = false;
   total_queued_ = total_written_;  // what was dropped is never written: marks before this are void
   if (report && was_active && callbacks_.on_closed) callbacks_.on_closed(ec, detail + hint);
+}
+
+// ---- Transport: each call is its TransportImpl's ----
+
+namespace {
+TransportImpl& impl(Transport& t) {
+  return static_cast<TransportImpl&>(t);
+}
+const TransportImpl& impl(const Transport& t) {
+  return static_cast<const TransportImpl&>(t);
+}
+}  // namespace
+
+void Transport::connect(const HostPort& target) {
+  impl(*this).connect(target);
+}
+void Transport::write(std::string bytes) {
+  impl(*this).write(std::move(bytes));
+}
+void Transport::write(std::shared_ptr<const std::string> bytes) {
+  impl(*this).write(std::move(bytes));
+}
+void Transport::write_copy(std::string_view bytes) {
+  impl(*this).write_copy(bytes);
+}
+std::string Transport::spare_string(std::size_t size) {
+  return impl(*this).spare_string(size);
+}
+void Transport::start_tls(std::function<void(std::error_code)> done) {
+  impl(*this).start_tls(std::move(done));
+}
+void Transport::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
+                                 IdleCounts counts) {
+  impl(*this).set_idle_timeout(idle, std::move(on_idle), counts);
+}
+void Transport::pause_reading() {
+  impl(*this).pause_reading();
+}
+void Transport::resume_reading() {
+  impl(*this).resume_reading();
+}
+bool Transport::reading_paused() const {
+  return impl(*this).reading_paused();
+}
+bool Transport::partial_frame() const {
+  return impl(*this).partial_frame();
+}
+void Transport::frame_state(bool partial_frame, bool completed_frame) {
+  impl(*this).frame_state(partial_frame, completed_frame);
+}
+void Transport::established() {
+  impl(*this).established();
+}
+void Transport::close() {
+  impl(*this).close();
+}
+void Transport::close_after_flush() {
+  impl(*this).close_after_flush();
+}
+void Transport::fail(std::error_code ec, const std::string& detail) {
+  impl(*this).fail(ec, detail);
+}
+bool Transport::connected() const {
+  return impl(*this).connected();
+}
+bool Transport::tls_active() const {
+  return impl(*this).tls_active();
+}
+const std::string& Transport::endpoint() const {
+  return impl(*this).endpoint();
+}
+std::size_t Transport::queued_bytes() const {
+  return impl(*this).queued_bytes();
+}
+bool Transport::write_room() {
+  return impl(*this).write_room();
+}
+std::uint64_t Transport::total_queued() const {
+  return impl(*this).total_queued();
+}
+std::uint64_t Transport::total_written() const {
+  return impl(*this).total_written();
 }
 
 }  // namespace polybus
