@@ -290,28 +290,28 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     std::string json(encode(work.payload));  // kept: it may wait for the connection to open
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     OpCompletion done = work.done;
-    send_with_callback(path, json, done,
-                       [weak, done](int code, std::string_view data, std::string_view err) mutable {
-                         auto ec = map_callback_code(code, err);
-                         auto self = weak.lock();
-                         if (ec) return done(ec, {}, lost_with(self.get(), code, err));
-                         if (!self) return done(make_error_code(polybus::errc::closed));
-                         std::string reply(data);
-                         std::string text;
-                         if (!self->json_payloads_ && json_unquote(data, text))
-                           reply = std::move(text);
-                         done({}, std::move(reply));
-                       });
+    send_with_callback(path, json, done, [weak, done](const detail::Answer& answer) mutable {
+      const int code = answer.code;
+      const std::string_view data = answer.data_json, err = answer.err_msg;
+      auto ec = map_callback_code(code, err);
+      auto self = weak.lock();
+      if (ec) return done(ec, {}, lost_with(self.get(), code, err));
+      if (!self) return done(make_error_code(polybus::errc::closed));
+      std::string reply(data);
+      std::string text;
+      if (!self->json_payloads_ && json_unquote(data, text)) reply = std::move(text);
+      done({}, std::move(reply));
+    });
   }
 
   void ping(OpCompletion done) {
-    send_with_callback(
-        "/qio/ping", "null", done,
-        [weak = weak_from_this(), done](int code, std::string_view, std::string_view err) mutable {
-          if (code == 200) return done({});
-          auto self = weak.lock();
-          done(map_callback_code(code, err), {}, lost_with(self.get(), code, err));
-        });
+    send_with_callback("/qio/ping", "null", done,
+                       [weak = weak_from_this(), done](const detail::Answer& answer) mutable {
+                         if (answer.code == 200) return done({});
+                         auto self = weak.lock();
+                         done(map_callback_code(answer.code, answer.err_msg), {},
+                              lost_with(self.get(), answer.code, answer.err_msg));
+                       });
   }
 
   // A callback's error text; for one lost with its connection (-1), how that connection ended.

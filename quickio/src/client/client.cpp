@@ -65,18 +65,39 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
                [connection = connection, fn = std::move(fn)]() mutable { fn(*connection); });
   }
 
+  // The handle to answer a callback the server asked for on `connection` (none for id 0).
+  static ServerCallback callback_for(const std::weak_ptr<Impl>& weak, std::uint64_t connection,
+                                     std::uint64_t id) {
+    if (id == 0) return {};
+    auto state = std::make_shared<detail::ServerCallbackState>();
+    state->responder = weak;
+    state->connection = connection;
+    state->id = id;
+    return ServerCallback(std::move(state));
+  }
+
   detail::ListenerFn wrap(Listener listener) {
     std::weak_ptr<Impl> weak = shared_from_this();
     return [weak, listener = std::move(listener)](const detail::Incoming& event) {
-      ServerCallback callback;
-      if (event.server_callback != 0) {
-        auto state = std::make_shared<detail::ServerCallbackState>();
-        state->responder = weak;
-        state->connection = event.connection;
-        state->id = event.server_callback;
-        callback = ServerCallback(std::move(state));
-      }
-      listener(event.json, std::move(callback));
+      listener(event.json, callback_for(weak, event.connection, event.server_callback));
+    };
+  }
+
+  // A send's callback as the machine calls it: the answer as a Status, and the callback the
+  // answer asks for in turn as a handle.
+  detail::CallbackFn answering(const std::string& path, SendCallback callback) {
+    if (!callback) return {};
+    std::weak_ptr<Impl> weak = shared_from_this();
+    return [weak, path, callback = std::move(callback)](const detail::Answer& answer) {
+      callback(answer_status(path, answer.code, answer.err_msg), answer.data_json,
+               callback_for(weak, answer.connection, answer.server_callback));
+    };
+  }
+
+  static detail::SubscribeResultFn subscribing(const std::string& path, SubscribeResult result) {
+    if (!result) return {};
+    return [path, result = std::move(result)](int code, std::string_view err_msg) {
+      result(answer_status(path, code, err_msg));
     };
   }
 
@@ -86,10 +107,10 @@ struct Client::Impl : detail::Responder, std::enable_shared_from_this<Client::Im
     run([path = std::string(path), fn = wrap(std::move(listener)), result = std::move(result), once,
          id](detail::Connection& e) mutable {
       if (e.closed()) {
-        if (result) result(-1, "closed");
+        if (result) result(answer_status(path, -1, "closed"));
         return;
       }
-      e.machine().on(path, std::move(fn), once, std::move(result), id);
+      e.machine().on(path, std::move(fn), once, subscribing(path, std::move(result)), id);
     });
     return id;
   }
@@ -160,7 +181,10 @@ void Client::off(std::string_view path, ListenerId id) {
 
 std::error_code Client::send(std::string_view path, std::string json, SendCallback callback) {
   if (impl_->closed.load()) {
-    if (callback) asio::post(*impl_->strand, [callback] { callback(-1, "null", "closed"); });
+    if (callback)
+      asio::post(*impl_->strand, [callback, what = std::string(path)] {
+        callback(answer_status(what, -1, "closed"), "null", ServerCallback());
+      });
     return make_error_code(polybus::errc::closed);
   }
   if (!is_valid_json(json)) return make_error_code(polybus::errc::invalid_argument);
@@ -180,9 +204,9 @@ std::error_code Client::send(std::string_view path, std::string json, SendCallba
               on_error = impl_->on_error](detail::Connection& e) mutable {
     std::error_code ec = make_error_code(polybus::errc::closed);
     if (!e.closed())
-      ec = e.machine().send(path, json, std::move(callback));
+      ec = e.machine().send(path, json, impl->answering(path, std::move(callback)));
     else if (callback)
-      callback(-1, "null", "closed");
+      callback(answer_status(path, -1, "closed"), "null", ServerCallback());
     impl->in_transit.fetch_sub(size);
     if (ec && on_error) on_error(ec, "quickio: event to " + path + " dropped: " + ec.message());
   });

@@ -102,7 +102,7 @@ std::error_code Machine::receive(std::string_view text, const std::shared_ptr<co
     if (auto ec = parse_callback_body(event.json, body, why, limits_.max_json_depth)) return ec;
     CallbackFn fn = std::move(it->second);
     callbacks_.erase(it);
-    if (fn) fn(body.code, body.data_json, body.err_msg);
+    if (fn) fn(Answer{body.code, body.data_json, body.err_msg, event.callback_id, connection_});
     return {};
   }
   if (event.path == kMove) {
@@ -155,7 +155,7 @@ std::error_code Machine::send(std::string_view path, std::string_view json, Call
     if (!open_) {
       // Rule 1 of queued events: callbacks are never queued; they fail at once.
       if (sent) sent(make_error_code(polybus::errc::disconnected));
-      callback(-1, "null", "disconnected");
+      callback(Answer{-1, "null", "disconnected"});
       return {};
     }
     const std::uint64_t id = next_callback_id_;
@@ -279,10 +279,10 @@ void Machine::write(std::string_view text, SentFn sent, ExpiredFn expired) {
 
 void Machine::subscribe(const std::string& path) {
   auto& entry = paths_[path];
-  std::uint64_t epoch = ++entry.epoch;
+  const std::uint64_t epoch = entry.epoch = next_epoch_++;
   std::uint64_t id = next_callback_id_++;
-  callbacks_.emplace(id, [this, path, epoch](int code, std::string_view, std::string_view err) {
-    on_subscribe_answer(path, epoch, code, err);
+  callbacks_.emplace(id, [this, path, epoch](const Answer& answer) {
+    on_subscribe_answer(path, epoch, answer.code, answer.err_msg);
   });
   write(make_event("/qio/on", id, text::json_quote(path)));
 }
@@ -313,7 +313,7 @@ void Machine::fail_callbacks(std::string_view why) {
   auto callbacks = std::move(callbacks_);
   callbacks_.clear();
   for (auto& [id, fn] : callbacks)
-    if (fn) fn(-1, "null", why);
+    if (fn) fn(Answer{-1, "null", why});
 }
 
 void Machine::deliver(std::string_view path, const Incoming& event) {

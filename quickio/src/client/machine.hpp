@@ -23,8 +23,15 @@
 namespace polybus::quickio::detail {
 
 // The answer to a callback the client requested; code -1 when the client gave up on it.
-using CallbackFn =
-    std::function<void(int code, std::string_view data_json, std::string_view err_msg)>;
+struct Answer {
+  int code;
+  std::string_view data_json;
+  std::string_view err_msg;
+  // The answer asks for a callback in turn (a callback chain); 0: it does not.
+  std::uint64_t server_callback = 0;
+  std::uint64_t connection = 0;  // the connection it came on
+};
+using CallbackFn = std::function<void(const Answer&)>;
 // Outcome of a queued or written event: {} when handed to the wire. Kept inline (one of each
 // per published event: a std::function holding an operation would allocate).
 using SentFn = polybus::detail::InplaceFunction<void(std::error_code), 48>;
@@ -149,8 +156,10 @@ class Machine {
   };
   struct PathEntry {
     std::vector<ListenerEntry> listeners;
-    std::uint64_t epoch = 0;  // bumped per /qio/on: only the latest answer counts
-    bool confirmed = false;   // the server accepted the /qio/on of this connection
+    // Of the latest /qio/on, from one count for every path: an answer to an earlier /qio/on of
+    // the path, even one from before an off() removed it, is never taken for this one's.
+    std::uint64_t epoch = 0;
+    bool confirmed = false;  // the server accepted the /qio/on of this connection
   };
   void write(std::string_view text, SentFn sent = {}, ExpiredFn expired = {});
   // Would `bytes` more pass max_queued_bytes with what the connection has not written yet?
@@ -171,6 +180,7 @@ class Machine {
   std::uint64_t connection_ = 0;
   std::uint64_t next_callback_id_ = 1;
   std::uint64_t next_listener_id_ = 1;
+  std::uint64_t next_epoch_ = 1;
   std::map<std::uint64_t, CallbackFn> callbacks_;
   std::map<std::string, PathEntry, std::less<>> paths_;
   std::deque<Queued> queue_;

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The native client against the in-process server, over each transport.
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -42,15 +45,15 @@ struct Lifecycle {
 // Subscribes and waits for the server's 200.
 void subscribe(Client& client, const std::string& path, Collector& into) {
   Latch subscribed;
-  std::atomic<int> code{0};
+  std::atomic<bool> refused{true};
   client.on(
       path, [&into](std::string_view json, ServerCallback) { into.add(std::string(json)); },
-      [&](int c, std::string_view) {
-        code = c;
+      [&](const polybus::Status& status) {
+        refused = static_cast<bool>(status);
         subscribed.count_down();
       });
   REQUIRE(subscribed.wait_for(1));
-  REQUIRE(code.load() == 200);
+  REQUIRE_FALSE(refused.load());
 }
 
 }  // namespace
@@ -116,21 +119,21 @@ TEST_CASE("native client: a callback gets the answer of the client that served t
         second_refused =
             callback.reply(200, "1") == make_error_code(polybus::errc::already_responded);
       },
-      [&](int, std::string_view) { subscribed.count_down(); });
+      [&](const polybus::Status&) { subscribed.count_down(); });
   REQUIRE(subscribed.wait_for(1));
   Latch answered;
   std::mutex mutex;
-  int code = 0;
+  polybus::Status status(polybus::errc::timeout);
   std::string data;
-  requester.send("/add", "3", [&](int c, std::string_view d, std::string_view) {
+  requester.send("/add", "3", [&](const polybus::Status& s, std::string_view d, ServerCallback) {
     std::lock_guard<std::mutex> lock(mutex);
-    code = c;
+    status = s;
     data = d;
     answered.count_down();
   });
   REQUIRE(answered.wait_for(1));
   std::lock_guard<std::mutex> lock(mutex);
-  CHECK(code == 200);
+  CHECK(status == std::error_code{});
   CHECK(data == R"({"sum":3})");
   CHECK(had_callback.load());
   CHECK(first_ok.load());
@@ -184,23 +187,22 @@ TEST_CASE("native client: pending callbacks fail with -1 disconnected when the s
   Latch subscribed, heard;
   asker.on(
       "/never", [&](std::string_view, ServerCallback) { heard.count_down(); },
-      [&](int, std::string_view) { subscribed.count_down(); });
+      [&](const polybus::Status&) { subscribed.count_down(); });
   REQUIRE(subscribed.wait_for(1));
   Latch failed;
-  std::atomic<int> code{0};
   std::atomic<int> calls{0};
-  std::string why;
-  asker.send("/never", "null", [&](int c, std::string_view, std::string_view err) {
-    code = c;
-    ++calls;
-    why = err;  // read after the latch
-    failed.count_down();
-  });
+  polybus::Status why;  // read after the latch
+  asker.send("/never", "null",
+             [&](const polybus::Status& status, std::string_view, ServerCallback) {
+               ++calls;
+               why = status;
+               failed.count_down();
+             });
   REQUIRE(heard.wait_for(1));
   server->stop();
   REQUIRE(failed.wait_for(1));
-  CHECK(code.load() == -1);
-  CHECK(why == "disconnected");
+  CHECK(why == polybus::errc::disconnected);
+  CHECK_THAT(why.cause(), Catch::Contains("/never: disconnected"));
   Lifecycle life;
   life.watch(asker);
   server->start();
@@ -300,7 +302,7 @@ TEST_CASE("native client: close fails pending callbacks with -1 closed and fires
   Latch subscribed, heard;
   silent.on(
       "/hold", [&](std::string_view, ServerCallback) { heard.count_down(); },
-      [&](int, std::string_view) { subscribed.count_down(); });
+      [&](const polybus::Status&) { subscribed.count_down(); });
   REQUIRE(subscribed.wait_for(1));
   Client asker(url_for("quickio", *server), connect_later());
   Lifecycle life;
@@ -308,19 +310,16 @@ TEST_CASE("native client: close fails pending callbacks with -1 closed and fires
   asker.reconnect();
   REQUIRE(life.opens.wait_for(1));
   Latch done;
-  std::string why;
-  std::atomic<int> code{0};
-  asker.send("/hold", "null", [&](int c, std::string_view, std::string_view err) {
-    code = c;
-    why = err;
+  polybus::Status why;
+  asker.send("/hold", "null", [&](const polybus::Status& status, std::string_view, ServerCallback) {
+    why = status;
     done.count_down();
   });
   REQUIRE(heard.wait_for(1));
   asker.close();
   REQUIRE(done.wait_for(1));
   REQUIRE(life.closes.wait_for(1));
-  CHECK(code.load() == -1);
-  CHECK(why == "closed");
+  CHECK(why == polybus::errc::closed);
   CHECK(asker.send("/x", "null") == make_error_code(polybus::errc::closed));
 }
 
@@ -349,7 +348,7 @@ TEST_CASE("native client: off removes one listener, and the path's subscription 
   Latch added;
   auto id = client.on(
       "/two", [&](std::string_view json, ServerCallback) { second.add(std::string(json)); },
-      [&](int, std::string_view) { added.count_down(); });
+      [&](const polybus::Status&) { added.count_down(); });
   REQUIRE(added.wait_for(1));
   client.off("/two", id);
   server->broadcast("/two", "1");
@@ -378,4 +377,114 @@ TEST_CASE("native client: heartbeat challenges are answered, so the server keeps
   REQUIRE(challenges.wait_for(3));  // an unanswered one would end the connection instead
   CHECK(life.closes.count() == 0);
   CHECK(life.opens.count() == 1);
+}
+
+namespace {
+
+// One peer of the raw transport, blocking, on the test thread: the handshake, then frames of an
+// 8-byte big-endian length and one event each.
+struct RawPeer {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  asio::ip::tcp::socket socket{io};
+  std::string address() const {
+    return "127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  }
+  void accept() {
+    acceptor.accept(socket);
+    std::string hello(9, '\0');
+    asio::read(socket, asio::buffer(hello));
+    REQUIRE(hello == "/qio/ohai");
+    asio::write(socket, asio::buffer(hello));
+  }
+  std::string read_event() {
+    unsigned char size[8];
+    asio::read(socket, asio::buffer(size));
+    std::uint64_t n = 0;
+    for (unsigned char byte : size) n = (n << 8) | byte;
+    REQUIRE(n < 1 << 20);
+    std::string event(n, '\0');
+    asio::read(socket, asio::buffer(event));
+    return event;
+  }
+  // The next event whose text starts with `prefix` (heartbeats and the like pass by).
+  std::string read_event_starting(const std::string& prefix) {
+    for (int i = 0; i < 100; ++i) {
+      std::string event = read_event();
+      if (event.rfind(prefix, 0) == 0) return event;
+    }
+    FAIL("no event starting " << prefix);
+    return {};
+  }
+  void write_event(const std::string& event) {
+    std::string frame(8, '\0');
+    for (int i = 0; i < 8; ++i) frame[7 - i] = static_cast<char>((event.size() >> (8 * i)) & 0xff);
+    asio::write(socket, asio::buffer(frame + event));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("native client: an answer that asks for a callback in turn gets a handle to answer it") {
+  // QuickIO's callback chains: the server answers /chain and, in that answer, asks the client
+  // for a callback of its own (/qio/callback/<client id>:<server id>=...).
+  RawPeer server;
+  Client client("quickio://" + server.address() + kFast, connect_later());
+  Lifecycle life;
+  life.watch(client);
+  client.reconnect();
+  server.accept();
+  REQUIRE(life.opens.wait_for(1));  // a callback sent before it would fail as disconnected
+  Latch answered;
+  polybus::Status status(polybus::errc::timeout);
+  std::string data;
+  std::error_code replied = make_error_code(polybus::errc::timeout);
+  bool had_next = false;
+  client.send("/chain", "null",
+              [&](const polybus::Status& s, std::string_view d, ServerCallback next) {
+                status = s;
+                data = d;
+                had_next = static_cast<bool>(next);
+                replied = next.reply(200, "\"yes\"");
+                answered.count_down();
+              });
+  const std::string sent = server.read_event_starting("/chain:");
+  const std::string id = sent.substr(7, sent.find('=') - 7);
+  server.write_event("/qio/callback/" + id + ":77={\"code\":200,\"data\":\"more?\"}");
+  REQUIRE(answered.wait_for(1));
+  CHECK(status == std::error_code{});
+  CHECK(data == "\"more?\"");
+  CHECK(had_next);
+  CHECK(replied == std::error_code{});
+  const std::string answer = server.read_event_starting("/qio/callback/77:");
+  CHECK_THAT(answer, Catch::Contains("\"yes\""));
+  client.close();
+}
+
+TEST_CASE("native client: a refused callback keeps the server's code and words in its Status") {
+  RawPeer server;
+  Client client("quickio://" + server.address() + kFast, connect_later());
+  Lifecycle life;
+  life.watch(client);
+  client.reconnect();
+  server.accept();
+  REQUIRE(life.opens.wait_for(1));  // a callback sent before it would fail as disconnected
+  Latch answered;
+  polybus::Status status;
+  client.send("/missing", "null",
+              [&](const polybus::Status& s, std::string_view, ServerCallback next) {
+                status = s;
+                CHECK_FALSE(next);
+                answered.count_down();
+              });
+  const std::string sent = server.read_event_starting("/missing:");
+  const std::string id = sent.substr(9, sent.find('=') - 9);
+  server.write_event("/qio/callback/" + id +
+                     ":0={\"code\":404,\"data\":null,\"err_msg\":\"no such event\"}");
+  REQUIRE(answered.wait_for(1));
+  CHECK(status == polybus::errc::no_responder);
+  CHECK(status.code().category() == answer_category());
+  CHECK(status.code().value() == 404);
+  CHECK_THAT(status.cause(), Catch::Contains("/missing: answered 404: no such event"));
+  client.close();
 }

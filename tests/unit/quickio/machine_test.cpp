@@ -54,7 +54,7 @@ std::error_code feed(Machine& session, std::string_view text) {
   return session.receive(text, none);
 }
 
-struct Answer {
+struct Heard {
   int code;
   std::string data;
   std::string err;
@@ -66,12 +66,12 @@ TEST_CASE("callback ids start at 1 on every connection") {
   Hooks hooks;
   Machine session({}, hooks);
   session.opened();
-  session.send("/a", "null", [](int, std::string_view, std::string_view) {});
-  session.send("/b", "1", [](int, std::string_view, std::string_view) {});
+  session.send("/a", "null", [](const detail::Answer&) {});
+  session.send("/b", "1", [](const detail::Answer&) {});
   CHECK(drain(hooks) == std::vector<std::string>{"/a:1=null", "/b:2=1"});
   session.closed();
   session.opened();
-  session.send("/c", "null", [](int, std::string_view, std::string_view) {});
+  session.send("/c", "null", [](const detail::Answer&) {});
   CHECK(drain(hooks) == std::vector<std::string>{"/c:1=null"});
   CHECK(session.connection() == 2);
 }
@@ -80,8 +80,10 @@ TEST_CASE("a callback gets the server's answer once, with code, data and err_msg
   Hooks hooks;
   Machine session({}, hooks);
   session.opened();
-  std::vector<Answer> answers;
-  session.send("/ask", "null", [&](int code, std::string_view data, std::string_view err) {
+  std::vector<Heard> answers;
+  session.send("/ask", "null", [&](const detail::Answer& got) {
+    const int code = got.code;
+    const std::string_view data = got.data_json, err = got.err_msg;
     answers.push_back({code, std::string(data), std::string(err)});
   });
   drain(hooks);
@@ -98,9 +100,11 @@ TEST_CASE("pending callbacks fail once with -1 disconnected when the connection 
   Hooks hooks;
   Machine session({}, hooks);
   session.opened();
-  std::vector<Answer> answers;
+  std::vector<Heard> answers;
   for (int i = 0; i < 3; ++i)
-    session.send("/x", "null", [&](int code, std::string_view data, std::string_view err) {
+    session.send("/x", "null", [&](const detail::Answer& got) {
+      const int code = got.code;
+      const std::string_view data = got.data_json, err = got.err_msg;
       answers.push_back({code, std::string(data), std::string(err)});
     });
   drain(hooks);
@@ -116,8 +120,10 @@ TEST_CASE("pending callbacks fail once with -1 disconnected when the connection 
 TEST_CASE("a callback sent while disconnected fails at once with -1 and is never queued") {
   Hooks hooks;
   Machine session({}, hooks);
-  std::vector<Answer> answers;
-  session.send("/x", "null", [&](int code, std::string_view, std::string_view err) {
+  std::vector<Heard> answers;
+  session.send("/x", "null", [&](const detail::Answer& got) {
+    const int code = got.code;
+    const std::string_view err = got.err_msg;
     answers.push_back({code, "", std::string(err)});
   });
   REQUIRE(answers.size() == 1);
@@ -174,7 +180,8 @@ TEST_CASE("requests the connection has not written yet are bounded like events, 
   session.opened();
   drain(hooks);
   std::vector<int> answered;
-  const auto on_answer = [&](int code, std::string_view, std::string_view) {
+  const auto on_answer = [&](const detail::Answer& got) {
+    const int code = got.code;
     answered.push_back(code);
   };
   hooks.unsent = 15;
@@ -406,7 +413,7 @@ TEST_CASE("malformed events from the server are errors that name the problem") {
   CHECK(session.receive("no-slash:0=null", none, &why));
   CHECK_FALSE(why.empty());
   why.clear();
-  session.send("/q", "null", [](int, std::string_view, std::string_view) {});
+  session.send("/q", "null", [](const detail::Answer&) {});
   drain(hooks);
   CHECK(session.receive("/qio/callback/1:0={\"nocode\":1}", none, &why));
   CHECK_FALSE(why.empty());
@@ -418,8 +425,10 @@ TEST_CASE("shutting down fails callbacks with -1 closed, drops the queue, fires 
   int closes = 0;
   session.on("/close", [&](const Incoming&) { ++closes; });
   session.opened();
-  std::vector<Answer> answers;
-  session.send("/x", "null", [&](int code, std::string_view, std::string_view err) {
+  std::vector<Heard> answers;
+  session.send("/x", "null", [&](const detail::Answer& got) {
+    const int code = got.code;
+    const std::string_view err = got.err_msg;
     answers.push_back({code, "", std::string(err)});
   });
   drain(hooks);
@@ -479,4 +488,49 @@ TEST_CASE("server bytes through the raw wire, one at a time, give what they give
   CHECK(whole.second == std::vector<std::string>{R"(/qio/on:1="/news")",
                                                  R"(/qio/callback/7:0={"code":200,"data":null})"});
   CHECK(run(true) == whole);
+}
+
+TEST_CASE("a late answer to a /qio/on from before an off() is not the new subscription's") {
+  // Epochs count for every path, so a path subscribed, removed and subscribed again does not
+  // start over at the epoch of the /qio/on whose answer may still be on its way.
+  Hooks hooks;
+  Machine session({}, hooks);
+  session.opened();
+  std::vector<int> first_results, second_results;
+  session.on(
+      "/p", [](const Incoming&) {}, false,
+      [&](int code, std::string_view) { first_results.push_back(code); });
+  session.off("/p");
+  session.on(
+      "/p", [](const Incoming&) {}, false,
+      [&](int code, std::string_view) { second_results.push_back(code); });
+  CHECK(drain(hooks) ==
+        std::vector<std::string>{"/qio/on:1=\"/p\"", "/qio/off:0=\"/p\"", "/qio/on:2=\"/p\""});
+  // The first /qio/on's answer, late: it was for a subscription that is gone.
+  REQUIRE_FALSE(feed(session, R"(/qio/callback/1:0={"code":200,"data":null})"));
+  CHECK(second_results.empty());
+  REQUIRE_FALSE(feed(session, R"(/qio/callback/2:0={"code":401,"data":null,"err_msg":"not now"})"));
+  CHECK(second_results == std::vector<int>{401});
+  CHECK_FALSE(session.has_listeners("/p"));
+}
+
+TEST_CASE("an answer that asks for a callback in turn says so and names its connection") {
+  Hooks hooks;
+  Machine session({}, hooks);
+  session.opened();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> asked;  // server callback, connection
+  session.send("/chain", "null", [&](const detail::Answer& got) {
+    asked.emplace_back(got.server_callback, got.connection);
+  });
+  drain(hooks);
+  REQUIRE_FALSE(feed(session, R"(/qio/callback/1:77={"code":200,"data":"more?"})"));
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].first == 77);
+  CHECK(asked[0].second == session.connection());
+  // Answered on the same connection: the machine writes it as the server asked.
+  CHECK_FALSE(session.answer(session.connection(), 77, 200, "\"yes\"", ""));
+  const auto sent = drain(hooks);
+  REQUIRE(sent.size() == 1);
+  CHECK_THAT(sent[0], Catch::StartsWith("/qio/callback/77:0="));
+  CHECK_THAT(sent[0], Catch::Contains("\"yes\""));
 }

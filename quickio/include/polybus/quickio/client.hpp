@@ -9,9 +9,10 @@
 // log hooks) runs on that strand: on the client's own io thread, or on a thread running the
 // io_context given in ClientOptions. Keep callbacks short; they may call the client again.
 //
-// Every send callback fires exactly once: with the server's answer, or with code -1 and
-// err_msg "disconnected" when the connection it was sent on is lost (or was down when it was
-// sent: callbacks are never queued), or -1 "closed" when the client closes.
+// Every send callback fires exactly once: with the server's answer, or with errc::disconnected
+// when the connection it was sent on is lost (or was down when it was sent: callbacks are never
+// queued), or errc::closed when the client closes. Outcomes are polybus::Status, as the rest of
+// polybus reports them: the server's own code is kept (answer_category(), below).
 #pragma once
 
 #include "polybus/export.hpp"
@@ -28,13 +29,26 @@
 #include "polybus/events.hpp"
 #include "polybus/options.hpp"
 #include "polybus/quickio/client_errc.hpp"
+#include "polybus/status.hpp"
 
 namespace polybus::quickio {
 
-// Answer to a callback the client asked for: code 200 and data on success; the server's code
-// and err_msg otherwise; -1 "disconnected" or -1 "closed" when the client gave up on it.
+class ServerCallback;
+
+// The category of the codes a QuickIO server answers a callback with (value: the code, e.g.
+// 404): 404 is errc::no_responder, 500 with err_msg "handler failed: ..." errc::handler_failed
+// (said in the cause), any other errc::broker_error.
+POLYBUS_API const std::error_category& answer_category() noexcept;
+// A callback's answer as a Status: success for 2xx; else the code in answer_category() (500
+// from a failed serve handler as errc::handler_failed), -1 as errc::disconnected or
+// errc::closed; the cause names `what` ("/path") and carries the server's err_msg.
+POLYBUS_API Status answer_status(std::string_view what, int code, std::string_view err_msg);
+
+// Answer to a callback the client asked for: an empty Status and the data on success, else why
+// (answer_status()). `next` is set when the answer asks for a callback in turn (a callback
+// chain, as QuickIO's client-test app does): answer it with next.reply().
 using SendCallback =
-    std::function<void(int code, std::string_view data_json, std::string_view err_msg)>;
+    std::function<void(const Status& status, std::string_view data_json, ServerCallback next)>;
 
 namespace detail {
 // Answers server callbacks on behalf of a connection; implemented by the client's engine.
@@ -71,10 +85,10 @@ class POLYBUS_API ServerCallback {
 
 // json: the event's data, valid during the call. callback: set when the server asked for one.
 using Listener = std::function<void(std::string_view json, ServerCallback callback)>;
-// The outcome of the first /qio/on for a listener: 200 (or 202, pending) when subscribed; any
-// other code means the server refused and the listener was removed; -1 "closed" when the
+// The outcome of the first /qio/on for a listener: an empty Status when subscribed (200, or 202:
+// pending); a refusal (answer_status(); the listener was removed); errc::closed when the
 // listener was removed (off, close) before the server answered.
-using SubscribeResult = std::function<void(int code, std::string_view err_msg)>;
+using SubscribeResult = std::function<void(const Status& status)>;
 using ListenerId = std::uint64_t;
 
 struct POLYBUS_API ClientOptions {
