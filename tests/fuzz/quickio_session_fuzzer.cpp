@@ -87,7 +87,9 @@ struct Harness : MachineHandler {
   CallbackFn make_callback(std::uint8_t behaviour) {
     std::size_t index = t.callbacks.size();
     t.callbacks.push_back(0);
-    return [this, index, behaviour](int code, std::string_view data_json, std::string_view err) {
+    return [this, index, behaviour](const polybus::quickio::detail::Answer& answer) {
+      const int code = answer.code;
+      const std::string_view data_json = answer.data_json, err = answer.err_msg;
       ++t.callbacks[index];
       polybus::fuzz::touch(data_json);
       polybus::fuzz::touch(err);
