@@ -636,3 +636,19 @@ TEST_CASE("options and requests take the literals a user writes", "[application]
   CHECK(replied.get_future().get().payload == "e");
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }
+
+TEST_CASE("with no log sink a discarded message is said on stderr; with one, only to the sink",
+          "[application][log]") {
+  const ChildResult quiet_by_default = run_child("failing-handler-no-log");
+  INFO(quiet_by_default.output);
+  REQUIRE(WIFEXITED(quiet_by_default.wait_status));
+  CHECK(WEXITSTATUS(quiet_by_default.wait_status) == 0);
+  CHECK_THAT(quiet_by_default.output, Catch::Contains("polybus[") &&
+                                          Catch::Contains("warn: work: message") &&
+                                          Catch::Contains("discarded"));
+  const ChildResult with_sink = run_child("failing-handler-with-log");
+  INFO(with_sink.output);
+  REQUIRE(WIFEXITED(with_sink.wait_status));
+  CHECK(WEXITSTATUS(with_sink.wait_status) == 0);
+  CHECK_THAT(with_sink.output, !Catch::Contains("polybus["));
+}

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
+#include <atomic>
 #include <cstdio>
+#include <future>
 #include <memory>
+#include <stdexcept>
 
 #include "polybus/polybus.hpp"
 
@@ -37,11 +40,34 @@ int io_context_destroyed_after_close() {
   std::fputs("the io_context was destroyed and the process went on\n", stderr);
   return 0;
 }
+// A handler that keeps failing until max_attempts discards its message. Without a log sink the
+// discard must reach stderr; with one, the sink gets it and stderr nothing.
+int failing_handler(bool with_sink) {
+  ConnectOptions options;
+  std::atomic<int> logged{0};
+  if (with_sink) options.log = [&logged](LogLevel, std::string_view) { ++logged; };
+  Client client = connect("mem://failing-handler?max_attempts=2&requeue_delay=0", options);
+  std::promise<void> discarded;
+  SubscribeOptions subscribe_options;
+  subscribe_options.on_discard = [&discarded](const Message&) { discarded.set_value(); };
+  auto sub = client.subscribe("work", subscribe_options, [](Message&) {
+    throw std::runtime_error("the handler keeps failing");
+  });
+  if (sub.wait_ready(std::chrono::seconds(10))) return 3;
+  if (client.publish_sync("work", "job")) return 4;
+  if (discarded.get_future().wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    return 5;
+  if (client.close_sync(std::chrono::seconds(5))) return 6;
+  if (with_sink && logged.load() == 0) return 7;
+  return 0;
+}
 }  // namespace
 
 int run_child_program(const std::string& name) {
   if (name == "io-context-destroyed-first") return io_context_destroyed_first();
   if (name == "io-context-destroyed-after-close") return io_context_destroyed_after_close();
+  if (name == "failing-handler-no-log") return failing_handler(false);
+  if (name == "failing-handler-with-log") return failing_handler(true);
   std::fprintf(stderr, "no child program named %s\n", name.c_str());
   return 2;
 }

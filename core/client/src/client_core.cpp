@@ -7,6 +7,7 @@
 
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/error.hpp"
+#include "stderr_log.hpp"
 #include "topic_requests.hpp"
 
 namespace polybus::detail {
@@ -38,8 +39,15 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
   shared_->name = connect.name.empty() ? std::to_string(++clients_made) : std::move(connect.name);
   shared_->on_state = std::move(connect.on_state);
   shared_->on_error = std::move(connect.on_error);
-  shared_->log_sink = std::move(connect.log);
-  shared_->log_level = connect.log_level;
+  if (connect.log) {
+    shared_->log_sink = std::move(connect.log);
+    shared_->log_level = connect.log_level;
+  } else {
+    // Nothing fails in silence: without a sink of the application's, warnings and errors go to
+    // stderr (an application that wants none sets a sink that drops them).
+    shared_->log_sink = stderr_log(shared_->name);
+    shared_->log_level = std::max(connect.log_level, LogLevel::warn);
+  }
   shared_->custom_backoff = std::move(connect.reconnect_backoff);
   shared_->caps = scheme.capabilities;
   shared_->requeue_delay = options_.get_duration("requeue_delay");

@@ -62,7 +62,12 @@ struct POLYBUS_API ConnectOptions {
   asio::io_context* io_context = nullptr;  ///< null: the client runs its own io thread
   StateCallback on_state;  ///< told of every change of a connection's state; empty: not told
   ErrorCallback on_error;  ///< told of the errors no operation completes with; empty: not told
-  LogSink log;             ///< gets the client's log lines from log_level up; empty: no logging
+  /// Gets the client's log lines from log_level up. Empty: warnings and errors (log_level or
+  /// warn, whichever is more severe) go to stderr, "polybus[<name>] warn: ...", a storm of one
+  /// kind held to a line a second, so that nothing fails in silence; errors reach the log when
+  /// on_error is empty. To have none, set a sink that drops them: `[](LogLevel,
+  /// std::string_view) {}`.
+  LogSink log;
   LogLevel log_level = LogLevel::info;       ///< the least severe level `log` gets
   std::optional<Backoff> reconnect_backoff;  ///< replaces the reconnect_* options
   /// The "client" label of its metrics; empty: a number unique in the process.
