@@ -34,11 +34,10 @@ int run_broker(const Argv& argv) {
                  "acked, queued and in flight. nsq+lookupd takes --nsqd N (N nsqd registered "
                  "with the nsqlookupd, default 1) and --topic T (created on every nsqd, so that "
                  "a consumer of T connects to all N: a lookupd fan-out). NAME is one of:";
+    for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
     std::cout << "\nWith a real server's name (nsqd, nsqlookupd, figg-server, memodb-broker) it "
                  "takes that server's own command line instead (polybus broker nsqd --help); "
-                 "docs/testing.md. The others:";
-    for (const auto& factory : testing::test_brokers()) std::cout << " " << factory.name;
-    std::cout << "\n";
+                 "docs/testing.md.\n";
     return 0;
   }
   const std::string name = args.positional(0, "NAME");

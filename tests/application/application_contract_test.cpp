@@ -637,7 +637,7 @@ TEST_CASE("options and requests take the literals a user writes", "[application]
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }
 
-TEST_CASE("with no log sink a discarded message is said on stderr; with one, only to the sink",
+TEST_CASE("with no log sink a discarded message is said on stderr, and with one only to the sink",
           "[application][log]") {
   const ChildResult quiet_by_default = run_child("failing-handler-no-log");
   INFO(quiet_by_default.output);

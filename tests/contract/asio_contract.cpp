@@ -261,3 +261,22 @@ CONTRACT_REQUEST_CASE(
   CHECK(client.close_sync(10s) == std::error_code{});
   CHECK(server.close_sync(10s) == std::error_code{});
 }
+
+CONTRACT_CASE(a_close_gives_back_what_waits_in_a_pull_subscription_and_does_not_wait_for_it) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  auto consumer = env.connect();
+  auto publisher = env.connect();
+  const auto topic = unique_name("pull-close");
+  PullSubscription pull = consumer.pull_subscribe(topic);
+  REQUIRE(pull.subscription().wait_ready(test::kWaitBound) == std::error_code{});
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(publisher.publish_sync(topic, "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(test::eventually([&] { return pull.waiting() == 3; }));
+  // Nobody takes them: a close that waits for messages in flight (NSQ's) must not wait for these.
+  CHECK(consumer.close_sync(10s) == std::error_code{});
+  CHECK(pull.waiting() == 0);
+  const auto [status, m] = pull.receive_sync(test::kWaitBound);
+  CHECK(status == errc::closed);
+  CHECK(!m);
+  CHECK(publisher.close_sync(10s) == std::error_code{});
+}

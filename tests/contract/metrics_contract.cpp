@@ -82,9 +82,19 @@ CONTRACT_CASE(metrics_count_what_a_publisher_and_a_subscriber_carried) {
                                      std::to_string(kMessages) + "\n";
   CHECK(text.find(published_line) != std::string::npos);
 
+  // Ended, the subscription keeps its last figures, after the close too: a service that prints
+  // its metrics at exit prints the consumer side.
   sub.unsubscribe_sync(5s);
-  CHECK(subscription_of(subscriber.metrics(), topic) == nullptr);  // gone with its subscription
+  const auto after_unsubscribe = subscriber.metrics();
+  const auto* kept = subscription_of(after_unsubscribe, topic);
+  REQUIRE(kept);
+  CHECK(kept->received == got.total());
   CHECK(subscriber.close_sync(5s) == std::error_code{});
+  const auto after_close = subscriber.metrics();
+  const auto* still = subscription_of(after_close, topic);
+  REQUIRE(still);
+  CHECK(still->received == got.total());
+  if (env.caps.ack) CHECK(still->acked == got.total());
   CHECK(publisher.close_sync(5s) == std::error_code{});
 }
 

@@ -3,11 +3,47 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
+#include <vector>
 
 #include "polybus/error.hpp"
 
 namespace polybus {
 namespace {
+
+// Edits (insert, delete, replace, swap two neighbours) from a to b, at most limit + 1: enough
+// to tell a misspelt option from its name.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t n = a.size(), m = b.size();
+  if ((n > m ? n - m : m - n) > limit) return limit + 1;
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+// The known name closest to a misspelt one (a third of its letters wrong at most), or empty.
+std::string closest_name(std::string_view key, const OptionTable& table) {
+  const std::size_t limit = std::max<std::size_t>(1, key.size() / 3);
+  std::string best;
+  std::size_t best_distance = limit + 1;
+  for (const auto& spec : table.specs()) {
+    const std::size_t distance = edit_distance(key, spec.name, limit);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = spec.name;
+    }
+  }
+  return best;
+}
 
 bool parse_int(std::string_view text, std::int64_t& out) {
   if (text.empty()) return false;
@@ -149,8 +185,10 @@ ResolvedOptions ResolvedOptions::resolve(const OptionTable& table, const Options
     if (table.find(key) == nullptr) {
       std::string known;
       for (const auto& spec : table.specs()) known += (known.empty() ? "" : ", ") + spec.name;
-      throw Error(errc::invalid_option,
-                  std::string(scheme) + ": unknown option '" + key + "' (known: " + known + ")");
+      const std::string near = closest_name(key, table);
+      throw Error(errc::invalid_option, std::string(scheme) + ": unknown option '" + key + "'" +
+                                            (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                                            " (known: " + known + ")");
     }
   }
   ResolvedOptions resolved;

@@ -413,6 +413,7 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
   // strand
   sub->deactivate();
   sub->settle_end(Status(errc::closed, sub->topic() + ": unsubscribed"));
+  retire_metrics(*sub);
   sub->drop_handlers_when_idle();
   subscriptions_.erase(sub);
   auto adapter_sub = sub->adapter();
@@ -705,6 +706,7 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
       if (requests && requests->is_reply_subscription(sub.get())) continue;
       if (sub->adapter()) sub->adapter()->pause();
       sub->drain_held();
+      sub->closing();
     }
     self->close_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
     self->close_timer_->expires_at(self->close_deadline_);
@@ -773,6 +775,7 @@ void ClientCore::finish_close(bool deadline_passed) {
     for (auto& sub : self->subscriptions_) {
       sub->deactivate();
       sub->ended(make_error_code(errc::closed), "client closed");
+      self->retire_metrics(*sub);
       sub->drop_handlers();
       sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
     }
@@ -844,7 +847,26 @@ metrics::ClientMetrics ClientCore::metrics() const {
       if (auto sub = weak.lock(); sub && sub->active()) subs.push_back(std::move(sub));
   }
   for (const auto& sub : subs) m.subscriptions.push_back(sub->metrics());
+  std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
+  for (const auto& [key, figures] : retired_) {
+    // A live subscription of the same labels is the series; two would clash.
+    const bool live =
+        std::any_of(m.subscriptions.begin(), m.subscriptions.end(), [&](const auto& s) {
+          return s.topic == figures.topic && s.group == figures.group &&
+                 s.serving == figures.serving;
+        });
+    if (!live) m.subscriptions.push_back(figures);
+  }
   return m;
+}
+
+void ClientCore::retire_metrics(const SubscriptionCore& sub) {
+  metrics::SubscriptionMetrics figures = sub.metrics();
+  std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
+  auto key = std::make_tuple(figures.topic, figures.group, figures.serving);
+  if (retired_.size() >= kRetiredSubscriptions && retired_.find(key) == retired_.end())
+    retired_.erase(retired_.begin());
+  retired_[std::move(key)] = std::move(figures);
 }
 
 }  // namespace polybus::detail

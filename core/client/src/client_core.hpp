@@ -9,9 +9,11 @@
 #include <condition_variable>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include "cancellation_state.hpp"
@@ -65,6 +67,15 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: the subscription is over (ended by the broker or the close, or unsubscribed): tells
   // on_settled, once.
   void settle_end(const Status& why);
+  // Strand: fn hears that the client began to close (a PullSubscription gives back what waits
+  // in its inbox, so that a close does not wait for messages nobody will take).
+  void on_closing(std::function<void()> fn) { on_closing_ = std::move(fn); }
+  void closing() {
+    if (auto fn = std::move(on_closing_)) {
+      on_closing_ = nullptr;
+      fn();
+    }
+  }
   void unsubscribe(std::function<void(const Status&)> done);
   void pause();
   void resume();
@@ -177,6 +188,7 @@ class SubscriptionCore : public SubscriptionSink,
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
   std::function<void(const Status&, bool ended)> on_settled_;  // strand
+  std::function<void()> on_closing_;                           // strand
   std::optional<Status> ready_result_;
   // Strand: the asynchronous wait_ready()s not yet answered, each with its deadline's timer.
   struct ReadyWaiter {
@@ -373,6 +385,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // The subscriptions a metrics snapshot reports (any thread; pruned as they go).
   mutable std::mutex metric_subscriptions_mutex_;
   mutable std::vector<std::weak_ptr<SubscriptionCore>> metric_subscriptions_;
+  // The last figures of subscriptions that ended (unsubscribed, or cut by the close), so that
+  // metrics read after close_sync still have the consumer side; one per (topic, group, serving),
+  // the latest, at most kRetiredSubscriptions. Guarded by metric_subscriptions_mutex_.
+  static constexpr std::size_t kRetiredSubscriptions = 1024;
+  std::map<std::tuple<std::string, std::string, bool>, metrics::SubscriptionMetrics> retired_;
+  // Strand: keeps `sub`'s figures as they are now, for metrics() after it ended.
+  void retire_metrics(const SubscriptionCore& sub);
   // Pruned once it doubled since the last pruning: a subscribe costs O(1), not O(subscriptions).
   std::size_t metric_subscriptions_pruned_at_ = 0;
   // Strand only:

@@ -26,6 +26,9 @@ void Inbox::attach(const std::shared_ptr<SubscriptionCore>& core) {
       if (!inbox || !ended) return;
       inbox->end(status ? status : Status(errc::closed, inbox->topic() + ": unsubscribed"));
     });
+    core->on_closing([weak] {
+      if (auto inbox = weak.lock()) inbox->give_back_waiting();
+    });
   });
 }
 
@@ -72,6 +75,15 @@ void Inbox::end(const Status& why) {
   for (auto& message : left) give_back(message);
   for (auto& [ticket, done] : waiting)
     if (done) done(why, Message{});
+}
+
+void Inbox::give_back_waiting() {
+  std::deque<Message> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(messages_);
+  }
+  for (auto& message : left) give_back(message);
 }
 
 bool Inbox::taken_one() {

@@ -27,6 +27,9 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
   void deliver(Message& message);
   // The subscription ended: waiting messages go back, waiting receives get `why`.
   void end(const Status& why);
+  // The client began to close: waiting messages go back (nothing will take them), so that a
+  // close that waits for messages in flight (NSQ's) does not wait for these.
+  void give_back_waiting();
 
   std::uint64_t receive(ReceiveCompletion done);
   bool cancel(std::uint64_t ticket);

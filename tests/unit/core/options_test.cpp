@@ -57,6 +57,23 @@ TEST_CASE("an unknown option is an error naming the key and the known ones", "[o
   }
 }
 
+TEST_CASE("a misspelt option is answered with the name it is closest to", "[options]") {
+  const auto refusal = [](const std::string& key) {
+    try {
+      ResolvedOptions::resolve(core_option_table(), Options{{key, "1"}}, "mem");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(refusal("max_in_fligt"), Catch::Contains("did you mean 'max_in_flight'?"));
+  CHECK_THAT(refusal("envelop"), Catch::Contains("did you mean 'envelope'?"));
+  CHECK_THAT(refusal("op_timout"), Catch::Contains("did you mean 'op_timeout'?"));
+  CHECK_THAT(refusal("requeue_dleay"), Catch::Contains("did you mean 'requeue_delay'?"));
+  // Nothing near: no guess.
+  CHECK_THAT(refusal("colour"), !Catch::Contains("did you mean"));
+}
+
 TEST_CASE("an out-of-range value names the key and the allowed range", "[options]") {
   Options given{{"handler_concurrency", "0"}};
   try {

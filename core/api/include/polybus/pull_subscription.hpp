@@ -38,9 +38,9 @@ using ReceiveCompletion = std::function<void(const Status&, Message)>;
 /// max_in_flight (NSQ's RDY, mem's credit), and where a protocol has no such window the broker
 /// is held back as a slow handler holds it (the max_held_* budget's way: Figg's reading stops,
 /// QuickIO's listener pauses) while max_in_flight messages wait here untaken, until half of
-/// them were taken. A close does not wait for messages waiting
-/// here; when the subscription ends they are given back (nack with no delay, where the scheme
-/// acks) and every receive still waiting completes with the end.
+/// them were taken. Messages still waiting here are given back (nack with no delay, where the
+/// scheme acks) when the client begins to close, so a close does not wait for them, and when
+/// the subscription ends; every receive still waiting then completes with the end.
 ///
 /// Cheap to copy: a copy pulls from the same subscription.
 class POLYBUS_API PullSubscription {
