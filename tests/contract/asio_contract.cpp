@@ -280,3 +280,67 @@ CONTRACT_CASE(a_close_gives_back_what_waits_in_a_pull_subscription_and_does_not_
   CHECK(!m);
   CHECK(publisher.close_sync(10s) == std::error_code{});
 }
+
+CONTRACT_CASE(every_asio_operation_cancelled_before_the_broker_answers_completes_once_at_once) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  auto client = env.connect();
+  const auto topic = unique_name("cancel-all");
+  auto sub = client.subscribe(topic, [](Message&) {});
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  // Before: with the broker gone nothing the operations wait for can come; each is cancelled
+  // where it waits, and completes once, with errc::canceled or, where the client failed it
+  // first (a scheme that fails work at once while disconnected), with that failure.
+  env.broker->stop();
+  struct Outcome {
+    std::string name;
+    asio::cancellation_signal signal;
+    std::promise<Status> status;
+    std::atomic<int> completions{0};
+    auto handler() {
+      return asio::bind_cancellation_slot(signal.slot(), [this](Status s) {
+        if (++completions == 1) status.set_value(std::move(s));
+      });
+    }
+  };
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  const auto add = [&](const std::string& name) -> Outcome& {
+    outcomes.push_back(std::make_unique<Outcome>());
+    outcomes.back()->name = name;
+    return *outcomes.back();
+  };
+  PublishOptions long_deadline;
+  long_deadline.timeout = 60s;
+  async_publish(client, topic, "x", long_deadline, add("publish").handler());
+  if (env.caps.batch_publish)
+    async_publish_batch(client, topic, {"y", "z"}, long_deadline, add("publish_batch").handler());
+  async_flush(client, 60s, add("flush").handler());
+  if (env.broker->answers_ping()) async_ping(client, 60s, add("ping").handler());
+  auto late_sub = client.subscribe(unique_name("cancel-late"), [](Message&) {});
+  async_wait_ready(late_sub, 60s, add("wait_ready").handler());
+  async_unsubscribe(sub, add("unsubscribe").handler());
+  for (auto& outcome : outcomes) outcome->signal.emit(asio::cancellation_type::terminal);
+  for (auto& outcome : outcomes) {
+    INFO(outcome->name);
+    auto future = outcome->status.get_future();
+    REQUIRE(ready_within(future, 10s));
+    const Status status = future.get();
+    INFO(status.message());
+    // A cancellation, or the client's own answer if it came first: never a second completion.
+    if (status == errc::canceled)
+      CHECK_THAT(status.cause(), Catch::Contains("cancelled by the caller"));
+  }
+  // A close cancelled completes at once (the publishes above still hold it), and the close goes
+  // on; what it then completes in the client reaches no handler a second time.
+  auto& closing = add("close");
+  async_close(client, 2s, closing.handler());
+  closing.signal.emit(asio::cancellation_type::terminal);
+  auto closed = closing.status.get_future();
+  REQUIRE(ready_within(closed, 5s));
+  INFO(closed.get().message());
+  (void)client.close_sync(20s);  // the close itself, to its end
+  env.broker->start();
+  for (auto& outcome : outcomes) {
+    INFO(outcome->name);
+    CHECK(outcome->completions.load() == 1);
+  }
+}
