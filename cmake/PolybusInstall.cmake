@@ -77,5 +77,14 @@ endforeach()
 file(RELATIVE_PATH POLYBUS_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" POLYBUS_PC_TO_PREFIX "${POLYBUS_PC_TO_PREFIX}")
 configure_file(cmake/polybus.pc.in ${PROJECT_BINARY_DIR}/polybus.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/polybus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
-        COMPONENT development)
+# The in-process brokers and the fault proxy (polybus::testing in CMake): an application's
+# tests link them with `pkg-config --libs polybus-testing`, which brings polybus's own.
+set(POLYBUS_PC_TESTING_LIBS "-lpolybus_core_testing")
+foreach(adapter IN LISTS POLYBUS_ADAPTERS)
+  if(TARGET polybus_${adapter}_testing)
+    set(POLYBUS_PC_TESTING_LIBS "-lpolybus_${adapter}_testing ${POLYBUS_PC_TESTING_LIBS}")
+  endif()
+endforeach()
+configure_file(cmake/polybus-testing.pc.in ${PROJECT_BINARY_DIR}/polybus-testing.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/polybus.pc ${PROJECT_BINARY_DIR}/polybus-testing.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)

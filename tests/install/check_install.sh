@@ -62,3 +62,9 @@ g++ -std=c++17 "$source_dir/tests/install/consumer/main.cpp" -o "$work/pc-consum
     $(pkg-config --cflags --libs polybus)
 "$work/pc-consumer" | grep -q "from an installed polybus"
 echo "pkg-config polybus: ok"
+# An application's tests link the in-process brokers through pkg-config alone.
+g++ -std=c++17 "$source_dir/tests/install/consumer/in_process_brokers.cpp" -o "$work/pc-brokers" \
+    $(pkg-config --cflags --libs polybus-testing)
+"$work/pc-brokers" > "$work/pc-brokers.log" || { cat "$work/pc-brokers.log"; exit 1; }
+grep -qx "nsq ok" "$work/pc-brokers.log" || { cat "$work/pc-brokers.log"; exit 1; }
+echo "pkg-config polybus-testing: ok ($(wc -l < "$work/pc-brokers.log") brokers)"

@@ -37,7 +37,7 @@ fi
 for file in '/include/polybus/polybus.hpp' '/libpolybus_core\.a$' '/libpolybus_core\.so$' \
             '/libpolybus_nsq_testing\.a$' '/cmake/polybus/polybusConfig\.cmake$' \
             '/cmake/polybus/polybusTargets-shared\.cmake$' '/cmake/polybus/polybusTargets-static\.cmake$' \
-            '/pkgconfig/polybus\.pc$'; do
+            '/pkgconfig/polybus\.pc$' '/pkgconfig/polybus-testing\.pc$'; do
   dpkg -L libpolybus-dev | grep "$file" > /dev/null || { echo "libpolybus-dev lacks $file"; exit 1; }
 done
 dpkg -L polybus-tools | grep '^/usr/bin/polybus$' > /dev/null || { echo "polybus-tools lacks /usr/bin/polybus"; exit 1; }
