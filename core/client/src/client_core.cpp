@@ -848,7 +848,8 @@ metrics::ClientMetrics ClientCore::metrics() const {
   }
   for (const auto& sub : subs) m.subscriptions.push_back(sub->metrics());
   std::lock_guard<std::mutex> lock(metric_subscriptions_mutex_);
-  for (const auto& [key, figures] : retired_) {
+  for (const auto& entry : retired_) {
+    const metrics::SubscriptionMetrics& figures = entry.second;
     // A live subscription of the same labels is the series; two would clash.
     const bool live =
         std::any_of(m.subscriptions.begin(), m.subscriptions.end(), [&](const auto& s) {
