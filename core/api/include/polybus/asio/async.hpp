@@ -43,6 +43,7 @@
 #include <asio/dispatch.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -101,7 +102,7 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
     auto executor = taken->second.get_executor();
     auto run = [self = this->shared_from_this(), handler = std::move(taken->first),
                 values...]() mutable {
-      if (self->slot_.is_connected()) self->slot_.clear();
+      self->clear_slot();
       std::move(handler)(std::move(values)...);
     };
     if (inside_initiation)
@@ -124,7 +125,7 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
     auto executor = taken->second.get_executor();
     asio::post(executor, [self = this->shared_from_this(), handler = std::move(taken->first),
                           values...]() mutable {
-      if (self->slot_.is_connected()) self->slot_.clear();
+      self->clear_slot();
       std::move(handler)(std::move(values)...);
     });
     taken->second.reset();
@@ -132,6 +133,17 @@ class AsyncOperation : public std::enable_shared_from_this<AsyncOperation<Handle
 
   // The handler has a cancellation slot.
   bool cancellable() const { return slot_.is_connected(); }
+
+  // On the handler's executor, before the handler runs: the slot is free for the next
+  // operation. Not for a handler without an executor of its own: it runs on the client's io
+  // thread, where clearing would race an emit from whatever thread the application emits on
+  // (Asio's slots are not thread-safe); the handler left in the slot finds the operation done
+  // and does nothing, and the next operation on the slot replaces it.
+  void clear_slot() {
+    if constexpr (!std::is_same_v<Executor, asio::system_executor>) {
+      if (slot_.is_connected()) slot_.clear();
+    }
+  }
 
   // Installs `on_cancel` (called with the cancellation's type) in the handler's slot, if it has
   // one. Before the client hears of the operation: Asio emits on the handler's executor.
