@@ -783,11 +783,19 @@ void ClientCore::finish_close(bool deadline_passed) {
     self->state_.store(State::closed);
     self->close_timer_.reset();
     self->ops_->set_on_idle(nullptr);
-    self->shared_->notify_state(StateEvent{ConnectionState::closed, {}, {}});
-    self->shared_->closed.store(true);
-    auto waiters = std::move(self->close_waiters_);
-    for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
-    self->adapter_.reset();
+    auto done = [self, result] {
+      self->shared_->notify_state(StateEvent{ConnectionState::closed, {}, {}});
+      self->shared_->closed.store(true);
+      auto waiters = std::move(self->close_waiters_);
+      for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
+      self->adapter_.reset();
+    };
+    // Said once no handler thread still holds the client (a job's captures go just after its
+    // handler returned): an application may destroy its io_context when told, and the last
+    // references then go on the strand, not on a pool thread racing that. Past the deadline a
+    // handler that never returns must not hold the close: it is said at once.
+    if (result) return done();
+    self->pool_->when_idle([strand = self->shared_->strand, done] { asio::post(strand, done); });
   };
   close_timer_->expires_at(adapter_deadline);
   close_timer_->async_wait([complete](std::error_code ec) {

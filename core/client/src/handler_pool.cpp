@@ -52,6 +52,7 @@ void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
       if (queue->jobs.empty()) return;  // stopping, and nothing left to run
       job = std::move(queue->jobs.front());
       queue->jobs.pop_front();
+      ++queue->running;
     }
     try {
       job();
@@ -60,7 +61,25 @@ void HandlerPool::run(const std::shared_ptr<Queue>& queue) {
     } catch (...) {
       if (queue->on_escaped) queue->on_escaped("a non-standard exception");
     }
+    job = Job();  // its captures (a subscription, the client) go before it counts as done
+    std::vector<std::function<void()>> idle;
+    {
+      std::lock_guard<std::mutex> lock(queue->mutex);
+      if (--queue->running == 0 && queue->jobs.empty()) idle.swap(queue->idle_waiters);
+    }
+    for (auto& fn : idle) fn();
   }
+}
+
+void HandlerPool::when_idle(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(queue_->mutex);
+    if (queue_->running != 0 || !queue_->jobs.empty()) {
+      queue_->idle_waiters.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
 }
 
 }  // namespace polybus::detail

@@ -32,6 +32,10 @@ class HandlerPool {
   void post(Job job);
   // This thread is one of this pool's.
   bool on_own_thread() const;
+  // Calls fn once no job is queued or running and every job's captures are gone (at once on this
+  // thread when that is now, else on the pool thread that finished the last one): what a close
+  // waits for before it says it is done, so that no pool thread still holds the client then.
+  void when_idle(std::function<void()> fn);
   // Told of an exception that left a job (each job catches what user code throws; this is the
   // net under it): the thread reports it and goes on. Set before the first post.
   void set_on_escaped(std::function<void(const std::string&)> report) {
@@ -45,6 +49,8 @@ class HandlerPool {
     std::mutex mutex;
     std::condition_variable wake;
     Fifo<Job> jobs;
+    std::size_t running = 0;  // jobs taken and not yet destroyed
+    std::vector<std::function<void()>> idle_waiters;
     bool stopping = false;
     std::function<void(const std::string&)> on_escaped;
   };
