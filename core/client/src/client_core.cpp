@@ -2,6 +2,7 @@
 #include "client_core.hpp"
 
 #include <asio/detail/thread_context.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <future>
 
@@ -783,19 +784,33 @@ void ClientCore::finish_close(bool deadline_passed) {
     self->state_.store(State::closed);
     self->close_timer_.reset();
     self->ops_->set_on_idle(nullptr);
-    auto done = [self, result] {
-      self->shared_->notify_state(StateEvent{ConnectionState::closed, {}, {}});
-      self->shared_->closed.store(true);
-      auto waiters = std::move(self->close_waiters_);
-      for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
-      self->adapter_.reset();
+    // Strand: the close is said done.
+    struct Finish {
+      std::shared_ptr<ClientCore> self;
+      Status result;
+      void operator()() {
+        self->shared_->notify_state(StateEvent{ConnectionState::closed, {}, {}});
+        self->shared_->closed.store(true);
+        auto waiters = std::move(self->close_waiters_);
+        for (auto& waiter : waiters) self->shared_->complete("close", waiter, result);
+        self->adapter_.reset();
+      }
     };
+    Finish finish{self, result};
     // Said once no handler thread still holds the client (a job's captures go just after its
     // handler returned): an application may destroy its io_context when told, and the last
-    // references then go on the strand, not on a pool thread racing that. Past the deadline a
+    // references then go on its thread, not on a pool thread racing that. Past the deadline a
     // handler that never returns must not hold the close: it is said at once.
-    if (result) return done();
-    self->pool_->when_idle([strand = self->shared_->strand, done] { asio::post(strand, done); });
+    if (result) return finish();
+    // The pool thread touches the io_context only (its executor holds nothing); the strand is
+    // reached from an io thread, and what holds the client travels in `finish`.
+    auto io = self->shared_->strand.get_inner_executor();
+    self->pool_->when_idle([io, finish = std::move(finish)]() mutable {
+      asio::post(io, [finish = std::move(finish)]() mutable {
+        auto& strand = finish.self->shared_->strand;
+        asio::dispatch(strand, std::move(finish));
+      });
+    });
   };
   close_timer_->expires_at(adapter_deadline);
   close_timer_->async_wait([complete](std::error_code ec) {
