@@ -37,11 +37,15 @@ void Connection::publish(PublishWork&& work) {
                                         work.topic.size() + work.payloads.front().size() + 32);
       !text.empty())
     return work.done(make_error_code(polybus::errc::limit_exceeded), {}, text);
-  if (machine_.window_full() || !waiting_.empty()) {
+  if (machine_.window_full() || !waiting_.empty())
     waiting_.push_back(std::move(work));  // released by ACKs, or failed by the deadline
-    return;
-  }
-  send_to_window(work);
+  else
+    send_to_window(work);
+  count_waiting();
+}
+
+void Connection::count_waiting() {
+  ctx_.waiting_publishes(waiting_.size() + machine_.unwritten());
 }
 
 void Connection::send_to_window(PublishWork& work) {
@@ -57,6 +61,7 @@ void Connection::release_waiting() {
     send_to_window(waiting_.front());
     waiting_.pop_front();
   }
+  count_waiting();
 }
 
 std::error_code Connection::attach(const std::string& topic, std::optional<std::uint64_t> from,
@@ -116,6 +121,7 @@ void Connection::close(std::function<void()> done) {
   in_window_.clear();
   for (auto& work : waiting_) work.done(closed, {}, "client closed");
   waiting_.clear();
+  count_waiting();
   sinks_.clear();
   ctx_.state(ConnectionState::closed, endpoint_.to_string());
   done();
@@ -212,7 +218,10 @@ void Connection::connect() {
     if (auto self = weak.lock()) self->on_closed(ec, detail);
   };
   callbacks.on_write_room = [weak] {
-    if (auto self = weak.lock()) self->machine_.send_unsent();
+    if (auto self = weak.lock()) {
+      self->machine_.send_unsent();
+      self->count_waiting();
+    }
   };
   transport_ = Transport::create(ctx_.strand(), settings_, std::move(callbacks), &ctx_);
   reconnect_.attempting();
@@ -225,12 +234,14 @@ void Connection::on_connected() {
   server_pongs_ = false;
   missed_pongs_ = 0;
   machine_.connected();
+  count_waiting();
   for (auto& ping : pings_) machine_.ping(ping.first);
   arm_ping();
 }
 
 void Connection::on_closed(std::error_code ec, const std::string& detail) {
   machine_.disconnected();
+  count_waiting();
   ping_timer_.cancel();
   if (closed_) return;
   reconnect_.lost(ec, detail, [weak = weak_from_this()] {

@@ -64,6 +64,9 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
 
   void send_to_window(PublishWork& work);
   void release_waiting();
+  // Says how many publishes wait unsent (for room in the window, or unwritten in it) to the
+  // metrics.
+  void count_waiting();
   void connect();
   void on_connected();
   void on_closed(std::error_code ec, const std::string& detail);

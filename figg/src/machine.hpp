@@ -55,6 +55,8 @@ class Machine {
   // completes it, in the same order, until on_acked() or abandon().
   bool window_full() const { return unacked_ == ring_.size(); }
   std::size_t unacked() const { return unacked_; }
+  // Of those, not yet written on this connection (none is while disconnected).
+  std::size_t unwritten() const { return unacked_ - written_; }
   // The payload is kept (KeptPayload: by value when small, else shared) until it is acked.
   // The data taken by rvalue: moved once, into the window's slot.
   void publish(TopicName topic, std::string&& data);

@@ -53,9 +53,21 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   void publish(PublishWork work) {
     if (session_ == 0) {
       waiting_publishes_.push_back(std::move(work));
-      return;
+      return count_waiting();
     }
     send_publish(work);
+  }
+
+  // The publishes and requests waiting for a session that are still wanted, for the metrics.
+  void count_waiting() {
+    std::size_t publishes = 0, requests = 0;
+    if (!closed_) {
+      for (const auto& work : waiting_publishes_)
+        if (!work.done.done()) publishes += work.payloads.size();
+      for (const auto& work : waiting_requests_) requests += !work.done.done();
+    }
+    ctx_.waiting_publishes(publishes);
+    ctx_.waiting_requests(requests);
   }
 
   std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
@@ -65,7 +77,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   void request(RequestWork work) {
     if (session_ == 0) {
       waiting_requests_.push_back(std::move(work));
-      return;
+      return count_waiting();
     }
     send_request(std::move(work));
   }
@@ -77,6 +89,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void close(std::function<void()> done) {
     closed_ = true;
+    count_waiting();
     reconnect_.cancel();
     if (session_ != 0) {
       for (auto& [id, sub] : subs_) broker_->unsubscribe(session_, id, sub.anonymous);
@@ -184,6 +197,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       if (!work.done.done()) send_publish(work);
     auto requests = std::move(waiting_requests_);
     waiting_requests_.clear();
+    count_waiting();
     for (auto& work : requests)
       if (!work.done.done()) send_request(std::move(work));
   }
@@ -232,7 +246,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     if (ec == errc::disconnected) {
       // The broker dropped us and the notice is on its way: send it again after reconnecting.
       waiting_publishes_.push_back(std::move(work));
-      return;
+      return count_waiting();
     }
     if (!ec) ctx_.count_bytes_out(bytes);
     work.done(ec);
@@ -244,7 +258,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     auto ec = broker_->request(session_, id, work.topic, work.payload);
     if (ec == errc::disconnected) {
       waiting_requests_.push_back(std::move(work));
-      return;
+      return count_waiting();
     }
     if (ec) {
       work.done(ec, {},

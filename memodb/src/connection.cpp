@@ -81,10 +81,12 @@ void Connection::open() {
 
 void Connection::connected() {
   reconnect_.connected();
+  count_waiting();
 }
 
 void Connection::ended(std::error_code why, const std::string& detail, bool) {
   if (dead_ || closing_) return;
+  count_waiting();
   reconnect_.lost(why, detail, [weak = weak_from_this()] {
     auto self = weak.lock();
     if (!self || self->dead_ || self->closing_) return;
@@ -111,11 +113,19 @@ void Connection::request(RequestWork work) {
                      "memodb: service name '" + work.topic + "': " + ec.message());
   if (active_requests_ >= settings_.max_requests) {
     // Waits for a free slot, up to its deadline (the core completes it then).
-    while (!waiting_.empty() && waiting_.front().done.done()) waiting_.pop_front();
     waiting_.push_back(std::move(work));
-    return;
+  } else {
+    start_request(std::move(work));
   }
-  start_request(std::move(work));
+  count_waiting();
+}
+
+void Connection::count_waiting() {
+  if (closing_) return ctx_.waiting_requests(0);
+  // Those whose deadline passed have been failed by the core: they no longer wait.
+  while (!waiting_.empty() && waiting_.front().done.done()) waiting_.pop_front();
+  const bool up = socket_ && socket_->up();
+  ctx_.waiting_requests(waiting_.size() + (up ? 0 : active_requests_));
 }
 
 void Connection::start_request(RequestWork work) {
@@ -188,6 +198,7 @@ void Connection::finish_request(RequestSlot& slot, std::error_code ec, std::stri
   }
   done(ec, std::move(reply), std::move(detail));
   pump_requests();
+  count_waiting();
   maybe_finish_close();
 }
 
@@ -497,6 +508,7 @@ void Connection::close(Clock::time_point deadline, std::function<void()> done) {
   close_done_ = std::move(done);
   auto waiting = std::move(waiting_);
   waiting_.clear();
+  ctx_.waiting_requests(0);
   for (auto& work : waiting) work.done(make_error_code(errc::closed), {}, "client closed");
   for (auto& [key, slot] : requests_) cancel(*slot);
   // Workers whose last RESULT is on its way get until the deadline for the broker's DISCONNECT;
@@ -544,6 +556,7 @@ void Connection::shutdown() {
   }
   for (auto& work : waiting_) work.done(make_error_code(errc::closed), {}, "client closed");
   waiting_.clear();
+  ctx_.waiting_requests(0);
   idle_requests_.clear();
   serves_.clear();  // drops the sinks (the core's subscriptions)
   // The exchanges' completions find nothing from here on (dead_).

@@ -113,6 +113,8 @@ class Connection : public MessageBackend, public std::enable_shared_from_this<Co
                          std::string detail);
   void finish_request(RequestSlot& slot, std::error_code ec, std::string reply, std::string detail);
   void pump_requests();
+  // Says how many requests wait (for a free slot, or in one for the connection) to the metrics.
+  void count_waiting();
 
   // Workers.
   WorkerSlot* add_worker(std::uint64_t serve_id, ServeRecord& serve);

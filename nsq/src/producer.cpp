@@ -225,8 +225,15 @@ void Producer::route(Outgoing out) {
   // faster than it drains waits here, not in the transport, which would end the connection.
   if (waiting_.empty())
     if (Node* node = node_with_room()) return send(*node, out);
+  count_waiting(out, true);
   waiting_.push_back(std::move(out));
   connect_some();
+}
+
+void Producer::count_waiting(const Outgoing& out, bool added) {
+  const std::size_t messages = out.batch ? out.bodies.size() : 1;
+  waiting_messages_ = added ? waiting_messages_ + messages : waiting_messages_ - messages;
+  context_->waiting_publishes(waiting_messages_);
 }
 
 void Producer::complete(Outgoing& out, std::error_code ec, const std::string& detail) {
@@ -291,6 +298,7 @@ void Producer::flush_waiting() {
     if (!node) return;
     Outgoing work = std::move(waiting_.front());
     waiting_.pop_front();
+    count_waiting(work, false);
     send(*node, work);
   }
 }
@@ -453,7 +461,7 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
       (error.code_text == "E_BAD_MESSAGE" || error.code_text == "E_BAD_BODY")) {
     // nsqd checks a whole MPUB before it keeps any of it, so none was kept: each publish goes
     // again alone, first in line, and only the one at fault fails.
-    for (std::size_t i = refused.dones.size(); i-- > 0;)
+    for (std::size_t i = refused.dones.size(); i-- > 0;) {
       waiting_.push_front(Outgoing{refused.topic,
                                    std::move(refused.bodies[i]),
                                    {},
@@ -461,6 +469,8 @@ void Producer::on_server_error(Node& node, const ServerError& error) {
                                    std::move(refused.dones[i]),
                                    {},
                                    false});
+      count_waiting(waiting_.front(), true);
+    }
     if (usable_node())
       flush_waiting();
     else
@@ -476,7 +486,10 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   // Unanswered publishes go first in line again, in their order: at least once.
   auto awaiting = std::move(node.awaiting);
   node.awaiting.clear();
-  for (const auto& lost : awaiting) settled(node, lost, false);
+  for (const auto& lost : awaiting) {
+    settled(node, lost, false);
+    count_waiting(lost, true);
+  }
   node.cells->state.store(NodeState::idle);
   waiting_.insert(waiting_.begin(), std::make_move_iterator(awaiting.begin()),
                   std::make_move_iterator(awaiting.end()));
@@ -565,6 +578,8 @@ void Producer::close() {
   for (auto& work : waiting_)
     complete(work, make_error_code(polybus::errc::closed), "client closed");
   waiting_.clear();
+  waiting_messages_ = 0;
+  context_->waiting_publishes(0);
   Outgoing gathered = std::move(gathering_);
   gathering_ = Outgoing{};
   if (gathered.gathered())

@@ -88,6 +88,8 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // Each publish of out completed with ec (success when none).
   static void complete(Outgoing& out, std::error_code ec, const std::string& detail);
   void flush_waiting();
+  // Messages came into waiting_ (or left it, negative): the count the metrics show.
+  void count_waiting(const Outgoing& out, bool added);
   void connect_some();
   // Adds the nsqd not known yet. discovered: nsqlookupd's answer, whose order means nothing: a
   // random choice of them within max_nsqd_connections, in place of known ones that failed and
@@ -118,8 +120,9 @@ class Producer : public std::enable_shared_from_this<Producer> {
   // nsqd that fails before its handshake gives way to the next of these at once, so that a live
   // nsqd among thousands of dead ones is reached in one pass, whatever the answer's order.
   std::deque<HostPort> untried_;
-  DialPacer dial_pacer_;          // those replacements, at most max_dials_per_second
-  std::deque<Outgoing> waiting_;  // no nsqd ready yet, or to send again
+  DialPacer dial_pacer_;              // those replacements, at most max_dials_per_second
+  std::deque<Outgoing> waiting_;      // no nsqd ready yet, or to send again
+  std::size_t waiting_messages_ = 0;  // the messages in waiting_, for the metrics
   // Single publishes to one topic arriving in one turn of the strand (a burst taken from the
   // client's intake), sent as one MPUB at its end: nsqd answers and flushes once for them all
   // instead of once each, which was most of its CPU per message.

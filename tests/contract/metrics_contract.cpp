@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Metrics every adapter keeps the same way: what a publisher, a subscriber and a responder
 // report matches the traffic they carried, whatever the broker.
+#include <atomic>
 #include <thread>
 
 #include "contract.hpp"
@@ -128,4 +129,64 @@ CONTRACT_REQUEST_CASE(metrics_count_requests_and_the_replies_served) {
   CHECK(served->handler_time.count == 3);
   CHECK(responder.close_sync(5s) == std::error_code{});
   CHECK(requester.close_sync(5s) == std::error_code{});
+}
+
+// What a client holds unsent while its broker is away is in its waiting gauges: a scheme either
+// holds the operations (counted there) or settles them at once (written to a connection that
+// was going, or refused while disconnected), so the gauge and the completions add up to what
+// was started, and nothing is counted once everything completed.
+CONTRACT_CASE(publishes_held_while_the_broker_is_away_are_the_waiting_publishes_gauge) {
+  CONTRACT_REQUIRES(env.caps.publish);
+  constexpr std::uint64_t kHeld = 3;
+  auto client = env.connect();
+  REQUIRE(client.publish_sync(unique_name("warm"), "x") == std::error_code{});
+  CHECK(client.metrics().waiting_publishes == 0);
+  env.broker->stop();
+  std::atomic<std::uint64_t> completed{0};
+  PublishOptions options;
+  options.timeout = 60s;  // far past the waits below
+  const auto topic = unique_name("held");
+  for (std::uint64_t i = 0; i < kHeld; ++i)
+    client.publish(topic, "held", options, [&](const Status&) { ++completed; });
+  std::uint64_t waiting = 0;
+  CHECK(test::eventually([&] {
+    waiting = client.metrics().waiting_publishes;
+    return waiting + completed.load() == kHeld;
+  }));
+  INFO("waiting " << waiting << ", completed " << completed.load());
+  env.broker->start();
+  CHECK(client.close_sync(10s).code() != errc::would_block_io_thread);
+  CHECK(completed.load() == kHeld);
+  CHECK(client.metrics().waiting_publishes == 0);
+}
+
+CONTRACT_REQUEST_CASE(requests_held_while_the_broker_is_away_are_in_the_waiting_gauges) {
+  CONTRACT_REQUIRES(env.caps.request_reply);
+  constexpr std::uint64_t kHeld = 3;
+  auto responder = env.connect();
+  auto requester = env.connect();
+  const auto topic = unique_name("held-rpc");
+  auto serving = responder.serve(topic, [](Message& m) { return std::string(m.payload()); });
+  REQUIRE(serving.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(requester.request_sync(topic, "warm", 10s).ec == std::error_code{});
+  CHECK(requester.metrics().waiting_requests == 0);
+  env.broker->stop();
+  std::atomic<std::uint64_t> completed{0};
+  for (std::uint64_t i = 0; i < kHeld; ++i)
+    requester.request(topic, "held", 60s, [&](const Reply&) { ++completed; });
+  // Over topics a request is a publish: once its reply subscription stands it waits as one.
+  std::uint64_t waiting = 0;
+  CHECK(test::eventually([&] {
+    const auto m = requester.metrics();
+    waiting = m.waiting_requests + m.waiting_publishes;
+    return waiting + completed.load() == kHeld;
+  }));
+  INFO("waiting " << waiting << ", completed " << completed.load());
+  env.broker->start();
+  CHECK(requester.close_sync(10s).code() != errc::would_block_io_thread);
+  CHECK(completed.load() == kHeld);
+  const auto after = requester.metrics();
+  CHECK(after.waiting_requests == 0);
+  CHECK(after.waiting_publishes == 0);
+  CHECK(responder.close_sync(10s).code() != errc::would_block_io_thread);
 }

@@ -354,14 +354,22 @@ TEST_CASE(
     CHECK(all[i][0].ec == errc::timeout);
   }
   CHECK(broker->stats().jobs == 2);  // the three never left the client
+  // Requests waiting for a slot are the client's waiting_requests gauge; those whose deadline
+  // passed are not counted any more.
+  CHECK(client.metrics().waiting_requests <= 3);
+  for (int i = 5; i < 8; ++i)
+    client.request("slow", std::to_string(i), 30s,
+                   [&, i](Reply r) { replies.add(i, std::move(r)); });
+  REQUIRE(eventually([&] { return client.metrics().waiting_requests == 3; }));
   release.open();
-  REQUIRE(replies.wait_for(5));
+  REQUIRE(replies.wait_for(8));
   all = replies.all();
-  for (int i = 0; i < 2; ++i) {
+  for (int i : {0, 1, 5, 6, 7}) {
     REQUIRE(all[i].size() == 1);
     CHECK(all[i][0].ec == std::error_code{});
     CHECK(all[i][0].payload == "done:" + std::to_string(i));
   }
+  CHECK(client.metrics().waiting_requests == 0);
 }
 
 TEST_CASE("memodb: a worker that overruns its job's timeout is forgotten, then registers again",

@@ -69,6 +69,13 @@ std::shared_ptr<detail::PublishNodeCells> AdapterContext::publish_node(std::stri
   return shared_->publish_nodes.add(std::move(address));
 }
 
+void AdapterContext::waiting_publishes(std::size_t count) const {
+  shared_->adapter_waiting_publishes.store(count, std::memory_order_relaxed);
+}
+void AdapterContext::waiting_requests(std::size_t count) const {
+  shared_->adapter_waiting_requests.store(count, std::memory_order_relaxed);
+}
+
 std::shared_ptr<detail::MessageState> AdapterContext::make_message(
     std::weak_ptr<MessageBackend> backend) const {
   // The allocator holds the client's shared state for as long as the message lives.

@@ -859,6 +859,9 @@ metrics::ClientMetrics ClientCore::metrics() const {
   m.totals = shared_->stats.snapshot();
   m.publish_refused = shared_->publish_refused.load(std::memory_order_relaxed);
   m.connected_endpoints = shared_->connectivity.connected_count();
+  m.waiting_publishes = shared_->adapter_waiting_publishes.load(std::memory_order_relaxed);
+  m.waiting_requests = shared_->adapter_waiting_requests.load(std::memory_order_relaxed) +
+                       shared_->topic_requests_waiting.load(std::memory_order_relaxed);
   m.request_reply = shared_->caps.request_reply;
   m.request_round_trip = shared_->request_latency.snapshot();
   m.topics = shared_->publish_topics.snapshot();

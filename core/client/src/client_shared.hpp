@@ -53,6 +53,11 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   FlushEpochs flush_epochs;            // which publishes a flush waits for
   TopicCellsMap publish_topics;        // per-topic publish metrics
   PublishNodeCellsList publish_nodes;  // the nodes the adapter spreads publishes over
+  // Gauges of what is held unsent (ClientMetrics::waiting_*): the adapter's, set by it
+  // (AdapterContext::waiting_*), and the requests over topics waiting for the reply subscription.
+  std::atomic<std::uint64_t> adapter_waiting_publishes{0};
+  std::atomic<std::uint64_t> adapter_waiting_requests{0};
+  std::atomic<std::uint64_t> topic_requests_waiting{0};
   LatencyCells request_latency;
   ResponseIntake responses;  // acks, nacks, touches and replies on their way to the strand
   StateCallback on_state;

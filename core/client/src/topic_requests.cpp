@@ -54,7 +54,17 @@ void TopicRequests::send(TopicName topic, Payloads payloads, std::uint64_t corre
   Unsent unsent{std::move(topic), std::move(payloads), correlation, deadline};
   if (confirmed_) return publish(std::move(unsent));
   unsent_.push_back(std::move(unsent));
+  count_waiting();
   if (!subscription_) subscribe_replies();
+}
+
+void TopicRequests::count_waiting() {
+  std::uint64_t waiting = 0;
+  for (const auto& one : unsent_) {
+    auto it = pending_.find(one.correlation);
+    if (it != pending_.end() && !it->second.request.done()) ++waiting;
+  }
+  shared_->topic_requests_waiting.store(waiting, std::memory_order_relaxed);
 }
 
 void TopicRequests::subscribe_replies() {
@@ -88,6 +98,7 @@ void TopicRequests::subscription_settled(const Status& status, bool ended) {
     confirmed_ = true;
     auto unsent = std::move(unsent_);
     unsent_.clear();
+    count_waiting();
     for (auto& one : unsent) publish(std::move(one));
     return;
   }
@@ -100,6 +111,7 @@ void TopicRequests::subscription_settled(const Status& status, bool ended) {
   const std::error_code ec = status ? status.code() : make_error_code(errc::closed);
   auto unsent = std::move(unsent_);
   unsent_.clear();
+  count_waiting();
   for (const auto& one : unsent) fail(one.correlation, ec, cause);
   // Sent requests whose replies can no longer arrive: the same.
   std::vector<std::uint64_t> sent;

@@ -57,7 +57,10 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   void send(TopicName topic, Payloads payloads, std::uint64_t correlation, OpCompletion request,
             std::shared_ptr<Headers> reply_headers, Clock::time_point deadline);
   // Strand: the request completed (reply, deadline, close): its correlation id is let go.
-  void forget(std::uint64_t correlation) { pending_.erase(correlation); }
+  void forget(std::uint64_t correlation) {
+    pending_.erase(correlation);
+    if (!unsent_.empty()) count_waiting();
+  }
 
   // The subscription to the reply topic, which a close leaves running until the requests
   // waiting on it are answered.
@@ -91,7 +94,9 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   void subscribe_replies();                                     // strand
   void subscription_settled(const Status& status, bool ended);  // strand
   void publish(Unsent unsent);                                  // strand
-  void on_reply(Message& message);                              // strand
+  // Sets the waiting-requests gauge: the unsent requests still wanted (strand).
+  void count_waiting();
+  void on_reply(Message& message);  // strand
   void fail(std::uint64_t correlation, std::error_code ec, const std::string& cause);
   // The request a reply's correlation id names (0: none of this client's).
   std::uint64_t correlation_of(std::string_view value) const;

@@ -357,6 +357,14 @@ void for_each_sample(const std::vector<ClientMetrics>& clients,
                 [](const ClientMetrics& c) { return c.totals.bytes_out; });
   client_family(e, clients, "polybus_connected_endpoints", "gauge", "Broker connections up now.",
                 [](const ClientMetrics& c) { return c.connected_endpoints; });
+  client_family(e, clients, "polybus_waiting_publishes", "gauge",
+                "Publishes the client holds unsent now, waiting for a broker connection or for "
+                "room in the publish window.",
+                [](const ClientMetrics& c) { return c.waiting_publishes; });
+  client_family(e, requesters, "polybus_waiting_requests", "gauge",
+                "Requests the client holds unsent now, waiting for a free request slot, a "
+                "broker connection or the reply subscription.",
+                [](const ClientMetrics& c) { return c.waiting_requests; });
 }
 
 namespace {

@@ -81,20 +81,31 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void release_awaiting() {
     auto awaiting = std::move(awaiting_open_);
     awaiting_open_.clear();
-    for (auto& send : awaiting) send();
+    count_waiting();
+    for (auto& one : awaiting) one.send();
   }
 
   // Sends now when a connection is open, else when the next one opens (unless done by then).
+  // request: a request (counted in the metrics' waiting requests meanwhile), not a ping.
   void send_with_callback(std::string path, std::string json, OpCompletion done,
-                          detail::CallbackFn callback) {
+                          detail::CallbackFn callback, bool request) {
     if (!connection_->machine().is_open()) {
-      awaiting_open_.push_back([this, path = std::move(path), json = std::move(json), done,
-                                callback = std::move(callback)]() mutable {
-        if (!done.done()) send_now(path, json, done, std::move(callback));
-      });
+      awaiting_open_.push_back({done, request,
+                                [this, path = std::move(path), json = std::move(json), done,
+                                 callback = std::move(callback)]() mutable {
+                                  if (!done.done()) send_now(path, json, done, std::move(callback));
+                                }});
+      count_waiting();
       return;
     }
     send_now(path, json, done, std::move(callback));
+  }
+
+  // The requests waiting for a connection that are still wanted (their deadline not passed).
+  void count_waiting() {
+    std::size_t requests = 0;
+    for (const auto& one : awaiting_open_) requests += one.request && !one.done.done();
+    ctx_.waiting_requests(requests);
   }
 
   void send_now(const std::string& path, const std::string& json, OpCompletion& done,
@@ -290,28 +301,33 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
     std::string json(encode(work.payload));  // kept: it may wait for the connection to open
     std::weak_ptr<QuickioBackend> weak = weak_from_this();
     OpCompletion done = work.done;
-    send_with_callback(path, json, done, [weak, done](const detail::Answer& answer) mutable {
-      const int code = answer.code;
-      const std::string_view data = answer.data_json, err = answer.err_msg;
-      auto ec = map_callback_code(code, err);
-      auto self = weak.lock();
-      if (ec) return done(ec, {}, lost_with(self.get(), code, err));
-      if (!self) return done(make_error_code(polybus::errc::closed));
-      std::string reply(data);
-      std::string text;
-      if (!self->json_payloads_ && json_unquote(data, text)) reply = std::move(text);
-      done({}, std::move(reply));
-    });
+    send_with_callback(
+        path, json, done,
+        [weak, done](const detail::Answer& answer) mutable {
+          const int code = answer.code;
+          const std::string_view data = answer.data_json, err = answer.err_msg;
+          auto ec = map_callback_code(code, err);
+          auto self = weak.lock();
+          if (ec) return done(ec, {}, lost_with(self.get(), code, err));
+          if (!self) return done(make_error_code(polybus::errc::closed));
+          std::string reply(data);
+          std::string text;
+          if (!self->json_payloads_ && json_unquote(data, text)) reply = std::move(text);
+          done({}, std::move(reply));
+        },
+        true);
   }
 
   void ping(OpCompletion done) {
-    send_with_callback("/qio/ping", "null", done,
-                       [weak = weak_from_this(), done](const detail::Answer& answer) mutable {
-                         if (answer.code == 200) return done({});
-                         auto self = weak.lock();
-                         done(map_callback_code(answer.code, answer.err_msg), {},
-                              lost_with(self.get(), answer.code, answer.err_msg));
-                       });
+    send_with_callback(
+        "/qio/ping", "null", done,
+        [weak = weak_from_this(), done](const detail::Answer& answer) mutable {
+          if (answer.code == 200) return done({});
+          auto self = weak.lock();
+          done(map_callback_code(answer.code, answer.err_msg), {},
+               lost_with(self.get(), answer.code, answer.err_msg));
+        },
+        false);
   }
 
   // A callback's error text; for one lost with its connection (-1), how that connection ended.
@@ -322,6 +338,7 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
 
   void close() {
     awaiting_open_.clear();  // the core fails their operations with errc::closed
+    count_waiting();
     connection_->close();
   }
 
@@ -365,7 +382,12 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   std::string publish_path_;  // a publish's event path, on its way into an event (the same)
   std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;
-  std::vector<std::function<void()>> awaiting_open_;
+  struct AwaitingOpen {
+    OpCompletion done;
+    bool request = false;
+    std::function<void()> send;
+  };
+  std::vector<AwaitingOpen> awaiting_open_;
 };
 
 class QuickioSubscription : public AdapterSubscription {

@@ -103,6 +103,7 @@ void Connection::send(std::string_view text, SentFn sent, ExpiredFn expired) {
 
 void Connection::update_counters() {
   queued_bytes_.store(machine_.queued_bytes());
+  if (stats_) stats_->waiting_publishes(machine_.queued_events());
   open_connection_.store(machine_.is_open() ? machine_.connection() : 0);
 }
 

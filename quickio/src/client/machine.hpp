@@ -138,6 +138,7 @@ class Machine {
   bool has_listeners(std::string_view path) const;
 
   std::size_t queued_bytes() const { return queued_bytes_; }
+  std::size_t queued_events() const { return queue_.size(); }
   // The bytes that the last send() refused with queue_full would have made (its own included).
   std::size_t refused_at() const { return refused_at_; }
   std::size_t pending_callbacks() const { return callbacks_.size(); }

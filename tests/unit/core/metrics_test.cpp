@@ -115,9 +115,11 @@ TEST_CASE(
   latency.observe(milliseconds(2));
   t.confirm_latency = latency.snapshot();
   a.topics.push_back(t);
+  a.waiting_publishes = 7;
   metrics::ClientMetrics b = a;
   b.client = "b";
   b.request_reply = true;
+  b.waiting_requests = 5;
   std::string text;
   metrics::write_prometheus(text, {a, b});
   const auto lines = lines_of(text);
@@ -160,6 +162,10 @@ TEST_CASE(
   // Request series only for a client whose scheme has requests.
   CHECK(sample(text, "polybus_requests_total{client=\"b\",scheme=\"nsq\"}") == 0);
   CHECK(text.find("polybus_requests_total{" + escaped) == std::string::npos);
+  // The client-side queues.
+  CHECK(sample(text, "polybus_waiting_publishes{" + escaped + ",scheme=\"nsq\"}") == 7);
+  CHECK(sample(text, "polybus_waiting_requests{client=\"b\",scheme=\"nsq\"}") == 5);
+  CHECK(text.find("polybus_waiting_requests{" + escaped) == std::string::npos);
   // The callback form sees the same samples.
   std::size_t samples = 0;
   metrics::for_each_sample({a, b}, [&](const metrics::Sample& s) {

@@ -85,9 +85,15 @@ struct POLYBUS_API ClientMetrics {
   Stats totals;                       ///< the client's counters (Client::stats())
   std::uint64_t publish_refused = 0;  ///< refused before reaching the adapter (closed, ...)
   std::uint64_t connected_endpoints = 0;  ///< connections up now
-  bool request_reply = false;             ///< the scheme has requests: the request series exist
-  Histogram request_round_trip;           ///< request call to its reply, replied ones
-  std::vector<TopicMetrics> topics;       ///< publishes per topic, sorted by topic
+  /// Now: publishes the client holds unsent, waiting for a broker connection or for room in the
+  /// scheme's publish window (Figg's `window`); requests sent over topics are among them.
+  std::uint64_t waiting_publishes = 0;
+  /// Now: requests the client holds unsent, waiting for a free slot (MemoDB's `max_requests`),
+  /// a broker connection, or the client's reply subscription (request/reply over topics).
+  std::uint64_t waiting_requests = 0;
+  bool request_reply = false;        ///< the scheme has requests: the request series exist
+  Histogram request_round_trip;      ///< request call to its reply, replied ones
+  std::vector<TopicMetrics> topics;  ///< publishes per topic, sorted by topic
   std::vector<SubscriptionMetrics> subscriptions;  ///< one per live subscription
   /// Where the scheme spreads publishes over nodes.
   std::vector<PublishNodeMetrics> publish_nodes;

@@ -181,6 +181,12 @@ class POLYBUS_API AdapterContext {
   // adapter holds them (polybus/adapter/publish_node.hpp).
   std::shared_ptr<detail::PublishNodeCells> publish_node(std::string address) const;
 
+  // What the adapter holds unsent now, for Client::metrics(): publishes waiting for a connection
+  // or for room in a window, requests waiting for a free slot or a connection. Said again after
+  // each change of the count (0 once the close has failed them).
+  void waiting_publishes(std::size_t count) const;
+  void waiting_requests(std::size_t count) const;
+
   // Builds a message for delivery; the adapter fills the fields it has.
   std::shared_ptr<detail::MessageState> make_message(std::weak_ptr<MessageBackend> backend) const;
 
