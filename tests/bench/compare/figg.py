@@ -13,7 +13,7 @@ Rows (every client once per round, each against a fresh figg-server with its in-
           `figg-bench --pubs 1 --subs 1 --resumers 0`
   e2e-4k  the same with 100,000 x 4 KiB (polybus with its defaults)
 
-The server's and figg-bench's commits are what ../shared/interop builds (703b195 for both); the
+The server and figg-bench are built by hand from their sources at commit 703b195; the
 paths come from the flags or FIGG_SERVER, FIGG_BENCH and POLYBUS (default
 build/release/samples/polybus). figg-bench's rate is its "sub stats" line (messages received per
 second, end to end, as polybus bench measures); its CPU is wait4's user + system time over the
