@@ -12,15 +12,15 @@
 #include <random>
 #include <set>
 
-#include "args.hpp"
+#include "bench/cli/bench_command.hpp"
 #include "bench_report.hpp"
 #include "bench_run.hpp"
 #include "bench_targets.hpp"
-#include "commands.hpp"
-#include "metrics_endpoint.hpp"
 #include "polybus/adapter/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
+#include "polybus/tools/args.hpp"
+#include "polybus/tools/metrics_endpoint.hpp"
 
 namespace polybus::cli {
 namespace {

@@ -12,12 +12,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include "allocation_counter.hpp"
-#include "args.hpp"
 #include "bench/payload_stamp.hpp"
 #include "bench/scale_run.hpp"
 #include "polybus/middleware.hpp"
-#include "windowed_publisher.hpp"
+#include "polybus/tools/allocation_counter.hpp"
+#include "polybus/tools/args.hpp"
+#include "polybus/tools/windowed_publisher.hpp"
 
 namespace polybus::cli {
 namespace {

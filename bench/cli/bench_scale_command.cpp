@@ -4,9 +4,10 @@
 #include <cstdio>
 #include <iostream>
 
-#include "args.hpp"
+#include "bench/cli/bench_command.hpp"
 #include "bench/scale_run.hpp"
-#include "commands.hpp"
+#include "polybus/polybus.hpp"
+#include "polybus/tools/args.hpp"
 
 namespace polybus::cli {
 

@@ -8,13 +8,14 @@
 #include <iostream>
 #include <memory>
 
-#include "args.hpp"
+#include "bench/cli/bench_command.hpp"
 #include "bench/histogram_log.hpp"
 #include "bench/workload_report.hpp"
 #include "bench/workload_run.hpp"
 #include "bench_targets.hpp"
-#include "commands.hpp"
 #include "polybus/adapter/text.hpp"
+#include "polybus/polybus.hpp"
+#include "polybus/tools/args.hpp"
 
 namespace polybus::cli {
 namespace {

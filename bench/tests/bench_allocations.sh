@@ -39,7 +39,7 @@ if [ "${1:-}" = --sanitized ]; then
 fi
 brokers=("$@")
 ((${#brokers[@]})) || brokers=(figg quickio quickio+ws nsq)
-source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
+source "$(dirname "$0")/../../tests/support/broker_process.sh"
 
 bench() {  # MESSAGES [ARGS...]: the JSON line of one run against the running broker
   local messages=$1

@@ -8,7 +8,7 @@
 #   bench/tests/bench_compare.sh POLYBUS_BINARY
 set -euo pipefail
 polybus=$1
-source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
+source "$(dirname "$0")/../../tests/support/broker_process.sh"
 command -v rsvg-convert > /dev/null ||
   fail "rsvg-convert is missing: Debian's librsvg2-bin has it (.ci/install-deps installs it)"
 

@@ -8,7 +8,7 @@
 #   bench/tests/bench_modes.sh POLYBUS_BINARY
 set -euo pipefail
 polybus=$1
-source "$(dirname "$0")/../../samples/cli/tests/broker_process.sh"
+source "$(dirname "$0")/../../tests/support/broker_process.sh"
 
 # The JSON line's value of KEY (numbers and strings).
 field() {

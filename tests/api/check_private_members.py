@@ -9,7 +9,8 @@ list), never an accident; one on the list that is gone fails too, so the list st
   check_private_members.py SOURCE_DIR --write  rewrite the list from the headers
 
 Headers: every include/polybus/ folder of the source tree except those of the test brokers
-(core/testing and */testing), which are tools, not the API. Classes in namespace detail are
+(core/testing and */testing), which are tools, not the API, and the polybus command's support
+library (tools/), which is not installed. Classes in namespace detail are
 internal by name and left out. A member is one declaration, normalised to single spaces.
 """
 import glob
@@ -86,7 +87,7 @@ def headers(root):
     paths = []
     for folder in glob.glob(os.path.join(root, "**", "include", "polybus"), recursive=True):
         rel = os.path.relpath(folder, root)
-        if rel.startswith("build") or "/testing/" in "/" + rel:
+        if rel.startswith(("build", "tools")) or "/testing/" in "/" + rel:
             continue
         paths += glob.glob(os.path.join(folder, "**", "*.hpp"), recursive=True)
     return sorted(paths)

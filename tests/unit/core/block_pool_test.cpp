@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/adapter/src/block_pool.hpp"
-#include "samples/cli/allocation_counter.hpp"
+#include "polybus/tools/allocation_counter.hpp"
 
 using polybus::Strand;
 using polybus::detail::BlockPool;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "polybus/adapter/kept_copies.hpp"
-#include "samples/cli/allocation_counter.hpp"
+#include "polybus/tools/allocation_counter.hpp"
 
 using polybus::KeptCopies;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "polybus/adapter/payloads.hpp"
-#include "samples/cli/allocation_counter.hpp"
+#include "polybus/tools/allocation_counter.hpp"
 
 using polybus::KeptPayload;
 using polybus::SharedPayloadBlocks;

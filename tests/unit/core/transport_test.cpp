@@ -15,7 +15,7 @@
 
 #include "polybus/adapter/transport.hpp"
 #include "polybus/error.hpp"
-#include "samples/cli/allocation_counter.hpp"
+#include "polybus/tools/allocation_counter.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"
 
