@@ -213,340 +213,415 @@ std::vector<std::string> unmapped_fields(const Workload& w, const SchemeTraits& 
   return out;
 }
 
-OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
-  auto stopped = [&] { return settings.stop && settings.stop->load(); };
-  const std::uint64_t producer_count = std::uint64_t{w.topics} * w.producers_per_topic;
-  const std::uint64_t consumer_count =
-      std::uint64_t{w.topics} * w.subscriptions_per_topic * w.consumer_per_subscription;
-  IoPool io(
-      std::min<std::uint64_t>(2, std::max<std::uint64_t>(1, producer_count + consumer_count)));
-  // What the clients' handlers and completions touch, declared before the clients: every client
-  // is closed (its handlers finished) before any of it goes.
-  Counters counters;
-  LatencyRecorder publish_latency, publish_delay, end_to_end;
-  auto on_receipt = [&](std::string_view payload) {
+namespace {
+
+// One run of a workload, in the order OMB makes it: the clients, the consumers, the producers on
+// their sending threads, then the phases (warm-up, backlog, test) in windows, and the totals.
+class WorkloadRun {
+ public:
+  WorkloadRun(const Workload& w, const WorkloadRunSettings& settings)
+      : w_(w),
+        settings_(settings),
+        producer_count_(std::uint64_t{w.topics} * w.producers_per_topic),
+        io_(std::min<std::uint64_t>(
+            2, std::max<std::uint64_t>(1, producer_count_ + std::uint64_t{w.topics} *
+                                                                w.subscriptions_per_topic *
+                                                                w.consumer_per_subscription))),
+        payloads_(make_payloads(w)) {
+    char nonce[16];
+    std::snprintf(nonce, sizeof nonce, "%06x",
+                  static_cast<unsigned>(std::random_device{}() & 0xffffff));
+    nonce_ = nonce;
+  }
+  // The sending threads end, then every client is closed (its handlers finished) before what
+  // they use and the io threads go, whatever was thrown.
+  ~WorkloadRun() {
+    stop_sending();
+    for (auto& c : clients_) c.close_sync(std::chrono::seconds(10));
+  }
+  WorkloadRun(const WorkloadRun&) = delete;
+  WorkloadRun& operator=(const WorkloadRun&) = delete;
+
+  OmbResult run();
+
+ private:
+  bool stopped() const { return settings_.stop && settings_.stop->load(); }
+  ClientRef connect_one();
+  std::string topic_name(std::uint32_t t) const;
+  void describe();
+  void subscribe_all();
+  void probe_payload();
+  void start_sending();
+  void send_loop(ProducerThread& pt);
+  void stop_sending();
+  std::int64_t backlog_now() const;
+  void take_window(bool record, const char* phase);
+  // Runs until `until` says stop, taking a window every settings.window, and steering the rate
+  // every 3 s when the workload asks for the highest sustainable one.
+  void run_phase(bool record, const char* phase, const std::function<bool()>& until);
+  void run_backlog();
+  void collect_totals();
+
+  const Workload& w_;
+  const WorkloadRunSettings& settings_;
+  const std::uint64_t producer_count_;
+  IoPool io_;
+  // What the clients' handlers and completions touch, declared before the clients.
+  Counters counters_;
+  LatencyRecorder publish_latency_, publish_delay_, end_to_end_;
+  std::vector<std::unique_ptr<ProducerThread>> threads_;
+  std::vector<Client> clients_;
+  std::vector<Subscription> subscriptions_;
+  const std::vector<std::string> payloads_;
+  std::string nonce_;
+  ClientRef probe_;
+  Capabilities caps_;
+  SchemeTraits traits_;
+  std::uint64_t copies_ = 1;  // deliveries each message makes
+  OmbResult result_;
+
+  // The sending threads' rate and stop.
+  std::atomic<double> rate_{0};
+  std::atomic<bool> sending_{false};
+  std::atomic<std::uint64_t> sequence_{0};
+
+  // The windows, and the rate controller's last look.
+  SteadyClock::time_point run_start_, last_window_, last_steer_;
+  double run_start_epoch_ = 0;  // run_start_ in seconds since the epoch, for the histogram log
+  std::unique_ptr<HistogramLogWriter> log_;
+  std::uint64_t last_published_ = 0, last_errors_ = 0, last_received_ = 0;
+  std::uint64_t steer_published_ = 0, steer_received_ = 0;
+  RateController controller_;
+};
+
+ClientRef WorkloadRun::connect_one() {
+  ConnectOptions options;
+  options.io_context = io_.next();
+  clients_.push_back(polybus::connect(settings_.url, std::move(options)));
+  return ClientRef(clients_.back());
+}
+
+std::string WorkloadRun::topic_name(std::uint32_t t) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "omb-%s-%04u", nonce_.c_str(), t);
+  return name;
+}
+
+// What the scheme is, and the result's description of the run.
+void WorkloadRun::describe() {
+  probe_ = connect_one();
+  caps_ = probe_.capabilities();
+  traits_ = SchemeTraits{probe_.scheme(), caps_.publish && caps_.subscribe, caps_.consumer_groups,
+                         caps_.publish_confirmed};
+  if (!traits_.pubsub && !caps_.request_reply)
+    throw std::runtime_error(probe_.scheme() + " can neither publish/subscribe nor request/reply");
+  copies_ = traits_.pubsub ? std::uint64_t{w_.subscriptions_per_topic} *
+                                 (caps_.consumer_groups ? 1 : w_.consumer_per_subscription)
+                           : 1;
+  result_.workload = w_.name;
+  result_.driver = settings_.driver;
+  result_.url = settings_.url;
+  result_.message_size = w_.message_size;
+  result_.topics = w_.topics;
+  result_.partitions = w_.partitions_per_topic;
+  result_.producers_per_topic = w_.producers_per_topic;
+  result_.consumers_per_topic = w_.consumer_per_subscription;  // as OMB fills it
+  result_.unmapped = unmapped_fields(w_, traits_);
+  result_.window_seconds = std::chrono::duration<double>(settings_.window).count();
+  if (payloads_.front().size() < kLongestStamp)
+    result_.unmapped.push_back("end-to-end latency: a " + std::to_string(payloads_.front().size()) +
+                               "-byte message is too short to carry its send time (" +
+                               std::to_string(kLongestStamp) + " bytes)");
+}
+
+// Consumers first, as OMB creates them, so that no message is published before it has a
+// subscription to go to.
+void WorkloadRun::subscribe_all() {
+  auto on_receipt = [this](std::string_view payload) {
     if (auto sent = payload_stamp(payload)) {
       const std::int64_t micros = (wall_ns() - *sent) / 1000;
-      if (micros >= 0) end_to_end.record(micros);
+      if (micros >= 0) end_to_end_.record(micros);
     }
-    ++counters.received;
+    ++counters_.received;
   };
-  std::vector<std::unique_ptr<ProducerThread>> threads;  // their publishes' completions use them
-  std::vector<Client> clients;
-  auto connect_one = [&] {
-    ConnectOptions options;
-    options.io_context = io.next();
-    clients.push_back(polybus::connect(settings.url, std::move(options)));
-    return ClientRef(clients.back());
-  };
-  struct CloseAll {  // every client closed before the io threads stop, whatever is thrown
-    std::vector<Client>& clients;
-    ~CloseAll() {
-      for (auto& c : clients) c.close_sync(std::chrono::seconds(10));
-    }
-  } close_all{clients};
-
-  const ClientRef probe = connect_one();
-  const Capabilities caps = probe.capabilities();
-  SchemeTraits traits{probe.scheme(), caps.publish && caps.subscribe, caps.consumer_groups,
-                      caps.publish_confirmed};
-  if (!traits.pubsub && !caps.request_reply)
-    throw std::runtime_error(probe.scheme() + " can neither publish/subscribe nor request/reply");
-
-  OmbResult result;
-  result.workload = w.name;
-  result.driver = settings.driver;
-  result.url = settings.url;
-  result.message_size = w.message_size;
-  result.topics = w.topics;
-  result.partitions = w.partitions_per_topic;
-  result.producers_per_topic = w.producers_per_topic;
-  result.consumers_per_topic = w.consumer_per_subscription;  // as OMB fills it
-  result.unmapped = unmapped_fields(w, traits);
-  result.window_seconds = std::chrono::duration<double>(settings.window).count();
-  const std::vector<std::string> payloads = make_payloads(w);
-  if (payloads.front().size() < kLongestStamp)
-    result.unmapped.push_back("end-to-end latency: a " + std::to_string(payloads.front().size()) +
-                              "-byte message is too short to carry its send time (" +
-                              std::to_string(kLongestStamp) + " bytes)");
-
-  char nonce[16];
-  std::snprintf(nonce, sizeof nonce, "%06x",
-                static_cast<unsigned>(std::random_device{}() & 0xffffff));
-  auto topic_name = [&](std::uint32_t t) {
-    char name[64];
-    std::snprintf(name, sizeof name, "omb-%s-%04u", nonce, t);
-    return std::string(name);
-  };
-
-  // Consumers first, as OMB creates them, so that no message is published before it has a
-  // subscription to go to.
-  std::vector<Subscription> subscriptions;
   const auto subscribe_start = SteadyClock::now();
-  for (std::uint32_t t = 0; t < w.topics; ++t)
-    for (std::uint32_t s = 0; s < w.subscriptions_per_topic; ++s)
-      for (std::uint32_t c = 0; c < w.consumer_per_subscription; ++c) {
+  for (std::uint32_t t = 0; t < w_.topics; ++t)
+    for (std::uint32_t s = 0; s < w_.subscriptions_per_topic; ++s)
+      for (std::uint32_t c = 0; c < w_.consumer_per_subscription; ++c) {
         ClientRef client = connect_one();
         SubscribeOptions options;
-        if (traits.pubsub) {
-          if (caps.consumer_groups) options.group = "sub-" + std::to_string(s) + "-" + nonce;
-          subscriptions.push_back(client.subscribe(topic_name(t), options,
-                                                   [&](Message& m) { on_receipt(m.payload()); }));
+        if (traits_.pubsub) {
+          if (caps_.consumer_groups) options.group = "sub-" + std::to_string(s) + "-" + nonce_;
+          subscriptions_.push_back(client.subscribe(
+              topic_name(t), options, [on_receipt](Message& m) { on_receipt(m.payload()); }));
         } else {
-          subscriptions.push_back(client.serve(topic_name(t), options, [&](Message& m) {
+          subscriptions_.push_back(client.serve(topic_name(t), options, [on_receipt](Message& m) {
             on_receipt(m.payload());
             return std::string("ok");
           }));
         }
       }
-  for (auto& sub : subscriptions)
-    if (auto status = sub.wait_ready(settings.subscribe_timeout))
+  for (auto& sub : subscriptions_)
+    if (auto status = sub.wait_ready(settings_.subscribe_timeout))
       throw std::runtime_error("a subscription failed: " + status.message());
   const double subscribe_seconds =
       std::chrono::duration<double>(SteadyClock::now() - subscribe_start).count();
-  if (settings.progress)
-    settings.progress(
-        format("%zu subscription(s) ready in %.3f s", subscriptions.size(), subscribe_seconds));
+  if (settings_.progress)
+    settings_.progress(
+        format("%zu subscription(s) ready in %.3f s", subscriptions_.size(), subscribe_seconds));
+}
 
-  // One message to a topic of its own first: a payload the scheme refuses (QuickIO's text
-  // payloads are UTF-8) fails the run here, with the broker's words, not as every publish.
-  if (traits.pubsub && producer_count > 0) {
-    PublishOptions options;
-    options.timeout = std::chrono::seconds(30);
-    ClientRef sender = probe;
-    if (auto status =
-            sender.publish_sync(topic_name(w.topics) + "-probe", payloads.front(), options))
-      throw std::runtime_error("the workload's payload was refused: " + status.message());
-  }
+// One message to a topic of its own first: a payload the scheme refuses (QuickIO's text
+// payloads are UTF-8) fails the run here, with the broker's words, not as every publish.
+void WorkloadRun::probe_payload() {
+  if (!traits_.pubsub || producer_count_ == 0) return;
+  PublishOptions options;
+  options.timeout = std::chrono::seconds(30);
+  if (auto status =
+          probe_.publish_sync(topic_name(w_.topics) + "-probe", payloads_.front(), options))
+    throw std::runtime_error("the workload's payload was refused: " + status.message());
+}
 
-  // Producers, spread over a few sending threads.
+// Producers, spread over a few sending threads, each sending at its share of the rate.
+void WorkloadRun::start_sending() {
   const std::size_t thread_count =
-      static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count));
+      static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count_));
   for (std::size_t i = 0; i < thread_count; ++i)
-    threads.push_back(std::make_unique<ProducerThread>());
-  for (std::uint32_t t = 0; t < w.topics; ++t)
-    for (std::uint32_t p = 0; p < w.producers_per_topic; ++p) {
+    threads_.push_back(std::make_unique<ProducerThread>());
+  for (std::uint32_t t = 0; t < w_.topics; ++t)
+    for (std::uint32_t p = 0; p < w_.producers_per_topic; ++p) {
       auto producer = std::make_shared<Producer>();
       producer->client = connect_one();
       producer->topic = topic_name(t);
-      const std::size_t index = (std::size_t{t} * w.producers_per_topic + p) % thread_count;
-      threads[index]->producers.push_back(std::move(producer));
+      const std::size_t index = (std::size_t{t} * w_.producers_per_topic + p) % thread_count;
+      threads_[index]->producers.push_back(std::move(producer));
     }
-
-  const bool find_rate = w.producer_rate == 0;
-  std::atomic<double> rate{find_rate ? 10'000.0 : static_cast<double>(w.producer_rate)};
-  std::atomic<bool> sending{true};
-  std::atomic<std::uint64_t> sequence{0};
-  const std::uint32_t window = settings.max_in_flight_per_producer;
-  const auto run_start = SteadyClock::now();
-  const double run_start_epoch = static_cast<double>(wall_ns()) / 1e9;
-  for (auto& owned : threads) {
+  rate_.store(w_.producer_rate == 0 ? 10'000.0 : static_cast<double>(w_.producer_rate));
+  sending_.store(true);
+  run_start_ = SteadyClock::now();
+  run_start_epoch_ = static_cast<double>(wall_ns()) / 1e9;
+  for (auto& owned : threads_) {
     ProducerThread* pt = owned.get();
-    pt->thread = std::thread([&, pt] {
-      auto due = SteadyClock::now();
-      std::size_t turn = 0;
-      std::uint64_t payload_turn = 0;
-      while (sending.load()) {
-        // This thread's share of the rate, read each message: the rate controller changes it.
-        const double share = rate.load() / static_cast<double>(threads.size());
-        due += std::chrono::duration_cast<SteadyClock::duration>(
-            std::chrono::duration<double>(1.0 / share));
-        // Waits in steps, so that the end of the run is not held up by a slow rate.
-        while (SteadyClock::now() < due && sending.load())
-          std::this_thread::sleep_until(
-              std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
-        auto& producer = *pt->producers[turn++ % pt->producers.size()];
-        {
-          std::unique_lock<std::mutex> lock(pt->mutex);
-          pt->cv.wait(lock, [&] { return producer.in_flight < window || !sending.load(); });
-          if (!sending.load()) break;
-          ++producer.in_flight;
-          ++pt->in_flight;
-        }
-        const auto sent = SteadyClock::now();
-        publish_delay.record(std::max<std::int64_t>(0, micros_between(due, sent)));
-        std::string payload = payloads[payload_turn++ % payloads.size()];
-        stamp_payload(payload, sequence++, wall_ns());
-        auto done = [&, pt, p = &producer, sent](bool ok, const std::string& error) {
-          if (ok) {
-            publish_latency.record(micros_between(sent, SteadyClock::now()));
-            ++counters.published;
-          } else {
-            counters.fail(error);
-          }
-          std::lock_guard<std::mutex> lock(pt->mutex);
-          --p->in_flight;
-          --pt->in_flight;
-          pt->cv.notify_all();
-        };
-        if (traits.pubsub)
-          producer.client.publish(producer.topic, std::move(payload), [done](const Status& status) {
-            done(!status, status.message());
-          });
-        else
-          producer.client.request(producer.topic, std::move(payload), [done](Reply reply) {
-            done(!reply.ec, reply.status().message());
-          });
-      }
-    });
+    pt->thread = std::thread([this, pt] { send_loop(*pt); });
   }
+}
 
-  // The windows: what happened since the last one, as OMB's printAndCollectStats takes it.
-  std::unique_ptr<HistogramLogWriter> log;
-  if (settings.histogram_log)
-    log = std::make_unique<HistogramLogWriter>(
-        *settings.histogram_log, run_start_epoch,
-        "[polybus bench: " + w.name + " on " + settings.driver + "; values in microseconds]");
-  const std::uint64_t copies = traits.pubsub
-                                   ? std::uint64_t{w.subscriptions_per_topic} *
-                                         (caps.consumer_groups ? 1 : w.consumer_per_subscription)
-                                   : 1;
-  auto backlog_now = [&] {
-    const auto expected = copies * counters.published.load();
-    const auto received = counters.received.load();
-    return expected > received ? static_cast<std::int64_t>(expected - received) : 0;
-  };
-  std::uint64_t last_published = 0, last_errors = 0, last_received = 0;
-  auto last_window = SteadyClock::now();
-  auto take_window = [&](bool record, const char* phase) {
-    const auto now = SteadyClock::now();
-    const double seconds = std::max(1e-9, std::chrono::duration<double>(now - last_window).count());
-    const std::uint64_t published = counters.published.load(), errors = counters.errors.load(),
-                        received = counters.received.load();
-    const double publish_rate = static_cast<double>(published - last_published) / seconds;
-    const double error_rate = static_cast<double>(errors - last_errors) / seconds;
-    const double consume_rate = static_cast<double>(received - last_received) / seconds;
-    const HdrHistogram pub = publish_latency.take_interval();
-    const HdrHistogram delay = publish_delay.take_interval();
-    const HdrHistogram e2e = end_to_end.take_interval();
-    const LatencySummary pub_ms = summarize(pub, 1000), delay_us = summarize(delay, 1),
-                         e2e_ms = summarize(e2e, 1000);
-    if (record) {
-      result.publish_rate.push_back(publish_rate);
-      result.publish_error_rate.push_back(error_rate);
-      result.consume_rate.push_back(consume_rate);
-      result.backlog.push_back(backlog_now());
-      result.publish_latency.windows.push_back(pub_ms);
-      result.publish_delay.windows.push_back(delay_us);
-      result.end_to_end.windows.push_back(e2e_ms);
-      const double start = std::chrono::duration<double>(last_window - run_start).count();
-      result.window_start_seconds.push_back(start);
-      result.window_phases.emplace_back(phase);
-      if (log) {
-        log->write("publish", start, seconds, pub);
-        log->write("publish-delay", start, seconds, delay);
-        log->write("end-to-end", start, seconds, e2e);
-      }
+void WorkloadRun::send_loop(ProducerThread& pt) {
+  const std::uint32_t window = settings_.max_in_flight_per_producer;
+  auto due = SteadyClock::now();
+  std::size_t turn = 0;
+  std::uint64_t payload_turn = 0;
+  while (sending_.load()) {
+    // This thread's share of the rate, read each message: the rate controller changes it.
+    const double share = rate_.load() / static_cast<double>(threads_.size());
+    due += std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(1.0 / share));
+    // Waits in steps, so that the end of the run is not held up by a slow rate.
+    while (SteadyClock::now() < due && sending_.load())
+      std::this_thread::sleep_until(
+          std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
+    auto& producer = *pt.producers[turn++ % pt.producers.size()];
+    {
+      std::unique_lock<std::mutex> lock(pt.mutex);
+      pt.cv.wait(lock, [&] { return producer.in_flight < window || !sending_.load(); });
+      if (!sending_.load()) break;
+      ++producer.in_flight;
+      ++pt.in_flight;
     }
-    if (settings.progress)
-      settings.progress(
-          format("%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
-                 "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
-                 phase, publish_rate,
-                 publish_rate * static_cast<double>(payloads.front().size()) / (1 << 20),
-                 error_rate, consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg,
-                 pub_ms.p50, pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
-    last_published = published, last_errors = errors, last_received = received;
-    last_window = now;
-  };
-
-  // Runs until `until` says stop, taking a window every settings.window, and steering the rate
-  // every 3 s when the workload asks for the highest sustainable one.
-  RateController controller;
-  auto last_steer = SteadyClock::now();
-  std::uint64_t steer_published = 0, steer_received = 0;
-  auto run_phase = [&](bool record, const char* phase, const std::function<bool()>& until) {
-    last_window = SteadyClock::now();
-    while (!stopped() && !until()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      const auto now = SteadyClock::now();
-      if (find_rate && now - last_steer >= std::chrono::seconds(3)) {
-        const double period = std::chrono::duration<double>(now - last_steer).count();
-        const auto published = counters.published.load(),
-                   received = counters.received.load() / copies;
-        rate.store(controller.next(rate.load(), period, published, received,
-                                   published - steer_published, received - steer_received));
-        steer_published = published, steer_received = received;
-        last_steer = now;
+    const auto sent = SteadyClock::now();
+    publish_delay_.record(std::max<std::int64_t>(0, micros_between(due, sent)));
+    std::string payload = payloads_[payload_turn++ % payloads_.size()];
+    stamp_payload(payload, sequence_++, wall_ns());
+    auto done = [this, pt = &pt, p = &producer, sent](bool ok, const std::string& error) {
+      if (ok) {
+        publish_latency_.record(micros_between(sent, SteadyClock::now()));
+        ++counters_.published;
+      } else {
+        counters_.fail(error);
       }
-      if (now - last_window >= settings.window) take_window(record, phase);
-    }
-    // What is left since the last window: a window of its own when interrupted or when it is
-    // a real part of one, else the few milliseconds the last check ran late.
-    const auto left = SteadyClock::now() - last_window;
-    if ((stopped() && left >= std::chrono::milliseconds(1)) || left >= settings.window / 10)
-      take_window(record, phase);
-  };
-
-  const auto warmup_end = SteadyClock::now() + w.warmup_duration();
-  if (w.warmup_duration().count() > 0)
-    run_phase(false, "warm-up", [&] { return SteadyClock::now() >= warmup_end; });
-  // OMB resets the latencies only: counts and the backlog carry over into the test.
-  publish_latency.reset();
-  publish_delay.reset();
-  end_to_end.reset();
-  const auto test_start = SteadyClock::now();
-  if (w.consumer_backlog_bytes() > 0 && traits.pubsub && !stopped()) {
-    const double target_messages = static_cast<double>(w.consumer_backlog_bytes()) /
-                                   static_cast<double>(payloads.front().size());
-    result.backlog_bytes = w.consumer_backlog_bytes();
-    result.backlog_messages = static_cast<std::uint64_t>(target_messages);
-    const auto since = [](SteadyClock::time_point from) {
-      return std::chrono::duration<double>(SteadyClock::now() - from).count();
+      std::lock_guard<std::mutex> lock(pt->mutex);
+      --p->in_flight;
+      --pt->in_flight;
+      pt->cv.notify_all();
     };
-    for (auto& sub : subscriptions) sub.pause();
-    const auto build_start = SteadyClock::now();
-    run_phase(true, "backlog",
-              [&] { return static_cast<double>(backlog_now()) >= target_messages; });
-    if (!stopped()) result.backlog_built_seconds = since(build_start);
-    for (auto& sub : subscriptions) sub.resume();
-    // OMB's level: drained to (1 - backlogDrainRatio) of it, or to 1,000 messages.
-    const auto drained = static_cast<std::int64_t>(
-        std::max(1000.0, (1.0 - w.backlog_drain_ratio) * target_messages));
-    const auto drain_start = SteadyClock::now();
-    run_phase(true, "drain", [&] { return backlog_now() <= drained; });
-    if (!stopped()) result.backlog_drained_seconds = since(drain_start);
+    if (traits_.pubsub)
+      producer.client.publish(producer.topic, std::move(payload),
+                              [done](const Status& status) { done(!status, status.message()); });
+    else
+      producer.client.request(producer.topic, std::move(payload),
+                              [done](Reply reply) { done(!reply.ec, reply.status().message()); });
   }
-  const auto test_end = SteadyClock::now() + w.test_duration();
-  run_phase(true, "test", [&] { return SteadyClock::now() >= test_end; });
-  const double test_seconds =
-      std::chrono::duration<double>(SteadyClock::now() - test_start).count();
-  if (stopped()) {
-    result.complete = false;
-    result.incomplete_because =
-        "interrupted after " + format("%.1f", test_seconds) + " s of the test";
-  }
+}
 
-  sending.store(false);
-  for (auto& pt : threads) {
+// The sending threads end; what is still in flight completes (or fails) within the client's
+// op_timeout.
+void WorkloadRun::stop_sending() {
+  sending_.store(false);
+  for (auto& pt : threads_) {
+    if (!pt->thread.joinable()) continue;
     {
       std::lock_guard<std::mutex> lock(pt->mutex);
       pt->cv.notify_all();
     }
     pt->thread.join();
   }
-  // What is still in flight completes (or fails) within the client's op_timeout.
-  for (auto& pt : threads) {
+  for (auto& pt : threads_) {
     std::unique_lock<std::mutex> lock(pt->mutex);
     pt->cv.wait_for(lock, std::chrono::seconds(60), [&] { return pt->in_flight == 0; });
   }
-  const HdrHistogram pub_total = publish_latency.total(), delay_total = publish_delay.total(),
-                     e2e_total = end_to_end.total();
-  result.aggregated_publish = summarize(pub_total, 1000);
-  result.aggregated_delay = summarize(delay_total, 1);
-  result.aggregated_end_to_end = summarize(e2e_total, 1000);
-  result.publish_quantiles = quantiles(pub_total, 1000);
-  result.delay_quantiles = quantiles(delay_total, 1);
-  result.end_to_end_quantiles = quantiles(e2e_total, 1000);
-  result.published = counters.published.load();
-  result.publish_errors = counters.errors.load();
-  result.received = counters.received.load();
-  {
-    std::lock_guard<std::mutex> lock(counters.first_error_mutex);
-    result.first_error = counters.first_error;
+}
+
+std::int64_t WorkloadRun::backlog_now() const {
+  const auto expected = copies_ * counters_.published.load();
+  const auto received = counters_.received.load();
+  return expected > received ? static_cast<std::int64_t>(expected - received) : 0;
+}
+
+// What happened since the last window, as OMB's printAndCollectStats takes it.
+void WorkloadRun::take_window(bool record, const char* phase) {
+  const auto now = SteadyClock::now();
+  const double seconds = std::max(1e-9, std::chrono::duration<double>(now - last_window_).count());
+  const std::uint64_t published = counters_.published.load(), errors = counters_.errors.load(),
+                      received = counters_.received.load();
+  const double publish_rate = static_cast<double>(published - last_published_) / seconds;
+  const double error_rate = static_cast<double>(errors - last_errors_) / seconds;
+  const double consume_rate = static_cast<double>(received - last_received_) / seconds;
+  const HdrHistogram pub = publish_latency_.take_interval();
+  const HdrHistogram delay = publish_delay_.take_interval();
+  const HdrHistogram e2e = end_to_end_.take_interval();
+  const LatencySummary pub_ms = summarize(pub, 1000), delay_us = summarize(delay, 1),
+                       e2e_ms = summarize(e2e, 1000);
+  if (record) {
+    result_.publish_rate.push_back(publish_rate);
+    result_.publish_error_rate.push_back(error_rate);
+    result_.consume_rate.push_back(consume_rate);
+    result_.backlog.push_back(backlog_now());
+    result_.publish_latency.windows.push_back(pub_ms);
+    result_.publish_delay.windows.push_back(delay_us);
+    result_.end_to_end.windows.push_back(e2e_ms);
+    const double start = std::chrono::duration<double>(last_window_ - run_start_).count();
+    result_.window_start_seconds.push_back(start);
+    result_.window_phases.emplace_back(phase);
+    if (log_) {
+      log_->write("publish", start, seconds, pub);
+      log_->write("publish-delay", start, seconds, delay);
+      log_->write("end-to-end", start, seconds, e2e);
+    }
   }
-  for (auto& sub : subscriptions) sub.unsubscribe_sync(std::chrono::seconds(10));
-  return result;
+  if (settings_.progress)
+    settings_.progress(
+        format("%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
+               "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
+               phase, publish_rate,
+               publish_rate * static_cast<double>(payloads_.front().size()) / (1 << 20), error_rate,
+               consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg, pub_ms.p50,
+               pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
+  last_published_ = published, last_errors_ = errors, last_received_ = received;
+  last_window_ = now;
+}
+
+void WorkloadRun::run_phase(bool record, const char* phase, const std::function<bool()>& until) {
+  const bool find_rate = w_.producer_rate == 0;
+  last_window_ = SteadyClock::now();
+  while (!stopped() && !until()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = SteadyClock::now();
+    if (find_rate && now - last_steer_ >= std::chrono::seconds(3)) {
+      const double period = std::chrono::duration<double>(now - last_steer_).count();
+      const auto published = counters_.published.load(),
+                 received = counters_.received.load() / copies_;
+      rate_.store(controller_.next(rate_.load(), period, published, received,
+                                   published - steer_published_, received - steer_received_));
+      steer_published_ = published, steer_received_ = received;
+      last_steer_ = now;
+    }
+    if (now - last_window_ >= settings_.window) take_window(record, phase);
+  }
+  // What is left since the last window: a window of its own when interrupted or when it is
+  // a real part of one, else the few milliseconds the last check ran late.
+  const auto left = SteadyClock::now() - last_window_;
+  if ((stopped() && left >= std::chrono::milliseconds(1)) || left >= settings_.window / 10)
+    take_window(record, phase);
+}
+
+// consumerBacklogSizeGB: the consumers paused until the backlog is built, then drained to OMB's
+// level.
+void WorkloadRun::run_backlog() {
+  const double target_messages = static_cast<double>(w_.consumer_backlog_bytes()) /
+                                 static_cast<double>(payloads_.front().size());
+  result_.backlog_bytes = w_.consumer_backlog_bytes();
+  result_.backlog_messages = static_cast<std::uint64_t>(target_messages);
+  const auto since = [](SteadyClock::time_point from) {
+    return std::chrono::duration<double>(SteadyClock::now() - from).count();
+  };
+  for (auto& sub : subscriptions_) sub.pause();
+  const auto build_start = SteadyClock::now();
+  run_phase(true, "backlog", [&] { return static_cast<double>(backlog_now()) >= target_messages; });
+  if (!stopped()) result_.backlog_built_seconds = since(build_start);
+  for (auto& sub : subscriptions_) sub.resume();
+  // OMB's level: drained to (1 - backlogDrainRatio) of it, or to 1,000 messages.
+  const auto drained =
+      static_cast<std::int64_t>(std::max(1000.0, (1.0 - w_.backlog_drain_ratio) * target_messages));
+  const auto drain_start = SteadyClock::now();
+  run_phase(true, "drain", [&] { return backlog_now() <= drained; });
+  if (!stopped()) result_.backlog_drained_seconds = since(drain_start);
+}
+
+void WorkloadRun::collect_totals() {
+  const HdrHistogram pub_total = publish_latency_.total(), delay_total = publish_delay_.total(),
+                     e2e_total = end_to_end_.total();
+  result_.aggregated_publish = summarize(pub_total, 1000);
+  result_.aggregated_delay = summarize(delay_total, 1);
+  result_.aggregated_end_to_end = summarize(e2e_total, 1000);
+  result_.publish_quantiles = quantiles(pub_total, 1000);
+  result_.delay_quantiles = quantiles(delay_total, 1);
+  result_.end_to_end_quantiles = quantiles(e2e_total, 1000);
+  result_.published = counters_.published.load();
+  result_.publish_errors = counters_.errors.load();
+  result_.received = counters_.received.load();
+  std::lock_guard<std::mutex> lock(counters_.first_error_mutex);
+  result_.first_error = counters_.first_error;
+}
+
+OmbResult WorkloadRun::run() {
+  describe();
+  subscribe_all();
+  probe_payload();
+  start_sending();
+  if (settings_.histogram_log)
+    log_ = std::make_unique<HistogramLogWriter>(
+        *settings_.histogram_log, run_start_epoch_,
+        "[polybus bench: " + w_.name + " on " + settings_.driver + "; values in microseconds]");
+  last_steer_ = SteadyClock::now();
+
+  const auto warmup_end = SteadyClock::now() + w_.warmup_duration();
+  if (w_.warmup_duration().count() > 0)
+    run_phase(false, "warm-up", [&] { return SteadyClock::now() >= warmup_end; });
+  // OMB resets the latencies only: counts and the backlog carry over into the test.
+  publish_latency_.reset();
+  publish_delay_.reset();
+  end_to_end_.reset();
+  const auto test_start = SteadyClock::now();
+  if (w_.consumer_backlog_bytes() > 0 && traits_.pubsub && !stopped()) run_backlog();
+  const auto test_end = SteadyClock::now() + w_.test_duration();
+  run_phase(true, "test", [&] { return SteadyClock::now() >= test_end; });
+  const double test_seconds =
+      std::chrono::duration<double>(SteadyClock::now() - test_start).count();
+  if (stopped()) {
+    result_.complete = false;
+    result_.incomplete_because =
+        "interrupted after " + format("%.1f", test_seconds) + " s of the test";
+  }
+  stop_sending();
+  collect_totals();
+  for (auto& sub : subscriptions_) sub.unsubscribe_sync(std::chrono::seconds(10));
+  return std::move(result_);
+}
+
+}  // namespace
+
+OmbResult run_workload(const Workload& w, const WorkloadRunSettings& settings) {
+  return WorkloadRun(w, settings).run();
 }
 
 }  // namespace polybus::bench
