@@ -67,6 +67,87 @@ double resident_kib() {
   return resident * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024;
 }
 
+namespace {
+
+// Both clients answer before the baseline is taken. Best effort: a scheme that connects only
+// once something is subscribed (NSQ) has nothing to ping yet; a broker that is down fails the
+// subscriptions, with its cause.
+void ping_both(Client& subscriber, Client& publisher) {
+  for (Client* c : {&subscriber, &publisher}) {
+    std::promise<void> pinged;
+    c->ping(std::chrono::seconds(30), [&](const Status&) { pinged.set_value(); });
+    pinged.get_future().wait();
+  }
+}
+
+std::vector<std::string> topic_names(const ScaleSettings& s) {
+  if (!s.fan_out_topic.empty()) return {s.fan_out_topic};
+  char nonce[16];
+  std::snprintf(nonce, sizeof nonce, "%06x",
+                static_cast<unsigned>(std::random_device{}() & 0xffffff));
+  std::vector<std::string> topics;
+  for (std::uint32_t i = 0; i < s.topics; ++i)
+    topics.push_back("scale-" + std::string(nonce) + "-" + std::to_string(i));
+  return topics;
+}
+
+// Fan-out: ready means one nsqd answered; the others are connected as the lookupd names them.
+void wait_for_connections(const Client& subscriber, const ScaleSettings& s,
+                          SteadyClock::time_point subscribe_start) {
+  const auto deadline = SteadyClock::now() + s.timeout;
+  while (subscriber.metrics().connected_endpoints < s.expect_connections) {
+    if (SteadyClock::now() > deadline)
+      throw std::runtime_error(std::to_string(subscriber.metrics().connected_endpoints) + " of " +
+                               std::to_string(s.expect_connections) + " connections after " +
+                               number("%.0f", seconds_since(subscribe_start)) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a count, as a user would
+  }
+}
+
+// s.messages spread over the topics, at most 1000 in flight, and the rate they arrived at.
+void measure_throughput(Client& publisher, const std::vector<std::string>& topics, bool pubsub,
+                        const std::atomic<std::uint64_t>& received, const ScaleSettings& s,
+                        ScalePoint& point) {
+  const std::uint64_t before = received.load();
+  std::atomic<std::uint64_t> failed{0};
+  const auto start = SteadyClock::now();
+  // The publishing thread waits for completions, woken by them.
+  std::mutex mutex;
+  std::condition_variable room;
+  std::uint64_t in_flight = 0;
+  auto completed = [&](bool ok) {
+    if (!ok) ++failed;
+    std::lock_guard<std::mutex> lock(mutex);
+    --in_flight;
+    room.notify_one();
+  };
+  const std::string payload(100, 'x');
+  for (std::uint64_t i = 0; i < s.messages; ++i) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      room.wait(lock, [&] { return in_flight < 1000; });
+      ++in_flight;
+    }
+    const std::string& topic = topics[i % topics.size()];
+    if (pubsub)
+      publisher.publish(topic, payload, [&](const Status& status) { completed(!status); });
+    else
+      publisher.request(topic, payload, std::chrono::seconds(60),
+                        [&](Reply reply) { completed(!reply.ec); });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    room.wait_for(lock, s.timeout, [&] { return in_flight == 0; });
+  }
+  const auto deadline = SteadyClock::now() + s.timeout;
+  while (received.load() - before + failed.load() < s.messages && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  point.delivered = received.load() - before;
+  point.msgs_per_sec = static_cast<double>(point.delivered) / seconds_since(start);
+}
+
+}  // namespace
+
 ScalePoint measure_scale(const ScaleSettings& s) {
   const bool fan_out = !s.fan_out_topic.empty();
   ScalePoint point;
@@ -78,22 +159,8 @@ ScalePoint measure_scale(const ScaleSettings& s) {
   point.scheme = subscriber.scheme();
   const Capabilities caps = subscriber.capabilities();
   const bool pubsub = caps.publish && caps.subscribe;
-  for (Client* c : {&subscriber, &publisher}) {
-    // Best effort: a scheme that connects only once something is subscribed (NSQ) has nothing
-    // to ping yet; a broker that is down fails the subscriptions below, with its cause.
-    std::promise<void> pinged;
-    c->ping(std::chrono::seconds(30), [&](const Status&) { pinged.set_value(); });
-    pinged.get_future().wait();
-  }
-  char nonce[16];
-  std::snprintf(nonce, sizeof nonce, "%06x",
-                static_cast<unsigned>(std::random_device{}() & 0xffffff));
-  std::vector<std::string> topics;
-  if (fan_out)
-    topics.push_back(s.fan_out_topic);
-  else
-    for (std::uint32_t i = 0; i < s.topics; ++i)
-      topics.push_back("scale-" + std::string(nonce) + "-" + std::to_string(i));
+  ping_both(subscriber, publisher);
+  const std::vector<std::string> topics = topic_names(s);
 
   std::atomic<std::uint64_t> received{0};
   const std::uint64_t sockets_before = open_sockets();
@@ -115,18 +182,7 @@ ScalePoint measure_scale(const ScaleSettings& s) {
   for (auto& sub : subscriptions)
     if (auto status = sub.wait_ready(s.timeout))
       throw std::runtime_error("a subscription failed: " + status.message());
-  if (fan_out) {
-    // Ready means one nsqd answered; the others are connected as the lookupd names them.
-    const auto deadline = SteadyClock::now() + s.timeout;
-    while (subscriber.metrics().connected_endpoints < s.expect_connections) {
-      if (SteadyClock::now() > deadline)
-        throw std::runtime_error(std::to_string(subscriber.metrics().connected_endpoints) + " of " +
-                                 std::to_string(s.expect_connections) + " connections after " +
-                                 number("%.0f", seconds_since(subscribe_start)) + " s");
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(10));  // polling a count, as a user would
-    }
-  }
+  if (fan_out) wait_for_connections(subscriber, s, subscribe_start);
   point.subscribe_seconds = seconds_since(subscribe_start);
   point.ready_kib = resident_kib();
   const std::uint64_t sockets = open_sockets();
@@ -142,44 +198,7 @@ ScalePoint measure_scale(const ScaleSettings& s) {
   point.idle_seconds = seconds_since(idle_start);
   point.idle_cpu_percent = 100 * (cpu_seconds() - cpu_start) / point.idle_seconds;
 
-  if (s.messages > 0 && !fan_out) {
-    const std::uint64_t before = received.load();
-    std::atomic<std::uint64_t> failed{0};
-    const auto start = SteadyClock::now();
-    // At most 1000 in flight: the publishing thread waits for completions, woken by them.
-    std::mutex mutex;
-    std::condition_variable room;
-    std::uint64_t in_flight = 0;
-    auto completed = [&](bool ok) {
-      if (!ok) ++failed;
-      std::lock_guard<std::mutex> lock(mutex);
-      --in_flight;
-      room.notify_one();
-    };
-    const std::string payload(100, 'x');
-    for (std::uint64_t i = 0; i < s.messages; ++i) {
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        room.wait(lock, [&] { return in_flight < 1000; });
-        ++in_flight;
-      }
-      const std::string& topic = topics[i % topics.size()];
-      if (pubsub)
-        publisher.publish(topic, payload, [&](const Status& status) { completed(!status); });
-      else
-        publisher.request(topic, payload, std::chrono::seconds(60),
-                          [&](Reply reply) { completed(!reply.ec); });
-    }
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      room.wait_for(lock, s.timeout, [&] { return in_flight == 0; });
-    }
-    const auto deadline = SteadyClock::now() + s.timeout;
-    while (received.load() - before + failed.load() < s.messages && SteadyClock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    point.delivered = received.load() - before;
-    point.msgs_per_sec = static_cast<double>(point.delivered) / seconds_since(start);
-  }
+  if (s.messages > 0 && !fan_out) measure_throughput(publisher, topics, pubsub, received, s, point);
   for (auto& sub : subscriptions) sub.unsubscribe();
   subscriber.close_sync(std::chrono::seconds(30));
   publisher.close_sync(std::chrono::seconds(30));

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -156,28 +157,29 @@ Target resolve_target(const std::string& given,
   throw UsageError("no in-process broker '" + name + "'; known:" + known);
 }
 
-int run_bench(const Argv& argv) {
-  if (!argv.empty() && argv[0] == "merge")
-    return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
-  if (!argv.empty() && argv[0] == "scale")
-    return run_bench_scale(Argv(argv.begin() + 1, argv.end()));
-  for (const auto& arg : argv)
-    if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return run_bench_workload(argv);
-  Args args(argv,
-            {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
-             "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
-             "batch-consume", "batch-wait", "middleware"},
-            {"compare", "requests"});
-  if (args.help()) return std::cout << kBenchUsage, 0;
-  const bool compare = args.has("compare");
+namespace {
+
+// --middleware's comma-separated names, each checked.
+std::vector<std::string> middleware_names(const std::string& list) {
+  static const std::set<std::string> kKnown{"pass", "timeout", "throttle", "circuit_breaker",
+                                            "deduplicate"};
+  std::vector<std::string> names;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const auto comma = std::min(list.find(',', at), list.size());
+    std::string name = list.substr(at, comma - at);
+    if (!kKnown.count(name))
+      throw UsageError("--middleware: unknown '" + name +
+                       "' (pass, timeout, throttle, circuit_breaker, deduplicate)");
+    names.push_back(std::move(name));
+    at = comma + 1;
+  }
+  return names;
+}
+
+// What every run of this command shares, from its flags (the URL is each run's own).
+BenchSettings settings_from(const Args& args) {
   BenchSettings s;
-  if (!compare && args.positional().size() > 1)
-    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
-  if (compare && args.positional().size() < 2) throw UsageError("--compare needs two URLs or more");
-  if (!compare && (args.has("rounds") || args.has("report")))
-    throw UsageError("--rounds and --report go with --compare");
-  const std::vector<std::string> given =
-      compare ? args.positional() : std::vector<std::string>{args.positional(0, "URL")};
   s.topic = args.value("topic").value_or("bench");
   s.messages = args.number("messages", 100000, 1, 100'000'000);
   s.size = args.number("size", 200, 1, 64 << 20);
@@ -190,20 +192,7 @@ int run_bench(const Argv& argv) {
   if (args.has("batch-wait") && !args.has("batch-consume"))
     throw UsageError("--batch-wait goes with --batch-consume");
   s.batch_wait = std::chrono::milliseconds(args.number("batch-wait", 100, 1, 3'600'000));
-  if (auto list = args.value("middleware")) {
-    static const std::set<std::string> kKnown{"pass", "timeout", "throttle", "circuit_breaker",
-                                              "deduplicate"};
-    std::size_t at = 0;
-    while (at <= list->size()) {
-      const auto comma = std::min(list->find(',', at), list->size());
-      std::string name = list->substr(at, comma - at);
-      if (!kKnown.count(name))
-        throw UsageError("--middleware: unknown '" + name +
-                         "' (pass, timeout, throttle, circuit_breaker, deduplicate)");
-      s.middleware.push_back(std::move(name));
-      at = comma + 1;
-    }
-  }
+  if (auto list = args.value("middleware")) s.middleware = middleware_names(*list);
   s.requests = args.has("requests");
   s.rate = static_cast<double>(args.number("rate", 0, 1, 100'000'000));
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
@@ -220,35 +209,41 @@ int run_bench(const Argv& argv) {
     std::snprintf(nonce, sizeof nonce, "%08x", static_cast<unsigned>(std::random_device{}()));
     s.topic = std::string("bench-") + nonce;
   }
-  const std::uint64_t rounds = args.number("rounds", 3, 1, 1000);
-  const auto report = args.value("report");
-  if (report && !(report->size() > 4 &&
-                  (report->substr(report->size() - 4) == ".svg" ||
-                   (report->size() > 5 && report->substr(report->size() - 5) == ".html"))))
+  return s;
+}
+
+// --report FILE.svg|FILE.html, checked.
+std::optional<std::string> report_from(const Args& args) {
+  auto report = args.value("report");
+  const auto ends_with = [&](const char* suffix) {
+    const std::size_t n = std::strlen(suffix);
+    return report->size() > n && report->compare(report->size() - n, n, suffix) == 0;
+  };
+  if (report && !ends_with(".svg") && !ends_with(".html"))
     throw UsageError("--report wants a FILE.svg or FILE.html, got '" + *report + "'");
-  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  return report;
+}
 
-  BenchClients clients;
-  // Declared after the clients: destroyed first, so no scrape reads a list that is gone.
-  auto endpoint = metrics_endpoint_if_asked(args, [&](std::string& body) {
-    std::lock_guard<std::mutex> lock(clients.mutex);
-    std::vector<metrics::ClientMetrics> all;
-    for (const auto& client : clients.all) all.push_back(client.metrics());
-    metrics::write_prometheus(body, all);
-  });
-  std::vector<std::unique_ptr<testing::TestBroker>> brokers;
-  std::vector<Target> targets;
-  for (const auto& g : given) targets.push_back(resolve_target(g, brokers));
+// The workload's line above a comparison's table and report.
+std::string workload_line(const BenchSettings& s, BenchMode mode, std::uint64_t rounds) {
+  char workload[256];
+  std::snprintf(
+      workload, sizeof workload, "%s, %llu x %llu B, %llu publisher(s), %llu %s%s%s",
+      mode_name(mode), static_cast<unsigned long long>(s.messages),
+      static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
+      static_cast<unsigned long long>(s.subscribers),
+      mode == BenchMode::request ? "responder(s)" : "subscriber(s)",
+      s.rate > 0
+          ? (", " + std::to_string(static_cast<long long>(s.rate)) + " msgs/s offered").c_str()
+          : "",
+      (", " + std::to_string(rounds) + " rounds").c_str());
+  return workload;
+}
 
-  if (!compare) {
-    s.url = targets[0].url;
-    s.progress = terminal;
-    const BenchResult r = run_bench_once(s, clients);
-    print_run(s, r, targets[0]);
-    std::printf("%s\n", json_line(s, r, "").c_str());
-    return r.failures || r.timed_out ? 1 : 0;
-  }
-
+// --compare: every URL `rounds` times, in alternating order, then the table, the JSON lines and
+// the report.
+int run_compare(const BenchSettings& s, const std::vector<Target>& targets, BenchClients& clients,
+                std::uint64_t rounds, const std::optional<std::string>& report, bool terminal) {
   std::vector<ComparedUrl> compared;
   for (const auto& t : targets) compared.push_back(ComparedUrl{t.label, t.url, t.in_process, {}});
   bool failed = false;
@@ -272,18 +267,8 @@ int run_bench(const Argv& argv) {
       compared[i].rounds.push_back(std::move(r));
     }
   }
-  char workload[256];
-  std::snprintf(
-      workload, sizeof workload, "%s, %llu x %llu B, %llu publisher(s), %llu %s%s%s",
-      mode_name(compared[0].rounds.front().mode), static_cast<unsigned long long>(s.messages),
-      static_cast<unsigned long long>(s.size), static_cast<unsigned long long>(s.publishers),
-      static_cast<unsigned long long>(s.subscribers),
-      compared[0].rounds.front().mode == BenchMode::request ? "responder(s)" : "subscriber(s)",
-      s.rate > 0
-          ? (", " + std::to_string(static_cast<long long>(s.rate)) + " msgs/s offered").c_str()
-          : "",
-      (", " + std::to_string(rounds) + " rounds").c_str());
-  std::printf("%s\n%s", workload, comparison_table(compared).c_str());
+  const std::string workload = workload_line(s, compared[0].rounds.front().mode, rounds);
+  std::printf("%s\n%s", workload.c_str(), comparison_table(compared).c_str());
   for (const auto& url : compared)
     for (std::size_t r = 0; r < url.rounds.size(); ++r)
       std::printf("%s\n", json_line(s, url.rounds[r],
@@ -299,6 +284,55 @@ int run_bench(const Argv& argv) {
     std::fprintf(stderr, "report: %s\n", report->c_str());
   }
   return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int run_bench(const Argv& argv) {
+  if (!argv.empty() && argv[0] == "merge")
+    return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
+  if (!argv.empty() && argv[0] == "scale")
+    return run_bench_scale(Argv(argv.begin() + 1, argv.end()));
+  for (const auto& arg : argv)
+    if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return run_bench_workload(argv);
+  Args args(argv,
+            {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
+             "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
+             "batch-consume", "batch-wait", "middleware"},
+            {"compare", "requests"});
+  if (args.help()) return std::cout << kBenchUsage, 0;
+  const bool compare = args.has("compare");
+  if (!compare && args.positional().size() > 1)
+    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  if (compare && args.positional().size() < 2) throw UsageError("--compare needs two URLs or more");
+  if (!compare && (args.has("rounds") || args.has("report")))
+    throw UsageError("--rounds and --report go with --compare");
+  const std::vector<std::string> given =
+      compare ? args.positional() : std::vector<std::string>{args.positional(0, "URL")};
+  BenchSettings s = settings_from(args);
+  const std::uint64_t rounds = args.number("rounds", 3, 1, 1000);
+  const auto report = report_from(args);
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+
+  BenchClients clients;
+  // Declared after the clients: destroyed first, so no scrape reads a list that is gone.
+  auto endpoint = metrics_endpoint_if_asked(args, [&](std::string& body) {
+    std::lock_guard<std::mutex> lock(clients.mutex);
+    std::vector<metrics::ClientMetrics> all;
+    for (const auto& client : clients.all) all.push_back(client.metrics());
+    metrics::write_prometheus(body, all);
+  });
+  std::vector<std::unique_ptr<testing::TestBroker>> brokers;
+  std::vector<Target> targets;
+  for (const auto& g : given) targets.push_back(resolve_target(g, brokers));
+  if (compare) return run_compare(s, targets, clients, rounds, report, terminal);
+
+  s.url = targets[0].url;
+  s.progress = terminal;
+  const BenchResult r = run_bench_once(s, clients);
+  print_run(s, r, targets[0]);
+  std::printf("%s\n", json_line(s, r, "").c_str());
+  return r.failures || r.timed_out ? 1 : 0;
 }
 
 }  // namespace polybus::cli

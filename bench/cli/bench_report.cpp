@@ -141,22 +141,21 @@ std::string comparison_json(const ComparedUrl& url) {
          completion_meaning(url) + "\",\"in_process\":" + (url.in_process ? "true" : "false") + "}";
 }
 
-std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::string& workload) {
-  // Two panels side by side: bars on the left, curves on the right, the legend below.
-  const double width = 960, height = 520;
-  const double top = 70, plot_height = 330, bar_left = 90, bar_width_total = 330;
-  const double curve_left = 560, curve_width = 360;
-  const double bottom = top + plot_height;
-  std::string svg;
-  auto add = [&svg](const std::string& s) { svg += s; };
-  add("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + format("%.0f", width) +
-      "\" height=\"" + format("%.0f", height) + "\" viewBox=\"0 0 " + format("%.0f", width) + " " +
-      format("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"13\">\n");
-  add("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-  add("<text x=\"" + format("%.0f", width / 2) +
-      "\" y=\"24\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">polybus bench: " +
-      escape_xml(workload) + "</text>\n");
+namespace {
 
+// Where the comparison's two panels go: bars on the left, curves on the right, the legend below.
+struct SvgLayout {
+  double width = 960, height = 520;
+  double top = 70, plot_height = 330, bar_left = 90, bar_width_total = 330;
+  double curve_left = 560, curve_width = 360;
+};
+
+void throughput_bars(std::string& svg, const std::vector<ComparedUrl>& urls,
+                     const SvgLayout& layout) {
+  const double top = layout.top, plot_height = layout.plot_height,
+               bottom = layout.top + layout.plot_height;
+  auto add = [&svg](const std::string& s) { svg += s; };
+  const double bar_left = layout.bar_left, bar_width_total = layout.bar_width_total;
   // Throughput bars: median, whiskers from the lowest to the highest round.
   double highest = 1;
   for (const auto& url : urls) highest = std::max(highest, spread_of(url.rounds, throughput).high);
@@ -198,7 +197,14 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
       format("%.1f", bar_left + bar_width_total) + "\" y2=\"" + format("%.1f", bottom) +
       "\" stroke=\"black\"/>\n");
   add("</g>\n");
+}
 
+void latency_curves(std::string& svg, const std::vector<ComparedUrl>& urls,
+                    const SvgLayout& layout) {
+  const double top = layout.top, plot_height = layout.plot_height,
+               bottom = layout.top + layout.plot_height;
+  auto add = [&svg](const std::string& s) { svg += s; };
+  const double curve_left = layout.curve_left, curve_width = layout.curve_width;
   // Latency curves: percentile on a log scale of 1/(1-p), microseconds on a log scale.
   const std::vector<double> percentiles = {50, 90, 99, 99.9, 99.99, 100};
   auto x_of = [&](std::size_t index) {
@@ -256,7 +262,11 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
       "\" x2=\"" + format("%.1f", curve_left + curve_width) + "\" y2=\"" + format("%.1f", bottom) +
       "\" stroke=\"black\"/>\n");
   add("</g>\n");
+}
 
+void legend(std::string& svg, const std::vector<ComparedUrl>& urls, const SvgLayout& layout) {
+  const double bottom = layout.top + layout.plot_height, bar_left = layout.bar_left;
+  auto add = [&svg](const std::string& s) { svg += s; };
   // Legend: colour, URL, what a completed publish means there, and where the broker runs.
   add("<g id=\"legend\">\n");
   for (std::size_t i = 0; i < urls.size(); ++i) {
@@ -267,7 +277,28 @@ std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::stri
         escape_xml(urls[i].label) + " (publish " + completion_meaning(urls[i]) + "; " +
         (urls[i].in_process ? "in-process test broker" : "external broker") + ")</text>\n");
   }
-  add("</g>\n</svg>\n");
+  add("</g>\n");
+}
+
+}  // namespace
+
+std::string comparison_svg(const std::vector<ComparedUrl>& urls, const std::string& workload) {
+  const SvgLayout layout;
+  const double width = layout.width, height = layout.height,
+               bottom = layout.top + layout.plot_height;
+  std::string svg;
+  auto add = [&svg](const std::string& s) { svg += s; };
+  add("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + format("%.0f", width) +
+      "\" height=\"" + format("%.0f", height) + "\" viewBox=\"0 0 " + format("%.0f", width) + " " +
+      format("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"13\">\n");
+  add("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+  add("<text x=\"" + format("%.0f", width / 2) +
+      "\" y=\"24\" text-anchor=\"middle\" font-size=\"17\" font-weight=\"bold\">polybus bench: " +
+      escape_xml(workload) + "</text>\n");
+  throughput_bars(svg, urls, layout);
+  latency_curves(svg, urls, layout);
+  legend(svg, urls, layout);
+  add("</svg>\n");
   // Room for the legend: grow the height when there are many URLs.
   const double needed = bottom + 62 + 20 * static_cast<double>(urls.size());
   if (needed > height) {
