@@ -52,22 +52,17 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
 
   void publish(PublishWork work) {
     if (session_ == 0) {
+      waiting_publish_messages_ += work.payloads.size();
       waiting_publishes_.push_back(std::move(work));
       return count_waiting();
     }
     send_publish(work);
   }
 
-  // The publishes and requests waiting for a session that are still wanted, for the metrics.
+  // The publishes (in messages) and requests held for a session, for the metrics.
   void count_waiting() {
-    std::size_t publishes = 0, requests = 0;
-    if (!closed_) {
-      for (const auto& work : waiting_publishes_)
-        if (!work.done.done()) publishes += work.payloads.size();
-      for (const auto& work : waiting_requests_) requests += !work.done.done();
-    }
-    ctx_.waiting_publishes(publishes);
-    ctx_.waiting_requests(requests);
+    ctx_.waiting_publishes(closed_ ? 0 : waiting_publish_messages_);
+    ctx_.waiting_requests(closed_ ? 0 : waiting_requests_.size());
   }
 
   std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
@@ -193,6 +188,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     for (auto& [id, sub] : subs_) establish(id, sub);
     auto publishes = std::move(waiting_publishes_);
     waiting_publishes_.clear();
+    waiting_publish_messages_ = 0;
     for (auto& work : publishes)
       if (!work.done.done()) send_publish(work);
     auto requests = std::move(waiting_requests_);
@@ -245,6 +241,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
     auto ec = broker_->publish(session_, work.topic, work.payloads, work.defer);
     if (ec == errc::disconnected) {
       // The broker dropped us and the notice is on its way: send it again after reconnecting.
+      waiting_publish_messages_ += work.payloads.size();
       waiting_publishes_.push_back(std::move(work));
       return count_waiting();
     }
@@ -322,6 +319,7 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
   bool closed_ = false;
   std::map<std::uint64_t, SubRecord> subs_;
   std::deque<PublishWork> waiting_publishes_;
+  std::size_t waiting_publish_messages_ = 0;  // their messages (a batch counts each)
   std::deque<RequestWork> waiting_requests_;
   std::unordered_map<std::uint64_t, OpCompletion> open_requests_;
 

@@ -57,10 +57,7 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   void send(TopicName topic, Payloads payloads, std::uint64_t correlation, OpCompletion request,
             std::shared_ptr<Headers> reply_headers, Clock::time_point deadline);
   // Strand: the request completed (reply, deadline, close): its correlation id is let go.
-  void forget(std::uint64_t correlation) {
-    pending_.erase(correlation);
-    if (!unsent_.empty()) count_waiting();
-  }
+  void forget(std::uint64_t correlation) { pending_.erase(correlation); }
 
   // The subscription to the reply topic, which a close leaves running until the requests
   // waiting on it are answered.
@@ -94,7 +91,7 @@ class TopicRequests : public MessageBackend, public std::enable_shared_from_this
   void subscribe_replies();                                     // strand
   void subscription_settled(const Status& status, bool ended);  // strand
   void publish(Unsent unsent);                                  // strand
-  // Sets the waiting-requests gauge: the unsent requests still wanted (strand).
+  // Sets the waiting-requests gauge to the requests held unsent (strand).
   void count_waiting();
   void on_reply(Message& message);  // strand
   void fail(std::uint64_t correlation, std::error_code ec, const std::string& cause);

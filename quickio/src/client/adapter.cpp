@@ -81,8 +81,9 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void release_awaiting() {
     auto awaiting = std::move(awaiting_open_);
     awaiting_open_.clear();
-    count_waiting();
-    for (auto& one : awaiting) one.send();
+    awaiting_requests_ = 0;
+    ctx_.waiting_requests(0);
+    for (auto& send : awaiting) send();
   }
 
   // Sends now when a connection is open, else when the next one opens (unless done by then).
@@ -90,22 +91,14 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   void send_with_callback(std::string path, std::string json, OpCompletion done,
                           detail::CallbackFn callback, bool request) {
     if (!connection_->machine().is_open()) {
-      awaiting_open_.push_back({done, request,
-                                [this, path = std::move(path), json = std::move(json), done,
-                                 callback = std::move(callback)]() mutable {
-                                  if (!done.done()) send_now(path, json, done, std::move(callback));
-                                }});
-      count_waiting();
+      awaiting_open_.push_back([this, path = std::move(path), json = std::move(json), done,
+                                callback = std::move(callback)]() mutable {
+        if (!done.done()) send_now(path, json, done, std::move(callback));
+      });
+      if (request) ctx_.waiting_requests(++awaiting_requests_);
       return;
     }
     send_now(path, json, done, std::move(callback));
-  }
-
-  // The requests waiting for a connection that are still wanted (their deadline not passed).
-  void count_waiting() {
-    std::size_t requests = 0;
-    for (const auto& one : awaiting_open_) requests += one.request && !one.done.done();
-    ctx_.waiting_requests(requests);
   }
 
   void send_now(const std::string& path, const std::string& json, OpCompletion& done,
@@ -338,7 +331,8 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
 
   void close() {
     awaiting_open_.clear();  // the core fails their operations with errc::closed
-    count_waiting();
+    awaiting_requests_ = 0;
+    ctx_.waiting_requests(0);
     connection_->close();
   }
 
@@ -382,12 +376,8 @@ class QuickioBackend : public MessageBackend, public std::enable_shared_from_thi
   std::string publish_path_;  // a publish's event path, on its way into an event (the same)
   std::shared_ptr<detail::Connection> connection_;
   std::map<std::uint64_t, Sink> sinks_;
-  struct AwaitingOpen {
-    OpCompletion done;
-    bool request = false;
-    std::function<void()> send;
-  };
-  std::vector<AwaitingOpen> awaiting_open_;
+  std::vector<std::function<void()>> awaiting_open_;
+  std::size_t awaiting_requests_ = 0;  // of awaiting_open_, the requests (for the metrics)
 };
 
 class QuickioSubscription : public AdapterSubscription {
