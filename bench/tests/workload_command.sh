@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # `polybus bench --workload` as a user runs it with OMB's own workload files: each in-process
-# broker runs the workload for --duration 10s --warmup 2s, and the result JSON has every field of
+# broker runs the workload for --duration 5s --warmup 1s (POLYBUS_WORKLOAD_DURATION and
+# POLYBUS_WORKLOAD_WARMUP set others, as docs/performance.md does), and the result JSON has every field of
 # OMB's TestResult with its type; what does not map is said on the first line and in the result;
 # the histogram log's percentiles are those `polybus bench merge` gives.
 #
@@ -11,6 +12,8 @@
 set -euo pipefail
 polybus=$1
 workload=$2
+duration=${POLYBUS_WORKLOAD_DURATION:-5s}
+warmup=${POLYBUS_WORKLOAD_WARMUP:-1s}
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -66,7 +69,7 @@ esac
 urls=()
 for broker in "$@"; do urls+=("broker:$broker"); done
 status=0
-"$polybus" bench --workload workload.yaml "${urls[@]}" --duration 10s --warmup 2s \
+"$polybus" bench --workload workload.yaml "${urls[@]}" --duration "$duration" --warmup "$warmup" \
   --result result.json --histogram-log latency.hlog > out 2> err || status=$?
 # A run may count failed publishes (an overloaded in-process broker refuses some): exit 1, with
 # results. Anything else is a failure of the command.
