@@ -3,6 +3,7 @@
 
 #include <asio/detail/thread_context.hpp>
 #include <asio/dispatch.hpp>
+#include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
 #include <future>
 
@@ -802,11 +803,15 @@ void ClientCore::finish_close(bool deadline_passed) {
     // references then go on its thread, not on a pool thread racing that. Past the deadline a
     // handler that never returns must not hold the close: it is said at once.
     if (result) return finish();
-    // The pool thread touches the io_context only (its executor holds nothing); the strand is
-    // reached from an io thread, and what holds the client travels in `finish`.
+    // The pool thread touches the io_context only; the strand is reached from an io thread, and
+    // what holds the client travels in `finish`. Until then the io_context has work: a client
+    // whose last handle went has let its own io thread run out, which would otherwise return
+    // before this post and leave the close unsaid. That count travels with the post too, so it
+    // is given back on the io thread after `finish`, never on the pool thread.
     auto io = self->shared_->strand.get_inner_executor();
-    self->pool_->when_idle([io, finish = std::move(finish)]() mutable {
-      asio::post(io, [finish = std::move(finish)]() mutable {
+    auto held = asio::prefer(io, asio::execution::outstanding_work.tracked);
+    self->pool_->when_idle([io, held = std::move(held), finish = std::move(finish)]() mutable {
+      asio::post(io, [held = std::move(held), finish = std::move(finish)]() mutable {
         auto& strand = finish.self->shared_->strand;
         asio::dispatch(strand, std::move(finish));
       });
