@@ -323,6 +323,14 @@ TEST_CASE("a relay that publishes through its message's client does not keep the
     REQUIRE(sink.wait_ready(kWaitBound) == std::error_code{});
     REQUIRE(client.publish_sync("in", "hello") == std::error_code{});
     REQUIRE(out.wait_for_count(1));
+    // Both handlers have returned (their times are recorded as they return), so no call of
+    // theirs holds the client as the handle goes: its threads are joined here.
+    REQUIRE(eventually([&] {
+      int returned = 0;
+      for (const auto& s : client.metrics().subscriptions)
+        returned += s.topic == "in" && s.handler_time.count >= 1;
+      return returned == 2;
+    }));
   }  // the application's only handle goes
   CHECK(states.wait_for([](const StateEvent& e) {
     return e.state == ConnectionState::closed && e.endpoint.empty();

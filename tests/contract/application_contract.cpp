@@ -24,6 +24,15 @@ CONTRACT_CASE(a_relay_through_its_messages_client_keeps_nothing_alive) {
   REQUIRE(reader.publish_sync(in, "hello") == std::error_code{});
   REQUIRE(relayed.wait_for_count(1));
   CHECK(relayed.count("hello") >= 1);
+  // The relayed copy can arrive while the handler is still inside publish, holding the client
+  // for that call: once its time is recorded it has returned, so the handle dropped next is
+  // the last one and the client's threads are joined here, not by a thread still finishing
+  // after this process has exited.
+  REQUIRE(test::eventually([&] {
+    for (const auto& s : relay->metrics().subscriptions)
+      if (s.topic == in && s.handler_time.count >= 1) return true;
+    return false;
+  }));
   relay.reset();  // the application's only handle: the handler holds none
   CHECK(test::eventually([&] { return !relay_sub.active(); }));
   CHECK(reader.close_sync(10s) == std::error_code{});
