@@ -7,8 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "polybus/adapter/big_endian.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/big_endian.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::bench {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "svg_text.hpp"
 
 namespace polybus::bench {

@@ -17,7 +17,7 @@
 #include "bench_report.hpp"
 #include "bench_run.hpp"
 #include "bench_targets.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
 #include "polybus/tools/args.hpp"

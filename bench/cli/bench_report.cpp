@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench_report.hpp"
 #include "bench/svg_text.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 #include "bench/workload_report.hpp"
 #include "bench/workload_run.hpp"
 #include "bench_targets.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/tools/args.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/codec.hpp"

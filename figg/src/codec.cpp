@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "polybus/figg/codec.hpp"
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 #include "polybus/error.hpp"
 
 #include <algorithm>

@@ -15,8 +15,8 @@
 #include "machine.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/adapter/fifo.hpp"
-#include "polybus/adapter/reconnect.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/reconnect.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::figg {
 

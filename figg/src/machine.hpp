@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include "polybus/adapter/kept_copies.hpp"
+#include "polybus/io/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/topic_name.hpp"
 #include "polybus/figg/codec.hpp"

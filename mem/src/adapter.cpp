@@ -10,7 +10,7 @@
 #include <random>
 
 #include "broker.hpp"
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 

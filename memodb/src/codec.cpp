@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "polybus/memodb/codec.hpp"
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 
 #include <cbor/callbacks.h>

@@ -17,7 +17,7 @@
 
 #include "machine.hpp"
 #include "polybus/adapter/adapter.hpp"
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "req0_socket.hpp"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 #include "polybus/memodb/codec.hpp"
 
 namespace polybus::memodb::sp {

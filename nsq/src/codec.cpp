@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "polybus/nsq/codec.hpp"
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "machine.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::nsq {
 

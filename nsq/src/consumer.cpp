@@ -5,7 +5,7 @@
 #include <set>
 
 #include "polybus/adapter/arrival_clock.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {

@@ -18,7 +18,7 @@
 #include "in_flight_window.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 #include "random_seed.hpp"
 
 namespace polybus::nsq {

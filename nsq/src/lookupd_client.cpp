@@ -3,7 +3,7 @@
 
 #include <asio/steady_timer.hpp>
 
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::nsq {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::nsq {
 

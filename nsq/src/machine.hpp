@@ -12,7 +12,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "polybus/adapter/kept_copies.hpp"
+#include "polybus/io/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"

@@ -5,7 +5,7 @@
 
 #include "machine.hpp"
 #include "polybus/adapter/registry.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::nsq {
 

@@ -21,7 +21,7 @@
 #include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/publish_node.hpp"
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 #include "random_seed.hpp"
 
 namespace polybus::nsq {

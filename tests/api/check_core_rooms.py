@@ -8,6 +8,10 @@ compile, and every other room's header must not be found. A room's src/ headers 
 core rooms above it, never by the testing room, the adapters or applications (which see the
 include/ folders).
 
+The paths say the rooms too: a header under core/<room>/include/polybus/<dir>/ has <dir> named
+for its room (api also holds the Asio face, polybus/asio/), and only the rooms whose headers
+applications include put headers at the top, polybus/<name>.hpp.
+
     check_core_rooms.py BUILD_DIR
 """
 import concurrent.futures
@@ -33,19 +37,44 @@ CORE_ROOMS = set(BELOW) - {"testing"}  # the rooms that see the src/ headers of 
 
 # (room, header, internal): an installed header or a src/ header of each room.
 HEADERS = [
-    ("text", "polybus/adapter/text.hpp", False),
+    ("text", "polybus/text/text.hpp", False),
     ("text", "polybus/error.hpp", False),
     ("api", "polybus/client.hpp", False),
     ("adapter", "polybus/adapter/adapter.hpp", False),
     ("adapter", "block_pool.hpp", True),
-    ("io", "polybus/adapter/transport.hpp", False),
-    ("metrics", "polybus/adapter/counters_by_name.hpp", False),
+    ("io", "polybus/io/transport.hpp", False),
+    ("metrics", "polybus/metrics/counters_by_name.hpp", False),
     ("metrics", "metric_cells.hpp", True),
     ("envelope", "polybus/cloudevents.hpp", False),
     ("envelope", "envelope.hpp", True),
     ("client", "client_core.hpp", True),
     ("testing", "polybus/testing.hpp", False),
 ]
+
+
+# The folders under polybus/ a room's include/ may hold besides its own name.
+EXTRA_DIRS = {"api": {"asio"}}
+# The rooms with headers at polybus/<name>.hpp: what applications and tests include.
+TOP_LEVEL = {"api", "text", "envelope", "testing"}
+
+
+def path_failures(core_dir):
+    """Headers whose include path does not name the room that holds them."""
+    failures = []
+    for room in sorted(BELOW):
+        top = os.path.join(core_dir, room, "include", "polybus")
+        if not os.path.isdir(top):
+            continue
+        for entry in sorted(os.listdir(top)):
+            path = os.path.join(top, entry)
+            if os.path.isdir(path):
+                if entry != room and entry not in EXTRA_DIRS.get(room, set()):
+                    failures.append(f"core/{room} holds headers under polybus/{entry}/, a path "
+                                    f"that names another room")
+            elif room not in TOP_LEVEL:
+                failures.append(f"core/{room} puts polybus/{entry} at the top; its headers "
+                                f"belong under polybus/{room}/")
+    return failures
 
 
 def visible(room, header_room, internal):
@@ -94,7 +123,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     flags = room_flags(sys.argv[1])
-    failures = []
+    core_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "core")
+    failures = path_failures(core_dir)
     with tempfile.TemporaryDirectory() as work, concurrent.futures.ThreadPoolExecutor(2) as pool:
         jobs = {}
         for room, (room_args, directory) in flags.items():
@@ -116,7 +146,8 @@ def main():
         print("FAIL:", line)
     if failures:
         return 1
-    print(f"ok: {len(flags)} rooms x {len(HEADERS)} headers, each seen only from where it may be")
+    print(f"ok: {len(flags)} rooms x {len(HEADERS)} headers, each seen only from where it may be, "
+          "each under a path naming its room")
     return 0
 
 

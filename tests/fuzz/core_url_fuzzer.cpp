@@ -10,14 +10,14 @@
 
 #include "fuzz_util.hpp"
 #include "polybus/adapter/registry.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 #include "polybus/all.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/error.hpp"
 #include "polybus/url.hpp"
 // Internal: the settings the NSQ and QuickIO adapters derive from their options.
 #include "nsq/src/options.hpp"
-#include "quickio/src/client/connection.hpp"
+#include "quickio/src/connection.hpp"
 
 using namespace polybus;
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)

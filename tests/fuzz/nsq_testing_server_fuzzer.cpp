@@ -22,7 +22,7 @@
 #include "identify.hpp"
 #include "lookup_registry.hpp"
 #include "lookup_v1_session.hpp"
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/nsq/codec.hpp"
 
 using namespace polybus::nsq;

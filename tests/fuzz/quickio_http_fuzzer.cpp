@@ -6,7 +6,7 @@
 // within max_size; every error says why; whole and split end alike; no exception escapes.
 #include "fuzz_util.hpp"
 #include "http_exchange.hpp"
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/quickio/codec.hpp"
 
 using namespace polybus::quickio;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// QuickIO's client session (quickio/src/client/session.*) over the raw TCP wire
+// QuickIO's client session (quickio/src/machine.*) over the raw TCP wire
 // (raw_wire.*), both sans I/O, driven as the connection drives them: a connection is a RawWire
 // whose handshake opens the session; received frames go to Machine::receive; an error drops
 // the connection. An operation stream mixes raw server bytes, well-formed server events

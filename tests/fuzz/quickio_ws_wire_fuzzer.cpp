@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// QuickIO over WebSocket, the client's wire (quickio/src/client/ws_wire.*, websocketpp's
+// QuickIO over WebSocket, the client's wire (quickio/src/ws_wire.*, websocketpp's
 // iostream client config, sans I/O): after start(), the server's 101 (answering the key the
 // client sent, with or without the quickio subprotocol, or fuzz bytes) and then WebSocket
 // frames built from the operation stream (any opcode, FIN and RSV bits, lengths in all three

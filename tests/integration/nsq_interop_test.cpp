@@ -37,7 +37,7 @@
 
 #include "http_exchange.hpp"
 #include "nsq_harness_broker.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/all.hpp"
 #include "polybus/nsq_testing.hpp"
 #include "test_support.hpp"

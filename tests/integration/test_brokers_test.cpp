@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 
-#include "polybus/adapter/port_hold.hpp"
+#include "polybus/io/port_hold.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
 

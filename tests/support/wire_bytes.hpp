@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::test {
 

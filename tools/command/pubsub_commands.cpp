@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "commands.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/tools/args.hpp"
 #include "polybus/tools/metrics_endpoint.hpp"

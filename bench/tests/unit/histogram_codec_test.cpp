@@ -10,8 +10,8 @@
 
 #include "bench/histogram_codec.hpp"
 #include "bench/histogram_log.hpp"
-#include "polybus/adapter/big_endian.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/big_endian.hpp"
+#include "polybus/text/text.hpp"
 
 using namespace polybus::bench;
 

@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus {

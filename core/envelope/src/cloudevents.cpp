@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::cloudevents {
 

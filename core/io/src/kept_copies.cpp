@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/kept_copies.hpp"
+#include "polybus/io/kept_copies.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "block_pool.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus {
 

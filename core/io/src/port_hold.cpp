@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/port_hold.hpp"
+#include "polybus/io/port_hold.hpp"
 
 namespace polybus {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/protocol_guess.hpp"
+#include "polybus/io/protocol_guess.hpp"
 
 #include <cstdint>
 

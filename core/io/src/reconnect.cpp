@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 
 #include <asio/post.hpp>
 

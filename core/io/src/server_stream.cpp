@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/server_stream.hpp"
+#include "polybus/io/server_stream.hpp"
 
 #include <asio/post.hpp>
 #include <stdexcept>

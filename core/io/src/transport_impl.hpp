@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a Transport is (polybus/adapter/transport.hpp has what it does): the socket and its TLS
+// What a Transport is (polybus/io/transport.hpp has what it does): the socket and its TLS
 // layer, the write queue and its spare strings, the read chunks, the deadlines. Transport's
 // methods forward here; create() makes one of these.
 #pragma once
@@ -16,7 +16,7 @@
 #include "polybus/adapter/clock.hpp"
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/handler_memory.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus {
 

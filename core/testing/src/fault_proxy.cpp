@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "polybus/adapter/io_thread.hpp"
+#include "polybus/io/io_thread.hpp"
 
 namespace polybus::testing {
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <optional>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 
 namespace polybus::http {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "json_bytes.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::text {
 

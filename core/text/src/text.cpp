@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <set>
 
-#include "polybus/adapter/io_thread.hpp"
-#include "polybus/adapter/port_hold.hpp"
-#include "polybus/adapter/server_stream.hpp"
+#include "polybus/io/io_thread.hpp"
+#include "polybus/io/port_hold.hpp"
+#include "polybus/io/server_stream.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/figg_testing.hpp"
 #include "polybus/testing.hpp"

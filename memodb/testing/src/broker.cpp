@@ -14,9 +14,9 @@
 #include <random>
 #include <set>
 
-#include "polybus/adapter/counters_by_name.hpp"
-#include "polybus/adapter/io_thread.hpp"
-#include "polybus/adapter/port_hold.hpp"
+#include "polybus/metrics/counters_by_name.hpp"
+#include "polybus/io/io_thread.hpp"
+#include "polybus/io/port_hold.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "polybus/memodb_testing.hpp"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "go_query.hpp"
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {

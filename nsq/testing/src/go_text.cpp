@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::nsq::testing::detail {
 

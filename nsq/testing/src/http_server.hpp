@@ -15,7 +15,7 @@
 #include <string>
 
 #include "connection_listener.hpp"
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 
 namespace polybus::nsq::testing::detail {
 

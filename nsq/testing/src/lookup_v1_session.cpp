@@ -4,7 +4,7 @@
 #include <rapidjson/document.h>
 
 #include "go_text.hpp"
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
 
 namespace polybus::nsq::testing::detail {

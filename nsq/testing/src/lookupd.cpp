@@ -11,7 +11,7 @@
 #include "lookup_registry.hpp"
 #include "lookupd_tcp.hpp"
 #include "nsqd_server.hpp"
-#include "polybus/adapter/io_thread.hpp"
+#include "polybus/io/io_thread.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq_testing.hpp"
 

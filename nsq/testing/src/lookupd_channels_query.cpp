@@ -9,7 +9,7 @@
 #include <asio/write.hpp>
 #include <memory>
 
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {

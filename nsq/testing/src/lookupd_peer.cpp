@@ -7,7 +7,7 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {

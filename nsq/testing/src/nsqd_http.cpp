@@ -14,7 +14,7 @@
 #include "go_text.hpp"
 #include "nsqd_server.hpp"
 #include "nsqd_stats.hpp"
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
 
 namespace polybus::nsq::testing::detail {

@@ -19,8 +19,8 @@
 #include "lookup_registry.hpp"
 #include "lookupd_channels_query.hpp"
 #include "lookupd_peer.hpp"
-#include "polybus/adapter/io_thread.hpp"
-#include "polybus/adapter/port_hold.hpp"
+#include "polybus/io/io_thread.hpp"
+#include "polybus/io/port_hold.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/nsq_testing.hpp"
 

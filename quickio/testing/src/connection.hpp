@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "polybus/adapter/http.hpp"
-#include "polybus/adapter/server_stream.hpp"
+#include "polybus/text/http.hpp"
+#include "polybus/io/server_stream.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "server_impl.hpp"
 

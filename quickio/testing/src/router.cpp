@@ -4,7 +4,7 @@
 #include <rapidjson/document.h>
 
 #include "http_session.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "server_impl.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "connection.hpp"
 #include "http_session.hpp"
-#include "polybus/adapter/server_stream.hpp"
+#include "polybus/io/server_stream.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "polybus/testing.hpp"
 #include "server_impl.hpp"

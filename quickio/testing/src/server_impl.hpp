@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "polybus/adapter/counters_by_name.hpp"
-#include "polybus/adapter/io_thread.hpp"
-#include "polybus/adapter/port_hold.hpp"
+#include "polybus/metrics/counters_by_name.hpp"
+#include "polybus/io/io_thread.hpp"
+#include "polybus/io/port_hold.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"

@@ -3,7 +3,7 @@
 // the requester hears back: the answer, 404, 500 on expiry or disconnect.
 #include <catch2/catch.hpp>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "server_test_client.hpp"
 

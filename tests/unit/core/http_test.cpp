@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// core's HTTP/1.1 response reader (polybus/adapter/http.hpp), which the NSQ adapter uses for
+// core's HTTP/1.1 response reader (polybus/text/http.hpp), which the NSQ adapter uses for
 // nsqlookupd and the QuickIO adapter for long polling: framing, splits, limits and refusals.
 #include <catch2/catch.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
 
 using polybus::errc;

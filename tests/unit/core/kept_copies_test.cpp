@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "polybus/adapter/kept_copies.hpp"
+#include "polybus/io/kept_copies.hpp"
 #include "polybus/tools/allocation_counter.hpp"
 
 using polybus::KeptCopies;

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/metrics/src/metric_cells.hpp"
-#include "polybus/adapter/counters_by_name.hpp"
+#include "polybus/metrics/counters_by_name.hpp"
 #include "polybus/polybus.hpp"
 #include "test_support.hpp"
 

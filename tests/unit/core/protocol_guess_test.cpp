@@ -2,7 +2,7 @@
 // Telling protocols apart by a server's first bytes, for "wrong port or scheme?" hints.
 #include <catch2/catch.hpp>
 
-#include "polybus/adapter/protocol_guess.hpp"
+#include "polybus/io/protocol_guess.hpp"
 
 using namespace polybus;
 

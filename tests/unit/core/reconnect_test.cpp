@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "polybus/adapter/reconnect.hpp"
+#include "polybus/io/reconnect.hpp"
 #include "polybus/error.hpp"
 
 using namespace polybus;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The shared text helpers (polybus/adapter/text.hpp) that the codecs, adapters and in-process
+// The shared text helpers (polybus/text/text.hpp) that the codecs, adapters and in-process
 // brokers use: each case is written out by hand, so the fuzzers that lean on is_valid_utf8 as
 // their oracle lean on something pinned down here.
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 
 using namespace polybus::text;
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <tuple>
 
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 #include "polybus/error.hpp"
 #include "polybus/tools/allocation_counter.hpp"
 #include "test_support.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "memodb/src/req0_socket.hpp"
-#include "polybus/adapter/io_thread.hpp"
+#include "polybus/io/io_thread.hpp"
 #include "polybus/error.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "test_support.hpp"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "ws_frames.hpp"
 

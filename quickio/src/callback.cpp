@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "decimal.hpp"
-#include "polybus/adapter/text.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {

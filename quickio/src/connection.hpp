@@ -12,8 +12,8 @@
 
 #include "link.hpp"
 #include "machine.hpp"
-#include "polybus/adapter/reconnect.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/reconnect.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::quickio::detail {
 

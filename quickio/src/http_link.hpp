@@ -21,7 +21,7 @@
 
 #include "http_exchange.hpp"
 #include "link.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 
 namespace polybus::quickio::detail {
 

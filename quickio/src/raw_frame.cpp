@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "polybus/adapter/big_endian.hpp"
+#include "polybus/text/big_endian.hpp"
 #include "polybus/quickio/codec.hpp"
 
 namespace polybus::quickio {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "http_exchange.hpp"
 
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/url.hpp"
 
 namespace polybus::quickio::detail {

@@ -9,7 +9,7 @@
 
 #include "link.hpp"
 #include "polybus/adapter/fifo.hpp"
-#include "polybus/adapter/transport.hpp"
+#include "polybus/io/transport.hpp"
 #include "wire.hpp"
 
 namespace polybus::quickio::detail {

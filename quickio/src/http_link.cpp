@@ -5,7 +5,7 @@
 #include <asio/post.hpp>
 #include <utility>
 
-#include "polybus/adapter/http.hpp"
+#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
