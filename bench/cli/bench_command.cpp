@@ -17,9 +17,9 @@
 #include "bench_report.hpp"
 #include "bench_run.hpp"
 #include "bench_targets.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
 #include "polybus/testing.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/tools/args.hpp"
 #include "polybus/tools/metrics_endpoint.hpp"
 

@@ -13,8 +13,8 @@
 #include "bench/workload_report.hpp"
 #include "bench/workload_run.hpp"
 #include "bench_targets.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/tools/args.hpp"
 
 namespace polybus::cli {

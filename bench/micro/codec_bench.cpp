@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <string>
 
-#include "polybus/text/text.hpp"
 #include "polybus/figg/codec.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 
 namespace {
 

@@ -3,6 +3,7 @@
 // reconnects forever with backoff, publishes through a fixed window of unacknowledged messages
 // and resumes each subscription from its last offset after every reconnect.
 #include "connection.hpp"
+#include "options.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
 #include "polybus/figg.hpp"
@@ -82,17 +83,7 @@ void register_scheme() {
   SchemeInfo info;
   info.scheme = "figg";
   info.summary = "Figg: ordered topics with byte offsets, at-least-once publish window";
-  info.options = core_option_table();
-  // The Figg Go SDK's reconnect policy: 1 s doubling to 30 s, with jitter.
-  info.options.set_default("reconnect_backoff", "exponential_jitter");
-  info.options.set_default("reconnect_initial", "1s");
-  info.options.set_default("reconnect_max", "30s");
-  info.options.add({
-      {"window", OptionType::integer, "256", 1, 1 << 20,
-       "unacknowledged publishes kept for resending; publish waits while it is full"},
-      {"ping_interval", OptionType::duration, "2s", 0, 3'600'000,
-       "PING period (0: none); a server that answers PING is dropped after two unanswered"},
-  });
+  info.options = option_table();
   info.capabilities = figg_capabilities();
   info.factory = [](AdapterContext& context) -> std::unique_ptr<Adapter> {
     return std::make_unique<FiggAdapter>(context);

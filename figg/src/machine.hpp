@@ -13,10 +13,10 @@
 #include <system_error>
 #include <vector>
 
-#include "polybus/io/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
 #include "polybus/adapter/topic_name.hpp"
 #include "polybus/figg/codec.hpp"
+#include "polybus/io/kept_copies.hpp"
 
 namespace polybus::figg {
 

@@ -10,9 +10,9 @@
 #include <random>
 
 #include "broker.hpp"
-#include "polybus/io/reconnect.hpp"
 #include "polybus/adapter/registry.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/reconnect.hpp"
 
 namespace polybus::mem {
 namespace {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "polybus/text/big_endian.hpp"
 #include "polybus/memodb/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::memodb::sp {
 namespace {

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "polybus/adapter/arrival_clock.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::nsq {
 namespace {

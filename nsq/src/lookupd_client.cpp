@@ -3,8 +3,8 @@
 
 #include <asio/steady_timer.hpp>
 
-#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
+#include "polybus/text/http.hpp"
 
 namespace polybus::nsq {
 namespace {

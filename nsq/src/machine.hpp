@@ -12,8 +12,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "polybus/io/kept_copies.hpp"
 #include "polybus/adapter/payloads.hpp"
+#include "polybus/io/kept_copies.hpp"
 #include "polybus/nsq/codec.hpp"
 #include "polybus/nsq/compression.hpp"
 

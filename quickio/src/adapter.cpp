@@ -9,13 +9,13 @@
 #include "options.hpp"
 #include "paused_sink.hpp"
 #include "polybus/adapter/budget.hpp"
-#include "polybus/io/kept_copies.hpp"
 #include "polybus/adapter/registry.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/kept_copies.hpp"
 #include "polybus/quickio.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::quickio {
 namespace {

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "decimal.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::quickio {
 namespace {

@@ -4,10 +4,10 @@
 #include <asio/post.hpp>
 
 #include "http_link.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 #include "raw_wire.hpp"
 #include "stream_link.hpp"
 #include "ws_wire.hpp"

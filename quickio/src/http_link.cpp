@@ -5,10 +5,10 @@
 #include <asio/post.hpp>
 #include <utility>
 
-#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/http.hpp"
 
 namespace polybus::quickio::detail {
 

@@ -4,8 +4,8 @@
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
-#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::quickio {
 namespace {

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
 #include "polybus/quickio/client_errc.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::quickio::detail {
 namespace {

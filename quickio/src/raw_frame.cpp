@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "polybus/text/big_endian.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::quickio {
 

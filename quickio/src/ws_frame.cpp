@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <cstring>
 
-#include "polybus/text/big_endian.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::quickio {
 

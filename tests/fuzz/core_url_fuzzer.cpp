@@ -10,10 +10,10 @@
 
 #include "fuzz_util.hpp"
 #include "polybus/adapter/registry.hpp"
-#include "polybus/io/transport.hpp"
 #include "polybus/all.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/transport.hpp"
 #include "polybus/url.hpp"
 // Internal: the settings the NSQ and QuickIO adapters derive from their options.
 #include "nsq/src/options.hpp"

@@ -5,8 +5,8 @@
 // Checks: a body never exceeds max_size; a complete response has a status in 100-599; every
 // error says why; whole and split end alike (the same error, or the same status and body).
 #include "fuzz_util.hpp"
-#include "polybus/text/http.hpp"
 #include "polybus/nsq/codec.hpp"
+#include "polybus/text/http.hpp"
 
 using namespace polybus::nsq;
 using polybus::fuzz::OwnedChunks;

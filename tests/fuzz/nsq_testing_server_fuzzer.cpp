@@ -22,8 +22,8 @@
 #include "identify.hpp"
 #include "lookup_registry.hpp"
 #include "lookup_v1_session.hpp"
-#include "polybus/text/http.hpp"
 #include "polybus/nsq/codec.hpp"
+#include "polybus/text/http.hpp"
 
 using namespace polybus::nsq;
 using namespace polybus::nsq::testing::detail;

@@ -6,8 +6,8 @@
 // within max_size; every error says why; whole and split end alike; no exception escapes.
 #include "fuzz_util.hpp"
 #include "http_exchange.hpp"
-#include "polybus/text/http.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/http.hpp"
 
 using namespace polybus::quickio;
 using namespace polybus::quickio::detail;

@@ -4,8 +4,8 @@
 // of valid UTF-8 quotes to valid JSON that unquotes to itself (and only valid UTF-8 does); an
 // accepted callback body is made again by make_callback_body and parses to the same fields.
 #include "fuzz_util.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 #include "rapidjson_known.hpp"
 
 using namespace polybus::quickio;

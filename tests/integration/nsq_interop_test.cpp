@@ -37,9 +37,9 @@
 
 #include "http_exchange.hpp"
 #include "nsq_harness_broker.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/all.hpp"
 #include "polybus/nsq_testing.hpp"
+#include "polybus/text/text.hpp"
 #include "test_support.hpp"
 
 namespace {

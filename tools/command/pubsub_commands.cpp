@@ -4,8 +4,8 @@
 #include <mutex>
 
 #include "commands.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/polybus.hpp"
+#include "polybus/text/text.hpp"
 #include "polybus/tools/args.hpp"
 #include "polybus/tools/metrics_endpoint.hpp"
 #include "polybus/tools/windowed_publisher.hpp"

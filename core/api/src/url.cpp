@@ -3,8 +3,8 @@
 
 #include <charconv>
 
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus {
 namespace {

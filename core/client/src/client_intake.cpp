@@ -109,7 +109,8 @@ void ClientCore::drain_intake() {
       else
         start_publish(work);
     } catch (const std::exception& e) {
-      adapter_failed(work, adapter_error_code(e), std::string("the adapter failed to take it: ") + e.what());
+      adapter_failed(work, adapter_error_code(e),
+                     std::string("the adapter failed to take it: ") + e.what());
     } catch (...) {
       adapter_failed(work, make_error_code(errc::invalid_argument),
                      "the adapter failed to take it (a non-standard exception)");
@@ -207,7 +208,8 @@ void ClientCore::publish_enveloped(std::string_view topic, std::string payload, 
   try {
     start_publish(work);
   } catch (const std::exception& e) {
-    adapter_failed(work, adapter_error_code(e), std::string("the adapter failed to take it: ") + e.what());
+    adapter_failed(work, adapter_error_code(e),
+                   std::string("the adapter failed to take it: ") + e.what());
   }
 }
 

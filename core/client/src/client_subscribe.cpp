@@ -116,7 +116,8 @@ std::shared_ptr<SubscriptionCore> ClientCore::open_subscription(
       sub->ready(e.code(), e.what());
       sub->deactivate();
     } catch (const std::exception& e) {
-      sub->ready(adapter_error_code(e), "subscribe to " + spec.topic + ": the adapter threw: " + e.what());
+      sub->ready(adapter_error_code(e),
+                 "subscribe to " + spec.topic + ": the adapter threw: " + e.what());
       sub->deactivate();
     } catch (...) {
       sub->ready(make_error_code(errc::invalid_argument),

@@ -13,8 +13,8 @@
 #include "block_pool.hpp"
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
-#include "polybus/io/protocol_guess.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/protocol_guess.hpp"
 #include "polybus/options.hpp"
 
 namespace polybus {

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <optional>
 
-#include "polybus/text/text.hpp"
 #include "polybus/error.hpp"
+#include "polybus/text/text.hpp"
 
 namespace polybus::http {
 namespace {

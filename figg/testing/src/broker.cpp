@@ -8,11 +8,11 @@
 #include <mutex>
 #include <set>
 
+#include "polybus/figg/codec.hpp"
+#include "polybus/figg_testing.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/io/server_stream.hpp"
-#include "polybus/figg/codec.hpp"
-#include "polybus/figg_testing.hpp"
 #include "polybus/testing.hpp"
 
 namespace polybus::figg::testing {

@@ -14,12 +14,12 @@
 #include <random>
 #include <set>
 
-#include "polybus/metrics/counters_by_name.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/memodb/codec.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "polybus/memodb_testing.hpp"
+#include "polybus/metrics/counters_by_name.hpp"
 #include "polybus/testing.hpp"
 
 namespace polybus::memodb::testing {

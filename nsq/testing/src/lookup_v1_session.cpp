@@ -4,8 +4,8 @@
 #include <rapidjson/document.h>
 
 #include "go_text.hpp"
-#include "polybus/text/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {

@@ -14,8 +14,8 @@
 #include "go_text.hpp"
 #include "nsqd_server.hpp"
 #include "nsqd_stats.hpp"
-#include "polybus/text/big_endian.hpp"
 #include "polybus/nsq/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {

@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "polybus/text/http.hpp"
 #include "polybus/io/server_stream.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/http.hpp"
 #include "server_impl.hpp"
 
 namespace polybus::quickio::testing {

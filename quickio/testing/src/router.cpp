@@ -4,8 +4,8 @@
 #include <rapidjson/document.h>
 
 #include "http_session.hpp"
-#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 #include "server_impl.hpp"
 
 namespace polybus::quickio::testing {

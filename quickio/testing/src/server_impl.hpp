@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "polybus/metrics/counters_by_name.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/metrics.hpp"
+#include "polybus/metrics/counters_by_name.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"
 

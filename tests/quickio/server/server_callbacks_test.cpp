@@ -3,8 +3,8 @@
 // the requester hears back: the answer, 404, 500 on expiry or disconnect.
 #include <catch2/catch.hpp>
 
-#include "polybus/text/text.hpp"
 #include "polybus/quickio_testing.hpp"
+#include "polybus/text/text.hpp"
 #include "server_test_client.hpp"
 
 using namespace polybus::quickio;

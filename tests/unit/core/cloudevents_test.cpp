@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "polybus/text/text.hpp"
 #include "polybus/cloudevents.hpp"
+#include "polybus/text/text.hpp"
 
 using namespace polybus;
 using namespace polybus::cloudevents;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "polybus/text/http.hpp"
 #include "polybus/error.hpp"
+#include "polybus/text/http.hpp"
 
 using polybus::errc;
 using polybus::http::ResponseReader;

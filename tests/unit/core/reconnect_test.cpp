@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "polybus/io/reconnect.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/reconnect.hpp"
 
 using namespace polybus;
 using namespace std::chrono_literals;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <tuple>
 
-#include "polybus/io/transport.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/transport.hpp"
 #include "polybus/tools/allocation_counter.hpp"
 #include "test_support.hpp"
 #include "tls_certs.hpp"

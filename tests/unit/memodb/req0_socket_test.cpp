@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "memodb/src/req0_socket.hpp"
-#include "polybus/io/io_thread.hpp"
 #include "polybus/error.hpp"
+#include "polybus/io/io_thread.hpp"
 #include "polybus/memodb/sp.hpp"
 #include "test_support.hpp"
 

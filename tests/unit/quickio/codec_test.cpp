@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "polybus/text/text.hpp"
 #include "polybus/quickio/codec.hpp"
+#include "polybus/text/text.hpp"
 #include "ws_frames.hpp"
 
 using namespace polybus::quickio;
