@@ -148,9 +148,7 @@ void Requests::shutdown() {
 }
 
 bool Requests::exchanging() const {
-  for (const auto& [key, slot] : slots_)
-    if (slot->pending) return true;
-  return false;
+  return any_pending(slots_);
 }
 
 }  // namespace polybus::memodb::detail

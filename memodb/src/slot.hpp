@@ -20,4 +20,12 @@ struct Slot {
   bool pending = false;                 // an exchange was started and its reply not yet handled
 };
 
+// Whether any slot of a map of key to slot pointer has an exchange under way.
+template <typename Slots>
+bool any_pending(const Slots& slots) {
+  for (const auto& entry : slots)
+    if (entry.second->pending) return true;
+  return false;
+}
+
 }  // namespace polybus::memodb::detail

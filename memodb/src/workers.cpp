@@ -328,9 +328,7 @@ void Workers::shutdown() {
 }
 
 bool Workers::exchanging() const {
-  for (const auto& [key, worker] : slots_)
-    if (worker->pending) return true;
-  return false;
+  return any_pending(slots_);
 }
 
 }  // namespace polybus::memodb::detail
