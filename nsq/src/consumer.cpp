@@ -173,6 +173,15 @@ void Consumer::on_response(Conn& conn, std::string_view body) {
     if (conn.dialing) {
       conn.dialing = false;
       --dialing_;
+      const bool widened = static_cast<bool>(conn.widened);
+      conn.widened.release();
+      if (widened && conns_.size() - dialing_ > settings_.max_nsqd_connections) {
+        // Found live beyond the cap while silent ones were being waited out: let go at once.
+        conn.retiring = true;
+        conn.connection->machine().close_wait();
+        pump_dials();
+        return;
+      }
       pump_dials();
     }
     conn.reconnect->connected();
@@ -289,6 +298,9 @@ void Consumer::on_closed(Conn& conn, std::error_code ec, const std::string& deta
   if (conn.dialing) {
     conn.dialing = false;
     --dialing_;
+    conn.widened.release();
+    // Silent (the attempt timed out) or refused: only waiting out silent ones wants more dials.
+    dials_time_out_ = ec == polybus::errc::timeout;
   }
   conn.in_flight = 0;  // nsqd requeues what this connection held
   // A discovery dial that never subscribed: not tried again until nsqlookupd's answer changes.
@@ -473,8 +485,19 @@ void Consumer::poll_lookupd() {
 }
 
 void Consumer::pump_dials() {
-  while (!stopping_ && !dial_queue_.empty() && dialing_ < settings_.max_concurrent_dials &&
-         conns_.size() < settings_.max_nsqd_connections) {
+  while (!stopping_ && !dial_queue_.empty()) {
+    // Those kept (subscribed, or closing) are capped; dials count against the cap too, but for
+    // those beyond max_concurrent_dials while dials time out: a silent nsqd is likelier than a
+    // live one, and one found live past the cap is let go (on_response).
+    const std::size_t kept = conns_.size() - dialing_;
+    if (kept >= settings_.max_nsqd_connections) return;
+    WidenedDial widened;
+    if (dialing_ >= settings_.max_concurrent_dials ||
+        conns_.size() >= settings_.max_nsqd_connections) {
+      if (!dials_time_out_) return;
+      widened = WidenedDial::take();
+      if (!widened) return;  // the process's budget is spent: the usual bounds again
+    }
     if (!dial_pacer_.admit([weak = weak_from_this()] {
           if (auto self = weak.lock()) self->pump_dials();
         }))
@@ -482,6 +505,7 @@ void Consumer::pump_dials() {
     Conn& conn = add_conn(dial_queue_.front());
     dial_queue_.pop_front();
     conn.dialing = true;
+    conn.widened = std::move(widened);
     ++dialing_;
     connect(conn);
   }

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "connection.hpp"
+#include "dial_budget.hpp"
 #include "dial_pacer.hpp"
 #include "in_flight_window.hpp"
 #include "lookupd_client.hpp"
@@ -65,6 +66,7 @@ class Consumer : public AdapterSubscription,
     // so more is a server ignoring RDY (a protocol error, not a buffer to grow).
     std::uint32_t rdy_ceiling = 0;
     bool dialing = false;  // a discovery dial not yet subscribed (counts against the dial cap)
+    WidenedDial widened;   // a dial beyond max_concurrent_dials, while dials time out
     std::uint32_t max_rdy = 2500;     // negotiated
     std::size_t in_flight = 0;        // delivered, not yet finished or requeued
     InFlightWindow recent_in_flight;  // of those, the ones nsqd may still count (the RDY check)
@@ -117,6 +119,9 @@ class Consumer : public AdapterSubscription,
   // one pass over the list, whatever its order.
   std::deque<HostPort> dial_queue_;  // found by discovery, not yet dialled (shuffled)
   std::size_t dialing_ = 0;
+  // The last discovery dial that failed timed out (a silent nsqd, not a refusing one): dials go
+  // beyond max_concurrent_dials, within the process's DialBudget.
+  bool dials_time_out_ = false;
   std::unordered_set<std::string> failed_dials_;  // since the answer last changed
   std::vector<std::string> last_answer_;          // nsqlookupd's producers, sorted
   bool paused_ = false;

@@ -50,7 +50,8 @@ OptionTable option_table() {
       {"max_nsqd_connections", OptionType::integer, "100", 1, 100000,
        "nsqd a subscription connects to at most (nsqlookupd may list more)"},
       {"max_concurrent_dials", OptionType::integer, "16", 1, 1000,
-       "nsqd connection attempts discovery makes at once"},
+       "nsqd connection attempts discovery makes at once (more while attempts time out, within "
+       "half the descriptor limit for the process: docs/safety.md)"},
       {"max_dials_per_second", OptionType::integer, "5000", 1, 1000000,
        "nsqd connection attempts discovery starts a second at most"},
       {"rdy_redistribute_interval", OptionType::duration, "5s", 10, hour,

@@ -86,6 +86,7 @@ std::shared_ptr<Producer::Node> Producer::make_node(HostPort target, bool discov
 }
 
 void Producer::retire(const std::shared_ptr<Node>& node) {
+  node->widened.release();
   if (node->reconnect) node->reconnect->cancel();
   if (node->connection) node->connection->close();
   nodes_.erase(std::remove(nodes_.begin(), nodes_.end(), node), nodes_.end());
@@ -346,6 +347,17 @@ void Producer::dial(Node& node) {
   node.connection->connect();
 }
 
+void Producer::widen_from_untried() {
+  while (!untried_.empty()) {
+    auto widened = WidenedDial::take();
+    if (!widened) return;  // the process's budget is spent: the usual bounds again
+    auto node = make_node(std::move(untried_.front()), true);
+    untried_.pop_front();
+    node->widened = std::move(widened);
+    nodes_.push_back(std::move(node));
+  }
+}
+
 // connect_some(), within max_dials_per_second: a pass over a list of thousands of refusing nsqd
 // is paced, not a burst.
 void Producer::connect_paced() {
@@ -401,6 +413,7 @@ std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node
     // connection every reconnect_initial.
     raw->reconnect->connected();
     raw->failed = false;
+    raw->widened.release();  // a kept connection now, no longer a dial
     self->node_ready(*raw);
     raw->ever_ready = true;
     if (self->rediscover_) self->rediscover_->succeeded();  // discovery found a live nsqd
@@ -496,15 +509,22 @@ void Producer::on_closed(Node& node, std::error_code ec, const std::string& deta
   if (closed_) return;
   node.reconnect->ended(ec, detail);
   node.failed = true;
-  if (node.discovered && !node.ever_ready && !untried_.empty()) {
-    // A discovered nsqd that never shook hands gives way at once to one not tried yet.
+  if (node.discovered && !node.ever_ready && (!untried_.empty() || node.widened)) {
+    // A discovered nsqd that never shook hands gives way at once to one not tried yet (with its
+    // unit of the dial budget, if it had one); one dialled beyond the cap, with none left to
+    // try, is let go.
     std::shared_ptr<Node> failed;
     for (auto& known : nodes_)
       if (known.get() == &node) failed = known;
-    auto next = make_node(std::move(untried_.front()), true);
-    untried_.pop_front();
+    std::shared_ptr<Node> next;
+    if (!untried_.empty()) {
+      next = make_node(std::move(untried_.front()), true);
+      untried_.pop_front();
+      next->widened = std::move(node.widened);
+    }
     if (failed) retire(failed);
-    nodes_.push_back(std::move(next));
+    if (next) nodes_.push_back(std::move(next));
+    if (ec == polybus::errc::timeout && spreads()) widen_from_untried();
     if (Node* other = usable_node()) {
       (void)other;
       flush_waiting();

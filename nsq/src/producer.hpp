@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "connection.hpp"
+#include "dial_budget.hpp"
 #include "dial_pacer.hpp"
 #include "options.hpp"
 #include "polybus/adapter/fifo.hpp"
@@ -69,9 +70,13 @@ class Producer : public std::enable_shared_from_this<Producer> {
     std::uint64_t sent = 0;     // messages written: round_robin's turn, least_pending's tie-break
     std::uint64_t pending = 0;  // messages written and not yet answered
     std::shared_ptr<detail::PublishNodeCells> cells;  // its metrics
+    WidenedDial widened;  // beyond max_nsqd_connections, dialled while dials time out
   };
   std::shared_ptr<Node> make_node(HostPort target, bool discovered);
   void dial(Node& node);
+  // Silent nsqd (dials timing out): more of those not tried yet are dialled at once, within the
+  // process's DialBudget.
+  void widen_from_untried();
   void node_ready(Node& node);
   // Answered (or lost) messages of `out` on `node`: its counts.
   void settled(Node& node, const Outgoing& out, bool confirmed);

@@ -3,7 +3,11 @@
 // that drip, decompression bombs, peers that stop reading, and lookups full of dead producers.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -516,6 +520,104 @@ TEST_CASE("nsq+lookupd: a subscription reaches the live nsqd among silent ones w
       subscribed);
   INFO("reached after " << took.count() << " ms");
   CHECK(took < (kSanitized ? 20s : 4s));  // the bound, 2 s, with room for a loaded host
+}
+
+namespace {
+// A port that accepts connections (the kernel completes each handshake, up to its backlog of
+// 4,096) and never reads or answers: a silent nsqd at every 127.x.y.z address, for the price of
+// one descriptor.
+class Tarpit {
+ public:
+  Tarpit() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(fd_, 4096) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+  }
+  ~Tarpit() { ::close(fd_); }
+  Tarpit(const Tarpit&) = delete;
+  Tarpit& operator=(const Tarpit&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+// The process's soft descriptor limit, lowered for a test's length.
+class DescriptorLimit {
+ public:
+  explicit DescriptorLimit(rlim_t limit) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = std::min(limit, saved_.rlim_max);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  }
+  ~DescriptorLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  DescriptorLimit(const DescriptorLimit&) = delete;
+  DescriptorLimit& operator=(const DescriptorLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+// nsqlookupd's answer: `silent` nsqd at 127.0.1.1 onwards on the tarpit's port, then the live one.
+std::string lookup_body_with_silent(int silent, std::uint16_t tarpit, std::uint16_t live) {
+  std::string producers;
+  for (int i = 0; i < silent; ++i)
+    producers += "{\"broadcast_address\":\"127.0." + std::to_string(1 + i / 250) + "." +
+                 std::to_string(1 + i % 250) + "\",\"tcp_port\":" + std::to_string(tarpit) + "},";
+  producers += "{\"broadcast_address\":\"127.0.0.1\",\"tcp_port\":" + std::to_string(live) + "}";
+  return "{\"channels\":[],\"producers\":[" + producers + "]}";
+}
+
+// 1,500 silent nsqd, each holding a dial for connect_timeout (5 s): max_concurrent_dials (16) at
+// a time would take 1,500 / 16 x 5 s; dials widened while they time out take three timeouts at
+// most. The bound leaves room for a loaded host, more under the sanitizers.
+constexpr auto kSilentReachBound = kSanitized ? 40s : 20s;
+constexpr int kSilentProducers = 1500;
+}  // namespace
+
+TEST_CASE(
+    "nsq+lookupd: a subscription reaches the live nsqd among 1,500 silent ones with the defaults "
+    "under a 1,024-descriptor limit",
+    "[hostile][nsq]") {
+  DescriptorLimit limit(1024);
+  Tarpit tarpit;
+  Latch subscribed;
+  HostileServer nsqd(nsqd_counting_subscriptions(subscribed));
+  HostileServer lookupd(
+      lookupd_answering(lookup_body_with_silent(kSilentProducers, tarpit.port(), nsqd.port())));
+  const auto took = time_to_subscribe("nsq+lookupd://" + lookupd.address(), subscribed);
+  INFO("reached after " << took.count() << " ms");
+  CHECK(took < kSilentReachBound);
+  CHECK(lookupd.connections() == 1);
+}
+
+TEST_CASE(
+    "nsq+lookupd: a publisher reaches the live nsqd among 1,500 silent ones with the defaults "
+    "under a 1,024-descriptor limit",
+    "[hostile][nsq]") {
+  DescriptorLimit limit(1024);
+  Tarpit tarpit;
+  HostileServer nsqd(nsqd_answering_one_pub());
+  HostileServer lookupd(
+      lookupd_answering(lookup_body_with_silent(kSilentProducers, tarpit.port(), nsqd.port())));
+  const auto start = std::chrono::steady_clock::now();
+  // connect_timeout bounds each dial; the publish waits for whichever nsqd answers first.
+  auto client = connect("nsq+lookupd://" + lookupd.address());
+  CHECK(client.publish_sync("t", "found", within(60s)) == std::error_code{});
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  INFO("published after " << took.count() << " ms");
+  CHECK(took < kSilentReachBound);
+  client.close_sync(5s);
 }
 
 TEST_CASE(
