@@ -96,12 +96,7 @@ std::uint64_t Inbox::receive(ReceiveCompletion done) {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint64_t ticket = next_ticket_++;
   if (!messages_.empty()) {
-    Message message = std::move(messages_.front());
-    messages_.pop_front();
-    const bool resume = taken_one();
-    auto core = core_.lock();
-    lock.unlock();
-    if (resume && core) core->hold_for_pull(false);
+    Message message = take_front(lock);
     if (done) done(Status{}, std::move(message));
     return ticket;
   }
@@ -130,6 +125,10 @@ bool Inbox::cancel(std::uint64_t ticket) {
 std::optional<Message> Inbox::try_receive() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (messages_.empty()) return std::nullopt;
+  return take_front(lock);
+}
+
+Message Inbox::take_front(std::unique_lock<std::mutex>& lock) {
   Message message = std::move(messages_.front());
   messages_.pop_front();
   const bool resume = taken_one();

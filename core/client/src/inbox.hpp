@@ -41,6 +41,9 @@ class Inbox : public std::enable_shared_from_this<Inbox> {
  private:
   // With mutex_ held: a message was taken; says whether the subscription may resume.
   bool taken_one();
+  // The first message held, taken under `lock`, which it unlocks before it lets the broker send
+  // again (taken_one): the subscription's lock is never taken under the inbox's.
+  Message take_front(std::unique_lock<std::mutex>& lock);
   void give_back(Message& message) const;
 
   const std::string topic_;
