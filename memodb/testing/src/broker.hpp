@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Internal: the MemoDB test broker. Its state and memo01's rules (broker.cpp: workers, jobs,
 // heartbeats, first-come dispatch per service) behind the listener and the public face
-// (server.cpp), on one io thread; client connections are SpConnections (sp_connection.hpp).
+// (server.cpp), on one io thread; each client connection is a Session (session.hpp).
 #pragma once
 
 #include <asio.hpp>
@@ -21,7 +21,7 @@
 #include "polybus/io/port_hold.hpp"
 #include "polybus/memodb_testing.hpp"
 #include "polybus/metrics/counters_by_name.hpp"
-#include "sp_connection.hpp"
+#include "session.hpp"
 
 namespace polybus::memodb::testing {
 
@@ -149,8 +149,8 @@ class BrokerImpl {
   PortHold port_hold_{io_.context()};  // a TCP port, while stopped
   bool ipc_ = false;
   std::string ipc_path_;
-  SpConnection::Events events_;
-  std::map<std::uint64_t, std::shared_ptr<SpConnection>> connections_;
+  Session::Events events_;
+  std::map<std::uint64_t, std::shared_ptr<Session>> connections_;
   std::map<std::uint64_t, Request> requests_;
   bool running_ = false;
   std::uint64_t next_key_ = 0;

@@ -85,9 +85,9 @@ void BrokerImpl::accept() {
       // Replies are small and go one at a time: Nagle's algorithm would hold each for the
       // client's delayed ACK.
       if (!ipc_) socket.set_option(asio::ip::tcp::no_delay(true), ec);
-      auto connection = std::make_shared<SpConnection>(
+      auto connection = std::make_shared<Session>(
           std::move(socket), ipc_ ? sp::Carrier::ipc : sp::Carrier::tcp, ++next_connection_,
-          &events_, SpConnection::Budget{options_.max_held_requests, options_.max_held_bytes});
+          &events_, Session::Budget{options_.max_held_requests, options_.max_held_bytes});
       connections_[connection->id()] = connection;
       connection->start();
     }

@@ -22,7 +22,7 @@ namespace polybus::memodb::testing {
 // test, and libnng 1.5.2 stalls its process-wide reaper when a TCP pipe is closed while a
 // partial read completes (a pipe cut mid-message by a reset; NNG #1636, fixed in 1.6.0), after
 // which no NNG socket in the process, the clients' included, sees a pipe go or dials again.
-class SpConnection : public std::enable_shared_from_this<SpConnection> {
+class Session : public std::enable_shared_from_this<Session> {
  public:
   using Socket = asio::generic::stream_protocol::socket;
   struct Events {
@@ -41,7 +41,7 @@ class SpConnection : public std::enable_shared_from_this<SpConnection> {
     std::size_t bytes;
   };
 
-  SpConnection(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events, Budget budget)
+  Session(Socket socket, sp::Carrier carrier, std::uint64_t id, Events* events, Budget budget)
       : socket_(std::move(socket)),
         carrier_(carrier),
         id_(id),
