@@ -287,7 +287,7 @@ CONTRACT_CASE(every_asio_operation_cancelled_before_the_broker_answers_completes
   const auto topic = unique_name("cancel-all");
   auto sub = client.subscribe(topic, [](Message&) {});
   REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
-  // Before: with the broker gone nothing the operations wait for can come; each is cancelled
+  // With the broker gone nothing the operations wait for can come; each is cancelled
   // where it waits, and completes once, with errc::canceled or, where the client failed it
   // first (a scheme that fails work at once while disconnected), with that failure.
   env.broker->stop();

@@ -479,7 +479,7 @@ std::chrono::milliseconds time_to_subscribe(const std::string& url, Latch& subsc
   return reached ? took : std::chrono::milliseconds::max();
 }
 // How long reaching the live nsqd may take: about 2 s when the host is idle (docs/safety.md),
-// with room for a host running other tests at once, more under the sanitizers. Before: never.
+// with room for a host running other tests at once, more under the sanitizers.
 constexpr auto kReachBound = kSanitized ? 30s : 10s;
 }  // namespace
 
@@ -676,8 +676,8 @@ TEST_CASE(
                "},{\"broadcast_address\":\"\",\"tcp_port\":\"x\"}";
   HostileServer lookupd(lookupd_answering("{\"producers\":[" + producers + "]}"));
   {
-    // Capped: ten of them, the cap and the bad entry named. Before: every entry kept, each with
-    // its own reconnect state, and de-duplicated pairwise (60,000 entries: 10 s of CPU).
+    // Capped: ten of them, the cap and the bad entry named. Every entry kept, each with its own
+    // reconnect state, would cost CPU and memory in proportion to the list.
     Reports reports;
     auto client = connect("nsq+lookupd://" + lookupd.address() + "?max_nsqd_connections=10",
                           reports.options());
@@ -756,9 +756,8 @@ TEST_CASE(
     "their deadline, the write queue never over max_write_buffer",
     "[hostile][nsq]") {
   // Each DPUB (header 16 bytes, body 16,000) is sent only while under half of max_write_buffer
-  // is queued, so none can take the queue over it, however the server stops reading. (Before,
-  // a publish's own header was the write over the limit, and the connection ended under the
-  // producer's publish call.)
+  // is queued, so none can take the queue over it, however the server stops reading: no write of
+  // a publish's own ends the connection under the producer's publish call.
   HostileServer server(nsqd_that_stops_reading());
   Reports reports;
   auto client = connect("nsq://" + server.address() +

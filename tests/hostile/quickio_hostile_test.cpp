@@ -140,7 +140,8 @@ TEST_CASE("quickio: a move to a port nobody listens on backs off", "[hostile][qu
   auto client = connect(
       "quickio://" + server.address() + "?reconnect_initial=10ms&reconnect_backoff=exponential",
       reports.options());
-  // Before: reconnected at once forever (100% CPU). Now each attempt waits twice as long.
+  // Each attempt waits twice as long as the one before it, rather than reconnecting at once
+  // forever (a core at 100%).
   CHECK(reports.wait_text("reconnecting in 80ms"));
   CHECK(reports.attempts() < 20);
   client.close_sync(5s);
@@ -436,8 +437,8 @@ TEST_CASE("quickio: a publish the write buffer cannot take fails at once with li
     });
     auto client =
         connect(std::string(scheme) + "://" + server.address() + "?max_write_buffer=65536");
-    // Before: the write ended the connection inside the send, the event's completion was kept
-    // for a write that never came, and the publish ran to its deadline as a bare timeout.
+    // The write over the limit fails its publish at once with limit_exceeded: it does not end the
+    // connection inside the send, nor leave the publish to run to its deadline as a bare timeout.
     auto status = client.publish_sync("room", std::string(100'000, 'x'), PublishOptions{20s, {}});
     CHECK(status == errc::limit_exceeded);
     client.close_sync(5s);
