@@ -1,12 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "workload_run.hpp"
 
-#include <asio/executor_work_guard.hpp>
-#include <asio/io_context.hpp>
-
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -15,6 +11,9 @@
 #include <thread>
 
 #include "histogram_log.hpp"
+#include "io_pool.hpp"
+#include "latency_recorder.hpp"
+#include "paced_sender.hpp"
 #include "payload_stamp.hpp"
 #include "polybus/client.hpp"
 
@@ -29,66 +28,6 @@ std::int64_t wall_ns() {
       .count();
 }
 
-std::int64_t micros_between(SteadyClock::time_point from, SteadyClock::time_point to) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
-}
-
-// A few io threads for every client of the run: a thousand connections need not be a thousand
-// threads.
-class IoPool {
- public:
-  explicit IoPool(std::size_t size) {
-    for (std::size_t i = 0; i < size; ++i) {
-      auto io = std::make_unique<asio::io_context>(1);
-      guards_.emplace_back(asio::make_work_guard(*io));
-      threads_.emplace_back([raw = io.get()] { raw->run(); });
-      contexts_.push_back(std::move(io));
-    }
-  }
-  ~IoPool() {
-    for (auto& guard : guards_) guard.reset();
-    for (auto& io : contexts_) io->stop();
-    for (auto& thread : threads_) thread.join();
-  }
-  asio::io_context* next() { return contexts_[next_++ % contexts_.size()].get(); }
-
- private:
-  std::vector<std::unique_ptr<asio::io_context>> contexts_;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards_;
-  std::vector<std::thread> threads_;
-  std::size_t next_ = 0;
-};
-
-// The interval and the whole-run histogram of one latency, recorded from any thread.
-class LatencyRecorder {
- public:
-  void record(std::int64_t micros) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    interval_.record(micros);
-    total_.record(micros);
-  }
-  HdrHistogram take_interval() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HdrHistogram taken = interval_;
-    interval_.reset();
-    return taken;
-  }
-  HdrHistogram total() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return total_;
-  }
-  void reset() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    interval_.reset();
-    total_.reset();
-  }
-
- private:
-  std::mutex mutex_;
-  HdrHistogram interval_ = HdrHistogram::for_latency_us();
-  HdrHistogram total_ = HdrHistogram::for_latency_us();
-};
-
 struct Counters {
   std::atomic<std::uint64_t> published{0}, errors{0}, received{0};
   std::mutex first_error_mutex;
@@ -98,21 +37,6 @@ struct Counters {
     std::lock_guard<std::mutex> lock(first_error_mutex);
     if (first_error.empty()) first_error = what;
   }
-};
-
-struct Producer {
-  ClientRef client;
-  std::string topic;
-  std::uint32_t in_flight = 0;  // under the thread's mutex
-};
-
-// One thread's producers, sent to in turn at its share of the rate.
-struct ProducerThread {
-  std::vector<std::shared_ptr<Producer>> producers;
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::uint64_t in_flight = 0;
-  std::thread thread;
 };
 
 // The payloads to send: the payload file's bytes, a pool of randomized ones, or filler.
@@ -252,7 +176,6 @@ class WorkloadRun {
   void subscribe_all();
   void probe_payload();
   void start_sending();
-  void send_loop(ProducerThread& pt);
   void stop_sending();
   std::int64_t backlog_now() const;
   void take_window(bool record, const char* phase);
@@ -269,7 +192,6 @@ class WorkloadRun {
   // What the clients' handlers and completions touch, declared before the clients.
   Counters counters_;
   LatencyRecorder publish_latency_, publish_delay_, end_to_end_;
-  std::vector<std::unique_ptr<ProducerThread>> threads_;
   std::vector<Client> clients_;
   std::vector<Subscription> subscriptions_;
   const std::vector<std::string> payloads_;
@@ -280,10 +202,7 @@ class WorkloadRun {
   std::uint64_t copies_ = 1;  // deliveries each message makes
   OmbResult result_;
 
-  // The sending threads' rate and stop.
-  std::atomic<double> rate_{0};
-  std::atomic<bool> sending_{false};
-  std::atomic<std::uint64_t> sequence_{0};
+  std::unique_ptr<PacedSender> sender_;  // its completions touch the counters and recorders
 
   // The windows, and the rate controller's last look.
   SteadyClock::time_point run_start_, last_window_, last_steer_;
@@ -384,91 +303,32 @@ void WorkloadRun::probe_payload() {
 
 // Producers, spread over a few sending threads, each sending at its share of the rate.
 void WorkloadRun::start_sending() {
-  const std::size_t thread_count =
-      static_cast<std::size_t>(std::min<std::uint64_t>(4, producer_count_));
-  for (std::size_t i = 0; i < thread_count; ++i)
-    threads_.push_back(std::make_unique<ProducerThread>());
+  std::vector<PacedProducer> producers;
   for (std::uint32_t t = 0; t < w_.topics; ++t)
-    for (std::uint32_t p = 0; p < w_.producers_per_topic; ++p) {
-      auto producer = std::make_shared<Producer>();
-      producer->client = connect_one();
-      producer->topic = topic_name(t);
-      const std::size_t index = (std::size_t{t} * w_.producers_per_topic + p) % thread_count;
-      threads_[index]->producers.push_back(std::move(producer));
-    }
-  rate_.store(w_.producer_rate == 0 ? 10'000.0 : static_cast<double>(w_.producer_rate));
-  sending_.store(true);
+    for (std::uint32_t p = 0; p < w_.producers_per_topic; ++p)
+      producers.push_back(PacedProducer{connect_one(), topic_name(t)});
+  PacedSenderSettings settings;
+  settings.rate = w_.producer_rate == 0 ? 10'000.0 : static_cast<double>(w_.producer_rate);
+  settings.threads = 4;
+  settings.window = settings_.max_in_flight_per_producer;
+  settings.requests = !traits_.pubsub;
+  PacedSenderHooks hooks;
+  hooks.on_send = [this](std::int64_t delay_us) { publish_delay_.record(delay_us); };
+  hooks.on_published = [this](std::size_t, std::int64_t latency_us) {
+    publish_latency_.record(latency_us);
+    ++counters_.published;
+  };
+  hooks.on_failed = [this](const std::string& error) { counters_.fail(error); };
   run_start_ = SteadyClock::now();
   run_start_epoch_ = static_cast<double>(wall_ns()) / 1e9;
-  for (auto& owned : threads_) {
-    ProducerThread* pt = owned.get();
-    pt->thread = std::thread([this, pt] { send_loop(*pt); });
-  }
-}
-
-void WorkloadRun::send_loop(ProducerThread& pt) {
-  const std::uint32_t window = settings_.max_in_flight_per_producer;
-  auto due = SteadyClock::now();
-  std::size_t turn = 0;
-  std::uint64_t payload_turn = 0;
-  while (sending_.load()) {
-    // This thread's share of the rate, read each message: the rate controller changes it.
-    const double share = rate_.load() / static_cast<double>(threads_.size());
-    due += std::chrono::duration_cast<SteadyClock::duration>(
-        std::chrono::duration<double>(1.0 / share));
-    // Waits in steps, so that the end of the run is not held up by a slow rate.
-    while (SteadyClock::now() < due && sending_.load())
-      std::this_thread::sleep_until(
-          std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
-    auto& producer = *pt.producers[turn++ % pt.producers.size()];
-    {
-      std::unique_lock<std::mutex> lock(pt.mutex);
-      pt.cv.wait(lock, [&] { return producer.in_flight < window || !sending_.load(); });
-      if (!sending_.load()) break;
-      ++producer.in_flight;
-      ++pt.in_flight;
-    }
-    const auto sent = SteadyClock::now();
-    publish_delay_.record(std::max<std::int64_t>(0, micros_between(due, sent)));
-    std::string payload = payloads_[payload_turn++ % payloads_.size()];
-    stamp_payload(payload, sequence_++, wall_ns());
-    auto done = [this, pt = &pt, p = &producer, sent](bool ok, const std::string& error) {
-      if (ok) {
-        publish_latency_.record(micros_between(sent, SteadyClock::now()));
-        ++counters_.published;
-      } else {
-        counters_.fail(error);
-      }
-      std::lock_guard<std::mutex> lock(pt->mutex);
-      --p->in_flight;
-      --pt->in_flight;
-      pt->cv.notify_all();
-    };
-    if (traits_.pubsub)
-      producer.client.publish(producer.topic, std::move(payload),
-                              [done](const Status& status) { done(!status, status.message()); });
-    else
-      producer.client.request(producer.topic, std::move(payload),
-                              [done](Reply reply) { done(!reply.ec, reply.status().message()); });
-  }
+  sender_ =
+      std::make_unique<PacedSender>(std::move(producers), payloads_, settings, std::move(hooks));
 }
 
 // The sending threads end; what is still in flight completes (or fails) within the client's
 // op_timeout.
 void WorkloadRun::stop_sending() {
-  sending_.store(false);
-  for (auto& pt : threads_) {
-    if (!pt->thread.joinable()) continue;
-    {
-      std::lock_guard<std::mutex> lock(pt->mutex);
-      pt->cv.notify_all();
-    }
-    pt->thread.join();
-  }
-  for (auto& pt : threads_) {
-    std::unique_lock<std::mutex> lock(pt->mutex);
-    pt->cv.wait_for(lock, std::chrono::seconds(60), [&] { return pt->in_flight == 0; });
-  }
+  if (sender_) sender_->stop(std::chrono::seconds(60));
 }
 
 std::int64_t WorkloadRun::backlog_now() const {
@@ -486,9 +346,9 @@ void WorkloadRun::take_window(bool record, const char* phase) {
   const double publish_rate = static_cast<double>(published - last_published_) / seconds;
   const double error_rate = static_cast<double>(errors - last_errors_) / seconds;
   const double consume_rate = static_cast<double>(received - last_received_) / seconds;
-  const HdrHistogram pub = publish_latency_.take_interval();
-  const HdrHistogram delay = publish_delay_.take_interval();
-  const HdrHistogram e2e = end_to_end_.take_interval();
+  const HdrHistogram pub = publish_latency_.take_period();
+  const HdrHistogram delay = publish_delay_.take_period();
+  const HdrHistogram e2e = end_to_end_.take_period();
   const LatencySummary pub_ms = summarize(pub, 1000), delay_us = summarize(delay, 1),
                        e2e_ms = summarize(e2e, 1000);
   if (record) {
@@ -530,8 +390,8 @@ void WorkloadRun::run_phase(bool record, const char* phase, const std::function<
       const double period = std::chrono::duration<double>(now - last_steer_).count();
       const auto published = counters_.published.load(),
                  received = counters_.received.load() / copies_;
-      rate_.store(controller_.next(rate_.load(), period, published, received,
-                                   published - steer_published_, received - steer_received_));
+      sender_->set_rate(controller_.next(sender_->rate(), period, published, received,
+                                         published - steer_published_, received - steer_received_));
       steer_published_ = published, steer_received_ = received;
       last_steer_ = now;
     }

@@ -293,6 +293,8 @@ int run_bench(const Argv& argv) {
     return run_bench_merge(Argv(argv.begin() + 1, argv.end()));
   if (!argv.empty() && argv[0] == "scale")
     return run_bench_scale(Argv(argv.begin() + 1, argv.end()));
+  if (!argv.empty() && argv[0] == "worker")
+    return run_bench_worker(Argv(argv.begin() + 1, argv.end()));
   for (const auto& arg : argv)
     if (arg == "--workload" || arg.rfind("--workload=", 0) == 0) return run_bench_workload(argv);
   Args args(argv,

@@ -14,5 +14,7 @@ int run_bench_workload(const Argv& args);
 int run_bench_merge(const Argv& args);
 // bench scale URL --topics N: what one client costs per subscription and connection.
 int run_bench_scale(const Argv& args);
+// bench worker [--listen HOST:PORT]: an OpenMessaging Benchmark worker over polybus.
+int run_bench_worker(const Argv& args);
 
 }  // namespace polybus::cli

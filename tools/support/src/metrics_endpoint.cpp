@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "polybus/tools/args.hpp"
+#include "polybus/tools/listen_address.hpp"
 
 namespace polybus::cli {
 
@@ -136,24 +137,8 @@ struct MetricsEndpoint::Server {
 
 MetricsEndpoint::MetricsEndpoint(const std::string& host_port, Render render)
     : server_(std::make_shared<Server>(std::move(render))) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size())
-    throw UsageError("--metrics wants HOST:PORT, got '" + host_port + "'");
-  std::string host = host_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  unsigned long port = 0;
-  try {
-    std::size_t used = 0;
-    port = std::stoul(host_port.substr(colon + 1), &used);
-    if (used != host_port.size() - colon - 1 || port > 65535) throw std::invalid_argument("port");
-  } catch (const std::exception&) {
-    throw UsageError("--metrics: '" + host_port.substr(colon + 1) + "' is not a port");
-  }
+  const tcp::endpoint endpoint = listen_endpoint("--metrics", host_port);
   std::error_code ec;
-  const auto ip = asio::ip::make_address(host, ec);
-  if (ec) throw UsageError("--metrics: '" + host + "' is not an IP address");
-  const tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
   auto& acceptor = server_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -176,10 +161,7 @@ MetricsEndpoint::~MetricsEndpoint() {
 }
 
 std::string MetricsEndpoint::address() const {
-  const auto endpoint = server_->acceptor.local_endpoint();
-  const auto host = endpoint.address().to_string();
-  return (endpoint.address().is_v6() ? "[" + host + "]" : host) + ":" +
-         std::to_string(endpoint.port());
+  return endpoint_text(server_->acceptor.local_endpoint());
 }
 
 std::unique_ptr<MetricsEndpoint> metrics_endpoint_if_asked(const Args& args,
