@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// OMB's worker protocol without HTTP: the JSON as Jackson writes it, the bounds on what a request
+// may carry, and one worker producing and consuming on mem:// through every endpoint, its
+// counters and histograms read back as OMB's coordinator reads them.
+#include <rapidjson/document.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "bench/histogram_codec.hpp"
+#include "bench/worker/omb_worker.hpp"
+#include "bench/worker/worker_json.hpp"
+#include "polybus/text/text.hpp"
+
+using namespace polybus::bench;
+using namespace polybus::bench::worker;
+
+namespace {
+
+rapidjson::Document json_of(const WorkerAnswer& answer) {
+  REQUIRE(answer.status == 200);
+  rapidjson::Document document;
+  document.Parse(answer.body.c_str());
+  REQUIRE_FALSE(document.HasParseError());
+  return document;
+}
+
+std::int64_t counter(const rapidjson::Document& d, const char* key) {
+  REQUIRE(d.HasMember(key));
+  REQUIRE(d[key].IsInt64());
+  return d[key].GetInt64();
+}
+
+HdrHistogram histogram(const rapidjson::Document& d, const char* key) {
+  REQUIRE(d.HasMember(key));
+  REQUIRE(d[key].IsString());
+  return decode_compressed_base64(d[key].GetString());
+}
+
+std::string driver_file(const std::string& url) {
+  return "name: polybus-mem\ndriverClass: polybus\nurl: " + url + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("omb worker: answers are in Jackson's pretty printing, as OMB's worker writes them") {
+  CHECK(jackson_object({{"messagesSent", "0"}, {"messagesReceived", "1"}}) ==
+        "{\n  \"messagesSent\" : 0,\n  \"messagesReceived\" : 1\n}");
+  CHECK(jackson_string_array({"Nsq-Benchmark-0000000-U8p7Two"}) ==
+        "[ \"Nsq-Benchmark-0000000-U8p7Two\" ]");
+  CHECK(jackson_string_array({}) == "[ ]");
+  CHECK(json_string("a\"b\n") == "\"a\\\"b\\n\"");
+}
+
+TEST_CASE("omb worker: JSON nested past the bound or broken is refused, naming the endpoint") {
+  CHECK_NOTHROW(parse_json(std::string(16, '[') + std::string(16, ']'), 16, "/x"));
+  CHECK_THROWS_WITH(parse_json(std::string(17, '[') + std::string(17, ']'), 16, "/x"),
+                    Catch::Contains("/x: JSON nested deeper than 16"));
+  // Brackets inside strings are not nesting.
+  CHECK_NOTHROW(parse_json("[\"" + std::string(100, '[') + "\"]", 16, "/x"));
+  CHECK_THROWS_WITH(parse_json("{\"a\":", 16, "/x"), Catch::Contains("/x: not JSON at byte"));
+  // A hostile depth costs no recursion: a million brackets are refused at the 17th.
+  CHECK_THROWS(parse_json(std::string(1'000'000, '['), 16, "/x"));
+}
+
+TEST_CASE("omb worker: refuses as OMB's worker does: 404 for an unknown call, 500 for a failed one") {
+  std::vector<std::string> logged;
+  OmbWorker worker({}, [&](const std::string& line) { logged.push_back(line); });
+  CHECK(worker.handle("GET", "/nothing", "").status == 404);
+  CHECK(worker.handle("GET", "/nothing", "").body == "Not found");
+  CHECK(worker.handle("GET", "/stop-all", "").status == 404);  // POST only
+  const WorkerAnswer early = worker.handle("POST", "/create-producers", "[\"t\"]");
+  CHECK(early.status == 500);
+  CHECK(early.body == "Internal server error");
+  REQUIRE_FALSE(logged.empty());
+  CHECK_THAT(logged.back(), Catch::Contains("before /initialize-driver"));
+  CHECK(worker.handle("POST", "/initialize-driver", "name: x\ndriverClass: io.Other\nurl: mem://x")
+            .status == 500);
+  CHECK_THAT(logged.back(), Catch::Contains("driverClass 'io.Other' is not 'polybus'"));
+  CHECK(worker.handle("POST", "/initialize-driver", "name: x\ndriverClass: polybus\n").status ==
+        500);
+  CHECK_THAT(logged.back(), Catch::Contains("no url"));
+  CHECK(worker.handle("POST", "/initialize-driver",
+                      driver_file("mem://omb-refusals") + "ioThreads: 1000\n")
+            .status == 500);
+  CHECK_THAT(logged.back(), Catch::Contains("ioThreads wants an integer from 1 to 64"));
+  CHECK_FALSE(worker.driver_running());
+
+  REQUIRE(worker.handle("POST", "/initialize-driver", driver_file("mem://omb-refusals")).status ==
+          200);
+  CHECK(worker.handle("POST", "/initialize-driver", driver_file("mem://omb-refusals")).status ==
+        500);
+  CHECK_THAT(logged.back(), Catch::Contains("a driver is already running"));
+  CHECK(worker.handle("POST", "/create-topics", R"({"numberOfTopics": -1})").status == 500);
+  CHECK(worker.handle("POST", "/create-topics", R"({"numberOfTopics": 100001})").status == 500);
+  CHECK(worker.handle("POST", "/create-producers", R"({"not": "a list"})").status == 500);
+  CHECK(worker.handle("POST", "/create-consumers", R"({"topicsSubscriptions": [{"topic": 1}]})")
+            .status == 500);
+  CHECK(worker.handle("POST", "/start-load", R"({"payloadData": ["not base64!"]})").status == 500);
+  CHECK(worker.handle("POST", "/adjust-publish-rate", "\"fast\"").status == 500);
+  CHECK(worker.handle("POST", "/stop-all", "").status == 200);
+  CHECK(worker.handle("POST", "/stop-all", "").status == 200);  // idempotent
+  CHECK_FALSE(worker.driver_running());
+}
+
+TEST_CASE("omb worker: a driver on mem:// counts and measures every message as OMB reads them") {
+  OmbWorker worker;
+  REQUIRE(worker.handle("POST", "/initialize-driver", driver_file("mem://omb-worker-run")).status ==
+          200);
+  const auto topics = json_of(worker.handle("POST", "/create-topics",
+                                            R"({"numberOfTopics":2,"numberOfPartitionsPerTopic":1})"));
+  REQUIRE(topics.IsArray());
+  REQUIRE(topics.Size() == 2);
+  const std::string topic = topics[0].GetString();
+  CHECK_THAT(topic, Catch::StartsWith("polybus-benchmark-0000000-"));
+  CHECK(topic.size() == std::string("polybus-benchmark-0000000-").size() + 7);
+  CHECK(std::string(topics[1].GetString()).rfind("polybus-benchmark-0000001-", 0) == 0);
+
+  REQUIRE(worker
+              .handle("POST", "/create-consumers",
+                      R"({"topicsSubscriptions":[{"topic":")" + topic +
+                          R"(","subscription":"sub-000-AAAAAAA"}]})")
+              .status == 200);
+  REQUIRE(worker.handle("POST", "/create-producers", "[\"" + topic + "\"]").status == 200);
+  REQUIRE(worker.handle("POST", "/probe-producers", "").status == 200);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto counters = json_of(worker.handle("GET", "/counters-stats", ""));
+  while (counter(counters, "messagesReceived") < 1 || counter(counters, "messagesSent") < 1) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls, as OMB's coordinator
+    counters = json_of(worker.handle("GET", "/counters-stats", ""));
+  }
+  CHECK(counter(counters, "messagesSent") == 1);  // the probe: in the total only
+  auto period = json_of(worker.handle("GET", "/period-stats", ""));
+  CHECK(counter(period, "messagesSent") == 0);
+  CHECK(counter(period, "totalMessagesSent") == 1);
+  CHECK(counter(period, "messagesReceived") == 1);
+  CHECK(histogram(period, "endToEndLatency").total_count() == 0);  // 10 bytes carry no send time
+
+  std::string payload(1024, 'x');
+  std::string encoded;
+  polybus::text::append_base64(encoded, payload);
+  REQUIRE(worker
+              .handle("POST", "/start-load",
+                      R"({"payloadData":[")" + encoded +
+                          R"("],"publishRate":5000.0,"keyDistributorType":"NO_KEY"})")
+              .status == 200);
+  REQUIRE(worker.handle("POST", "/adjust-publish-rate", "20000.0").status == 200);
+  REQUIRE(worker.handle("POST", "/reset-stats", "").status == 200);
+  std::int64_t sent = 0, received = 0;
+  while (sent < 500 || received < 500) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    period = json_of(worker.handle("GET", "/period-stats", ""));
+    // Each message's count and latency are read together.
+    CHECK(histogram(period, "publishLatency").total_count() == counter(period, "messagesSent"));
+    CHECK(histogram(period, "endToEndLatency").total_count() ==
+          counter(period, "messagesReceived"));
+    CHECK(counter(period, "bytesSent") == 1024 * counter(period, "messagesSent"));
+    CHECK(counter(period, "messageSendErrors") == 0);
+    sent += counter(period, "messagesSent");
+    received += counter(period, "messagesReceived");
+  }
+  const HdrHistogram publish = histogram(period, "publishLatency");
+  CHECK(publish.highest() == 60'000'000);  // the range OMB's coordinator adds into
+  REQUIRE(worker.handle("POST", "/pause-consumers", "").status == 200);
+  REQUIRE(worker.handle("POST", "/resume-consumers", "").status == 200);
+
+  const auto cumulative = json_of(worker.handle("GET", "/cumulative-latencies", ""));
+  CHECK(histogram(cumulative, "publishLatency").total_count() >= sent);
+  CHECK(histogram(cumulative, "endToEndLatency").highest() == 43'200'000'000LL);
+  const auto emptied = json_of(worker.handle("GET", "/cumulative-latencies", ""));
+  CHECK(histogram(emptied, "publishLatency").total_count() < sent);  // reset by the read
+
+  REQUIRE(worker.handle("POST", "/stop-all", "").status == 200);
+  counters = json_of(worker.handle("GET", "/counters-stats", ""));
+  CHECK(counter(counters, "messagesSent") == 0);
+  CHECK(counter(counters, "messagesReceived") == 0);
+  // A driver again after stop-all.
+  CHECK(worker.handle("POST", "/initialize-driver", driver_file("mem://omb-worker-run")).status ==
+        200);
+}
