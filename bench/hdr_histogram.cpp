@@ -137,6 +137,16 @@ void HdrHistogram::add(const HdrHistogram& other) {
   }
 }
 
+void HdrHistogram::add_values(const HdrHistogram& other) {
+  if (other.lowest_ == lowest_ && other.highest_ == highest_ &&
+      other.significant_digits_ == significant_digits_)
+    return add(other);
+  const std::int32_t last = other.max_index();
+  for (std::int32_t i = 0; i <= last; ++i)
+    if (const std::int64_t count = other.counts_[static_cast<std::size_t>(i)])
+      record(other.value_at_index(i), count);
+}
+
 void HdrHistogram::reset() {
   std::fill(counts_.begin(), counts_.end(), 0);
   total_count_ = clamped_ = 0;

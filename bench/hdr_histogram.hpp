@@ -25,6 +25,10 @@ class HdrHistogram {
   // Adds every count of `other` (the same layout: lowest, highest and digits; else
   // std::invalid_argument; std::overflow_error when the total would pass 2^63).
   void add(const HdrHistogram& other);
+  // Adds every value of `other`, whatever its layout, as HdrHistogram's own add does across
+  // layouts: each bucket's lowest value with its count (values past highest() clamp). What a
+  // coordinator does with workers' histograms of another precision or range.
+  void add_values(const HdrHistogram& other);
   void reset();
 
   std::int64_t total_count() const { return total_count_; }

@@ -162,6 +162,10 @@ std::string to_json(const OmbResult& r) {
   key(w, "polybus");
   w.StartObject();
   key(w, "url"), string(w, r.url);
+  if (!r.workers.empty()) {
+    list(w, "workers", r.workers, [&](const std::string& s) { string(w, s); });
+    key(w, "producingWorkers"), w.Uint(r.producing_workers);
+  }
   key(w, "complete"), w.Bool(r.complete);
   if (!r.complete) key(w, "incompleteBecause"), string(w, r.incomplete_because);
   key(w, "windowSeconds"), number(w, r.window_seconds);

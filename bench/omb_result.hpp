@@ -53,6 +53,9 @@ struct OmbResult {
   std::uint64_t backlog_bytes = 0, backlog_messages = 0;
   double backlog_built_seconds = -1, backlog_drained_seconds = -1;
   std::string first_error;
+  // A run over OMB workers: their URLs, the first producing_workers of them producing.
+  std::vector<std::string> workers;
+  std::uint32_t producing_workers = 0;
 };
 
 std::string to_json(const OmbResult& result);

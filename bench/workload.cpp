@@ -8,7 +8,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <sstream>
+#include <vector>
 
 namespace polybus::bench {
 namespace {
@@ -259,6 +261,28 @@ Workload read_workload(const std::string& path, const WorkloadLimits& limits) {
   yaml.resize(static_cast<std::size_t>(in.gcount()));
   if (in.peek() != EOF) refuse(path, "larger than 1 MB: not an OMB workload");
   return parse_workload(yaml, path, limits);
+}
+
+std::vector<std::string> workload_payloads(const Workload& w) {
+  if (!w.payload_file.empty()) {
+    std::ifstream in(w.payload_file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw std::runtime_error(w.payload_file + ": cannot be read");
+    return {bytes};
+  }
+  std::string filler(w.message_size, ' ');
+  for (std::size_t i = 0; i < filler.size(); ++i) filler[i] = static_cast<char>('a' + i % 26);
+  if (!w.use_randomized_payloads) return {filler};
+  // OMB's randomized payloads: randomBytesRatio of each one random, the rest zeros.
+  std::mt19937_64 random(42);
+  std::vector<std::string> pool;
+  const auto random_bytes = static_cast<std::size_t>(w.random_bytes_ratio * w.message_size);
+  for (std::uint32_t i = 0; i < w.randomized_payload_pool_size; ++i) {
+    std::string payload(w.message_size, '\0');
+    for (std::size_t b = 0; b < random_bytes; ++b) payload[b] = static_cast<char>(random() & 0xff);
+    pool.push_back(std::move(payload));
+  }
+  return pool;
 }
 
 }  // namespace polybus::bench

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace polybus::bench {
 
@@ -59,5 +60,10 @@ struct WorkloadError : std::runtime_error {
 Workload read_workload(const std::string& path, const WorkloadLimits& limits = {});
 Workload parse_workload(const std::string& yaml, const std::string& name,
                         const WorkloadLimits& limits = {});
+
+// The payloads a workload sends: the payload file's bytes (read relative to the working
+// directory, as OMB reads it), a pool of randomized ones (randomBytesRatio of each random, the
+// rest zeros), or messageSize bytes of filler. Throws std::runtime_error for an unreadable file.
+std::vector<std::string> workload_payloads(const Workload& workload);
 
 }  // namespace polybus::bench

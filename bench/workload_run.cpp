@@ -16,6 +16,7 @@
 #include "paced_sender.hpp"
 #include "payload_stamp.hpp"
 #include "polybus/client.hpp"
+#include "rate_controller.hpp"
 
 namespace polybus::bench {
 namespace {
@@ -37,60 +38,6 @@ struct Counters {
     std::lock_guard<std::mutex> lock(first_error_mutex);
     if (first_error.empty()) first_error = what;
   }
-};
-
-// The payloads to send: the payload file's bytes, a pool of randomized ones, or filler.
-std::vector<std::string> make_payloads(const Workload& w) {
-  if (!w.payload_file.empty()) {
-    std::ifstream in(w.payload_file, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw std::runtime_error(w.payload_file + ": cannot be read");
-    return {bytes};
-  }
-  std::string filler(w.message_size, ' ');
-  for (std::size_t i = 0; i < filler.size(); ++i) filler[i] = static_cast<char>('a' + i % 26);
-  if (!w.use_randomized_payloads) return {filler};
-  // OMB's randomized payloads: randomBytesRatio of each one random, the rest zeros.
-  std::mt19937_64 random(42);
-  std::vector<std::string> pool;
-  const auto random_bytes = static_cast<std::size_t>(w.random_bytes_ratio * w.message_size);
-  for (std::uint32_t i = 0; i < w.randomized_payload_pool_size; ++i) {
-    std::string payload(w.message_size, '\0');
-    for (std::size_t b = 0; b < random_bytes; ++b) payload[b] = static_cast<char>(random() & 0xff);
-    pool.push_back(std::move(payload));
-  }
-  return pool;
-}
-
-// OMB's RateController: every period, back off when the receive or the publish backlog passed
-// 1,000 messages, else ramp up, doubling the ramp each calm period and halving it each backlogged
-// one (between 1% and 100%).
-class RateController {
- public:
-  double next(double rate, double period_s, std::uint64_t published_total,
-              std::uint64_t received_total, std::uint64_t published_period,
-              std::uint64_t received_period) {
-    const double expected = rate * period_s;
-    const auto receive_backlog =
-        static_cast<double>(published_total) - static_cast<double>(received_total);
-    if (receive_backlog > kBacklogLimit) {
-      ramp_ = std::max(kMinRamp, ramp_ / 2);
-      return std::max(1.0, std::min(static_cast<double>(received_period) / period_s,
-                                    std::max(0.0, expected - receive_backlog) / period_s));
-    }
-    const double publish_backlog = expected - static_cast<double>(published_period);
-    if (publish_backlog > kBacklogLimit) {
-      ramp_ = std::max(kMinRamp, ramp_ / 2);
-      return std::max(1.0, std::min(static_cast<double>(published_period) / period_s,
-                                    std::max(0.0, expected - publish_backlog) / period_s));
-    }
-    ramp_ = std::min(kMaxRamp, ramp_ * 2);
-    return rate * (1 + ramp_);
-  }
-
- private:
-  static constexpr double kBacklogLimit = 1000, kMinRamp = 0.01, kMaxRamp = 1;
-  double ramp_ = kMaxRamp;
 };
 
 template <typename... Values>
@@ -151,7 +98,7 @@ class WorkloadRun {
             2, std::max<std::uint64_t>(1, producer_count_ + std::uint64_t{w.topics} *
                                                                 w.subscriptions_per_topic *
                                                                 w.consumer_per_subscription))),
-        payloads_(make_payloads(w)) {
+        payloads_(workload_payloads(w)) {
     char nonce[16];
     std::snprintf(nonce, sizeof nonce, "%06x",
                   static_cast<unsigned>(std::random_device{}() & 0xffffff));

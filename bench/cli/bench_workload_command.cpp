@@ -2,6 +2,8 @@
 // bench --workload: runs an OpenMessaging Benchmark workload file against each URL in turn and
 // writes OMB's result JSON, an HdrHistogram interval log and a report of the windows.
 // bench merge: the percentiles of several HdrHistogram interval logs added together.
+#include <yaml-cpp/yaml.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +11,7 @@
 #include <memory>
 
 #include "bench/cli/bench_command.hpp"
+#include "bench/coordinator/distributed_run.hpp"
 #include "bench/histogram_log.hpp"
 #include "bench/workload_report.hpp"
 #include "bench/workload_run.hpp"
@@ -22,6 +25,7 @@ namespace {
 
 const char* kWorkloadUsage =
     R"(usage: polybus bench --workload FILE.yaml URL... [--duration D] [--warmup D]
+       polybus bench --workload FILE.yaml (URL | --driver FILE.yaml) --workers URL,URL...
                      [--result FILE.json] [--histogram-log FILE.hlog] [--window-seconds S]
                      [--report FILE.svg|FILE.html] [--max-payload BYTES] [--max-in-flight N]
                      [--backlog BYTES]
@@ -48,6 +52,15 @@ reads it from its repository's root.
   --backlog BYTES            replaces consumerBacklogSizeGB: the backlog built with the consumers
                              paused, then drained, before the test's minutes (as OMB's whole
                              gigabytes are more than a short run wants)
+  --workers URL,URL...        runs the workload over OMB workers (polybus bench worker, or
+                             OMB's own) as OMB's coordinator does: the first half (rounded
+                             down) produce, the rest consume; counters summed and histograms
+                             merged per window. The broker: one URL every worker reaches (the
+                             driver file polybus's workers get is made from it), or
+  --driver FILE.yaml         a driver file sent as is (OMB's driver files, for its workers)
+  --call-timeout S           the bound on each call to a worker (default 60 s); a worker that
+                             refuses, fails or stops answering ends the run, named with its
+                             endpoint, and every worker is sent /stop-all
 Ctrl-C ends the run: what was measured so far is written, marked incomplete.
 merge prints, for each tag of the logs, the percentiles of all their intervals together (logs
 from several machines or processes of one split workload), and a JSON line per tag.
@@ -97,13 +110,84 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
   return out;
 }
 
+// --workers: the workload over OMB workers, as OMB's coordinator runs it.
+int run_over_workers(const Args& args, const bench::Workload& workload,
+                     const bench::WorkloadRunSettings& base) {
+  if (args.has("max-in-flight") || args.has("report"))
+    throw UsageError(
+        "--max-in-flight and --report do not go with --workers (the driver file "
+        "sets maxInFlightPerProducer)");
+  bench::coordinator::DistributedSettings s;
+  for (std::string rest = *args.value("workers"); !rest.empty();) {
+    const auto comma = rest.find(',');
+    s.workers.push_back(rest.substr(0, comma));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  if (s.workers.size() < 2)
+    throw UsageError(
+        "--workers wants two worker URLs or more (http://HOST:PORT,...): half "
+        "produce, the rest consume");
+  std::vector<std::unique_ptr<testing::TestBroker>> brokers;
+  if (auto path = args.value("driver")) {
+    if (!args.positional().empty()) throw UsageError("--driver names the broker: no URL beside it");
+    std::ifstream in(*path, std::ios::binary);
+    if (!in) throw UsageError(*path + ": cannot be read");
+    s.driver_file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (s.driver_file.size() > 64 * 1024) throw UsageError(*path + ": over 64 KiB");
+    try {
+      const YAML::Node root = YAML::Load(s.driver_file);
+      if (root.IsMap() && root["name"] && root["name"].IsScalar()) s.driver = root["name"].Scalar();
+      if (root.IsMap() && root["url"] && root["url"].IsScalar()) s.url = root["url"].Scalar();
+    } catch (const YAML::Exception& e) {
+      throw UsageError(*path + ": not YAML: " + e.what());
+    }
+    if (s.driver.empty()) throw UsageError(*path + ": no name (OMB's driver files have one)");
+  } else {
+    if (args.positional().size() != 1)
+      throw UsageError("--workers takes one URL (the broker every worker reaches) or --driver");
+    const Target target = resolve_target(args.positional()[0], brokers);
+    s.url = target.url;
+    s.driver = "polybus-" + target.url.substr(0, target.url.find(':'));
+    s.driver_file = "name: " + s.driver + "\ndriverClass: polybus\nurl: " + target.url + "\n";
+  }
+  s.window = base.window;
+  s.call_timeout = std::chrono::seconds(args.number("call-timeout", 60, 1, 3600));
+  s.stop = &g_interrupted;
+  s.progress = [](const std::string& line) {
+    std::printf("workers %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  std::printf("workload \"%s\" (%s) | driver %s over %zu workers, the first %zu producing\n",
+              workload.name.c_str(), args.value("workload")->c_str(), s.driver.c_str(),
+              s.workers.size(), s.workers.size() / 2);
+  std::fflush(stdout);
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  std::ofstream log;
+  if (auto path = args.value("histogram-log")) {
+    log.open(*path, std::ios::binary);
+    if (!log) throw std::runtime_error("cannot write " + *path);
+    s.histogram_log = &log;
+  }
+  const bench::OmbResult r = bench::coordinator::run_distributed(workload, s);
+  std::printf("%s", bench::summary_lines(r).c_str());
+  if (auto path = args.value("result")) write_file(*path, bench::to_json(r));
+  if (g_interrupted.load()) std::fprintf(stderr, "interrupted: the result is marked incomplete\n");
+  return r.publish_errors > 0 || !r.complete ? 1 : 0;
+}
+
 }  // namespace
 
 int run_bench_workload(const Argv& argv) {
   Args args(argv, {"workload", "duration", "warmup", "result", "histogram-log", "window-seconds",
-                   "report", "max-payload", "max-in-flight", "backlog"});
+                   "report", "max-payload", "max-in-flight", "backlog", "workers", "driver",
+                   "call-timeout"});
   if (args.help()) return std::cout << kWorkloadUsage, 0;
-  if (args.positional().empty()) throw UsageError("--workload needs one URL or more");
+  if (args.positional().empty() && !args.has("driver"))
+    throw UsageError("--workload needs one URL or more (or, with --workers, --driver FILE)");
   const std::string file = *args.value("workload");
   bench::WorkloadLimits limits;
   limits.max_payload = args.number("max-payload", limits.max_payload, 1, 1ull << 30);
@@ -136,6 +220,10 @@ int run_bench_workload(const Argv& argv) {
                   (report->substr(report->size() - 4) == ".svg" ||
                    (report->size() > 5 && report->substr(report->size() - 5) == ".html"))))
     throw UsageError("--report wants a FILE.svg or FILE.html, got '" + *report + "'");
+
+  if (args.has("workers")) return run_over_workers(args, workload, base);
+  if (args.has("driver") || args.has("call-timeout"))
+    throw UsageError("--driver and --call-timeout go with --workers");
 
   std::vector<std::unique_ptr<testing::TestBroker>> brokers;
   std::vector<Target> targets;

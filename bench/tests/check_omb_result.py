@@ -9,8 +9,6 @@ at least one test window, traffic that flowed, and what did not map said where i
 import json
 import sys
 
-count = int(sys.argv[1])
-brokers = sys.argv[2:]
 INTEGER, NUMBER, STRING = "integer", "number", "string"
 
 fields = {"workload": STRING, "driver": STRING, "messageSize": INTEGER, "topics": INTEGER,
@@ -29,6 +27,7 @@ for prefix in ("publishLatency", "publishDelayLatency", "endToEndLatency"):
 assert len(fields) == 62, len(fields)
 
 
+
 def is_kind(value, kind):
     if kind == INTEGER:
         return isinstance(value, int) and not isinstance(value, bool)
@@ -37,12 +36,10 @@ def is_kind(value, kind):
     return isinstance(value, str)
 
 
-failures = []
-for i, broker in enumerate(brokers, 1):
-    path = "result.json" if count == 1 else "result-%d.json" % i
-    with open(path) as f:
-        result = json.load(f)
-    where = "%s (%s)" % (path, broker)
+def type_failures(result, where):
+    """Each field of OMB's TestResult that is missing or not of its type, and series whose
+    lengths differ from publishRate's."""
+    failures = []
     for name, kind in fields.items():
         if name not in result:
             failures.append("%s: no %s" % (where, name))
@@ -59,30 +56,47 @@ for i, broker in enumerate(brokers, 1):
         if not ok:
             failures.append("%s: %s is %r, not of OMB's type" % (where, name, value))
     windows = len(result.get("publishRate", []))
-    series = [n for n, k in fields.items() if isinstance(k, list)]
     if windows < 1:
         failures.append("%s: no test window" % where)
-    for name in series:
+    for name in [n for n, k in fields.items() if isinstance(k, list)]:
         if len(result.get(name, [])) != windows:
             failures.append("%s: %s has %d windows, publishRate %d" % (where, name,
                                                                        len(result.get(name, [])), windows))
-    polybus = result.get("polybus", {})
-    if result.get("driver") != "broker:" + broker:
-        failures.append("%s: driver %r" % (where, result.get("driver")))
-    if not polybus.get("complete"):
-        failures.append("%s: not complete" % where)
-    if polybus.get("received", 0) == 0 or polybus.get("published", 0) == 0:
-        failures.append("%s: nothing flowed: %r" % (where, polybus))
-    if result.get("aggregatedEndToEndLatency50pct", 0) <= 0:
-        failures.append("%s: no end-to-end latency" % where)
-    unmapped = " ".join(polybus.get("unmapped", []))
-    if broker.startswith("memodb") and "no publish/subscribe" not in unmapped:
-        failures.append("%s: request/reply mapping not said: %r" % (where, unmapped))
-    if broker.startswith("quickio") and "confirms no publish" not in unmapped:
-        failures.append("%s: unconfirmed publish not said: %r" % (where, unmapped))
-    print("%s: %d window(s), %d published, %d received, e2e p99 %.3f ms; unmapped: %s" % (
-        where, windows, polybus.get("published", 0), polybus.get("received", 0),
-        result.get("aggregatedEndToEndLatency99pct", 0), unmapped or "none"))
-if failures:
-    print("\n".join(failures))
-    sys.exit(1)
+    return failures
+
+
+def main():
+    count = int(sys.argv[1])
+    brokers = sys.argv[2:]
+    failures = []
+    for i, broker in enumerate(brokers, 1):
+        path = "result.json" if count == 1 else "result-%d.json" % i
+        with open(path) as f:
+            result = json.load(f)
+        where = "%s (%s)" % (path, broker)
+        failures += type_failures(result, where)
+        windows = len(result.get("publishRate", []))
+        polybus = result.get("polybus", {})
+        if result.get("driver") != "broker:" + broker:
+            failures.append("%s: driver %r" % (where, result.get("driver")))
+        if not polybus.get("complete"):
+            failures.append("%s: not complete" % where)
+        if polybus.get("received", 0) == 0 or polybus.get("published", 0) == 0:
+            failures.append("%s: nothing flowed: %r" % (where, polybus))
+        if result.get("aggregatedEndToEndLatency50pct", 0) <= 0:
+            failures.append("%s: no end-to-end latency" % where)
+        unmapped = " ".join(polybus.get("unmapped", []))
+        if broker.startswith("memodb") and "no publish/subscribe" not in unmapped:
+            failures.append("%s: request/reply mapping not said: %r" % (where, unmapped))
+        if broker.startswith("quickio") and "confirms no publish" not in unmapped:
+            failures.append("%s: unconfirmed publish not said: %r" % (where, unmapped))
+        print("%s: %d window(s), %d published, %d received, e2e p99 %.3f ms; unmapped: %s" % (
+            where, windows, polybus.get("published", 0), polybus.get("received", 0),
+            result.get("aggregatedEndToEndLatency99pct", 0), unmapped or "none"))
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -65,6 +65,22 @@ TEST_CASE("hdr histogram: above the highest is clamped and counted, below zero i
   CHECK(h.min() == 0);
 }
 
+TEST_CASE("hdr histogram: add_values takes another layout's values, as HdrHistogram's add does") {
+  // OMB's Java worker: 60 s at 5 digits; polybus's coordinator adds into 1 h at 3.
+  HdrHistogram java(1, 60'000'000, 5), merged = HdrHistogram::for_latency_us();
+  for (int v = 1; v <= 100'000; v += 7) java.record(v);
+  java.record(59'000'000, 3);
+  merged.add_values(java);
+  CHECK(merged.total_count() == java.total_count());
+  for (double p : {50.0, 90.0, 99.0, 99.99})
+    CHECK(merged.value_at_percentile(p) == merged.highest_equivalent(java.value_at_percentile(p)));
+  CHECK(merged.max() == merged.highest_equivalent(59'000'000));
+  // The same layout: the plain sum.
+  HdrHistogram same = HdrHistogram::for_latency_us();
+  same.add_values(merged);
+  CHECK(same.total_count() == merged.total_count());
+}
+
 TEST_CASE("hdr histogram: add sums counts, and refuses another layout") {
   HdrHistogram a = HdrHistogram::for_latency_us(), b = HdrHistogram::for_latency_us();
   for (int v = 1; v <= 500; ++v) a.record(v);

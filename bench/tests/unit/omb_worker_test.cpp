@@ -64,7 +64,8 @@ TEST_CASE("omb worker: JSON nested past the bound or broken is refused, naming t
   CHECK_THROWS(parse_json(std::string(1'000'000, '['), 16, "/x"));
 }
 
-TEST_CASE("omb worker: refuses as OMB's worker does: 404 for an unknown call, 500 for a failed one") {
+TEST_CASE(
+    "omb worker: refuses as OMB's worker does: 404 for an unknown call, 500 for a failed one") {
   std::vector<std::string> logged;
   OmbWorker worker({}, [&](const std::string& line) { logged.push_back(line); });
   CHECK(worker.handle("GET", "/nothing", "").status == 404);
@@ -81,8 +82,9 @@ TEST_CASE("omb worker: refuses as OMB's worker does: 404 for an unknown call, 50
   CHECK(worker.handle("POST", "/initialize-driver", "name: x\ndriverClass: polybus\n").status ==
         500);
   CHECK_THAT(logged.back(), Catch::Contains("no url"));
-  CHECK(worker.handle("POST", "/initialize-driver",
-                      driver_file("mem://omb-refusals") + "ioThreads: 1000\n")
+  CHECK(worker
+            .handle("POST", "/initialize-driver",
+                    driver_file("mem://omb-refusals") + "ioThreads: 1000\n")
             .status == 500);
   CHECK_THAT(logged.back(), Catch::Contains("ioThreads wants an integer from 1 to 64"));
   CHECK_FALSE(worker.driver_running());
@@ -108,8 +110,8 @@ TEST_CASE("omb worker: a driver on mem:// counts and measures every message as O
   OmbWorker worker;
   REQUIRE(worker.handle("POST", "/initialize-driver", driver_file("mem://omb-worker-run")).status ==
           200);
-  const auto topics = json_of(worker.handle("POST", "/create-topics",
-                                            R"({"numberOfTopics":2,"numberOfPartitionsPerTopic":1})"));
+  const auto topics = json_of(worker.handle(
+      "POST", "/create-topics", R"({"numberOfTopics":2,"numberOfPartitionsPerTopic":1})"));
   REQUIRE(topics.IsArray());
   REQUIRE(topics.Size() == 2);
   const std::string topic = topics[0].GetString();
