@@ -165,6 +165,19 @@ std::string to_json(const OmbResult& r) {
   if (!r.workers.empty()) {
     list(w, "workers", r.workers, [&](const std::string& s) { string(w, s); });
     key(w, "producingWorkers"), w.Uint(r.producing_workers);
+    bool corrected = !r.clocks.empty();
+    for (const auto& c : r.clocks) corrected = corrected && c.known;
+    key(w, "clocks");
+    w.StartObject();
+    key(w, "endToEndCorrected"), w.Bool(corrected);
+    list(w, "workers", r.clocks, [&](const OmbResult::Clock& c) {
+      w.StartObject();
+      key(w, "known"), w.Bool(c.known);
+      if (c.known)
+        key(w, "offsetMs"), number(w, c.offset_ms), key(w, "errorMs"), number(w, c.error_ms);
+      w.EndObject();
+    });
+    w.EndObject();
   }
   key(w, "complete"), w.Bool(r.complete);
   if (!r.complete) key(w, "incompleteBecause"), string(w, r.incomplete_because);

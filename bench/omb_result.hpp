@@ -53,9 +53,17 @@ struct OmbResult {
   std::uint64_t backlog_bytes = 0, backlog_messages = 0;
   double backlog_built_seconds = -1, backlog_drained_seconds = -1;
   std::string first_error;
-  // A run over OMB workers: their URLs, the first producing_workers of them producing.
+  // A run over OMB workers: their URLs, the first producing_workers of them producing, and each
+  // one's clock against the coordinator's: the offset taken out of its send and receive times,
+  // and the estimate's error (half the quickest round trip). Unknown for a worker without
+  // polybus's clock endpoint (OMB's own): its clock's difference counts as latency.
   std::vector<std::string> workers;
   std::uint32_t producing_workers = 0;
+  struct Clock {
+    bool known = false;
+    double offset_ms = 0, error_ms = 0;
+  };
+  std::vector<Clock> clocks;  // one per worker
 };
 
 std::string to_json(const OmbResult& result);

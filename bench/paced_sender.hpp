@@ -31,6 +31,9 @@ struct PacedSenderSettings {
   std::size_t threads = 1;
   std::uint32_t window = 1000;  // publishes in flight per producer
   bool requests = false;        // request() instead of publish()
+  // Added to this machine's wall clock in each payload's send time: a worker's offset from its
+  // coordinator's clock taken out, so that a receiver on another machine measures across clocks.
+  std::int64_t stamp_shift_ns = 0;
 };
 
 // What happened to each message. Called from the sending threads (on_send) and from the clients'

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench worker: an OpenMessaging Benchmark worker over polybus, for OMB's coordinator (or
 // `polybus bench --workload --workers`) to drive over HTTP.
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 
@@ -14,7 +15,7 @@
 namespace polybus::cli {
 
 const char* kWorkerUsage = R"(usage: polybus bench worker [--listen HOST:PORT] [--max-body BYTES]
-                           [--max-connections N]
+                           [--max-connections N] [--clock-skew-ms MS]
 Serves OpenMessaging Benchmark's worker protocol (the 14 endpoints its coordinator calls:
 /initialize-driver, /create-topics, ..., /period-stats) at http://HOST:PORT (default
 127.0.0.1:8080; port 0 takes a free one), as OMB's Java worker answers them, so that OMB's own
@@ -35,10 +36,14 @@ refused request's reason is printed on standard error. Listens on loopback unles
 otherwise: the protocol has no authentication. Bodies are bounded by --max-body (default
 64 MiB: /start-load carries the payloads) and open connections by --max-connections (default
 64). Runs until Ctrl-C or SIGTERM.
+Beside OMB's endpoints it answers GET /polybus/clock and POST /polybus/clock-offset, with which
+`polybus bench --workload --workers` measures each worker's clock against its own and takes the
+difference out of end-to-end latency; --clock-skew-ms pretends this machine's clock is that far
+off, to see the correction work.
 )";
 
 int run_bench_worker(const Argv& argv) {
-  Args args(argv, {"listen", "max-body", "max-connections"});
+  Args args(argv, {"listen", "max-body", "max-connections", "clock-skew-ms"});
   if (args.help()) {
     std::cout << kWorkerUsage;
     return 0;
@@ -56,7 +61,19 @@ int run_bench_worker(const Argv& argv) {
     std::lock_guard<std::mutex> lock(log_mutex);
     std::cerr << "worker: " << line << std::endl;
   };
-  bench::worker::OmbWorker worker({}, log);  // outlives the server, which calls it
+  std::chrono::milliseconds skew{0};
+  if (auto given = args.value("clock-skew-ms")) {
+    try {
+      std::size_t used = 0;
+      skew = std::chrono::milliseconds(std::stoll(*given, &used));
+      if (used != given->size() || std::abs(skew.count()) > 86'400'000)
+        throw std::invalid_argument("skew");
+    } catch (const std::exception&) {
+      throw UsageError("--clock-skew-ms wants milliseconds within a day, got '" + *given + "'");
+    }
+  }
+  // Outlives the server, which calls it.
+  bench::worker::OmbWorker worker({}, log, skew);
   std::unique_ptr<bench::worker::WorkerHttp> http;
   try {
     http = std::make_unique<bench::worker::WorkerHttp>(

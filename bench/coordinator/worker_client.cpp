@@ -141,8 +141,9 @@ std::string WorkerClient::attempt(const std::string& request, std::string_view p
   if (!reader.reusable()) close();
   if (reader.status() != 200) {
     std::string words = reader.body().substr(0, 200);
-    throw WorkerCallError(where + ": status " + std::to_string(reader.status()) +
-                          (words.empty() ? "" : ": " + words));
+    throw WorkerCallError(
+        where + ": status " + std::to_string(reader.status()) + (words.empty() ? "" : ": " + words),
+        reader.status());
   }
   return std::move(reader.body());
 }

@@ -16,7 +16,9 @@
 namespace polybus::bench::coordinator {
 
 struct WorkerCallError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit WorkerCallError(const std::string& what, int http_status = 0)
+      : std::runtime_error(what), status(http_status) {}
+  int status;  // the worker's answer when it gave one other than 200; 0 when none came
 };
 
 class WorkerClient {

@@ -7,7 +7,9 @@ The run: WORKERS workers (2 or 3), the broker in-process in the coordinator (`br
 the workers reach on loopback), OMB's 1-topic workload with SUBSCRIPTIONS subscriptions, 3 s
 after a 1 s warm-up in 1 s windows. The result has every field of OMB's TestResult with its type
 (check_omb_result.py), traffic on every window, the summed counters equal to what the workers
-counted, and the workers named. Then the failures, each ended within its bound and named by the
+counted, and the workers named. Two workers' clocks are made to differ by a second
+(--clock-skew-ms): the coordinator measures them and the end-to-end latency is that of the
+messages, not of the clocks. Then the failures, each ended within its bound and named by the
 worker's address and endpoint: a worker nobody listens on, a worker that accepts and never
 answers (--call-timeout 2), and a consuming worker killed during the test.
 
@@ -15,6 +17,7 @@ answers (--call-timeout 2), and a consuming worker killed during the test.
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,8 +37,9 @@ def fail(message):
     sys.exit(1)
 
 
-def start_worker():
-    process = subprocess.Popen([polybus, "bench", "worker", "--listen", "127.0.0.1:0"],
+def start_worker(skew_ms=0):
+    process = subprocess.Popen([polybus, "bench", "worker", "--listen", "127.0.0.1:0",
+                                "--clock-skew-ms", str(skew_ms)],
                                stdout=subprocess.PIPE, text=True)
     processes.append(process)
     line = process.stdout.readline().strip()
@@ -54,8 +58,7 @@ def coordinate(workers, extra=(), bound=120):
     return run.returncode, run.stdout, time.monotonic() - started
 
 
-def main():
-    work = tempfile.mkdtemp()
+def main(work):
     os.chdir(work)
     os.mkdir("payload")
     with open("payload/payload-1Kb.data", "w") as f:
@@ -75,7 +78,10 @@ consumerBacklogSizeGB: 0
 testDurationMinutes: 1
 warmupDurationMinutes: 0
 """ % subscriptions)
-    workers = [start_worker() for _ in range(worker_count)]
+    # Clocks apart, as on machines that are: the producing worker's 700 ms ahead, the last
+    # consuming one's 300 ms behind. Uncorrected, every end-to-end latency would be about -1 s.
+    skews = [700] + [0] * (worker_count - 2) + [-300]
+    workers = [start_worker(skew) for skew in skews]
     urls = [url for _, url in workers]
     code, out, seconds = coordinate(urls)
     if code != 0:
@@ -95,6 +101,14 @@ warmupDurationMinutes: 0
         fail("received %d of %d x %d" % (extra["received"], extra["published"], subscriptions))
     if result["aggregatedEndToEndLatency50pct"] <= 0:
         fail("no end-to-end latency")
+    clocks = extra["clocks"]
+    if not clocks["endToEndCorrected"]:
+        fail("the clocks were not measured: %r" % clocks)
+    for clock, skew in zip(clocks["workers"], skews):
+        if abs(clock["offsetMs"] - skew) > 20 or clock["errorMs"] > 20:
+            fail("a worker %d ms off was measured at %r" % (skew, clock))
+    if result["aggregatedEndToEndLatency99pct"] > 200:
+        fail("the skew passed for latency: p99 %.1f ms" % result["aggregatedEndToEndLatency99pct"])
     print("run: %d workers on %s, %d published, %d received, p99 e2e %.3f ms, in %.1f s" % (
         worker_count, broker, extra["published"], extra["received"],
         result["aggregatedEndToEndLatency99pct"], seconds))
@@ -149,9 +163,11 @@ warmupDurationMinutes: 0
     print("ok")
 
 
+work = tempfile.mkdtemp()
 try:
-    main()
+    main(work)
 finally:
+    shutil.rmtree(work, ignore_errors=True)
     for process in processes:
         process.terminate()
     for process in processes:

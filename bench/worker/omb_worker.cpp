@@ -167,8 +167,19 @@ struct OmbWorker::Driver {
   std::unique_ptr<PacedSender> sender;  // last: stopped first
 };
 
-OmbWorker::OmbWorker(WorkerLimits limits, std::function<void(const std::string&)> log)
-    : limits_(limits), log_(std::move(log)) {}
+OmbWorker::OmbWorker(WorkerLimits limits, std::function<void(const std::string&)> log,
+                     std::chrono::nanoseconds skew)
+    : limits_(limits), log_(std::move(log)), skew_ns_(skew.count()) {}
+
+std::int64_t OmbWorker::clock_ns() const {
+  return wall_ns() + skew_ns_;
+}
+
+void OmbWorker::set_clock_offset(std::string_view body) {
+  const auto doc = parse_json(body, limits_.max_json_depth, "/polybus/clock-offset");
+  if (!doc.IsInt64()) throw std::runtime_error("/polybus/clock-offset: not an integer");
+  offset_ns_.store(doc.GetInt64());
+}
 
 OmbWorker::~OmbWorker() {
   stop_all();
@@ -189,10 +200,13 @@ WorkerAnswer OmbWorker::handle(std::string_view method, std::string_view path,
       if (path == "/adjust-publish-rate") return adjust_publish_rate(body), WorkerAnswer{};
       if (path == "/stop-all") return stop_all(), WorkerAnswer{};
       if (path == "/reset-stats") return stats_.reset_latencies(), WorkerAnswer{};
+      if (path == "/polybus/clock-offset") return set_clock_offset(body), WorkerAnswer{};
     } else if (method == "GET") {
       if (path == "/period-stats") return {200, stats_.take_period_stats()};
       if (path == "/cumulative-latencies") return {200, stats_.take_cumulative_latencies()};
       if (path == "/counters-stats") return {200, stats_.counters_stats()};
+      if (path == "/polybus/clock")
+        return {200, jackson_object({{"wallNanos", std::to_string(clock_ns())}})};
     }
     return {404, "Not found"};
   } catch (const std::exception& e) {
@@ -288,13 +302,13 @@ void OmbWorker::create_consumers(std::string_view body) {
     SubscribeOptions options;
     if (d.caps.consumer_groups)
       options.group.assign(subscription.GetString(), subscription.GetStringLength());
-    auto on_receipt = [stats = &stats_](std::string_view payload) {
+    auto on_receipt = [this](std::string_view payload) {
       std::optional<std::int64_t> end_to_end;
       if (auto sent = payload_stamp(payload)) {
-        const std::int64_t micros = (wall_ns() - *sent) / 1000;
+        const std::int64_t micros = (clock_ns() - offset_ns_.load() - *sent) / 1000;
         if (micros >= 0) end_to_end = micros;
       }
-      stats->received(payload.size(), end_to_end);
+      stats_.received(payload.size(), end_to_end);
     };
     const std::string name(topic.GetString(), topic.GetStringLength());
     if (d.pubsub)
@@ -348,6 +362,7 @@ void OmbWorker::start_load(std::string_view body) {
   settings.threads = d.config.send_threads;
   settings.window = d.config.max_in_flight;
   settings.requests = !d.pubsub;
+  settings.stamp_shift_ns = skew_ns_ - offset_ns_.load();
   PacedSenderHooks hooks;
   hooks.on_send = [stats = &stats_](std::int64_t delay_us) { stats->send_delayed(delay_us); };
   hooks.on_published = [stats = &stats_](std::size_t bytes, std::int64_t latency_us) {

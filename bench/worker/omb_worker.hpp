@@ -9,6 +9,7 @@
 // back-pressure. Transport-free: a request in, a status and body out (worker_http.hpp serves it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,12 @@ struct WorkerLimits {
   std::size_t max_payloads = 10'000;   // /start-load's payloadData entries
 };
 
+// Two endpoints of polybus's own beside OMB's, for a coordinator to measure end-to-end latency
+// across machines whose clocks differ (OMB's coordinator never calls them; OMB's worker answers
+// them 404): GET /polybus/clock gives this worker's wall clock ({"wallNanos" : N}); POST
+// /polybus/clock-offset takes its offset from the coordinator's clock (nanoseconds, a JSON
+// integer), which the send times stamped and the receive times read are then corrected by.
+
 struct WorkerAnswer {
   int status = 200;
   std::string body;
@@ -36,7 +43,9 @@ struct WorkerAnswer {
 class OmbWorker {
  public:
   // `log` gets a line for each refused request (the reason), and for each driver started.
-  explicit OmbWorker(WorkerLimits limits = {}, std::function<void(const std::string&)> log = {});
+  // `skew` pretends this machine's clock is that far off, to check a coordinator's correction.
+  explicit OmbWorker(WorkerLimits limits = {}, std::function<void(const std::string&)> log = {},
+                     std::chrono::nanoseconds skew = {});
   // /stop-all.
   ~OmbWorker();
   OmbWorker(const OmbWorker&) = delete;
@@ -62,9 +71,14 @@ class OmbWorker {
   void adjust_publish_rate(std::string_view body);
   void stop_all();
   Driver& driver(const char* what);
+  std::int64_t clock_ns() const;  // this worker's wall clock, the skew added
+  void set_clock_offset(std::string_view body);
 
   const WorkerLimits limits_;
   const std::function<void(const std::string&)> log_;
+  const std::int64_t skew_ns_;
+  // This worker's clock minus the coordinator's: taken out of every send and receive time.
+  std::atomic<std::int64_t> offset_ns_{0};
   // Declared before the driver: its clients' handlers and completions record here until they
   // are closed.
   WorkerStats stats_;

@@ -101,9 +101,24 @@ TEST_CASE(
             .status == 500);
   CHECK(worker.handle("POST", "/start-load", R"({"payloadData": ["not base64!"]})").status == 500);
   CHECK(worker.handle("POST", "/adjust-publish-rate", "\"fast\"").status == 500);
+  CHECK(worker.handle("POST", "/polybus/clock-offset", "1.5").status == 500);
   CHECK(worker.handle("POST", "/stop-all", "").status == 200);
   CHECK(worker.handle("POST", "/stop-all", "").status == 200);  // idempotent
   CHECK_FALSE(worker.driver_running());
+}
+
+TEST_CASE("omb worker: polybus's clock endpoints give the worker's clock and take its offset") {
+  OmbWorker skewed({}, {}, std::chrono::seconds(-5));
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const auto clock = json_of(skewed.handle("GET", "/polybus/clock", ""));
+  REQUIRE(clock["wallNanos"].IsInt64());
+  const double behind_s = static_cast<double>(now - clock["wallNanos"].GetInt64()) / 1e9;
+  CHECK(behind_s > 4.0);
+  CHECK(behind_s < 6.0);
+  CHECK(skewed.handle("POST", "/polybus/clock-offset", "-5000000000").status == 200);
+  CHECK(skewed.handle("POST", "/polybus/clock", "").status == 404);  // GET only
 }
 
 TEST_CASE("omb worker: a driver on mem:// counts and measures every message as OMB reads them") {
