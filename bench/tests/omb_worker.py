@@ -213,12 +213,18 @@ def main():
         print("histograms: hdrh reads %d publish latencies, %d end-to-end" % tuple(counts))
     else:
         print("histograms: HdrHistogram's Python library not installed, not decoded")
-    if received < sent * 0.5:
-        fail("the consumer received %d of %d" % (received, sent))
+    # Every message arrives: the rate down to 1 msg/s, the consumer catches up (how fast depends
+    # on the machine's load, so it is waited for, within a bound).
+    producer.call("POST", "/adjust-publish-rate", "1.0")
+    target = producer.json("GET", "/counters-stats", COUNTERS_KEYS)["messagesSent"]
+    deadline = time.monotonic() + 120
+    while consumer.json("GET", "/counters-stats", COUNTERS_KEYS)["messagesReceived"] < target:
+        if time.monotonic() > deadline:
+            fail("the consumer did not receive the %d messages sent within 120 s" % target)
+        time.sleep(0.1)
     # Pause: the broker's own back-pressure holds the messages, resume delivers them.
     consumer.call("POST", "/pause-consumers")
     consumer.call("POST", "/resume-consumers")
-    producer.call("POST", "/adjust-publish-rate", "500.5")
 
     # Refusals, with OMB's status codes.
     producer.call("POST", "/initialize-driver", driver, expect=500)
