@@ -173,6 +173,11 @@ finally:
         process.terminate()
     for process in processes:
         try:
-            process.wait(timeout=30)
+            code = process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+            fail("a worker did not end within 30 s of SIGTERM")
+        # A clean end on SIGTERM (but the worker killed on purpose); a sanitizer's report at exit
+        # would make it another.
+        if code not in (0, -9):
+            fail("%s exited %d on SIGTERM" % (" ".join(process.args), code))

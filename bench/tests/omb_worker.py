@@ -271,7 +271,10 @@ finally:
         process.terminate()
     for process in reversed(processes):
         try:
-            process.wait(timeout=30)
+            code = process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
             fail("a process did not end within 30 s of SIGTERM")
+        # A clean end on SIGTERM; a sanitizer's report at exit would make it another.
+        if code != 0:
+            fail("%s exited %d on SIGTERM" % (" ".join(process.args), code))
