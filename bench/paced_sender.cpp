@@ -10,12 +10,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::int64_t micros_between(SteadyClock::time_point from, SteadyClock::time_point to) {
   return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
 }
@@ -86,7 +80,7 @@ void PacedSender::send_loop(Thread& pt) {
     if (hooks_->on_send) hooks_->on_send(std::max<std::int64_t>(0, micros_between(due, sent)));
     std::string payload = payloads_[payload_turn++ % payloads_.size()];
     const std::size_t bytes = payload.size();
-    stamp_payload(payload, sequence_++, wall_ns() + settings_.stamp_shift_ns);
+    stamp_payload(payload, sequence_++, wall_clock_ns() + settings_.stamp_shift_ns);
     // Holds what it touches: it may run after the sender is gone.
     auto done = [hooks = hooks_, pt = pt.shared_from_this(), p = &producer, sent, bytes](
                     bool ok, const std::string& error) {

@@ -2,6 +2,7 @@
 #include "payload_stamp.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <cstring>
 
 namespace polybus::bench {
@@ -33,6 +34,12 @@ std::optional<std::int64_t> payload_stamp(std::string_view payload) {
   std::uint64_t sequence = 0, stamp = 0;
   if (!digits(sequence, 19) || !digits(stamp, 19) || stamp == 0) return std::nullopt;
   return static_cast<std::int64_t>(stamp);
+}
+
+std::int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace polybus::bench

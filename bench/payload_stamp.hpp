@@ -15,6 +15,8 @@ namespace polybus::bench {
 bool stamp_payload(std::string& payload, std::uint64_t sequence, std::int64_t stamp_ns);
 // The send time of a stamped payload; nothing for any other payload.
 std::optional<std::int64_t> payload_stamp(std::string_view payload);
+// The wall clock stamps are taken on: nanoseconds since the epoch.
+std::int64_t wall_clock_ns();
 // The longest stamp: the smallest payload that always carries one.
 constexpr std::size_t kLongestStamp = 20 + 1 + 19 + 1;
 

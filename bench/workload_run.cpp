@@ -17,17 +17,12 @@
 #include "payload_stamp.hpp"
 #include "polybus/client.hpp"
 #include "rate_controller.hpp"
+#include "result_windows.hpp"
 
 namespace polybus::bench {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Counters {
   std::atomic<std::uint64_t> published{0}, errors{0}, received{0};
@@ -184,16 +179,8 @@ void WorkloadRun::describe() {
   copies_ = traits_.pubsub ? std::uint64_t{w_.subscriptions_per_topic} *
                                  (caps_.consumer_groups ? 1 : w_.consumer_per_subscription)
                            : 1;
-  result_.workload = w_.name;
-  result_.driver = settings_.driver;
-  result_.url = settings_.url;
-  result_.message_size = w_.message_size;
-  result_.topics = w_.topics;
-  result_.partitions = w_.partitions_per_topic;
-  result_.producers_per_topic = w_.producers_per_topic;
-  result_.consumers_per_topic = w_.consumer_per_subscription;  // as OMB fills it
+  result_ = result_for(w_, settings_.driver, settings_.url, settings_.window);
   result_.unmapped = unmapped_fields(w_, traits_);
-  result_.window_seconds = std::chrono::duration<double>(settings_.window).count();
   if (payloads_.front().size() < kLongestStamp)
     result_.unmapped.push_back("end-to-end latency: a " + std::to_string(payloads_.front().size()) +
                                "-byte message is too short to carry its send time (" +
@@ -205,7 +192,7 @@ void WorkloadRun::describe() {
 void WorkloadRun::subscribe_all() {
   auto on_receipt = [this](std::string_view payload) {
     if (auto sent = payload_stamp(payload)) {
-      const std::int64_t micros = (wall_ns() - *sent) / 1000;
+      const std::int64_t micros = (wall_clock_ns() - *sent) / 1000;
       if (micros >= 0) end_to_end_.record(micros);
     }
     ++counters_.received;
@@ -267,7 +254,7 @@ void WorkloadRun::start_sending() {
   };
   hooks.on_failed = [this](const std::string& error) { counters_.fail(error); };
   run_start_ = SteadyClock::now();
-  run_start_epoch_ = static_cast<double>(wall_ns()) / 1e9;
+  run_start_epoch_ = static_cast<double>(wall_clock_ns()) / 1e9;
   sender_ =
       std::make_unique<PacedSender>(std::move(producers), payloads_, settings, std::move(hooks));
 }
@@ -287,42 +274,23 @@ std::int64_t WorkloadRun::backlog_now() const {
 // What happened since the last window, as OMB's printAndCollectStats takes it.
 void WorkloadRun::take_window(bool record, const char* phase) {
   const auto now = SteadyClock::now();
-  const double seconds = std::max(1e-9, std::chrono::duration<double>(now - last_window_).count());
   const std::uint64_t published = counters_.published.load(), errors = counters_.errors.load(),
                       received = counters_.received.load();
-  const double publish_rate = static_cast<double>(published - last_published_) / seconds;
-  const double error_rate = static_cast<double>(errors - last_errors_) / seconds;
-  const double consume_rate = static_cast<double>(received - last_received_) / seconds;
   const HdrHistogram pub = publish_latency_.take_period();
   const HdrHistogram delay = publish_delay_.take_period();
   const HdrHistogram e2e = end_to_end_.take_period();
-  const LatencySummary pub_ms = summarize(pub, 1000), delay_us = summarize(delay, 1),
-                       e2e_ms = summarize(e2e, 1000);
-  if (record) {
-    result_.publish_rate.push_back(publish_rate);
-    result_.publish_error_rate.push_back(error_rate);
-    result_.consume_rate.push_back(consume_rate);
-    result_.backlog.push_back(backlog_now());
-    result_.publish_latency.windows.push_back(pub_ms);
-    result_.publish_delay.windows.push_back(delay_us);
-    result_.end_to_end.windows.push_back(e2e_ms);
-    const double start = std::chrono::duration<double>(last_window_ - run_start_).count();
-    result_.window_start_seconds.push_back(start);
-    result_.window_phases.emplace_back(phase);
-    if (log_) {
-      log_->write("publish", start, seconds, pub);
-      log_->write("publish-delay", start, seconds, delay);
-      log_->write("end-to-end", start, seconds, e2e);
-    }
-  }
+  Window window;
+  window.phase = phase;
+  window.start_seconds = std::chrono::duration<double>(last_window_ - run_start_).count();
+  window.seconds = std::chrono::duration<double>(now - last_window_).count();
+  window.published = published - last_published_;
+  window.errors = errors - last_errors_;
+  window.received = received - last_received_;
+  window.backlog = backlog_now();
+  window.publish = &pub, window.delay = &delay, window.end_to_end = &e2e;
+  if (record) record_window(result_, window, log_.get());
   if (settings_.progress)
-    settings_.progress(
-        format("%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
-               "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
-               phase, publish_rate,
-               publish_rate * static_cast<double>(payloads_.front().size()) / (1 << 20), error_rate,
-               consume_rate, static_cast<double>(backlog_now()) / 1000, pub_ms.avg, pub_ms.p50,
-               pub_ms.p99, pub_ms.max, e2e_ms.p50, e2e_ms.p99));
+    settings_.progress(window_line(window, static_cast<double>(payloads_.front().size())));
   last_published_ = published, last_errors_ = errors, last_received_ = received;
   last_window_ = now;
 }
@@ -375,14 +343,7 @@ void WorkloadRun::run_backlog() {
 }
 
 void WorkloadRun::collect_totals() {
-  const HdrHistogram pub_total = publish_latency_.total(), delay_total = publish_delay_.total(),
-                     e2e_total = end_to_end_.total();
-  result_.aggregated_publish = summarize(pub_total, 1000);
-  result_.aggregated_delay = summarize(delay_total, 1);
-  result_.aggregated_end_to_end = summarize(e2e_total, 1000);
-  result_.publish_quantiles = quantiles(pub_total, 1000);
-  result_.delay_quantiles = quantiles(delay_total, 1);
-  result_.end_to_end_quantiles = quantiles(e2e_total, 1000);
+  record_totals(result_, publish_latency_.total(), publish_delay_.total(), end_to_end_.total());
   result_.published = counters_.published.load();
   result_.publish_errors = counters_.errors.load();
   result_.received = counters_.received.load();

@@ -71,6 +71,15 @@ extern "C" void on_interrupt(int) {
   g_interrupted.store(true);
 }
 
+// Ctrl-C and SIGTERM set g_interrupted: the run ends, writing what it measured.
+void interrupt_ends_the_run() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
@@ -161,11 +170,7 @@ int run_over_workers(const Args& args, const bench::Workload& workload,
               workload.name.c_str(), args.value("workload")->c_str(), s.driver.c_str(),
               s.workers.size(), s.workers.size() / 2);
   std::fflush(stdout);
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  interrupt_ends_the_run();
   std::ofstream log;
   if (auto path = args.value("histogram-log")) {
     log.open(*path, std::ios::binary);
@@ -246,11 +251,7 @@ int run_bench_workload(const Argv& argv) {
               join(mapping, " | ").c_str());
   std::fflush(stdout);
 
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  interrupt_ends_the_run();
 
   std::vector<bench::OmbResult> results;
   bool failed = false;

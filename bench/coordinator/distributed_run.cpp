@@ -12,7 +12,9 @@
 
 #include "bench/histogram_codec.hpp"
 #include "bench/histogram_log.hpp"
+#include "bench/payload_stamp.hpp"
 #include "bench/rate_controller.hpp"
+#include "bench/result_windows.hpp"
 #include "polybus/text/text.hpp"
 #include "worker_client.hpp"
 
@@ -285,18 +287,13 @@ void DistributedRun::wait_ready() {
 // quickest of 16 gives the offset, within half its time), told to the worker so that its send
 // and receive times are on this clock: skew between machines then does not pass for latency.
 void DistributedRun::estimate_clocks() {
-  const auto wall_ns = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
   std::vector<OmbResult::Clock> clocks(all_.size());
   each(all_, [&](WorkerClient& w) {
     auto& clock =
         clocks[static_cast<std::size_t>(std::find(all_.begin(), all_.end(), &w) - all_.begin())];
     std::int64_t best_rtt = INT64_MAX, best_offset = 0;
     for (int i = 0; i < 16; ++i) {
-      const std::int64_t t0 = wall_ns();
+      const std::int64_t t0 = wall_clock_ns();
       std::string body;
       try {
         body = w.get("/polybus/clock");
@@ -304,7 +301,7 @@ void DistributedRun::estimate_clocks() {
         if (e.status == 404) return;  // not a polybus worker: unknown
         throw;
       }
-      const std::int64_t t1 = wall_ns();
+      const std::int64_t t1 = wall_clock_ns();
       const std::string where = w.url() + "/polybus/clock";
       const auto d = parse(body, where);
       const auto it = d.FindMember("wallNanos");
@@ -366,38 +363,16 @@ void DistributedRun::steer() {
 
 void DistributedRun::take_window(bool record, const char* phase) {
   const auto now = Clock::now();
-  const double seconds = std::max(1e-9, std::chrono::duration<double>(now - last_window_).count());
   const Merged m = gather("/period-stats");
-  const double publish_rate = static_cast<double>(m.sent) / seconds;
-  const double error_rate = static_cast<double>(m.errors) / seconds;
-  const double consume_rate = static_cast<double>(m.received) / seconds;
-  const std::int64_t behind = backlog(Counters{m.total_sent, m.total_errors, m.total_received});
-  const LatencySummary pub_ms = summarize(m.publish, 1000), delay_us = summarize(m.delay, 1),
-                       e2e_ms = summarize(m.end_to_end, 1000);
-  if (record) {
-    result_.publish_rate.push_back(publish_rate);
-    result_.publish_error_rate.push_back(error_rate);
-    result_.consume_rate.push_back(consume_rate);
-    result_.backlog.push_back(behind);
-    result_.publish_latency.windows.push_back(pub_ms);
-    result_.publish_delay.windows.push_back(delay_us);
-    result_.end_to_end.windows.push_back(e2e_ms);
-    const double start = std::chrono::duration<double>(last_window_ - run_start_).count();
-    result_.window_start_seconds.push_back(start);
-    result_.window_phases.emplace_back(phase);
-    if (log_) {
-      log_->write("publish", start, seconds, m.publish);
-      log_->write("publish-delay", start, seconds, m.delay);
-      log_->write("end-to-end", start, seconds, m.end_to_end);
-    }
-  }
-  if (s_.progress)
-    s_.progress(
-        format("%s: pub %.1f msg/s, %.2f MB/s, %.1f err/s | cons %.1f msg/s | backlog %.1f K | "
-               "pub latency ms avg %.3f p50 %.3f p99 %.3f max %.3f | e2e ms p50 %.3f p99 %.3f",
-               phase, publish_rate, publish_rate * payload_size_ / (1 << 20), error_rate,
-               consume_rate, static_cast<double>(behind) / 1000, pub_ms.avg, pub_ms.p50, pub_ms.p99,
-               pub_ms.max, e2e_ms.p50, e2e_ms.p99));
+  Window window;
+  window.phase = phase;
+  window.start_seconds = std::chrono::duration<double>(last_window_ - run_start_).count();
+  window.seconds = std::chrono::duration<double>(now - last_window_).count();
+  window.published = m.sent, window.errors = m.errors, window.received = m.received;
+  window.backlog = backlog(Counters{m.total_sent, m.total_errors, m.total_received});
+  window.publish = &m.publish, window.delay = &m.delay, window.end_to_end = &m.end_to_end;
+  if (record) record_window(result_, window, log_.get());
+  if (s_.progress) s_.progress(window_line(window, payload_size_));
   last_window_ = now;
 }
 
@@ -446,15 +421,7 @@ void DistributedRun::run_backlog() {
 }
 
 OmbResult DistributedRun::run() {
-  result_.workload = w_.name;
-  result_.driver = s_.driver;
-  result_.url = s_.url;
-  result_.message_size = w_.message_size;
-  result_.topics = w_.topics;
-  result_.partitions = w_.partitions_per_topic;
-  result_.producers_per_topic = w_.producers_per_topic;
-  result_.consumers_per_topic = w_.consumer_per_subscription;
-  result_.window_seconds = std::chrono::duration<double>(s_.window).count();
+  result_ = result_for(w_, s_.driver, s_.url, s_.window);
   result_.workers = s_.workers;
   result_.producing_workers = static_cast<std::uint32_t>(producers_.size());
 
@@ -484,12 +451,7 @@ OmbResult DistributedRun::run() {
     result_.incomplete_because = format("interrupted after %.1f s of the test", test_seconds);
   }
   const Merged total = gather("/cumulative-latencies");
-  result_.aggregated_publish = summarize(total.publish, 1000);
-  result_.aggregated_delay = summarize(total.delay, 1);
-  result_.aggregated_end_to_end = summarize(total.end_to_end, 1000);
-  result_.publish_quantiles = quantiles(total.publish, 1000);
-  result_.delay_quantiles = quantiles(total.delay, 1);
-  result_.end_to_end_quantiles = quantiles(total.end_to_end, 1000);
+  record_totals(result_, total.publish, total.delay, total.end_to_end);
   const Counters c = counters();
   result_.published = c.sent;
   result_.publish_errors = c.errors;

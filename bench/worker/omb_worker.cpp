@@ -89,12 +89,6 @@ DriverConfig read_driver(std::string_view yaml) {
   return config;
 }
 
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // OMB's topic names: <prefix>-<index, 7 digits>-<7 random characters>. Letters and digits only
 // in the random part, so that the name is a valid topic in every scheme.
 std::string topic_name(const std::string& prefix, std::uint32_t index, std::mt19937_64& random) {
@@ -172,7 +166,7 @@ OmbWorker::OmbWorker(WorkerLimits limits, std::function<void(const std::string&)
     : limits_(limits), log_(std::move(log)), skew_ns_(skew.count()) {}
 
 std::int64_t OmbWorker::clock_ns() const {
-  return wall_ns() + skew_ns_;
+  return wall_clock_ns() + skew_ns_;
 }
 
 void OmbWorker::set_clock_offset(std::string_view body) {
