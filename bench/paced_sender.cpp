@@ -56,7 +56,7 @@ PacedSender::~PacedSender() {
 }
 
 void PacedSender::send_loop(Thread& pt) {
-  auto due = SteadyClock::now();
+  auto due = SteadyClock::now(), last_wake = due;
   std::size_t turn = 0;
   std::uint64_t payload_turn = 0;
   while (sending_.load()) {
@@ -64,10 +64,16 @@ void PacedSender::send_loop(Thread& pt) {
     const double share = std::max(1e-3, rate_.load()) / static_cast<double>(threads_.size());
     due += std::chrono::duration_cast<SteadyClock::duration>(
         std::chrono::duration<double>(1.0 / share));
-    // Waits in steps, so that the end is not held up by a slow rate.
-    while (SteadyClock::now() < due && sending_.load())
-      std::this_thread::sleep_until(
-          std::min(due, SteadyClock::now() + std::chrono::milliseconds(50)));
+    // Not due yet: sleeps until it is, or until a tick after the last wake when that is later
+    // (the messages due meanwhile then go together), in steps, so that the end is not held up
+    // by a slow rate.
+    if (SteadyClock::now() < due) {
+      const auto wake = std::max(due, last_wake + settings_.tick);
+      while (SteadyClock::now() < wake && sending_.load())
+        std::this_thread::sleep_until(
+            std::min(wake, SteadyClock::now() + std::chrono::milliseconds(50)));
+      last_wake = SteadyClock::now();
+    }
     Producer& producer = *pt.producers[turn++ % pt.producers.size()];
     {
       std::unique_lock<std::mutex> lock(pt.mutex);
@@ -76,33 +82,57 @@ void PacedSender::send_loop(Thread& pt) {
       ++producer.in_flight;
       ++pt.in_flight;
     }
+    // This message, and with batches the others already due (as many as the window takes).
     const auto sent = SteadyClock::now();
-    if (hooks_->on_send) hooks_->on_send(std::max<std::int64_t>(0, micros_between(due, sent)));
-    std::string payload = payloads_[payload_turn++ % payloads_.size()];
-    const std::size_t bytes = payload.size();
-    stamp_payload(payload, sequence_++, wall_clock_ns() + settings_.stamp_shift_ns);
+    std::vector<std::string> batch;
+    std::vector<std::size_t> sizes;
+    const auto add = [&](SteadyClock::time_point was_due) {
+      if (hooks_->on_send)
+        hooks_->on_send(std::max<std::int64_t>(0, micros_between(was_due, sent)));
+      std::string payload = payloads_[payload_turn++ % payloads_.size()];
+      sizes.push_back(payload.size());
+      stamp_payload(payload, sequence_++, wall_clock_ns() + settings_.stamp_shift_ns);
+      batch.push_back(std::move(payload));
+    };
+    add(due);
+    while (batch.size() < settings_.max_batch) {
+      const auto next = due + std::chrono::duration_cast<SteadyClock::duration>(
+                                  std::chrono::duration<double>(1.0 / share));
+      if (next > sent) break;
+      {
+        std::lock_guard<std::mutex> lock(pt.mutex);
+        if (producer.in_flight >= settings_.window) break;
+        ++producer.in_flight;
+        ++pt.in_flight;
+      }
+      due = next;
+      add(due);
+    }
     // Holds what it touches: it may run after the sender is gone.
-    auto done = [hooks = hooks_, pt = pt.shared_from_this(), p = &producer, sent, bytes](
-                    bool ok, const std::string& error) {
-      if (ok) {
-        if (hooks->on_published)
-          hooks->on_published(bytes, micros_between(sent, SteadyClock::now()));
-      } else if (hooks->on_failed) {
-        hooks->on_failed(error);
+    auto done = [hooks = hooks_, pt = pt.shared_from_this(), p = &producer, sent,
+                 sizes = std::move(sizes)](bool ok, const std::string& error) {
+      const auto latency = micros_between(sent, SteadyClock::now());
+      for (const std::size_t bytes : sizes) {
+        if (ok && hooks->on_published) hooks->on_published(bytes, latency);
+        if (!ok && hooks->on_failed) hooks->on_failed(error);
       }
       std::lock_guard<std::mutex> lock(pt->mutex);
-      --p->in_flight;
-      --pt->in_flight;
+      p->in_flight -= static_cast<std::uint32_t>(sizes.size());
+      pt->in_flight -= sizes.size();
       pt->cv.notify_all();
     };
-    if (!settings_.requests)
-      producer.target.client.publish(
-          producer.target.topic, std::move(payload),
-          [done](const Status& status) { done(!status, status.message()); });
-    else
+    if (settings_.requests)
       producer.target.client.request(
-          producer.target.topic, std::move(payload),
-          [done](Reply reply) { done(!reply.ec, reply.status().message()); });
+          producer.target.topic, std::move(batch.front()),
+          [done = std::move(done)](Reply reply) { done(!reply.ec, reply.status().message()); });
+    else if (batch.size() == 1)
+      producer.target.client.publish(
+          producer.target.topic, std::move(batch.front()),
+          [done = std::move(done)](const Status& status) { done(!status, status.message()); });
+    else
+      producer.target.client.publish_batch(
+          producer.target.topic, std::move(batch),
+          [done = std::move(done)](const Status& status) { done(!status, status.message()); });
   }
 }
 

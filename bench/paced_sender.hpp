@@ -31,6 +31,14 @@ struct PacedSenderSettings {
   std::size_t threads = 1;
   std::uint32_t window = 1000;  // publishes in flight per producer
   bool requests = false;        // request() instead of publish()
+  // A sending thread wakes at most once a tick, sending together what fell due meanwhile: at
+  // rates of more than a message a tick per thread, fewer wake-ups (and fewer, fuller writes)
+  // for up to a tick of publish delay, which is measured. 0: it wakes for each message.
+  std::chrono::microseconds tick{0};
+  // Messages already due when one is sent go with it in one publish_batch (NSQ's MPUB), up to
+  // this many: one write and one answer for them. 1: each alone. Needs batch_publish; not with
+  // requests.
+  std::uint32_t max_batch = 1;
   // Added to this machine's wall clock in each payload's send time: a worker's offset from its
   // coordinator's clock taken out, so that a receiver on another machine measures across clocks.
   std::int64_t stamp_shift_ns = 0;

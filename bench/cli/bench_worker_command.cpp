@@ -31,6 +31,9 @@ the broker:
   sendThreads: 2                   threads pacing the producers
   subscribeTimeoutSeconds: 30      /create-consumers fails past it
   closeTimeoutSeconds: 10          /stop-all's deadline for each client's close
+  sendTickMicros: 1000             a sending thread wakes at most this often, sending what
+                                   fell due meanwhile (0: a wake for each message)
+  maxBatch: 100                    messages due together go in one publish_batch (NSQ MPUB)
 One driver at a time: /initialize-driver while one runs is refused (500) until /stop-all. A
 refused request's reason is printed on standard error. Listens on loopback unless told
 otherwise: the protocol has no authentication. Bodies are bounded by --max-body (default

@@ -32,6 +32,8 @@ struct DriverConfig {
   std::uint32_t max_in_flight = 1000;  // publishes in flight per producer
   std::size_t io_threads = 2, send_threads = 2;
   milliseconds subscribe_timeout{30'000}, close_timeout{10'000};
+  std::chrono::microseconds send_tick{1000};
+  std::uint32_t max_batch = 100;  // messages due together, in one publish_batch
 };
 
 constexpr const char* kDriverClass = "polybus";
@@ -80,6 +82,12 @@ DriverConfig read_driver(std::string_view yaml) {
   if (root["ioThreads"]) config.io_threads = yaml_integer(root["ioThreads"], "ioThreads", 1, 64);
   if (root["sendThreads"])
     config.send_threads = yaml_integer(root["sendThreads"], "sendThreads", 1, 64);
+  if (root["sendTickMicros"])
+    config.send_tick = std::chrono::microseconds(
+        yaml_integer(root["sendTickMicros"], "sendTickMicros", 0, 1'000'000));
+  if (root["maxBatch"])
+    config.max_batch =
+        static_cast<std::uint32_t>(yaml_integer(root["maxBatch"], "maxBatch", 1, 10'000));
   if (root["subscribeTimeoutSeconds"])
     config.subscribe_timeout = std::chrono::seconds(
         yaml_integer(root["subscribeTimeoutSeconds"], "subscribeTimeoutSeconds", 1, 3600));
@@ -143,11 +151,19 @@ struct OmbWorker::Driver {
     close_all(clients, config.close_timeout);
   }
 
-  ClientRef connect_one() {
+  ClientRef connect_one(const std::string& url) {
     ConnectOptions options;
     options.io_context = io.next();
-    clients.push_back(polybus::connect(config.url, std::move(options)));
+    clients.push_back(polybus::connect(url, std::move(options)));
     return ClientRef(clients.back());
+  }
+  ClientRef connect_producer() { return connect_one(config.url); }
+  // A consumer's handler only counts: it runs on the client's io thread (handler_thread=io),
+  // which saves a hand-over per message, unless the URL says where handlers run.
+  ClientRef connect_consumer() {
+    if (config.url.find("handler_thread=") != std::string::npos) return connect_one(config.url);
+    return connect_one(config.url + (config.url.find('?') == std::string::npos ? "?" : "&") +
+                       "handler_thread=io");
   }
 
   const DriverConfig config;
@@ -218,7 +234,7 @@ void OmbWorker::initialize_driver(std::string_view yaml) {
   if (driver_) throw std::runtime_error("a driver is already running (/stop-all ends it)");
   DriverConfig config = read_driver(yaml);
   auto driver = std::make_unique<Driver>(std::move(config));
-  ClientRef first = driver->connect_one();
+  ClientRef first = driver->connect_producer();
   driver->caps = first.capabilities();
   driver->pubsub = driver->caps.publish && driver->caps.subscribe;
   if (!driver->pubsub && !driver->caps.request_reply)
@@ -251,8 +267,8 @@ void OmbWorker::create_producers(std::string_view body) {
   for (const auto& topic : doc.GetArray()) {
     if (!topic.IsString() || topic.GetStringLength() == 0)
       throw std::runtime_error("/create-producers: a topic is not a non-empty string");
-    d.producers.push_back(
-        PacedProducer{d.connect_one(), std::string(topic.GetString(), topic.GetStringLength())});
+    d.producers.push_back(PacedProducer{d.connect_producer(),
+                                        std::string(topic.GetString(), topic.GetStringLength())});
   }
 }
 
@@ -292,7 +308,7 @@ void OmbWorker::create_consumers(std::string_view body) {
     const auto& subscription = member(entry, "subscription", "/create-consumers: an entry");
     if (!topic.IsString() || !subscription.IsString() || topic.GetStringLength() == 0)
       throw std::runtime_error("/create-consumers: an entry wants a topic and a subscription");
-    ClientRef client = d.connect_one();
+    ClientRef client = d.connect_consumer();
     SubscribeOptions options;
     if (d.caps.consumer_groups)
       options.group.assign(subscription.GetString(), subscription.GetStringLength());
@@ -357,6 +373,8 @@ void OmbWorker::start_load(std::string_view body) {
   settings.window = d.config.max_in_flight;
   settings.requests = !d.pubsub;
   settings.stamp_shift_ns = skew_ns_ - offset_ns_.load();
+  settings.tick = d.config.send_tick;
+  if (d.pubsub && d.caps.batch_publish) settings.max_batch = d.config.max_batch;
   PacedSenderHooks hooks;
   hooks.on_send = [stats = &stats_](std::int64_t delay_us) { stats->send_delayed(delay_us); };
   hooks.on_published = [stats = &stats_](std::size_t bytes, std::int64_t latency_us) {
