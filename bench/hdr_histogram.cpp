@@ -141,6 +141,9 @@ void HdrHistogram::add_values(const HdrHistogram& other) {
   if (other.lowest_ == lowest_ && other.highest_ == highest_ &&
       other.significant_digits_ == significant_digits_)
     return add(other);
+  if (other.total_count_ > INT64_MAX - total_count_)
+    throw std::overflow_error("histogram: adding " + std::to_string(other.total_count_) +
+                              " values to " + std::to_string(total_count_) + " passes 2^63");
   const std::int32_t last = other.max_index();
   for (std::int32_t i = 0; i <= last; ++i)
     if (const std::int64_t count = other.counts_[static_cast<std::size_t>(i)])

@@ -45,9 +45,14 @@ PacedSender::PacedSender(std::vector<PacedProducer> producers, std::vector<std::
   for (std::size_t i = 0; i < producers.size(); ++i)
     threads_[i % count]->producers.push_back(
         std::make_unique<Producer>(Producer{std::move(producers[i])}));
-  for (auto& owned : threads_) {
-    Thread* thread = owned.get();
-    thread->thread = std::thread([this, thread] { send_loop(*thread); });
+  try {
+    for (auto& owned : threads_) {
+      Thread* thread = owned.get();
+      thread->thread = std::thread([this, thread] { send_loop(*thread); });
+    }
+  } catch (...) {  // no thread to be had: those started end before the error goes on
+    stop(std::chrono::milliseconds(0));
+    throw;
   }
 }
 
@@ -137,6 +142,8 @@ void PacedSender::send_loop(Thread& pt) {
 }
 
 bool PacedSender::stop(std::chrono::milliseconds drain) {
+  if (stopped_) return drained_;
+  stopped_ = true;
   sending_.store(false);
   for (auto& pt : threads_) {
     if (!pt->thread.joinable()) continue;
@@ -152,6 +159,7 @@ bool PacedSender::stop(std::chrono::milliseconds drain) {
     std::unique_lock<std::mutex> lock(pt->mutex);
     drained = pt->cv.wait_until(lock, until, [&] { return pt->in_flight == 0; }) && drained;
   }
+  drained_ = drained;
   return drained;
 }
 

@@ -67,7 +67,8 @@ class PacedSender {
   void set_rate(double rate) { rate_.store(rate); }
   double rate() const { return rate_.load(); }
   // Ends the sending threads, then waits up to `drain` for what is in flight to complete.
-  // Returns whether all of it did. Idempotent.
+  // Returns whether all of it did. Once: a second call returns the first's answer at once. From
+  // one thread at a time.
   bool stop(std::chrono::milliseconds drain);
 
  private:
@@ -82,6 +83,7 @@ class PacedSender {
   std::atomic<bool> sending_{true};
   std::atomic<std::uint64_t> sequence_{0};
   std::vector<std::shared_ptr<Thread>> threads_;
+  bool stopped_ = false, drained_ = true;
 };
 
 }  // namespace polybus::bench

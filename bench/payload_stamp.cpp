@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 namespace polybus::bench {
@@ -32,7 +33,9 @@ std::optional<std::int64_t> payload_stamp(std::string_view payload) {
     return at > first && at < payload.size() && payload[at++] == ' ';
   };
   std::uint64_t sequence = 0, stamp = 0;
-  if (!digits(sequence, 19) || !digits(stamp, 19) || stamp == 0) return std::nullopt;
+  if (!digits(sequence, 19) || !digits(stamp, 19) || stamp == 0 ||
+      stamp > static_cast<std::uint64_t>(INT64_MAX))
+    return std::nullopt;
   return static_cast<std::int64_t>(stamp);
 }
 

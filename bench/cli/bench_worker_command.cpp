@@ -37,8 +37,9 @@ the broker:
 One driver at a time: /initialize-driver while one runs is refused (500) until /stop-all. A
 refused request's reason is printed on standard error. Listens on loopback unless told
 otherwise: the protocol has no authentication. Bodies are bounded by --max-body (default
-64 MiB: /start-load carries the payloads) and open connections by --max-connections (default
-64). Runs until Ctrl-C or SIGTERM.
+64 MiB: /start-load carries the payloads; four bodies' worth at most are read or handled at
+once, a request past that is answered 503) and open connections by --max-connections (default
+64); a new connection must send its request within 10 s. Runs until Ctrl-C or SIGTERM.
 Beside OMB's endpoints it answers GET /polybus/clock and POST /polybus/clock-offset, with which
 `polybus bench --workload --workers` measures each worker's clock against its own and takes the
 difference out of end-to-end latency; --clock-skew-ms pretends this machine's clock is that far
@@ -58,6 +59,7 @@ int run_bench_worker(const Argv& argv) {
   bench::worker::HttpLimits limits;
   limits.max_body = args.number("max-body", limits.max_body, 1024, std::uint64_t{1} << 32);
   limits.max_connections = args.number("max-connections", limits.max_connections, 1, 10'000);
+  limits.max_pending_bytes = 4 * limits.max_body;
   block_termination_signals();
   std::mutex log_mutex;
   auto log = [&log_mutex](const std::string& line) {

@@ -37,8 +37,10 @@ struct Counters {
 struct Merged {
   std::uint64_t sent = 0, errors = 0, bytes_sent = 0, received = 0, bytes_received = 0;
   std::uint64_t total_sent = 0, total_errors = 0, total_received = 0;
+  // The ranges OMB's coordinator adds into: publish up to an hour here (OMB: 60 s), end to
+  // end up to 12 h.
   HdrHistogram publish = HdrHistogram::for_latency_us(), delay = HdrHistogram::for_latency_us(),
-               end_to_end = HdrHistogram::for_latency_us();
+               end_to_end = HdrHistogram(1, 43'200'000'000LL, 3);
 };
 
 rapidjson::Document parse(const std::string& body, const std::string& where) {
@@ -120,14 +122,19 @@ class DistributedRun {
   void each(const std::vector<WorkerClient*>& group, Fn fn) {
     std::vector<std::exception_ptr> failures(group.size());
     std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < group.size(); ++i)
-      threads.emplace_back([&, i] {
-        try {
-          fn(*group[i]);
-        } catch (...) {
-          failures[i] = std::current_exception();
-        }
-      });
+    try {
+      for (std::size_t i = 0; i < group.size(); ++i)
+        threads.emplace_back([&, i] {
+          try {
+            fn(*group[i]);
+          } catch (...) {
+            failures[i] = std::current_exception();
+          }
+        });
+    } catch (...) {  // no thread to be had: those started end first
+      for (auto& t : threads) t.join();
+      throw;
+    }
     for (auto& t : threads) t.join();
     for (auto& failure : failures)
       if (failure) std::rethrow_exception(failure);
@@ -305,8 +312,10 @@ void DistributedRun::estimate_clocks() {
       const std::string where = w.url() + "/polybus/clock";
       const auto d = parse(body, where);
       const auto it = d.FindMember("wallNanos");
-      if (it == d.MemberEnd() || !it->value.IsInt64())
-        throw std::runtime_error(where + ": no wallNanos");
+      constexpr std::int64_t kDay = 86'400'000'000'000;
+      if (it == d.MemberEnd() || !it->value.IsInt64() || it->value.GetInt64() < t0 - kDay ||
+          it->value.GetInt64() > t0 + kDay)
+        throw std::runtime_error(where + ": no wallNanos within a day of this clock");
       if (t1 - t0 < best_rtt) {
         best_rtt = t1 - t0;
         best_offset = it->value.GetInt64() - (t0 + t1) / 2;
@@ -341,6 +350,7 @@ void DistributedRun::start_load() {
   const std::string body =
       "{\"payloadData\":[" + data + "],\"publishRate\":" + format("%.6f", share) +
       ",\"keyDistributorType\":\"" + key_distributor_name(w_.key_distributor) + "\"}";
+  steer_last_ = counters();  // the rate controller's first period starts here, probe excluded
   each(producers_, [&](WorkerClient& w) { w.post("/start-load", body); });
   run_start_ = last_steer_ = Clock::now();
 }

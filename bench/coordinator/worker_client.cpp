@@ -57,13 +57,14 @@ std::string WorkerClient::call(std::string_view method, std::string_view path,
   request += "\r\n";
   request.append(body.data(), body.size());
   // A kept connection the worker has closed meanwhile fails before any answer: once more on a
-  // new one, as OMB's HTTP client resends then.
+  // new one, as OMB's HTTP client resends then. Never after the deadline: the worker may be
+  // doing it still, and a second /create-consumers would make twice the consumers.
   const bool reused = socket_.is_open();
   bool answered = false;
   try {
     return attempt(request, path, answered);
-  } catch (const WorkerCallError&) {
-    if (!reused || answered) throw;
+  } catch (const WorkerCallError& e) {
+    if (!reused || answered || e.timed_out) throw;
   }
   return attempt(request, path, answered);
 }
@@ -72,21 +73,24 @@ std::string WorkerClient::attempt(const std::string& request, std::string_view p
                                   bool& answered) {
   const auto deadline = Clock::now() + timeout_;
   const std::string where = url_ + std::string(path);
-  // Runs the io_context until `done` or the deadline; past it the socket is closed (which ends
-  // the operation) and its handler run, so that nothing is left pending.
+  tcp::resolver resolver(io_);
+  // Runs the io_context until `done` or the deadline; past it the resolve is cancelled and the
+  // socket closed (which ends the operation) and its handler run, so that nothing is left
+  // pending.
   const auto wait = [&](const std::optional<std::error_code>& done) {
     io_.restart();
     while (!done && io_.run_one_until(deadline) > 0) {
     }
     if (done) return;
+    resolver.cancel();
     close();
     io_.restart();
     io_.run();
-    throw WorkerCallError(where + ": no answer within " + std::to_string(timeout_.count()) + " ms");
+    throw WorkerCallError(where + ": no answer within " + std::to_string(timeout_.count()) + " ms",
+                          0, true);
   };
   std::optional<std::error_code> done;
   if (!socket_.is_open()) {
-    tcp::resolver resolver(io_);
     tcp::resolver::results_type endpoints;
     resolver.async_resolve(host_, port_,
                            [&](std::error_code ec, tcp::resolver::results_type results) {

@@ -16,9 +16,10 @@
 namespace polybus::bench::coordinator {
 
 struct WorkerCallError : std::runtime_error {
-  explicit WorkerCallError(const std::string& what, int http_status = 0)
-      : std::runtime_error(what), status(http_status) {}
-  int status;  // the worker's answer when it gave one other than 200; 0 when none came
+  explicit WorkerCallError(const std::string& what, int http_status = 0, bool deadline = false)
+      : std::runtime_error(what), status(http_status), timed_out(deadline) {}
+  int status;      // the worker's answer when it gave one other than 200; 0 when none came
+  bool timed_out;  // no answer within the bound: the worker may still be doing it
 };
 
 class WorkerClient {

@@ -13,7 +13,8 @@ in their order and their JSON types, and Jackson's pretty printing byte for byte
 histograms are decoded with HdrHistogram's Python library (hdrh; the test runs under the
 python given by POLYBUS_NSQ_PEERS_DIR's pynsq venv when there is one) and their counts are the
 counters'. Then the refusals: a second driver, a call before any driver, an unknown path, a
-body over --max-body, JSON nested too deep, a driver file that is not polybus's.
+body over --max-body, more bodies at once than the worker takes, JSON nested too deep, a driver
+file that is not polybus's.
 
     omb_worker.py POLYBUS_BINARY BROKER_NAME
 """
@@ -260,6 +261,19 @@ def main():
             answer += chunk
     if not answer.startswith(b"HTTP/1.1 413 "):
         fail("a body over --max-body: " + repr(answer[:100]))
+    # Bodies declared and not sent hold their bytes: four of --max-body at once, the fifth 503.
+    held = []
+    for i in range(5):
+        raw = socket.create_connection((host, int(port)), timeout=30)
+        raw.sendall(b"POST /create-topics HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n"
+                    % (1 << 20))
+        held.append(raw)
+    held[-1].settimeout(10)
+    answer = held[-1].recv(4096)
+    if not answer.startswith(b"HTTP/1.1 503 "):
+        fail("a fifth body of --max-body while four are read: " + repr(answer[:100]))
+    for raw in held:
+        raw.close()
     print("ok: %d sent, %d received over two workers on %s" % (sent, received, broker_name))
 
 

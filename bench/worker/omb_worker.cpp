@@ -187,7 +187,9 @@ std::int64_t OmbWorker::clock_ns() const {
 
 void OmbWorker::set_clock_offset(std::string_view body) {
   const auto doc = parse_json(body, limits_.max_json_depth, "/polybus/clock-offset");
-  if (!doc.IsInt64()) throw std::runtime_error("/polybus/clock-offset: not an integer");
+  constexpr std::int64_t kDay = 86'400'000'000'000;
+  if (!doc.IsInt64() || doc.GetInt64() > kDay || doc.GetInt64() < -kDay)
+    throw std::runtime_error("/polybus/clock-offset: not nanoseconds within a day");
   offset_ns_.store(doc.GetInt64());
 }
 
@@ -395,6 +397,7 @@ void OmbWorker::adjust_publish_rate(std::string_view body) {
 
 void OmbWorker::stop_all() {
   driver_.reset();
+  offset_ns_.store(0);  // the next coordinator may not measure clocks
   stats_.reset_for_stop();
 }
 

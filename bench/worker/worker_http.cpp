@@ -91,6 +91,7 @@ struct WorkerHttp::State {
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
   std::set<std::shared_ptr<Connection>> connections;  // io thread
+  std::size_t pending_bytes = 0;  // bodies the connections have reserved (io thread)
   std::thread io_thread, handler_thread;
   // The handler thread's queue.
   std::mutex mutex;
@@ -110,10 +111,11 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
         reader_(state.limits.max_head, state.limits.max_body) {}
 
   void start() {
-    arm(state_.limits.idle);
+    arm(state_.limits.first_byte);
     read();
   }
   void close() {
+    release();
     std::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -147,8 +149,15 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
       switch (result.status) {
         case http::RequestReader::Status::need_more:
           return read();
-        case http::RequestReader::Status::head_ready:
+        case http::RequestReader::Status::head_ready: {
+          // The body's bytes against the budget of every request at once, before any is read.
+          const std::size_t body = reader_.request().content_length.value_or(0);
+          if (state_.pending_bytes + body > state_.limits.max_pending_bytes)
+            return respond({503, reason(503)}, false);
+          state_.pending_bytes += body;
+          reserved_ = body;
           continue;
+        }
         case http::RequestReader::Status::error:
           return respond({result.error_status, reason(result.error_status)}, false);
         case http::RequestReader::Status::request_ready:
@@ -176,7 +185,12 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
                         self->next();
                       });
   }
+  void release() {
+    state_.pending_bytes -= reserved_;
+    reserved_ = 0;
+  }
   void next() {
+    release();
     reader_.next();
     started_ = !leftover_.empty();
     arm(started_ ? state_.limits.request_time : state_.limits.idle);
@@ -192,7 +206,8 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
   std::array<char, 16 * 1024> buffer_{};
   std::string leftover_;  // bytes after the request being handled: the next one's start
   std::string out_;
-  bool started_ = false;  // a request's first byte arrived
+  bool started_ = false;      // a request's first byte arrived
+  std::size_t reserved_ = 0;  // this request's body in the state's budget
 };
 
 void WorkerHttp::State::accept() {

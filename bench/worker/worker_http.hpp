@@ -20,9 +20,12 @@ struct HttpLimits {
   std::size_t max_head = 16 * 1024;
   std::size_t max_body = 64 << 20;  // /start-load carries the payloads, base64
   std::size_t max_connections = 64;
-  // A request must arrive whole this long after its first byte; an idle connection is closed
-  // after idle (OMB's coordinator drops its own idle connections after 60 s).
-  std::chrono::milliseconds request_time{60'000}, idle{120'000};
+  // The bodies of all requests being read or handled together: one past it is answered 503.
+  std::size_t max_pending_bytes = 4 * max_body;
+  // A request must arrive whole this long after its first byte; a new connection must send one
+  // within first_byte, and an idle one is closed after idle (OMB's coordinator drops its own
+  // idle connections after 60 s).
+  std::chrono::milliseconds request_time{60'000}, first_byte{10'000}, idle{120'000};
 };
 
 struct HttpAnswer {

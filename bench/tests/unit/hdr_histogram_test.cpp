@@ -75,6 +75,11 @@ TEST_CASE("hdr histogram: add_values takes another layout's values, as HdrHistog
   for (double p : {50.0, 90.0, 99.0, 99.99})
     CHECK(merged.value_at_percentile(p) == merged.highest_equivalent(java.value_at_percentile(p)));
   CHECK(merged.max() == merged.highest_equivalent(59'000'000));
+  // Counts past 2^63 together are refused, whatever the layouts.
+  HdrHistogram huge(1, 60'000'000, 5), full = HdrHistogram::for_latency_us();
+  huge.record(5, INT64_MAX - 10);
+  full.record(5, 11);
+  CHECK_THROWS_WITH(full.add_values(huge), Catch::Contains("passes 2^63"));
   // The same layout: the plain sum.
   HdrHistogram same = HdrHistogram::for_latency_us();
   same.add_values(merged);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bench/histogram_codec.hpp"
+#include "bench/payload_stamp.hpp"
 #include "bench/worker/omb_worker.hpp"
 #include "bench/worker/worker_json.hpp"
 #include "polybus/text/text.hpp"
@@ -102,9 +103,21 @@ TEST_CASE(
   CHECK(worker.handle("POST", "/start-load", R"({"payloadData": ["not base64!"]})").status == 500);
   CHECK(worker.handle("POST", "/adjust-publish-rate", "\"fast\"").status == 500);
   CHECK(worker.handle("POST", "/polybus/clock-offset", "1.5").status == 500);
+  // Past a day either way: refused, so that no time arithmetic can overflow.
+  CHECK(worker.handle("POST", "/polybus/clock-offset", "-9223372036854775808").status == 500);
+  CHECK(worker.handle("POST", "/polybus/clock-offset", "86400000000001").status == 500);
   CHECK(worker.handle("POST", "/stop-all", "").status == 200);
   CHECK(worker.handle("POST", "/stop-all", "").status == 200);  // idempotent
   CHECK_FALSE(worker.driver_running());
+}
+
+TEST_CASE("omb worker: a send time too large for a signed 64-bit clock is no send time") {
+  std::string payload(64, 'x');
+  REQUIRE(stamp_payload(payload, 7, 1'700'000'000'000'000'000));
+  CHECK(payload_stamp(payload) == 1'700'000'000'000'000'000);
+  CHECK(payload_stamp("1 9223372036854775807 rest") == INT64_MAX);
+  CHECK_FALSE(payload_stamp("1 9223372036854775808 rest"));
+  CHECK_FALSE(payload_stamp("1 9999999999999999999 rest"));
 }
 
 TEST_CASE("omb worker: polybus's clock endpoints give the worker's clock and take its offset") {
