@@ -224,6 +224,9 @@ WorkerAnswer OmbWorker::handle(std::string_view method, std::string_view path,
   } catch (const std::exception& e) {
     if (log_) log_(std::string(method) + " " + std::string(path) + ": " + e.what());
     return {500, "Internal server error"};
+  } catch (...) {
+    if (log_) log_(std::string(method) + " " + std::string(path) + ": a non-standard exception");
+    return {500, "Internal server error"};
   }
 }
 

@@ -170,7 +170,13 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
     timer_.cancel();
     state_.enqueue([self = shared_from_this()] {
       const http::Request& request = self->reader_.request();
-      HttpAnswer answer = self->state_.handler(request.method, request.path, request.body);
+      // A handler that throws is a failed call (500), never the end of the handler thread.
+      HttpAnswer answer;
+      try {
+        answer = self->state_.handler(request.method, request.path, request.body);
+      } catch (...) {
+        answer = {500, reason(500)};
+      }
       const bool keep_alive = request.keep_alive();
       asio::post(self->state_.io, [self, answer = std::move(answer), keep_alive]() mutable {
         self->respond(std::move(answer), keep_alive);

@@ -35,7 +35,7 @@ struct HttpAnswer {
 
 class WorkerHttp {
  public:
-  // Runs on the handler thread.
+  // Runs on the handler thread, one call at a time; a throw answers 500.
   using Handler = std::function<HttpAnswer(std::string_view method, std::string_view path,
                                            std::string_view body)>;
 
