@@ -41,10 +41,12 @@ try:
 except ImportError:
     HdrHistogram = None
     # The interop peers' venv has it (tests/harness/setup-peers.sh): run again under its python.
-    venv = os.path.join(os.environ.get("POLYBUS_NSQ_PEERS_DIR", "/nonexistent"),
-                        "pynsq-venv", "bin", "python")
-    if os.path.isfile(venv) and os.path.realpath(sys.executable) != os.path.realpath(venv):
-        os.execv(venv, [venv] + sys.argv)
+    # A venv's python is a symlink to the python that made it, so only sys.prefix tells whether
+    # this already is the venv's.
+    venv = os.path.join(os.environ.get("POLYBUS_NSQ_PEERS_DIR", "/nonexistent"), "pynsq-venv")
+    venv_python = os.path.join(venv, "bin", "python")
+    if os.path.isfile(venv_python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        os.execv(venv_python, [venv_python] + sys.argv)
 
 polybus, broker_name = sys.argv[1], sys.argv[2]
 processes = []
