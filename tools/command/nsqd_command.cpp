@@ -29,6 +29,12 @@ std::string host_name() {
 
 void declare_logging_flags(GoFlags& flags);
 
+std::uint64_t positive_bytes(const std::string& text, const std::string& what) {
+  const std::int64_t value = parse_go_int(text, what);
+  if (value <= 0) throw UsageError("not a size in bytes");
+  return static_cast<std::uint64_t>(value);
+}
+
 void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   const auto address = [](std::string& host, std::uint16_t& port, const char* flag) {
     return [&host, &port, flag](const std::string& v) {
@@ -131,10 +137,15 @@ void declare_nsqd_flags(GoFlags& flags, NsqdOptions& o, bool& version) {
   flags.refuse("auth-http-address", Kind::repeated,
                "AUTH checks a shared secret (NsqdOptions::auth_secret), not an auth server",
                "auth_http_addresses");
-  const std::string disk = "messages live in memory; there is no disk queue to tune";
-  for (const char* flag : {"max-bytes-per-file", "sync-every", "sync-timeout"}) {
-    flags.refuse(flag, Kind::value, disk);
-  }
+  flags.take("max-bytes-per-file", Kind::value, [&o](const std::string& v) {
+    o.max_bytes_per_file = positive_bytes(v, "-max-bytes-per-file");
+  });
+  // Not nsqd's: the disk queues' bound (nsqd's is its disk's).
+  flags.take("max-disk-bytes", Kind::value, [&o](const std::string& v) {
+    o.max_disk_bytes = positive_bytes(v, "-max-disk-bytes");
+  });
+  const std::string disk = "the disk queues go with the process: nothing is synced";
+  for (const char* flag : {"sync-every", "sync-timeout"}) flags.refuse(flag, Kind::value, disk);
   const std::string scans = "timeouts and deferrals fire when due, not at nsqd's queue scans";
   for (const char* flag : {"queue-scan-selection-count", "queue-scan-worker-pool-max"}) {
     flags.refuse(flag, Kind::value, scans);
@@ -271,7 +282,7 @@ int run_nsqd(const Argv& argv) {
             << std::endl;
   if (!options.data_path.empty()) {
     std::cerr << "[nsqd] -data-path " << options.data_path
-              << ": messages are kept in memory only, and go with the process" << std::endl;
+              << ": disk queues go in a folder of their own there, removed on exit" << std::endl;
   }
   wait_for_termination_signal();
   return 0;

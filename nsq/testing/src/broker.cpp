@@ -55,10 +55,50 @@ StoredBody::~StoredBody() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// WaitingMessages
+
+void WaitingMessages::put(Message message) {
+  if (!disk_ && static_cast<std::int64_t>(memory_.size()) < room_.mem_queue_size &&
+      !room_.memory_full())
+    return memory_.push_back(std::move(message));
+  if (!disk_) disk_ = std::make_unique<DiskQueue>(*room_.disk, backend_name_);
+  if (!disk_->push(message)) memory_.push_back(std::move(message));
+}
+
+std::optional<Message> WaitingMessages::take() {
+  if (!memory_.empty()) {
+    Message message = std::move(memory_.front());
+    memory_.pop_front();
+    return message;
+  }
+  if (!disk_) return std::nullopt;
+  std::optional<Message> message = disk_->pop(room_.memory);
+  if (disk_->empty()) disk_.reset();  // its files are gone: memory first again
+  return message;
+}
+
+void WaitingMessages::clear() {
+  memory_.clear();
+  disk_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Channel
 
-Channel::Channel(std::string name)
-    : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)) {}
+Channel::Channel(std::string name, std::string backend_name, QueueRoom& room)
+    : name_(std::move(name)),
+      room_(room),
+      ephemeral_(has_ephemeral_suffix(name_)),
+      ready_(room, std::move(backend_name)) {}
+
+void Channel::put(Message message) {
+  ++message_count_;
+  if (!ephemeral_) return ready_.put(std::move(message));
+  // An unbuffered one (mem_queue_size 0) hands messages straight on: kept here until then.
+  if (static_cast<std::int64_t>(ready_.in_memory()) < room_.mem_queue_size ||
+      room_.mem_queue_size <= 0)
+    ready_.put_in_memory(std::move(message));
+}
 
 void Channel::put_deferred(Message message, Clock::time_point due) {
   ++message_count_;
@@ -102,8 +142,9 @@ void Channel::dispatch(Clock::time_point now) {
   while (!ready_.empty()) {
     Subscriber* subscriber = next_ready_subscriber();
     if (subscriber == nullptr) return;
-    Message message = std::move(ready_.front());
-    ready_.pop_front();
+    std::optional<Message> taken = ready_.take();
+    if (!taken) return;  // the disk queue failed, and said so
+    Message message = std::move(*taken);
     if (subscriber->sampled_out()) continue;
     ++message.attempts;
     ++delivered_count_;
@@ -154,7 +195,7 @@ std::string Channel::requeue(std::uint64_t client_id, const MessageId& id,
   requeue_delays_.push_back(delay);
   if (requeue_delays_.size() > kKeptHistory) requeue_delays_.pop_front();
   if (delay.count() == 0) {
-    ready_.push_back(std::move(message));
+    ready_.put_in_memory(std::move(message));
   } else {
     deferred_.emplace(now + delay, std::move(message));  // not a new message: not counted
   }
@@ -184,11 +225,11 @@ void Channel::process_due(Clock::time_point now) {
       if (subscriber->client_id() == it->second.client_id) subscriber->message_timed_out();
     }
     ++timeout_count_;
-    ready_.push_back(std::move(it->second.message));
+    ready_.put_in_memory(std::move(it->second.message));
     in_flight_.erase(it);
   }
   while (!deferred_.empty() && deferred_.begin()->first <= now) {
-    ready_.push_back(std::move(deferred_.begin()->second));
+    ready_.put_in_memory(std::move(deferred_.begin()->second));
     deferred_.erase(deferred_.begin());
   }
 }
@@ -208,7 +249,7 @@ void Channel::return_in_flight() {
   for (auto& [id, entry] : in_flight_) entries.push_back(&entry);
   std::sort(entries.begin(), entries.end(),
             [](const InFlight* a, const InFlight* b) { return a->delivered < b->delivered; });
-  for (InFlight* entry : entries) ready_.push_back(std::move(entry->message));
+  for (InFlight* entry : entries) ready_.put_in_memory(std::move(entry->message));
   in_flight_.clear();
   in_flight_deadlines_.clear();
 }
@@ -216,7 +257,14 @@ void Channel::return_in_flight() {
 // ---------------------------------------------------------------------------------------------
 // Topic
 
-Topic::Topic(std::string name) : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)) {}
+Topic::Topic(std::string name, QueueRoom& room)
+    : name_(std::move(name)), ephemeral_(has_ephemeral_suffix(name_)), pending_(room, name_) {}
+
+void Topic::put_pending(Message message) {
+  // A deferred one keeps its delay in memory; nsqd's disk queue would lose it.
+  if (message.defer.count() > 0 || ephemeral_) return pending_.put_in_memory(std::move(message));
+  pending_.put(std::move(message));
+}
 
 Channel* Topic::find_channel(const std::string& name) const {
   auto it = channels_.find(name);
@@ -227,8 +275,14 @@ Channel* Topic::find_channel(const std::string& name) const {
 // Broker
 
 Broker::Broker(asio::io_context& io, const NsqdOptions& options, BrokerListener& listener)
-    : timer_(io), listener_(listener), account_(std::make_shared<MemoryAccount>()) {
+    : timer_(io),
+      listener_(listener),
+      account_(std::make_shared<MemoryAccount>()),
+      disk_(options.data_path, options.max_disk_bytes, options.max_bytes_per_file, options.log) {
   account_->limit = options.max_stored_bytes;
+  room_.mem_queue_size = options.mem_queue_size;
+  room_.memory = account_;
+  room_.disk = &disk_;
 }
 
 Broker::~Broker() = default;
@@ -236,14 +290,17 @@ Broker::~Broker() = default;
 Topic& Broker::topic(const std::string& name) {
   auto it = topics_.find(name);
   if (it != topics_.end()) return *it->second;
-  Topic& created = *topics_.emplace(name, std::make_unique<Topic>(name)).first->second;
+  Topic& created = *topics_.emplace(name, std::make_unique<Topic>(name, room_)).first->second;
   listener_.topic_created(name);
   return created;
 }
 
 Channel& Broker::channel(Topic& topic, const std::string& name) {
   if (Channel* existing = topic.find_channel(name)) return *existing;
-  Channel& created = *topic.channels().emplace(name, std::make_unique<Channel>(name)).first->second;
+  Channel& created =
+      *topic.channels()
+           .emplace(name, std::make_unique<Channel>(name, topic.name() + ":" + name, room_))
+           .first->second;
   // The topic's messages go to the channels it has when they are pumped: all to the first.
   distribute_pending(topic);
   listener_.channel_created(topic.name(), name);
@@ -280,14 +337,13 @@ void Broker::put(Channel& channel, const Message& message, std::chrono::millisec
 }
 
 void Broker::distribute_pending(Topic& topic) {
-  if (topic.paused || topic.starting || topic.channels().empty() || topic.pending().empty()) {
+  if (topic.paused || topic.starting || topic.channels().empty() || !topic.has_pending()) {
     return;
   }
   const Clock::time_point now = Clock::now();
-  for (const Message& message : topic.pending()) {
-    for (auto& [name, channel] : topic.channels()) put(*channel, message, message.defer, now);
+  while (std::optional<Message> message = topic.take_pending()) {
+    for (auto& [name, channel] : topic.channels()) put(*channel, *message, message->defer, now);
   }
-  topic.pending().clear();
   for (auto& [name, channel] : topic.channels()) {
     track_deadline(*channel);
     dispatch_soon(*channel);
@@ -317,7 +373,7 @@ void Broker::set_channel_paused(Channel& channel, bool paused) {
 }
 
 void Broker::empty_topic(Topic& topic) {
-  topic.pending().clear();
+  topic.clear_pending();
 }
 
 void Broker::empty_channel(Channel& channel) {
@@ -356,7 +412,16 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
   const std::size_t bytes =
       std::accumulate(bodies.begin(), bodies.end(), std::size_t{0},
                       [](std::size_t sum, const std::string& body) { return sum + body.size(); });
-  if (account_->used + bytes > account_->limit) return false;
+  if (account_->used + bytes > account_->limit) {
+    // What memory cannot take goes to disk, a record for each channel's copy.
+    const Topic* existing = find_topic(topic_name);
+    const std::uint64_t copies =
+        existing == nullptr ? 1 : std::max<std::size_t>(1, existing->channels().size());
+    std::uint64_t records = 0;
+    for (const std::string& body : bodies) records += disk_record_bytes(body.size());
+    const DiskAccount& disk = disk_.account();
+    if (disk.used + records * copies > disk.limit) return false;
+  }
   Topic& target = topic(topic_name);
   const Clock::time_point now = Clock::now();
   for (std::string& body : bodies) {
@@ -365,7 +430,7 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
     ++target.message_count;
     if (target.channels().empty() || target.paused || target.starting) {
       message.defer = defer;
-      target.pending().push_back(std::move(message));
+      target.put_pending(std::move(message));
       continue;
     }
     for (auto& [name, channel] : target.channels()) put(*channel, message, defer, now);

@@ -10,6 +10,9 @@
 //  * A subscriber that goes away leaves its messages in flight until they time out, as in nsqd.
 //  * Ephemeral channels ("#ephemeral") go with their last subscriber, and ephemeral topics with
 //    their last channel.
+//  * A topic or channel keeps mem_queue_size messages in memory, within max_stored_bytes of
+//    bodies across the broker, and the rest in a disk queue (disk_queue.hpp), oldest first, as
+//    nsqd does; an ephemeral channel drops what does not fit, as nsqd's has no disk queue.
 #pragma once
 
 #include <array>
@@ -28,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "disk_queue.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -56,6 +60,14 @@ struct MemoryAccount {
   std::size_t limit = 0;
 };
 
+// What topics and channels may keep in memory, and where the rest goes.
+struct QueueRoom {
+  std::int64_t mem_queue_size = 10000;
+  std::shared_ptr<MemoryAccount> memory;
+  DiskFolder* disk = nullptr;
+  bool memory_full() const { return memory->used > memory->limit; }
+};
+
 // A body shared by a message's copies in every channel; gives its bytes back to the account when
 // the last copy goes.
 class StoredBody {
@@ -77,6 +89,33 @@ struct Message {
   std::int64_t timestamp_ns = 0;       // when published, ns since the Unix epoch
   std::uint16_t attempts = 0;          // deliveries so far
   std::chrono::milliseconds defer{0};  // DPUB's delay, while the topic has no channel
+};
+
+// Messages waiting their turn, oldest first: in memory, and once memory had no room for one
+// (mem_queue_size, max_stored_bytes) on disk until the disk queue empties.
+class WaitingMessages {
+ public:
+  WaitingMessages(QueueRoom& room, std::string backend_name)
+      : room_(room), backend_name_(std::move(backend_name)) {}
+
+  // A published message: in memory if there is room and none waits on disk, else on disk, or
+  // in memory after all if the disk cannot take it (the publish was admitted).
+  void put(Message message);
+  // One that goes back (a requeue, a timeout, a deferral come due): in memory.
+  void put_in_memory(Message message) { memory_.push_back(std::move(message)); }
+  // The oldest; nothing when none waits (or the disk queue failed, and said so).
+  std::optional<Message> take();
+  bool empty() const { return memory_.empty() && !disk_; }
+  std::size_t size() const { return memory_.size() + on_disk(); }
+  std::size_t in_memory() const { return memory_.size(); }
+  std::size_t on_disk() const { return disk_ ? disk_->depth() : 0; }
+  void clear();
+
+ private:
+  QueueRoom& room_;
+  std::string backend_name_;
+  std::deque<Message> memory_;
+  std::unique_ptr<DiskQueue> disk_;  // while it holds any: all newer than memory_'s
 };
 
 // A connection subscribed to a channel, as the channel sees it.
@@ -115,15 +154,15 @@ class BrokerListener {
 
 class Channel {
  public:
-  explicit Channel(std::string name);
+  // `backend_name` names its disk queue's files (nsqd's "topic:channel").
+  Channel(std::string name, std::string backend_name, QueueRoom& room);
 
   const std::string& name() const { return name_; }
   bool ephemeral() const { return ephemeral_; }
 
-  void put(Message message) {
-    ++message_count_;
-    ready_.push_back(std::move(message));
-  }
+  // A published message (WaitingMessages::put; an ephemeral channel drops what memory cannot
+  // take, as nsqd's has no disk queue).
+  void put(Message message);
   void put_deferred(Message message, Clock::time_point due);
 
   // A paused channel keeps its messages and delivers none (in-flight ones still finish).
@@ -154,7 +193,9 @@ class Channel {
   // On stop: every message in flight goes back to the ready queue, as nsqd writes them to disk.
   void return_in_flight();
 
+  // Ready messages, in memory and on disk (nsqd's depth), and those on disk (backend_depth).
   std::size_t depth() const { return ready_.size(); }
+  std::size_t backend_depth() const { return ready_.on_disk(); }
   std::size_t in_flight() const { return in_flight_.size(); }
   std::size_t deferred() const { return deferred_.size(); }
   std::uint64_t timeout_count() const { return timeout_count_; }
@@ -197,11 +238,12 @@ class Channel {
   void forget_deadline(const InFlight& entry, const MessageId& id);
 
   std::string name_;
+  QueueRoom& room_;
   bool ephemeral_;
   bool paused_ = false;
   std::uint64_t message_count_ = 0;
   std::int64_t max_ready_count_ = 0;
-  std::deque<Message> ready_;
+  WaitingMessages ready_;
   std::unordered_map<MessageId, InFlight, MessageIdHash> in_flight_;
   std::set<std::pair<Clock::time_point, MessageId>> in_flight_deadlines_;
   std::multimap<Clock::time_point, Message> deferred_;
@@ -219,7 +261,7 @@ class Channel {
 
 class Topic {
  public:
-  explicit Topic(std::string name);
+  Topic(std::string name, QueueRoom& room);
   const std::string& name() const { return name_; }
   bool ephemeral() const { return ephemeral_; }
 
@@ -227,8 +269,14 @@ class Topic {
   const std::map<std::string, std::unique_ptr<Channel>>& channels() const { return channels_; }
   Channel* find_channel(const std::string& name) const;
 
-  std::deque<Message>& pending() { return pending_; }
+  // Held while the topic has no channel, is paused or starting: in memory, or on disk past
+  // mem_queue_size (a deferred one stays in memory, with its delay).
+  void put_pending(Message message);
+  bool has_pending() const { return !pending_.empty(); }
+  std::optional<Message> take_pending() { return pending_.take(); }
+  void clear_pending() { pending_.clear(); }
   std::size_t depth() const { return pending_.size(); }
+  std::size_t backend_depth() const { return pending_.on_disk(); }
   std::uint64_t message_count = 0;
   std::uint64_t message_bytes = 0;
   // A paused topic holds what is published to it, channels or not, until it is unpaused.
@@ -240,7 +288,7 @@ class Topic {
  private:
   std::string name_;
   bool ephemeral_;
-  std::deque<Message> pending_;  // published while the topic had no channel or was paused
+  WaitingMessages pending_;  // published while the topic had no channel or was paused
   std::map<std::string, std::unique_ptr<Channel>> channels_;
 };
 
@@ -257,9 +305,12 @@ class Broker {
   const std::map<std::string, std::unique_ptr<Topic>>& topics() const { return topics_; }
   // Bytes of message bodies held now.
   std::size_t stored_bytes() const { return account_->used; }
+  // Bytes of messages waiting in disk queues now.
+  std::uint64_t disk_bytes() const { return disk_.account().used; }
 
   // Stores the bodies as messages of `topic` (created if need be), deferred by `defer` if set.
-  // False, storing nothing, when they would take the broker past max_stored_bytes.
+  // False, storing nothing, when they would take the broker past max_stored_bytes in memory
+  // and past max_disk_bytes on disk.
   bool publish(const std::string& topic, std::vector<std::string> bodies,
                std::chrono::milliseconds defer);
 
@@ -322,6 +373,8 @@ class Broker {
   std::unordered_map<const Channel*, Clock::time_point> deadline_of_;
   BrokerListener& listener_;
   std::shared_ptr<MemoryAccount> account_;
+  DiskFolder disk_;
+  QueueRoom room_;
   std::uint64_t next_id_ = 1;
   std::map<std::string, std::unique_ptr<Topic>> topics_;
 };

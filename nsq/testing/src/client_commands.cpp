@@ -335,7 +335,7 @@ void ClientConnection::pub(const std::vector<std::string_view>& params) {
 void ClientConnection::pub_body(std::string_view body) {
   if (!check_auth("PUB")) return;
   if (!server_.broker().publish(body_topic_, {str(body)}, std::chrono::milliseconds(0))) {
-    return fatal("E_PUB_FAILED", "PUB failed memory limit reached");
+    return fatal("E_PUB_FAILED", "PUB failed memory and disk queue limits reached");
   }
   count_published(1);
   send_response(kOkBody);
@@ -393,7 +393,7 @@ void ClientConnection::mpub_body(std::string_view body) {
   }
   const std::size_t published = messages.size();
   if (!server_.broker().publish(body_topic_, std::move(messages), std::chrono::milliseconds(0))) {
-    return fatal("E_MPUB_FAILED", "MPUB failed memory limit reached");
+    return fatal("E_MPUB_FAILED", "MPUB failed memory and disk queue limits reached");
   }
   count_published(published);
   send_response(kOkBody);
@@ -422,7 +422,7 @@ void ClientConnection::dpub(const std::vector<std::string_view>& params) {
 void ClientConnection::dpub_body(std::string_view body) {
   if (!check_auth("DPUB")) return;
   if (!server_.broker().publish(body_topic_, {str(body)}, body_defer_)) {
-    return fatal("E_DPUB_FAILED", "DPUB failed memory limit reached");
+    return fatal("E_DPUB_FAILED", "DPUB failed memory and disk queue limits reached");
   }
   count_published(1);
   send_response(kOkBody);

@@ -127,6 +127,23 @@ std::uint64_t Nsqd::channel_depth(const std::string& topic, const std::string& c
                                      [](const Channel& c) { return c.depth(); });
 }
 
+std::uint64_t Nsqd::topic_backend_depth(const std::string& topic) const {
+  return server_->run([&]() -> std::uint64_t {
+    const Topic* found = server_->broker().find_topic(topic);
+    return found == nullptr ? 0 : found->backend_depth();
+  });
+}
+
+std::uint64_t Nsqd::channel_backend_depth(const std::string& topic,
+                                          const std::string& channel) const {
+  return channel_stat<std::uint64_t>(*server_, topic, channel,
+                                     [](const Channel& c) { return c.backend_depth(); });
+}
+
+std::uint64_t Nsqd::disk_bytes() const {
+  return server_->run([&] { return server_->broker().disk_bytes(); });
+}
+
 std::size_t Nsqd::in_flight(const std::string& topic, const std::string& channel) const {
   return channel_stat<std::size_t>(*server_, topic, channel,
                                    [](const Channel& c) { return c.in_flight(); });

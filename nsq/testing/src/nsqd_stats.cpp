@@ -198,7 +198,7 @@ std::string stats_json(NsqdServer& server, const StatsQuery& query) {
         const Channel& ch = *c.channel;
         out += "{\"channel_name\":" + go_json_string(ch.name());
         out += ",\"depth\":" + std::to_string(ch.depth());
-        out += ",\"backend_depth\":0";
+        out += ",\"backend_depth\":" + std::to_string(ch.backend_depth());
         out += ",\"in_flight_count\":" + std::to_string(ch.in_flight());
         out += ",\"deferred_count\":" + std::to_string(ch.deferred());
         out += ",\"message_count\":" + std::to_string(ch.message_count());
@@ -211,7 +211,7 @@ std::string stats_json(NsqdServer& server, const StatsQuery& query) {
         out += std::string(",") + kNoLatency + "}";
       }
       out += "],\"depth\":" + std::to_string(t.topic->depth());
-      out += ",\"backend_depth\":0";
+      out += ",\"backend_depth\":" + std::to_string(t.topic->backend_depth());
       out += ",\"message_count\":" + std::to_string(t.topic->message_count);
       out += ",\"message_bytes\":" + std::to_string(t.topic->message_bytes);
       out += std::string(",\"paused\":") + json_bool(t.topic->paused);
@@ -259,12 +259,13 @@ std::string stats_text(NsqdServer& server, const StatsQuery& query) {
   for (const TopicView& t : view.topics) {
     out += std::string("\n") + (t.topic->paused ? "*P " : "   ") + "[" +
            go_pad(t.topic->name(), 15) + "] depth: " + go_pad(std::to_string(t.topic->depth()), 5) +
-           " be-depth: " + go_pad("0", 5) +
+           " be-depth: " + go_pad(std::to_string(t.topic->backend_depth()), 5) +
            " msgs: " + go_pad(std::to_string(t.topic->message_count), 8) + " e2e%: \n";
     for (const ChannelView& c : t.channels) {
       const Channel& ch = *c.channel;
       out += std::string(ch.paused() ? "   *P " : "      ") + "[" + go_pad(ch.name(), 25) +
-             "] depth: " + go_pad(std::to_string(ch.depth()), 5) + " be-depth: " + go_pad("0", 5) +
+             "] depth: " + go_pad(std::to_string(ch.depth()), 5) +
+             " be-depth: " + go_pad(std::to_string(ch.backend_depth()), 5) +
              " inflt: " + go_pad(std::to_string(ch.in_flight()), 4) +
              " def: " + go_pad(std::to_string(ch.deferred()), 4) +
              " re-q: " + go_pad(std::to_string(ch.requeue_count()), 5) +

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The in-process nsqd and nsqlookupd, driven over real sockets with plain blocking asio and the
 // NSQ codec, the way a client would see them. Expected texts are nsqd 1.3's, checked against it.
+#include <unistd.h>
+
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
@@ -885,16 +888,23 @@ TEST_CASE("nsqd: AUTH when auth is off is E_AUTH_DISABLED", "[nsq_testing][auth]
   CHECK(client.closed_within());
 }
 
-TEST_CASE("nsqd: publishing past max_stored_bytes fails instead of growing",
-          "[nsq_testing][errors]") {
+TEST_CASE(
+    "nsqd: past max_stored_bytes messages go to disk, and past max_disk_bytes a publish fails",
+    "[nsq_testing][errors][disk]") {
   NsqdOptions options;
   options.max_stored_bytes = 10;
+  options.max_disk_bytes = 100;  // two records of 8 bytes (4 + 26 + 8 each), not three
   auto nsqd = Nsqd::start(options);
   WireClient client(nsqd->tcp_port());
+  for (int i = 0; i < 3; ++i) {
+    client.pub("t", "12345678");
+    client.expect_response("OK");
+  }
+  CHECK(nsqd->topic_depth("t") == 3);
+  CHECK(nsqd->topic_backend_depth("t") == 2);
+  CHECK(nsqd->disk_bytes() == 76);
   client.pub("t", "12345678");
-  client.expect_response("OK");
-  client.pub("t", "12345678");
-  client.expect_error("E_PUB_FAILED PUB failed memory limit reached");
+  client.expect_error("E_PUB_FAILED PUB failed memory and disk queue limits reached");
   CHECK(client.closed_within());
 }
 
@@ -1298,4 +1308,75 @@ TEST_CASE("register_test_brokers adds nsq and nsq+lookupd brokers that serve the
   }
   CHECK(names.count("nsq") == 1);
   CHECK(names.count("nsq+lookupd") == 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// nsqd's disk queues
+
+TEST_CASE("nsqd: beyond mem_queue_size a channel keeps messages on disk and delivers them in order",
+          "[nsq_testing][disk]") {
+  const std::filesystem::path data =
+      std::filesystem::temp_directory_path() / ("polybus-disk-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(data);
+  NsqdOptions options;
+  options.mem_queue_size = 3;
+  options.max_bytes_per_file = 100;  // a few records a file: the queue moves across files
+  options.data_path = data.string();
+  options.http_port = 0;
+  {
+    auto nsqd = Nsqd::start(options);
+    WireClient consumer(nsqd->tcp_port());
+    consumer.sub("t", "c");
+    consumer.expect_response("OK");
+    WireClient producer(nsqd->tcp_port());
+    std::vector<std::string> bodies;
+    for (int i = 0; i < 20; ++i) bodies.push_back("message " + std::to_string(i));
+    producer.mpub("t", {bodies.begin(), bodies.begin() + 10});
+    producer.expect_response("OK");
+    for (int i = 10; i < 20; ++i) {
+      producer.pub("t", bodies[static_cast<std::size_t>(i)]);
+      producer.expect_response("OK");
+    }
+    CHECK(nsqd->channel_depth("t", "c") == 20);
+    CHECK(nsqd->channel_backend_depth("t", "c") == 17);
+    // Its files are in a folder of the broker's own under the data path.
+    std::size_t files = 0;
+    for (const auto& folder : std::filesystem::directory_iterator(data))
+      for (const auto& file : std::filesystem::directory_iterator(folder.path()))
+        files += file.path().filename().string().rfind("t:c.diskqueue.", 0) == 0;
+    CHECK(files > 1);
+    const std::string stats =
+        http_get(nsqd->http_port(), "/stats?format=json&topic=t&channel=c").body;
+    CHECK(stats.find(R"("backend_depth":17)") != std::string::npos);
+
+    consumer.rdy(5);
+    for (int i = 0; i < 20; ++i) {
+      const ReceivedMessage m = consumer.message();
+      CHECK(m.body == bodies[static_cast<std::size_t>(i)]);
+      CHECK(m.attempts == 1);
+      consumer.fin(m.id);
+    }
+    REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("t", "c") == 0; }));
+    CHECK(nsqd->channel_depth("t", "c") == 0);
+    CHECK(nsqd->disk_bytes() == 0);
+  }
+  // Stopped, the broker leaves nothing behind.
+  CHECK(std::filesystem::is_empty(data));
+  std::filesystem::remove_all(data);
+}
+
+TEST_CASE("nsqd: an ephemeral channel drops what mem_queue_size cannot hold, as nsqd's",
+          "[nsq_testing][disk]") {
+  NsqdOptions options;
+  options.mem_queue_size = 2;
+  auto nsqd = Nsqd::start(options);
+  WireClient consumer(nsqd->tcp_port());
+  consumer.sub("t", "c#ephemeral");
+  consumer.expect_response("OK");
+  WireClient producer(nsqd->tcp_port());
+  producer.mpub("t", {"a", "b", "c", "d"});
+  producer.expect_response("OK");
+  CHECK(nsqd->channel_depth("t", "c#ephemeral") == 2);
+  CHECK(nsqd->channel_backend_depth("t", "c#ephemeral") == 0);
+  CHECK(nsqd->disk_bytes() == 0);
 }

@@ -77,10 +77,20 @@ struct POLYBUS_API NsqdOptions {
   /// cannot connect: Connection refused"); polybus broker nsqd writes it to standard error.
   /// Called on the server's io thread.
   std::function<void(const std::string&)> log;
-  /// Reported by /config only: messages live in memory whatever their number, and nothing is
-  /// written to a data path.
+  /// Messages each topic and channel keeps in memory, as nsqd's --mem-queue-size; the rest wait
+  /// in its disk queue (0: all of them), except an ephemeral channel's, which are dropped as in
+  /// nsqd. Messages also go to disk while bodies in memory pass max_stored_bytes.
   std::int64_t mem_queue_size = 10000;
-  std::string data_path;  ///< reported by /config only
+  /// Where the disk queues' files go, in a folder of this broker's own (polybus-nsqd-XXXXXX)
+  /// removed when it stops; empty: the system's temporary folder. Nothing written there by a
+  /// real nsqd is read or touched.
+  std::string data_path;
+  /// The largest disk queue file (nsqd's --max-bytes-per-file); a queue uses as many as it needs.
+  std::uint64_t max_bytes_per_file = 100 * 1024 * 1024;
+  /// Bytes of messages waiting on disk across the broker; a publish that memory cannot take
+  /// and that would pass it fails (E_PUB_FAILED, E_MPUB_FAILED, E_DPUB_FAILED). nsqd has no
+  /// such bound: its disk is its limit.
+  std::uint64_t max_disk_bytes = 4ULL * 1024 * 1024 * 1024;
 
   /// Message timeouts: the default a client gets, and (max_msg_timeout) the most it may ask for
   /// in IDENTIFY or reach with TOUCH. nsqd refuses a client msg_timeout below 1000 ms.
@@ -141,8 +151,8 @@ struct POLYBUS_API NsqdOptions {
 
   /// Longest command line; a longer one closes the connection (nsqd's read buffer is 16 KiB).
   std::size_t max_line_length = 16 * 1024;
-  /// Bytes of message bodies the broker holds at once; a publish beyond it fails (E_PUB_FAILED,
-  /// E_MPUB_FAILED, E_DPUB_FAILED) instead of growing without bound.
+  /// Bytes of message bodies the broker holds in memory; beyond it published messages go to the
+  /// disk queues (see max_disk_bytes).
   std::size_t max_stored_bytes = 256 * 1024 * 1024;
 };
 
@@ -205,6 +215,13 @@ class POLYBUS_API Nsqd {
   std::uint64_t topic_message_count(const std::string& topic) const;
   /// Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
   std::uint64_t channel_depth(const std::string& topic, const std::string& channel) const;
+  /// Of a topic's and a channel's depth, the messages waiting in its disk queue (nsqd's
+  /// backend_depth): those beyond mem_queue_size or max_stored_bytes.
+  std::uint64_t topic_backend_depth(const std::string& topic) const;
+  std::uint64_t channel_backend_depth(const std::string& topic,  ///< see topic_backend_depth
+                                      const std::string& channel) const;
+  /// Bytes of messages waiting in disk queues, against NsqdOptions::max_disk_bytes.
+  std::uint64_t disk_bytes() const;
   /// Messages of the channel delivered and not yet finished, requeued or timed out.
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
   /// The largest RDY count any client subscribed to the channel has set (since it was created).
