@@ -71,3 +71,34 @@ TEST_CASE("a publisher rides out a network that goes silent") {
   CHECK(nsqd->topic_message_count("orders") == 2);
   CHECK(proxy.counters().accepted >= 2);  // the client connected again
 }
+
+TEST_CASE("the consumer finishes every message and never asks for more than max_in_flight") {
+  polybus::register_all_schemes();
+  polybus::nsq::testing::NsqdOptions options;
+  options.journal_capacity = 10000;
+  auto nsqd = polybus::nsq::testing::Nsqd::start(options);
+  auto client = polybus::connect("nsq://" + nsqd->tcp_address() + "?max_in_flight=4");
+  std::atomic<int> handled{0};
+  polybus::SubscribeOptions group;
+  group.group = "audit";
+  auto sub = client.subscribe("events", group, [&](polybus::Message&) { ++handled; });
+  REQUIRE(sub.wait_ready(std::chrono::seconds(10)) == std::error_code{});
+  for (int i = 0; i < 20; ++i)
+    REQUIRE(client.publish_sync("events", "event " + std::to_string(i)) == std::error_code{});
+  REQUIRE(
+      nsqd->wait_until([&] { return handled == 20 && nsqd->in_flight("events", "audit") == 0; }));
+
+  using Entry = polybus::testing::JournalEntry;
+  auto& journal = nsqd->journal();
+  const auto deliveries = journal.entries([](const Entry& e) { return e.kind == "message"; });
+  CHECK(deliveries.size() == 20);
+  for (const Entry& delivery : deliveries)  // one FIN each, on the connection it went to
+    CHECK(journal
+              .entries([&](const Entry& e) {
+                return e.kind == "FIN" && e.id == delivery.id &&
+                       e.connection == delivery.connection;
+              })
+              .size() == 1);
+  for (const Entry& rdy : journal.entries([](const Entry& e) { return e.kind == "RDY"; }))
+    CHECK(rdy.count <= 4);
+}

@@ -938,3 +938,51 @@ TEST_CASE(
   CHECK(server.close_sync(std::chrono::seconds(5)) == std::error_code{});
   CHECK(publisher.close_sync(std::chrono::seconds(5)) == std::error_code{});
 }
+
+TEST_CASE(
+    "nsq: the in-process nsqd's journal shows a FIN for every delivery and RDY never "
+    "above max_in_flight",
+    "[nsq][journal]") {
+  nsq::testing::NsqdOptions options;
+  options.journal_capacity = 100000;
+  auto nsqd = Nsqd::start(options);
+  constexpr int kMessages = 300;
+  auto producer = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  REQUIRE(publish_windowed(producer, "journaled", "m", kMessages));
+  auto consumer = connect("nsq://" + nsqd->tcp_address() + "?max_in_flight=7&" + kFast);
+  Collector got;
+  SubscribeOptions subscribe;
+  subscribe.group = "c";
+  auto sub = consumer.subscribe("journaled", subscribe,
+                                [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(got.wait_for_distinct(kMessages));
+
+  using polybus::testing::JournalEntry;
+  polybus::testing::Journal& journal = nsqd->journal();
+  const auto published = journal.entries([](const JournalEntry& e) {
+    return e.received && (e.kind == "PUB" || e.kind == "MPUB") && e.topic == "journaled";
+  });
+  std::int64_t publishes = 0;
+  for (const JournalEntry& e : published) publishes += e.count;
+  CHECK(publishes == kMessages);
+  const auto deliveries =
+      journal.entries([](const JournalEntry& e) { return !e.received && e.kind == "message"; });
+  REQUIRE(deliveries.size() >= static_cast<std::size_t>(kMessages));
+  for (const JournalEntry& delivery : deliveries) {
+    CHECK(delivery.topic == "journaled");
+    CHECK(delivery.channel == "c");
+    const auto fin = journal.wait_for(
+        [&](const JournalEntry& e) {
+          return e.received && e.kind == "FIN" && e.id == delivery.id &&
+                 e.connection == delivery.connection;
+        },
+        kWaitBound);
+    REQUIRE(fin);
+    CHECK(fin->seq > delivery.seq);
+  }
+  const auto rdys =
+      journal.entries([](const JournalEntry& e) { return e.received && e.kind == "RDY"; });
+  REQUIRE_FALSE(rdys.empty());
+  for (const JournalEntry& rdy : rdys) CHECK(rdy.count <= 7);
+  CHECK(journal.dropped() == 0);
+}

@@ -255,6 +255,8 @@ int run_nsqd(const Argv& argv) {
   bool version = false;
   GoFlags flags;
   declare_nsqd_flags(flags, options, version);
+  // Not nsqd's: the journal of what the connections sent and were sent, as JSON lines.
+  flags.take("journal", Kind::value, [&](const std::string& v) { options.journal_file = v; });
   if (flags.parse(argv, "config")) {
     std::cout << "usage: polybus broker nsqd [nsqd 1.3 flags]\n"
                  "Runs the in-process nsqd with nsqd's own command line: its TCP protocol on "

@@ -9,7 +9,8 @@ set -euo pipefail
 polybus=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 shims=$(mktemp -d)
-trap 'rm -rf "$shims"' EXIT
+# A server left running on a failure would hold the test's output open.
+trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$shims"' EXIT
 for server in nsqd nsqlookupd; do
   printf '#!/bin/sh\nexec "%s" broker %s "$@"\n' "$polybus" "$server" > "$shims/$server"
   chmod +x "$shims/$server"
@@ -59,4 +60,37 @@ config() { curl -sf "http://127.0.0.1:$http_port/config/$1"; }
   { echo "FAILED: the command line over the file: $(config nsqlookupd_tcp_addresses)"; exit 1; }
 kill "$config_pid"
 wait "$config_pid" || true
-echo "ok: shims, refused flags, config file"
+
+# Past --mem-queue-size messages wait in disk queue files under --data-path (backend_depth),
+# gone on exit; --journal (not nsqd's) writes each command and frame as a JSON line.
+tcp_port=$(port)
+http_port=$(port)
+mkdir "$shims/data"
+"$polybus" broker nsqd --tcp-address="127.0.0.1:$tcp_port" --http-address="127.0.0.1:$http_port" \
+  --mem-queue-size=2 --data-path="$shims/data" --journal="$shims/journal.jsonl" \
+  2> "$shims/disk.log" &
+disk_pid=$!
+for _ in $(seq 300); do
+  curl -sf "http://127.0.0.1:$http_port/ping" > /dev/null && break
+  sleep 0.1
+done
+"$polybus" pub "nsq://127.0.0.1:$tcp_port" journaled one two three four five > /dev/null
+stats=$(curl -sf "http://127.0.0.1:$http_port/stats?format=json&topic=journaled")
+echo "$stats" | grep -q '"depth":5,"backend_depth":3' ||
+  { echo "FAILED: disk queue: $stats"; exit 1; }
+ls "$shims"/data/polybus-nsqd-*/journaled.diskqueue.000000.dat > /dev/null ||
+  { echo "FAILED: no disk queue file under --data-path"; exit 1; }
+# PUB, or MPUB when the client gathers them: five messages either way.
+published=$(python3 -c '
+import json, sys
+entries = [json.loads(line) for line in open(sys.argv[1])]
+print(sum(e.get("count", 0) for e in entries
+          if e["direction"] == "in" and e["kind"] in ("PUB", "MPUB") and e.get("topic") == "journaled"))
+' "$shims/journal.jsonl")
+[ "$published" = 5 ] || { echo "FAILED: journal: $(cat "$shims/journal.jsonl")"; exit 1; }
+grep -q '"direction":"out","kind":"response","text":"OK"' "$shims/journal.jsonl" ||
+  { echo "FAILED: journal: no OK sent"; exit 1; }
+kill "$disk_pid"
+wait "$disk_pid" || true
+[ -z "$(ls -A "$shims/data")" ] || { echo "FAILED: disk queues left behind: $(ls -R "$shims/data")"; exit 1; }
+echo "ok: shims, refused flags, config file, disk queues, journal"

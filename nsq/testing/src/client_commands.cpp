@@ -41,6 +41,7 @@ std::uint32_t read_be32(std::string_view bytes) {
 
 void ClientConnection::on_line(const std::vector<std::string_view>& params) {
   const std::string_view command = params[0];
+  journal_command(params);
   if (command == "IDENTIFY") return identify(params);
   if (server_.tls_required() && !tls_active_) {
     fatal("E_INVALID", "cannot " + str(command) + " in current state (TLS required)");
@@ -116,6 +117,8 @@ void ClientConnection::on_body_size(std::int32_t size) {
 void ClientConnection::on_body(std::string_view body) {
   const BodyCommand command = body_command_;
   body_command_ = BodyCommand::none;
+  static constexpr std::string_view kNames[] = {"", "IDENTIFY", "AUTH", "PUB", "MPUB", "DPUB"};
+  journal_body(kNames[static_cast<int>(command)], body);
   switch (command) {
     case BodyCommand::identify:
       identify_body(body);

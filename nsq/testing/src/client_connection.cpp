@@ -7,6 +7,7 @@
 #include <asio/write.hpp>
 
 #include "polybus/nsq/codec.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {
@@ -194,6 +195,7 @@ void ClientConnection::deliver(const Message& message) {
   append_be(frame, message.attempts, 2);
   frame.append(message.id.view());
   frame.append(body);
+  journal_sent("message", {}, &message);
   emit(std::move(frame));
 }
 
@@ -247,13 +249,90 @@ ClientStats ClientConnection::stats() const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Journal
+
+polybus::testing::JournalEntry ClientConnection::journal_entry(bool received,
+                                                               std::string kind) const {
+  polybus::testing::JournalEntry entry;
+  entry.connection = id_;
+  entry.received = received;
+  entry.kind = std::move(kind);
+  if (topic_ != nullptr) entry.topic = topic_->name();
+  if (channel_ != nullptr) entry.channel = channel_->name();
+  return entry;
+}
+
+void ClientConnection::journal_command(const std::vector<std::string_view>& params) {
+  polybus::testing::Journal& journal = server_.journal();
+  const std::string_view command = params[0];
+  // Commands with a body are recorded with it (journal_body).
+  if (!journal.enabled() || command == "IDENTIFY" || command == "AUTH" || command == "PUB" ||
+      command == "MPUB" || command == "DPUB")
+    return;
+  polybus::testing::JournalEntry entry = journal_entry(true, str(command));
+  const auto number = [](std::string_view text) -> std::int64_t {
+    std::int64_t value = 0;
+    for (char c : text) {
+      if (c < '0' || c > '9' || value > (std::int64_t{1} << 40)) return -1;
+      value = value * 10 + (c - '0');
+    }
+    return text.empty() ? -1 : value;
+  };
+  if (command == "SUB" && params.size() >= 3) {
+    entry.topic = str(params[1]);
+    entry.channel = str(params[2]);
+  } else if (command == "RDY" && params.size() >= 2) {
+    entry.count = number(params[1]);
+  } else if ((command == "FIN" || command == "TOUCH" || command == "REQ") && params.size() >= 2) {
+    entry.id = str(params[1]);
+    if (command == "REQ" && params.size() >= 3) entry.count = number(params[2]);
+  }
+  // Arguments a command should not have, or that did not parse, stay visible.
+  for (std::size_t i = 1; i < params.size(); ++i) entry.text += (i > 1 ? " " : "") + str(params[i]);
+  journal.record(std::move(entry));
+}
+
+void ClientConnection::journal_body(std::string_view command, std::string_view body) {
+  polybus::testing::Journal& journal = server_.journal();
+  if (!journal.enabled() || command.empty()) return;
+  polybus::testing::JournalEntry entry = journal_entry(true, str(command));
+  entry.bytes = body.size();
+  if (command == "PUB" || command == "MPUB" || command == "DPUB") {
+    entry.topic = body_topic_;
+    entry.channel.clear();
+    entry.count = 1;
+  }
+  if (command == "MPUB")  // the message count that opens the body
+    entry.count =
+        body.size() >= 4 ? static_cast<std::int64_t>(read_big_endian(body.data(), 4)) : -1;
+  if (command == "DPUB") entry.text = std::to_string(body_defer_.count()) + "ms";
+  if (command == "IDENTIFY") entry.text = str(body);  // AUTH's secret is left out
+  journal.record(std::move(entry));
+}
+
+void ClientConnection::journal_sent(std::string kind, std::string text, const Message* message) {
+  polybus::testing::Journal& journal = server_.journal();
+  if (!journal.enabled()) return;
+  polybus::testing::JournalEntry entry = journal_entry(false, std::move(kind));
+  entry.text = std::move(text);
+  if (message != nullptr) {
+    entry.id = str(message->id.view());
+    entry.count = message->attempts;
+    entry.bytes = message->body->bytes().size();
+  }
+  journal.record(std::move(entry));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 
 void ClientConnection::send_response(std::string_view body) {
+  journal_sent("response", str(body));
   send_frame(kFrameResponse, body);
 }
 
 void ClientConnection::send_error(std::string_view code, std::string_view description) {
+  journal_sent("error", str(code) + " " + str(description));
   send_frame(kFrameError, str(code) + " " + str(description));
 }
 

@@ -24,6 +24,7 @@
 #include "broker.hpp"
 #include "command_parser.hpp"
 #include "identify.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/nsq/compression.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -43,6 +44,8 @@ class ServerContext {
   virtual void state_changed() = 0;
   // Bytes a connection read from its client, or wrote to it (after TLS, before compression).
   virtual void count_traffic(std::size_t received, std::size_t sent) = 0;
+  // What connections sent and were sent, for tests (NsqdOptions::journal_capacity).
+  virtual polybus::testing::Journal& journal() = 0;
 };
 
 // One client as nsqd's /stats shows it (nsqd's ClientV2Stats).
@@ -139,6 +142,12 @@ class ClientConnection final : public Subscriber,
   void send_error(std::string_view code, std::string_view description);  // non-fatal
   void fatal(std::string_view code, std::string_view description);       // then close
   void send_frame(std::int32_t type, std::string_view body);
+  // Records a command received (its line's arguments, or a body command with its body) or a
+  // frame sent, with the subscription's topic and channel, when the journal is on.
+  void journal_command(const std::vector<std::string_view>& params);
+  void journal_body(std::string_view command, std::string_view body);
+  void journal_sent(std::string kind, std::string text, const Message* message = nullptr);
+  polybus::testing::JournalEntry journal_entry(bool received, std::string kind) const;
   void emit(std::string plain);
   void flush();
   void on_written(std::error_code ec, std::size_t size);

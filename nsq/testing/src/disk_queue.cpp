@@ -9,22 +9,13 @@
 #include <utility>
 
 #include "broker.hpp"
+#include "polybus/text/big_endian.hpp"
 
 namespace polybus::nsq::testing::detail {
 namespace {
 
 // nsqd's message on disk: 8-byte timestamp (ns), 2-byte attempts, 16-byte id, then the body.
 constexpr std::size_t kHeader = 8 + 2 + 16;
-
-void put_big_endian(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-std::uint64_t get_big_endian(const char* in, int bytes) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
-  return value;
-}
 
 }  // namespace
 
@@ -121,9 +112,9 @@ bool DiskQueue::push(const Message& message) {
     return false;
   }
   scratch_.clear();
-  put_big_endian(scratch_, kHeader + body.size(), 4);
-  put_big_endian(scratch_, static_cast<std::uint64_t>(message.timestamp_ns), 8);
-  put_big_endian(scratch_, message.attempts, 2);
+  append_big_endian<4>(scratch_, kHeader + body.size());
+  append_big_endian<8>(scratch_, static_cast<std::uint64_t>(message.timestamp_ns));
+  append_big_endian<2>(scratch_, message.attempts);
   scratch_.append(message.id.text.data(), message.id.text.size());
   if (std::fwrite(scratch_.data(), 1, scratch_.size(), writer_) != scratch_.size() ||
       std::fwrite(body.data(), 1, body.size(), writer_) != body.size()) {
@@ -175,15 +166,15 @@ std::optional<Message> DiskQueue::pop(const std::shared_ptr<MemoryAccount>& memo
   std::clearerr(reader_);  // read up to the end before the writer's last flush
   if (std::fread(header, 1, sizeof header, reader_) != sizeof header)
     return fail("a record ends early");
-  const std::uint64_t size = get_big_endian(header, 4);
+  const std::uint64_t size = read_big_endian(header, 4);
   if (size < kHeader || size > file.bytes)
     return fail("a record's size is " + std::to_string(size));
   std::string body(size - kHeader, '\0');
   if (!body.empty() && std::fread(body.data(), 1, body.size(), reader_) != body.size())
     return fail("a record ends early");
   Message message;
-  message.timestamp_ns = static_cast<std::int64_t>(get_big_endian(header + 4, 8));
-  message.attempts = static_cast<std::uint16_t>(get_big_endian(header + 12, 2));
+  message.timestamp_ns = static_cast<std::int64_t>(read_big_endian(header + 4, 8));
+  message.attempts = static_cast<std::uint16_t>(read_big_endian(header + 12, 2));
   message.id = MessageId::from_wire(std::string_view(header + 14, 16));
   message.body = std::make_shared<const StoredBody>(std::move(body), memory);
   const std::uint64_t record = 4 + size;

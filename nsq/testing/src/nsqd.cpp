@@ -140,6 +140,10 @@ std::uint64_t Nsqd::channel_backend_depth(const std::string& topic,
                                      [](const Channel& c) { return c.backend_depth(); });
 }
 
+polybus::testing::Journal& Nsqd::journal() const {
+  return server_->journal();
+}
+
 std::uint64_t Nsqd::disk_bytes() const {
   return server_->run([&] { return server_->broker().disk_bytes(); });
 }

@@ -57,11 +57,16 @@ asio::ssl::context make_tls_context(const NsqdOptions& options) {
 }
 
 // nsqd: a client certificate policy makes TLS required.
+constexpr std::size_t kJournalFileCapacity = 100000;
+
 NsqdOptions normalized(NsqdOptions options) {
   if (options.tls_client_auth != NsqdOptions::TlsClientAuth::none &&
       options.tls_required == NsqdOptions::TlsRequired::no) {
     options.tls_required = NsqdOptions::TlsRequired::yes;
   }
+  // A journal written to a file records, whatever it keeps in memory.
+  if (!options.journal_file.empty() && options.journal_capacity == 0)
+    options.journal_capacity = kJournalFileCapacity;
   return options;
 }
 
@@ -87,6 +92,7 @@ NsqdServer::NsqdServer(NsqdOptions options)
         "nsqd test server: lookupd_tcp_addresses need http_port: nsqlookupd refuses an nsqd "
         "that announces no HTTP port");
   }
+  if (!options_.journal_file.empty()) journal_.write_to(options_.journal_file);
   io_.run([this] { listen(); });
 }
 

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process nsqd and nsqlookupd for tests, and their test brokers.
@@ -154,6 +155,15 @@ struct POLYBUS_API NsqdOptions {
   /// Bytes of message bodies the broker holds in memory; beyond it published messages go to the
   /// disk queues (see max_disk_bytes).
   std::size_t max_stored_bytes = 256 * 1024 * 1024;
+
+  /// Entries the journal keeps (Nsqd::journal()): each command a connection sends (a command
+  /// with a body once its body came) and each response, error and message it is sent. 0 keeps
+  /// none and costs nothing.
+  std::size_t journal_capacity = 0;
+  /// Non-empty: every journal entry is also written there as a JSON line as it is recorded
+  /// (Journal::write_to); the file is as long as the run, whatever journal_capacity keeps (0
+  /// here: 100,000).
+  std::string journal_file;
 };
 
 class Lookupd;
@@ -222,6 +232,13 @@ class POLYBUS_API Nsqd {
                                       const std::string& channel) const;
   /// Bytes of messages waiting in disk queues, against NsqdOptions::max_disk_bytes.
   std::uint64_t disk_bytes() const;
+  /// What the connections sent and were sent (NsqdOptions::journal_capacity): kind is the
+  /// command (IDENTIFY, AUTH, SUB, RDY, FIN, REQ, TOUCH, PUB, MPUB, DPUB, NOP, CLS, or what an
+  /// invalid line began with) or the frame sent (response, error, message), with the
+  /// subscription's topic and channel, a message id (FIN, REQ, TOUCH, message), a count (RDY's;
+  /// REQ's delay in ms; MPUB's messages; a message's attempts) and body bytes. Safe from any
+  /// thread.
+  polybus::testing::Journal& journal() const;
   /// Messages of the channel delivered and not yet finished, requeued or timed out.
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
   /// The largest RDY count any client subscribed to the channel has set (since it was created).
