@@ -257,6 +257,15 @@ int run_nsqd(const Argv& argv) {
   declare_nsqd_flags(flags, options, version);
   // Not nsqd's: the journal of what the connections sent and were sent, as JSON lines.
   flags.take("journal", Kind::value, [&](const std::string& v) { options.journal_file = v; });
+  // Not nsqd's: fault rules (polybus/fault_rules.hpp), "unit=FIN,nth=3,error=E_FIN_FAILED ...".
+  flags.take("fault", Kind::repeated, [&](const std::string& v) {
+    if (v.empty()) return options.faults.clear();
+    try {
+      options.faults.push_back(testing::parse_fault_rule(v));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  });
   if (flags.parse(argv, "config")) {
     std::cout << "usage: polybus broker nsqd [nsqd 1.3 flags]\n"
                  "Runs the in-process nsqd with nsqd's own command line: its TCP protocol on "

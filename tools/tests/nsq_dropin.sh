@@ -10,7 +10,7 @@ polybus=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 shims=$(mktemp -d)
 # A server left running on a failure would hold the test's output open.
-trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$shims"' EXIT
+trap 'kill $(jobs -p) 2> /dev/null || true; rm -rf "$shims"' EXIT
 for server in nsqd nsqlookupd; do
   printf '#!/bin/sh\nexec "%s" broker %s "$@"\n' "$polybus" "$server" > "$shims/$server"
   chmod +x "$shims/$server"
@@ -93,4 +93,31 @@ grep -q '"direction":"out","kind":"response","text":"OK"' "$shims/journal.jsonl"
 kill "$disk_pid"
 wait "$disk_pid" || true
 [ -z "$(ls -A "$shims/data")" ] || { echo "FAILED: disk queues left behind: $(ls -R "$shims/data")"; exit 1; }
-echo "ok: shims, refused flags, config file, disk queues, journal"
+
+# Not nsqd's: --fault rules (polybus/fault_rules.hpp); a rule that does not parse is a usage error.
+set +e
+"$polybus" broker nsqd --fault='unit=FIN,nth=0,close' > /dev/null 2> "$shims/err"
+status=$?
+set -e
+[ "$status" = 2 ] && grep -q "fault rule: nth and first count from 1" "$shims/err" ||
+  { echo "FAILED: a bad --fault: exit $status, $(cat "$shims/err")"; exit 1; }
+tcp_port=$(port)
+http_port=$(port)
+"$polybus" broker nsqd --tcp-address="127.0.0.1:$tcp_port" --http-address="127.0.0.1:$http_port" \
+  --fault='unit=PUB,once,error=E_PUB_FAILED PUB failed' \
+  --fault='unit=MPUB,once,error=E_MPUB_FAILED MPUB failed' 2> "$shims/faults.log" &
+faults_pid=$!
+for _ in $(seq 300); do
+  curl -sf "http://127.0.0.1:$http_port/ping" > /dev/null && break
+  sleep 0.1
+done
+set +e
+"$polybus" pub "nsq://127.0.0.1:$tcp_port" faulted one > /dev/null 2> "$shims/err"
+status=$?
+set -e
+[ "$status" = 1 ] && grep -q "E_PUB_FAILED PUB failed" "$shims/err" ||
+  { echo "FAILED: --fault: exit $status, $(cat "$shims/err")"; exit 1; }
+"$polybus" pub "nsq://127.0.0.1:$tcp_port" faulted two > /dev/null  # once: the next goes through
+kill "$faults_pid"
+wait "$faults_pid" || true
+echo "ok: shims, refused flags, config file, disk queues, journal, faults"

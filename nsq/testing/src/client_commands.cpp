@@ -42,6 +42,23 @@ std::uint32_t read_be32(std::string_view bytes) {
 void ClientConnection::on_line(const std::vector<std::string_view>& params) {
   const std::string_view command = params[0];
   journal_command(params);
+  // A command with a body meets its faults with the body (on_body).
+  std::optional<polybus::testing::FaultRule> fault;
+  if (!(command == "IDENTIFY" || command == "AUTH" || command == "PUB" || command == "MPUB" ||
+        command == "DPUB")) {
+    bool intercepted = false;
+    const std::string_view topic = command == "SUB" && params.size() >= 2 ? params[1]
+                                   : topic_ != nullptr ? std::string_view(topic_->name())
+                                                       : std::string_view();
+    fault = fault_for(command, topic, intercepted);
+    if (intercepted) return command_done();
+  }
+  run_line(params);
+  if (fault && fault->action == polybus::testing::FaultRule::Action::duplicate) run_line(params);
+}
+
+void ClientConnection::run_line(const std::vector<std::string_view>& params) {
+  const std::string_view command = params[0];
   if (command == "IDENTIFY") return identify(params);
   if (server_.tls_required() && !tls_active_) {
     fatal("E_INVALID", "cannot " + str(command) + " in current state (TLS required)");
@@ -118,7 +135,22 @@ void ClientConnection::on_body(std::string_view body) {
   const BodyCommand command = body_command_;
   body_command_ = BodyCommand::none;
   static constexpr std::string_view kNames[] = {"", "IDENTIFY", "AUTH", "PUB", "MPUB", "DPUB"};
-  journal_body(kNames[static_cast<int>(command)], body);
+  const std::string_view name = kNames[static_cast<int>(command)];
+  journal_body(name, body);
+  bool intercepted = false;
+  const bool publishes =
+      command == BodyCommand::pub || command == BodyCommand::mpub || command == BodyCommand::dpub;
+  std::optional<polybus::testing::FaultRule> fault;
+  if (!name.empty())
+    fault = fault_for(name, publishes ? std::string_view(body_topic_) : "", intercepted);
+  if (intercepted) return command_done();
+  run_body(command, body);
+  if (fault && fault->action == polybus::testing::FaultRule::Action::duplicate)
+    run_body(command, body);
+  command_done();
+}
+
+void ClientConnection::run_body(BodyCommand command, std::string_view body) {
   switch (command) {
     case BodyCommand::identify:
       identify_body(body);
@@ -138,7 +170,6 @@ void ClientConnection::on_body(std::string_view body) {
     case BodyCommand::none:
       break;
   }
-  command_done();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ ClientConnection::ClientConnection(ServerContext& server, asio::ip::tcp::socket 
       heartbeat_timer_(stream_.get_executor()),
       deadline_timer_(stream_.get_executor()),
       handshake_timer_(stream_.get_executor()),
+      fault_timer_(stream_.get_executor()),
       parser_(server.options().max_line_length),
       settings_(ClientSettings::defaults(server.options())),
       read_buffer_(kPlainReadSize),
@@ -196,6 +197,11 @@ void ClientConnection::deliver(const Message& message) {
   frame.append(message.id.view());
   frame.append(body);
   journal_sent("message", {}, &message);
+  bool intercepted = false;
+  const std::string_view topic = topic_ != nullptr ? std::string_view(topic_->name()) : "";
+  const auto fault = fault_for("message", topic, intercepted);
+  if (intercepted) return;  // the message stays in flight here, as if lost on the way
+  if (fault && fault->action == polybus::testing::FaultRule::Action::duplicate) emit(frame);
   emit(std::move(frame));
 }
 
@@ -324,6 +330,59 @@ void ClientConnection::journal_sent(std::string kind, std::string text, const Me
 }
 
 // ---------------------------------------------------------------------------------------------
+// Faults
+
+std::optional<polybus::testing::FaultRule> ClientConnection::fault_for(std::string_view unit,
+                                                                       std::string_view topic,
+                                                                       bool& intercepted) {
+  using polybus::testing::FaultRule;
+  intercepted = false;
+  polybus::testing::FaultRules& rules = server_.faults();
+  if (rules.empty()) return std::nullopt;
+  const std::string channel = channel_ != nullptr ? channel_->name() : std::string();
+  std::optional<FaultRule> fault = rules.fire({unit, topic, channel, id_});
+  if (!fault) return fault;
+  switch (fault->action) {
+    case FaultRule::Action::error:
+      journal_sent("error", fault->error);
+      send_frame(kFrameError, fault->error);
+      if (fault->fatal) close_after_flush();
+      intercepted = true;
+      break;
+    case FaultRule::Action::swallow:
+      intercepted = true;
+      break;
+    case FaultRule::Action::reset: {
+      std::error_code ignored;
+      stream_.lowest_layer().set_option(asio::socket_base::linger(true, 0), ignored);
+      [[fallthrough]];
+    }
+    case FaultRule::Action::close:
+      // Never close from inside a delivery: the channel is still walking its subscribers.
+      asio::post(stream_.get_executor(), [self = shared_from_this()] { self->finish_close(); });
+      closing_after_flush_ = true;  // nothing more is read or carried out meanwhile
+      intercepted = true;
+      break;
+    case FaultRule::Action::delay:
+      hold_output(fault->delay);
+      break;
+    case FaultRule::Action::duplicate:
+      break;
+  }
+  return fault;
+}
+
+void ClientConnection::hold_output(std::chrono::milliseconds delay) {
+  output_held_ = true;
+  fault_timer_.expires_after(delay);
+  fault_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec || self->closed_) return;  // cancelled, or a later delay took over
+    self->output_held_ = false;
+    self->flush();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 
 void ClientConnection::send_response(std::string_view body) {
@@ -368,7 +427,7 @@ void ClientConnection::emit(std::string plain) {
 }
 
 void ClientConnection::flush() {
-  if (writing_ || closed_ || out_queue_.empty()) return;
+  if (writing_ || closed_ || output_held_ || out_queue_.empty()) return;
   writing_ = true;
   write_started_ = Clock::now();
   std::vector<asio::const_buffer> buffers;
@@ -492,6 +551,7 @@ void ClientConnection::finish_close() {
   heartbeat_timer_.cancel();
   deadline_timer_.cancel();
   handshake_timer_.cancel();
+  fault_timer_.cancel();
   std::error_code ignored;
   stream_.lowest_layer().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.lowest_layer().close(ignored);

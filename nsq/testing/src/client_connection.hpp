@@ -24,6 +24,7 @@
 #include "broker.hpp"
 #include "command_parser.hpp"
 #include "identify.hpp"
+#include "polybus/fault_rules.hpp"
 #include "polybus/journal.hpp"
 #include "polybus/nsq/compression.hpp"
 
@@ -46,6 +47,8 @@ class ServerContext {
   virtual void count_traffic(std::size_t received, std::size_t sent) = 0;
   // What connections sent and were sent, for tests (NsqdOptions::journal_capacity).
   virtual polybus::testing::Journal& journal() = 0;
+  // Faults the tests asked for (NsqdOptions::faults, Nsqd::faults()).
+  virtual polybus::testing::FaultRules& faults() = 0;
 };
 
 // One client as nsqd's /stats shows it (nsqd's ClientV2Stats).
@@ -148,6 +151,14 @@ class ClientConnection final : public Subscriber,
   void journal_body(std::string_view command, std::string_view body);
   void journal_sent(std::string kind, std::string text, const Message* message = nullptr);
   polybus::testing::JournalEntry journal_entry(bool received, std::string kind) const;
+  // A fault rule that fires for this unit, if any; error, swallow, close and reset are done
+  // here (`intercepted` then: the unit is not to be carried out), delay holds the output.
+  std::optional<polybus::testing::FaultRule> fault_for(std::string_view unit,
+                                                       std::string_view topic, bool& intercepted);
+  // The command line after IDENTIFY's and TLS's checks.
+  void run_line(const std::vector<std::string_view>& params);
+  void run_body(BodyCommand command, std::string_view body);
+  void hold_output(std::chrono::milliseconds delay);
   void emit(std::string plain);
   void flush();
   void on_written(std::error_code ec, std::size_t size);
@@ -173,6 +184,8 @@ class ClientConnection final : public Subscriber,
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer deadline_timer_;
   asio::steady_timer handshake_timer_;
+  asio::steady_timer fault_timer_;  // a delay fault: output held until it fires
+  bool output_held_ = false;
 
   State state_ = State::magic;
   std::string magic_;

@@ -144,6 +144,10 @@ polybus::testing::Journal& Nsqd::journal() const {
   return server_->journal();
 }
 
+polybus::testing::FaultRules& Nsqd::faults() const {
+  return server_->faults();
+}
+
 std::uint64_t Nsqd::disk_bytes() const {
   return server_->run([&] { return server_->broker().disk_bytes(); });
 }

@@ -93,6 +93,7 @@ NsqdServer::NsqdServer(NsqdOptions options)
         "that announces no HTTP port");
   }
   if (!options_.journal_file.empty()) journal_.write_to(options_.journal_file);
+  for (const polybus::testing::FaultRule& rule : options_.faults) faults_.add(rule);
   io_.run([this] { listen(); });
 }
 

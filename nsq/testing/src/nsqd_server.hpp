@@ -77,6 +77,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
     bytes_sent_ += sent;
   }
   polybus::testing::Journal& journal() override { return journal_; }
+  polybus::testing::FaultRules& faults() override { return faults_; }
 
   // BrokerListener
   void topic_created(const std::string& topic) override;
@@ -110,6 +111,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   IoThread io_;  // first: destroyed last, after everything that uses its io_context
   const NsqdOptions options_;
   polybus::testing::Journal journal_{options_.journal_capacity};
+  polybus::testing::FaultRules faults_;
   asio::ssl::context plain_ssl_;           // streams need a context even when TLS is off
   std::optional<asio::ssl::context> tls_;  // with the configured certificate
   Broker broker_;

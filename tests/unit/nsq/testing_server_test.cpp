@@ -1380,3 +1380,129 @@ TEST_CASE("nsqd: an ephemeral channel drops what mem_queue_size cannot hold, as 
   CHECK(nsqd->channel_backend_depth("t", "c#ephemeral") == 0);
   CHECK(nsqd->disk_bytes() == 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// nsqd's fault rules
+
+namespace {
+
+// A consumer subscribed to t/c with RDY `ready`, and `count` messages published to t.
+std::unique_ptr<WireClient> consuming(Nsqd& nsqd, int count, std::uint32_t ready) {
+  auto consumer = std::make_unique<WireClient>(nsqd.tcp_port());
+  consumer->sub("t", "c");
+  consumer->expect_response("OK");
+  WireClient producer(nsqd.tcp_port());
+  for (int i = 0; i < count; ++i) {
+    producer.pub("t", "m" + std::to_string(i));
+    producer.expect_response("OK");
+  }
+  consumer->rdy(ready);
+  return consumer;
+}
+
+}  // namespace
+
+TEST_CASE("nsqd faults: the third FIN is answered E_FIN_FAILED and the others go through",
+          "[nsq_testing][faults]") {
+  NsqdOptions options;
+  options.faults.push_back(
+      polybus::testing::parse_fault_rule("unit=FIN,nth=3,error=E_FIN_FAILED FIN failed"));
+  auto nsqd = Nsqd::start(options);
+  auto consumer = consuming(*nsqd, 4, 1);
+  for (int i = 0; i < 4; ++i) {
+    const ReceivedMessage m = consumer->message();
+    consumer->fin(m.id);
+    if (i == 2) {
+      consumer->expect_error("E_FIN_FAILED FIN failed");
+      consumer->rdy(2);  // the unfinished one holds a slot of RDY 1
+    }
+  }
+  // Not fatal: the connection goes on, and the third message waits in flight for its timeout.
+  consumer->nop();
+  CHECK(consumer->silent_for(std::chrono::milliseconds(50)));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("t", "c") == 1; }));
+  CHECK(nsqd->faults().fired(1) == 1);
+}
+
+TEST_CASE("nsqd faults: swallow, duplicate, close and a fatal error on deliveries and commands",
+          "[nsq_testing][faults]") {
+  auto nsqd = Nsqd::start();
+  SECTION("a swallowed message is in flight but never arrives") {
+    nsqd->faults().add(polybus::testing::parse_fault_rule("unit=message,once,swallow"));
+    auto consumer = consuming(*nsqd, 2, 5);
+    CHECK(consumer->message().body == "m1");
+    CHECK(consumer->silent_for(std::chrono::milliseconds(50)));
+    CHECK(nsqd->in_flight("t", "c") == 2);
+  }
+  SECTION("a duplicated message arrives twice, with one id") {
+    nsqd->faults().add(polybus::testing::parse_fault_rule("unit=message,nth=2,duplicate"));
+    auto consumer = consuming(*nsqd, 2, 5);
+    const ReceivedMessage first = consumer->message();
+    const ReceivedMessage second = consumer->message();
+    const ReceivedMessage again = consumer->message();
+    CHECK(first.body == "m0");
+    CHECK(second.body == "m1");
+    CHECK(again.id == second.id);
+    consumer->fin(second.id);
+    consumer->fin(again.id);  // the second FIN of one id: nsqd's own answer
+    consumer->expect_error("E_FIN_FAILED FIN " + second.id + " failed ID not in flight");
+  }
+  SECTION("SUB of one topic closes the connection") {
+    nsqd->faults().add(polybus::testing::parse_fault_rule("unit=SUB,topic=t,close"));
+    WireClient other(nsqd->tcp_port());
+    other.sub("u", "c");
+    other.expect_response("OK");
+    WireClient client(nsqd->tcp_port());
+    client.sub("t", "c");
+    CHECK(client.closed_within());
+    CHECK_FALSE(nsqd->has_channel("t", "c"));
+  }
+  SECTION("a fatal error closes after it is sent") {
+    nsqd->faults().add(
+        polybus::testing::parse_fault_rule("unit=PUB,fatal,error=E_PUB_FAILED PUB failed"));
+    WireClient client(nsqd->tcp_port());
+    client.pub("t", "x");
+    client.expect_error("E_PUB_FAILED PUB failed");
+    CHECK(client.closed_within());
+    CHECK(nsqd->topic_message_count("t") == 0);
+  }
+}
+
+TEST_CASE("nsqd faults: a delayed answer comes after its delay, in order",
+          "[nsq_testing][faults]") {
+  auto nsqd = Nsqd::start();
+  nsqd->faults().add(polybus::testing::parse_fault_rule("unit=SUB,delay=5000"));
+  WireClient client(nsqd->tcp_port());
+  client.sub("t", "c");
+  client.nop();
+  client.pub("t", "x");
+  // Carried out at once (the channel exists), answered after the delay.
+  REQUIRE(nsqd->wait_until([&] { return nsqd->topic_message_count("t") == 1; }));
+  CHECK(client.silent_for(std::chrono::milliseconds(200)));
+  client.expect_response("OK");  // SUB's
+  client.expect_response("OK");  // PUB's
+}
+
+TEST_CASE("nsqd faults: the same seed and traffic duplicate the same messages",
+          "[nsq_testing][faults]") {
+  const auto duplicated = [] {
+    NsqdOptions options;
+    options.faults.push_back(
+        polybus::testing::parse_fault_rule("unit=message,probability=0.3,seed=7,duplicate"));
+    auto nsqd = Nsqd::start(options);
+    auto consumer = consuming(*nsqd, 20, 100);
+    std::vector<std::string> ids, twice;
+    while (ids.size() < 20) {
+      const ReceivedMessage m = consumer->message();
+      if (!ids.empty() && ids.back() == m.id) {
+        twice.push_back(m.body);
+      } else {
+        ids.push_back(m.id);
+      }
+    }
+    return twice;
+  };
+  const auto first = duplicated();
+  CHECK_FALSE(first.empty());
+  CHECK(duplicated() == first);
+}

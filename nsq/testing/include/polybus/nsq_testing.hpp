@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "polybus/fault_rules.hpp"
 #include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 
@@ -164,6 +165,12 @@ struct POLYBUS_API NsqdOptions {
   /// (Journal::write_to); the file is as long as the run, whatever journal_capacity keeps (0
   /// here: 100,000).
   std::string journal_file;
+
+  /// Fault rules in force from the start (Nsqd::faults() adds and removes them later). A rule's
+  /// unit is a command (IDENTIFY, AUTH, SUB, RDY, FIN, REQ, TOUCH, PUB, MPUB, DPUB, NOP, CLS) or
+  /// "message" (a delivery); error answers with the rule's text ("E_FIN_FAILED FIN failed"),
+  /// fatal or not; duplicate carries a command out twice and delivers a message twice.
+  std::vector<polybus::testing::FaultRule> faults;
 };
 
 class Lookupd;
@@ -239,6 +246,8 @@ class POLYBUS_API Nsqd {
   /// REQ's delay in ms; MPUB's messages; a message's attempts) and body bytes. Safe from any
   /// thread.
   polybus::testing::Journal& journal() const;
+  /// The fault rules in force (NsqdOptions::faults): add, remove and count them while it runs.
+  polybus::testing::FaultRules& faults() const;
   /// Messages of the channel delivered and not yet finished, requeued or timed out.
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
   /// The largest RDY count any client subscribed to the channel has set (since it was created).
