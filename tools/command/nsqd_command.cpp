@@ -257,6 +257,12 @@ int run_nsqd(const Argv& argv) {
   declare_nsqd_flags(flags, options, version);
   // Not nsqd's: the journal of what the connections sent and were sent, as JSON lines.
   flags.take("journal", Kind::value, [&](const std::string& v) { options.journal_file = v; });
+  // Not nsqd's: the admin API (journal, fault rules) on a port of its own.
+  flags.take("admin-address", Kind::value, [&](const std::string& v) {
+    std::uint16_t port = 0;
+    std::tie(options.admin_host, port) = parse_listen_address(v, "-admin-address");
+    options.admin_port = port;
+  });
   // Not nsqd's: fault rules (polybus/fault_rules.hpp), "unit=FIN,nth=3,error=E_FIN_FAILED ...".
   flags.take("fault", Kind::repeated, [&](const std::string& v) {
     if (v.empty()) return options.faults.clear();
@@ -291,6 +297,10 @@ int run_nsqd(const Argv& argv) {
   std::cerr << "[nsqd] TCP: listening on " << options.tcp_host << ":" << nsqd->tcp_port() << "\n"
             << "[nsqd] HTTP: listening on " << options.http_host << ":" << nsqd->http_port()
             << std::endl;
+  if (options.admin_port) {
+    std::cerr << "[nsqd] admin (journal, faults): listening on " << options.admin_host << ":"
+              << nsqd->admin_port() << std::endl;
+  }
   if (!options.data_path.empty()) {
     std::cerr << "[nsqd] -data-path " << options.data_path
               << ": disk queues go in a folder of their own there, removed on exit" << std::endl;

@@ -148,6 +148,10 @@ polybus::testing::FaultRules& Nsqd::faults() const {
   return server_->faults();
 }
 
+std::uint16_t Nsqd::admin_port() const {
+  return server_->admin_port();
+}
+
 std::uint64_t Nsqd::disk_bytes() const {
   return server_->run([&] { return server_->broker().disk_bytes(); });
 }

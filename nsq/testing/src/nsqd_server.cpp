@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "nsqd_server.hpp"
 
+#include "nsqd_admin.hpp"
+
 #include <unistd.h>
 
 #include <openssl/ssl.h>
@@ -58,14 +60,15 @@ asio::ssl::context make_tls_context(const NsqdOptions& options) {
 
 // nsqd: a client certificate policy makes TLS required.
 constexpr std::size_t kJournalFileCapacity = 100000;
+constexpr std::size_t kAdminBodyLimit = 64 * 1024;  // a fault rule
 
 NsqdOptions normalized(NsqdOptions options) {
   if (options.tls_client_auth != NsqdOptions::TlsClientAuth::none &&
       options.tls_required == NsqdOptions::TlsRequired::no) {
     options.tls_required = NsqdOptions::TlsRequired::yes;
   }
-  // A journal written to a file records, whatever it keeps in memory.
-  if (!options.journal_file.empty() && options.journal_capacity == 0)
+  // A journal written to a file or served by the admin API records, whatever it keeps.
+  if ((!options.journal_file.empty() || options.admin_port) && options.journal_capacity == 0)
     options.journal_capacity = kJournalFileCapacity;
   return options;
 }
@@ -94,7 +97,15 @@ NsqdServer::NsqdServer(NsqdOptions options)
   }
   if (!options_.journal_file.empty()) journal_.write_to(options_.journal_file);
   for (const polybus::testing::FaultRule& rule : options_.faults) faults_.add(rule);
-  io_.run([this] { listen(); });
+  io_.run([this] {
+    listen();
+    if (options_.admin_port) {
+      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options_.admin_host),
+                                             *options_.admin_port);
+      admin_.emplace(io_.context(), endpoint, kAdminBodyLimit, admin_handlers(journal_, faults_));
+      admin_port_ = admin_->port();  // written once, read by any thread
+    }
+  });
 }
 
 NsqdServer::~NsqdServer() {
@@ -103,6 +114,7 @@ NsqdServer::~NsqdServer() {
 }
 
 void NsqdServer::shutdown() {
+  admin_.reset();
   stop();
   port_hold_.release();
   broker_.close();

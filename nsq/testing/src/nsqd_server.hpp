@@ -37,6 +37,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
 
   std::uint16_t port() const { return port_; }
   std::uint16_t http_port() const { return http_port_; }
+  std::uint16_t admin_port() const { return admin_port_; }
   // The address announced (NsqdOptions::broadcast_address, 127.0.0.1 when empty).
   const std::string& broadcast_address() const { return broadcast_address_; }
   std::int64_t start_time() const { return start_time_; }  // s since the Unix epoch
@@ -119,6 +120,8 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   PortHold port_hold_{io_.context()};  // the port, while stopped
   std::uint16_t port_ = 0;
   std::optional<HttpServer> http_;
+  std::optional<HttpServer> admin_;  // nsqd_admin.hpp
+  std::uint16_t admin_port_ = 0;
   std::uint16_t http_port_ = 0;
   std::string broadcast_address_;
   std::vector<std::string> lookupd_tcp_addresses_;

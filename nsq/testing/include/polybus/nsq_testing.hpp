@@ -171,6 +171,12 @@ struct POLYBUS_API NsqdOptions {
   /// "message" (a delivery); error answers with the rule's text ("E_FIN_FAILED FIN failed"),
   /// fatal or not; duplicate carries a command out twice and delivers a message twice.
   std::vector<polybus::testing::FaultRule> faults;
+  /// Set (0: a free port): an admin HTTP API of the test nsqd's own, on this port of admin_host,
+  /// for tests in any language: GET /journal?since=SEQ (JSON lines), POST /faults (a rule's
+  /// text form; answers {"id":N}), GET and DELETE /faults/N, DELETE /faults. None of nsqd's
+  /// ports or paths change. With it, journal_capacity 0 keeps 100,000.
+  std::optional<std::uint16_t> admin_port;
+  std::string admin_host = "127.0.0.1";  ///< an IP address
 };
 
 class Lookupd;
@@ -248,6 +254,8 @@ class POLYBUS_API Nsqd {
   polybus::testing::Journal& journal() const;
   /// The fault rules in force (NsqdOptions::faults): add, remove and count them while it runs.
   polybus::testing::FaultRules& faults() const;
+  /// The admin API's port (NsqdOptions::admin_port); 0 without one.
+  std::uint16_t admin_port() const;
   /// Messages of the channel delivered and not yet finished, requeued or timed out.
   std::size_t in_flight(const std::string& topic, const std::string& channel) const;
   /// The largest RDY count any client subscribed to the channel has set (since it was created).
