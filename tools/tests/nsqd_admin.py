@@ -119,10 +119,15 @@ def main():
         # nsqd's own HTTP API has no such path: the admin API is on its own port only.
         if http("GET", "http://127.0.0.1:%d/journal" % http_port)[0] != 404:
             fail("nsqd's HTTP API answers /journal")
+        nsqd.terminate()
+        status = nsqd.wait(timeout=BOUND)
+        if status != 0:  # a sanitizer's report, or a shutdown that failed
+            fail("polybus broker nsqd exited %d on SIGTERM: %s" % (status, nsqd.stderr.read()))
         print("ok: faults added and removed over HTTP, the journal read, nsqd's API untouched")
     finally:
-        nsqd.terminate()
-        nsqd.wait(timeout=BOUND)
+        if nsqd.poll() is None:
+            nsqd.kill()
+            nsqd.wait()
 
 
 main()
