@@ -346,6 +346,14 @@ for i, u in enumerate(["nsq://a:4150,b.example:4151?max_in_flight=10&client_id=x
                        "nsq://h?deflate=true&deflate_level=9&tls=yes&max_frame_size=1024", "-90s"]):
     seed("core_url_fuzzer", "url_%d" % i, u)
 
+for i, rule in enumerate(["unit=FIN,nth=3,error=E_FIN_FAILED FIN failed",
+                          "unit=SUB,topic=t,channel=c,delay=2000",
+                          "unit=message,probability=0.25,seed=7,duplicate",
+                          "unit=*,connection=2,every,after=100,close", "unit=PUB,first=2,fatal,error=E",
+                          "unit=message,once,swallow", "unit=RDY,reset", "unit=FIN,nth=0,close",
+                          "unit=FIN,probability=1.5,close", "error=x,unit=FIN", "unit=,close"]):
+    seed("core_fault_rule_fuzzer", "rule_%d" % i, rule)
+
 
 def main():
     if os.path.isdir(OUT):
