@@ -76,8 +76,8 @@ POLYBUS_API FaultRule parse_fault_rule(std::string_view text);
 /// broker's thread asks which fires.
 class POLYBUS_API FaultRules {
  public:
-  FaultRules();
-  ~FaultRules();
+  FaultRules();   ///< no rules
+  ~FaultRules();  ///< forgets them
   FaultRules(const FaultRules&) = delete;
   FaultRules& operator=(const FaultRules&) = delete;
 
@@ -85,6 +85,7 @@ class POLYBUS_API FaultRules {
   std::uint64_t add(FaultRule rule);
   /// False when there is no such rule (any more).
   bool remove(std::uint64_t id);
+  /// Removes every rule.
   void clear();
   /// Cheap: no rules, nothing to match.
   bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }

@@ -40,12 +40,13 @@ class POLYBUS_API Journal {
  public:
   /// `capacity` 0: records nothing (enabled() is false).
   explicit Journal(std::size_t capacity = 0);
-  ~Journal();
+  ~Journal();  ///< closes the file written to, if any
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
   /// Cheap to ask before building an entry.
   bool enabled() const { return capacity_ > 0; }
+  /// The most entries kept.
   std::size_t capacity() const { return capacity_; }
   /// Gives the entry its seq and, if unset, its time; the oldest goes once capacity is reached.
   void record(JournalEntry entry);
@@ -59,8 +60,9 @@ class POLYBUS_API Journal {
   /// recorded; nothing when none came. Never call it on the broker's own thread.
   std::optional<JournalEntry> wait_for(const std::function<bool(const JournalEntry&)>& predicate,
                                        std::chrono::milliseconds bound) const;
-  /// Entries recorded so far, and of those the ones no longer kept.
+  /// Entries recorded so far.
   std::uint64_t recorded() const;
+  /// Entries recorded and no longer kept (past capacity).
   std::uint64_t dropped() const;
   /// Forgets every kept entry (seq keeps counting).
   void clear();

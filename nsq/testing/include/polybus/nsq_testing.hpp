@@ -238,11 +238,11 @@ class POLYBUS_API Nsqd {
   std::uint64_t topic_message_count(const std::string& topic) const;
   /// Messages ready for delivery in a channel (neither in flight nor deferred), as nsqd's depth.
   std::uint64_t channel_depth(const std::string& topic, const std::string& channel) const;
-  /// Of a topic's and a channel's depth, the messages waiting in its disk queue (nsqd's
-  /// backend_depth): those beyond mem_queue_size or max_stored_bytes.
+  /// Of a topic's depth, the messages waiting in its disk queue (nsqd's backend_depth): those
+  /// beyond mem_queue_size or max_stored_bytes.
   std::uint64_t topic_backend_depth(const std::string& topic) const;
-  std::uint64_t channel_backend_depth(const std::string& topic,  ///< see topic_backend_depth
-                                      const std::string& channel) const;
+  /// Of a channel's depth, the messages waiting in its disk queue (nsqd's backend_depth).
+  std::uint64_t channel_backend_depth(const std::string& topic, const std::string& channel) const;
   /// Bytes of messages waiting in disk queues, against NsqdOptions::max_disk_bytes.
   std::uint64_t disk_bytes() const;
   /// What the connections sent and were sent (NsqdOptions::journal_capacity): kind is the
