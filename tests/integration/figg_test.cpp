@@ -322,3 +322,67 @@ TEST_CASE("figg: a server that answers PING keeps the connection up across many 
       states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; },
                       0, std::chrono::milliseconds(0)));
 }
+
+TEST_CASE("figg: the test broker's journal shows an ACK for every PUBLISH and the DATA delivered",
+          "[figg][journal]") {
+  BrokerOptions options;
+  options.journal_capacity = 10000;
+  auto broker = Broker::launch(options);
+  auto client = connect("figg://" + broker->address() + "?" + kFast);
+  Collector got;
+  auto sub = client.subscribe("log", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(client.publish_sync("log", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_distinct(10));
+
+  using polybus::testing::JournalEntry;
+  auto& journal = broker->journal();
+  REQUIRE(journal.wait_for(
+      [](const JournalEntry& e) { return e.received && e.kind == "ATTACH" && e.topic == "log"; },
+      kWaitBound));
+  const auto publishes = journal.entries(
+      [](const JournalEntry& e) { return e.received && e.kind == "PUBLISH" && e.topic == "log"; });
+  REQUIRE(publishes.size() == 10);
+  for (const JournalEntry& publish : publishes) {
+    CHECK(publish.bytes == 2);
+    CHECK(journal
+              .entries([&](const JournalEntry& e) {
+                return !e.received && e.kind == "ACK" && e.id == publish.id &&
+                       e.connection == publish.connection && e.seq > publish.seq;
+              })
+              .size() == 1);
+  }
+  CHECK(journal.entries([](const JournalEntry& e) { return e.kind == "DATA"; }).size() == 10);
+}
+
+TEST_CASE("figg: the test broker's faults: a swallowed DATA, a duplicated DATA, a closed ATTACH",
+          "[figg][faults]") {
+  auto broker = Broker::launch();
+  auto client = connect("figg://" + broker->address() + "?" + kFast);
+  SECTION("a DATA swallowed never arrives, one duplicated arrives twice") {
+    broker->faults().add(polybus::testing::parse_fault_rule("unit=DATA,nth=2,swallow"));
+    broker->faults().add(polybus::testing::parse_fault_rule("unit=DATA,nth=3,duplicate"));
+    Collector got;
+    auto sub = client.subscribe("log", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    for (int i = 0; i < 4; ++i)
+      REQUIRE(client.publish_sync("log", "m" + std::to_string(i)) == std::error_code{});
+    // Each rule counts every DATA: the first swallows m1, the second doubles m2.
+    REQUIRE(got.wait_for_count(4));
+    CHECK(got.count("m0") == 1);
+    CHECK(got.count("m1") == 0);
+    CHECK(got.count("m2") == 2);
+    CHECK(got.count("m3") == 1);
+  }
+  SECTION("an ATTACH that closes the connection: the client attaches again") {
+    const auto rule =
+        broker->faults().add(polybus::testing::parse_fault_rule("unit=ATTACH,once,close"));
+    Collector got;
+    auto sub = client.subscribe("log", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    CHECK(broker->faults().fired(rule) == 1);
+    REQUIRE(client.publish_sync("log", "after") == std::error_code{});
+    CHECK(got.wait_for_distinct(1));
+  }
+}

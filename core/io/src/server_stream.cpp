@@ -70,4 +70,11 @@ void ServerStream::close() {
   socket_.close(ignored);
 }
 
+void ServerStream::reset() {
+  std::error_code ignored;
+  socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+  handshake_timer_.cancel();
+  socket_.close(ignored);
+}
+
 }  // namespace polybus

@@ -156,6 +156,7 @@ std::optional<FaultRule> FaultRules::fire(const FaultUnit& unit) {
   if (empty()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
+  std::optional<FaultRule> answer;
   for (Entry& entry : entries_) {
     const FaultRule& rule = entry.rule;
     if (!matches(rule, unit) || now < entry.added + rule.after) continue;
@@ -179,11 +180,11 @@ std::optional<FaultRule> FaultRules::fire(const FaultUnit& unit) {
         fires = std::uniform_real_distribution<double>(0.0, 1.0)(entry.random) < rule.probability;
         break;
     }
-    if (!fires) continue;
+    if (!fires || answer) continue;  // every rule that matches counts; the first to fire wins
     ++entry.fired;
-    return rule;
+    answer = rule;
   }
-  return std::nullopt;
+  return answer;
 }
 
 std::uint64_t FaultRules::fired(std::uint64_t id) const {

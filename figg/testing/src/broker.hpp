@@ -54,6 +54,7 @@ class BrokerImpl {
                          ? nullptr
                          : make_server_tls_context(options_.tls_cert_file, options_.tls_key_file)),
         acceptor_(io_.context()) {
+    for (const auto& rule : options_.faults) faults_.add(rule);
     io_.run([this] { listen(options_.port); });
   }
   ~BrokerImpl() {
@@ -92,6 +93,8 @@ class BrokerImpl {
   metrics::BrokerMetrics metrics() const;
 
   BrokerOptions options_;
+  polybus::testing::Journal journal_{options_.journal_capacity};
+  polybus::testing::FaultRules faults_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
   bool answer_pings_ = true;
   // Counted on the io thread, waited for on others.

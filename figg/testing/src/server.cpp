@@ -7,8 +7,8 @@ namespace polybus::figg::testing {
 void BrokerImpl::accept() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket socket) {
     if (ec) return;
-    auto session = std::make_shared<Session>(*this, std::move(socket));
     ++accepted_;
+    auto session = std::make_shared<Session>(*this, std::move(socket), accepted_);
     sessions_.insert(session.get());
     owned_.push_back(session);
     session->start();
@@ -106,6 +106,14 @@ bool Broker::wait_for_pongs(std::uint64_t n, std::chrono::milliseconds bound) co
 }
 void Broker::set_answer_pings(bool answer) {
   impl_->run([this, answer] { impl_->answer_pings_ = answer; });
+}
+
+polybus::testing::Journal& Broker::journal() const {
+  return impl_->journal_;
+}
+
+polybus::testing::FaultRules& Broker::faults() const {
+  return impl_->faults_;
 }
 
 }  // namespace polybus::figg::testing

@@ -2,6 +2,98 @@
 #include "session.hpp"
 
 namespace polybus::figg::testing {
+namespace {
+
+std::string_view type_name(MessageType type) {
+  switch (type) {
+    case MessageType::attach:
+      return "ATTACH";
+    case MessageType::detach:
+      return "DETACH";
+    case MessageType::publish:
+      return "PUBLISH";
+    case MessageType::ping:
+      return "PING";
+    default:
+      return {};  // ignored, as the real server ignores it
+  }
+}
+
+}  // namespace
+
+void Session::journal(bool received, std::string_view kind, std::string_view topic, std::string id,
+                      std::size_t bytes) {
+  polybus::testing::Journal& journal = broker_.journal_;
+  if (!journal.enabled()) return;
+  polybus::testing::JournalEntry entry;
+  entry.connection = id_;
+  entry.received = received;
+  entry.kind = kind;
+  entry.topic = topic;
+  entry.id = std::move(id);
+  entry.bytes = bytes;
+  journal.record(std::move(entry));
+}
+
+std::optional<polybus::testing::FaultRule> Session::fault_for(std::string_view unit,
+                                                              std::string_view topic) {
+  if (broker_.faults_.empty()) return std::nullopt;
+  auto fault = broker_.faults_.fire({unit, topic, {}, id_});
+  if (fault && fault->action == polybus::testing::FaultRule::Action::delay) {
+    held_ = true;
+    hold_timer_.expires_after(fault->delay);
+    hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec) return;  // cancelled, or a later delay took over
+      self->held_ = false;
+      self->write();
+    });
+  }
+  return fault;
+}
+
+bool Session::handle_with_faults(const Frame& frame) {
+  using Action = polybus::testing::FaultRule::Action;
+  const std::string_view unit = type_name(frame.type);
+  if (unit.empty()) return handle(frame);
+  std::string_view topic;
+  std::string id;
+  std::size_t bytes = 0;
+  if (frame.type == MessageType::attach) {
+    Attach attach;
+    if (!parse_attach(frame.payload, attach)) {
+      topic = attach.topic;
+      if (attach.from_offset) id = std::to_string(attach.offset);
+    }
+  } else if (frame.type == MessageType::detach) {
+    if (parse_topic(frame.payload, topic)) topic = {};
+  } else if (frame.type == MessageType::publish) {
+    Publish publish;
+    if (!parse_publish(frame.payload, publish)) {
+      topic = publish.topic;
+      id = std::to_string(publish.seq);
+      bytes = publish.data.size();
+    }
+  }
+  journal(true, unit, topic, std::move(id), bytes);
+  const auto fault = fault_for(unit, topic);
+  if (!fault) return handle(frame);
+  switch (fault->action) {
+    case Action::reset:
+      stream_.reset();
+      return false;
+    case Action::error:  // Figg has no error message: the connection ends
+    case Action::close:
+      return false;
+    case Action::swallow:
+      return true;
+    case Action::duplicate:
+      if (!handle(frame)) return false;
+      return handle(frame);
+    case Action::delay:
+      break;
+  }
+  return handle(frame);
+}
 
 bool Session::handle(const Frame& frame) {
   switch (frame.type) {
@@ -34,6 +126,7 @@ bool Session::handle(const Frame& frame) {
       attachments_.emplace(name, Attachment{number});
       std::string out;
       append_attached(out, name, offset);
+      journal(false, "ATTACHED", name, std::to_string(offset), 0);
       send(std::move(out));
       pump(name);
       return true;
@@ -45,6 +138,7 @@ bool Session::handle(const Frame& frame) {
       attachments_.erase(std::string(name));
       std::string out;
       append_detached(out, name);
+      journal(false, "DETACHED", name, {}, 0);
       send(std::move(out));
       return true;
     }
@@ -65,6 +159,7 @@ bool Session::handle(const Frame& frame) {
       }
       std::string out;
       append_ack(out, publish.seq);
+      journal(false, "ACK", name, std::to_string(publish.seq), 0);
       send(std::move(out));
       broker_.published(name);
       return true;
@@ -81,6 +176,7 @@ bool Session::handle(const Frame& frame) {
       }
       std::string out;
       append_pong(out, timestamp);
+      journal(false, "PONG", {}, {}, 0);
       send(std::move(out));
       return true;
     }
@@ -100,11 +196,22 @@ void Session::pump(const std::string& name) {
     if (attachment.next_number < topic.first_number) attachment.next_number = topic.first_number;
     while (queued_ < kHighWater && attachment.next_number < topic.end_number()) {
       const Entry& entry = topic.log[attachment.next_number - topic.first_number];
-      std::string header;
-      append_data_header(header, name, entry.next(), entry.data->size());
-      send(std::move(header), entry.data);
       ++attachment.next_number;
       ++topic.delivered;
+      using Action = polybus::testing::FaultRule::Action;
+      const auto fault = fault_for("DATA", name);
+      if (fault && fault->action == Action::swallow) continue;  // lost on the way
+      if (fault && fault->action != Action::delay && fault->action != Action::duplicate) {
+        // Ends the connection, but not here: the broker may be walking its sessions.
+        if (fault->action == Action::reset) stream_.reset();
+        asio::post(broker_.io_.context(), [self = shared_from_this()] { self->finish(); });
+        return;
+      }
+      std::string header;
+      append_data_header(header, name, entry.next(), entry.data->size());
+      journal(false, "DATA", name, std::to_string(entry.next()), entry.data->size());
+      if (fault && fault->action == Action::duplicate) send(header, entry.data);
+      send(std::move(header), entry.data);
     }
     if (attachment.next_number < topic.end_number()) mark_stalled(name);
   }

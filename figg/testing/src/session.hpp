@@ -15,9 +15,11 @@ constexpr auto kTlsHandshakeBound = std::chrono::seconds(5);  // as nsqd
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(BrokerImpl& broker, tcp::socket socket)
+  Session(BrokerImpl& broker, tcp::socket socket, std::uint64_t id)
       : broker_(broker),
+        id_(id),
         stream_(std::move(socket), broker.tls_context_),
+        hold_timer_(broker.io_.context()),
         parser_(broker.options_.max_payload) {}
 
   // The TLS handshake, if any, then reading; a client that fails the handshake is closed.
@@ -27,7 +29,10 @@ class Session : public std::enable_shared_from_this<Session> {
       self->read();
     });
   }
-  void close() { stream_.close(); }
+  void close() {
+    hold_timer_.cancel();
+    stream_.close();
+  }
   // Sends what topic `name`'s attachments have not been sent yet, up to the high-water mark.
   // One topic's publish pumps that topic's attachments, so that a session attached to 10,000
   // topics does not walk them all per message.
@@ -63,17 +68,25 @@ class Session : public std::enable_shared_from_this<Session> {
       // Unlike the real server (which crashes), a malformed message only closes this connection.
       if (result.error) return finish();
       bytes.remove_prefix(result.consumed);
-      if (result.has_frame && !handle(frame)) return finish();
+      if (result.has_frame && !handle_with_faults(frame)) return finish();
     }
   }
   bool handle(const Frame& frame);
+  // The journal's entry for the frame, then the fault rule that fires for it, if any: false
+  // ends the connection (close, reset, and error: Figg has no error message).
+  bool handle_with_faults(const Frame& frame);
+  // What fault fires for `unit` of `topic`; a delay holds the output here.
+  std::optional<polybus::testing::FaultRule> fault_for(std::string_view unit,
+                                                       std::string_view topic);
+  void journal(bool received, std::string_view kind, std::string_view topic, std::string id,
+               std::size_t bytes);
   void send(std::string bytes, std::shared_ptr<const std::string> payload = nullptr) {
     queued_ += bytes.size() + (payload ? payload->size() : 0);
     queue_.push_back({std::move(bytes), std::move(payload)});
     write();
   }
   void write() {
-    if (writing_ || queue_.empty() || !stream_.is_open()) return;
+    if (writing_ || held_ || queue_.empty() || !stream_.is_open()) return;
     writing_ = true;
     auto batch = std::make_shared<std::vector<Piece>>();
     std::vector<asio::const_buffer> buffers;
@@ -104,7 +117,10 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   BrokerImpl& broker_;
+  const std::uint64_t id_;  // the journal's number for the connection
   ServerStream stream_;
+  asio::steady_timer hold_timer_;  // a delay fault: output held until it fires
+  bool held_ = false;
   FrameParser parser_;
   char buffer_[64 * 1024];
   std::deque<Piece> queue_;

@@ -102,3 +102,21 @@ TEST_CASE("fault rules: the text form, and what it refuses", "[fault_rules]") {
                           "unit=FIN,colour=red,close", "unit=FIN,error="})
     CHECK_THROWS_AS(parse_fault_rule(bad), std::invalid_argument);
 }
+
+TEST_CASE("fault rules: every rule that matches counts a unit, and the first to fire answers",
+          "[fault_rules]") {
+  FaultRules rules;
+  const auto swallow = rules.add(parse_fault_rule("unit=FIN,nth=2,swallow"));
+  const auto duplicate = rules.add(parse_fault_rule("unit=FIN,nth=3,duplicate"));
+  const auto both = rules.add(parse_fault_rule("unit=FIN,nth=2,close"));  // shadowed by the first
+  CHECK_FALSE(rules.fire({"FIN", "t", "c", 1}));
+  const auto second = rules.fire({"FIN", "t", "c", 1});
+  REQUIRE(second);
+  CHECK(second->action == FaultRule::Action::swallow);
+  const auto third = rules.fire({"FIN", "t", "c", 1});
+  REQUIRE(third);
+  CHECK(third->action == FaultRule::Action::duplicate);
+  CHECK(rules.fired(swallow) == 1);
+  CHECK(rules.fired(duplicate) == 1);
+  CHECK(rules.fired(both) == 0);
+}

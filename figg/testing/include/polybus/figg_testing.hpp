@@ -17,7 +17,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "polybus/fault_rules.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process Figg broker for tests, and its test brokers.
@@ -42,6 +45,16 @@ struct POLYBUS_API BrokerOptions {
   /// handshake fails is closed.
   std::string tls_cert_file;
   std::string tls_key_file;  ///< the private key of tls_cert_file (PEM)
+
+  /// Entries the journal keeps (Broker::journal()): each message a connection sends (ATTACH,
+  /// DETACH, PUBLISH, PING) and each it is sent (ATTACHED, DETACHED, ACK, PONG, DATA), with its
+  /// topic, offset or sequence number (id) and data bytes. 0 keeps none and costs nothing.
+  std::size_t journal_capacity = 0;
+  /// Fault rules in force from the start (Broker::faults() changes them later). A rule's unit is
+  /// a message type a client sends (ATTACH, DETACH, PUBLISH, PING) or DATA (a delivery). Figg
+  /// has no error message: `error` closes the connection, as the real server does when it
+  /// fails; duplicate carries a message out twice (a PUBLISH logged twice, a DATA sent twice).
+  std::vector<polybus::testing::FaultRule> faults;
 };
 
 class BrokerImpl;
@@ -81,6 +94,10 @@ class POLYBUS_API Broker {
   /// False: PINGs go unanswered from now on, as a server that stopped responding (unlike
   /// real_server_quirks, the client may have seen PONGs before). True answers them again.
   void set_answer_pings(bool answer);
+  /// What the connections sent and were sent (BrokerOptions::journal_capacity).
+  polybus::testing::Journal& journal() const;
+  /// The fault rules in force (BrokerOptions::faults).
+  polybus::testing::FaultRules& faults() const;
 
   /// Made by launch(); the implementation is internal.
   explicit Broker(std::unique_ptr<BrokerImpl> impl);

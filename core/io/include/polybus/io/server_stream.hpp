@@ -68,6 +68,7 @@ class POLYBUS_API ServerStream {
   void async_shutdown_send(std::function<void(std::error_code)> done);
 
   void close();  // both directions, now
+  void reset();  // now, with a TCP RST instead of a FIN (a test broker's fault)
 
  private:
   asio::ip::tcp::socket socket_;
