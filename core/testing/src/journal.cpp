@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "polybus/journal.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 #include <utility>
@@ -45,10 +46,11 @@ std::vector<JournalEntry> Journal::entries() const {
 
 std::vector<JournalEntry> Journal::entries(
     const std::function<bool(const JournalEntry&)>& predicate) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<JournalEntry> out;
-  for (const JournalEntry& entry : kept_)
-    if (predicate(entry)) out.push_back(entry);
+  // The predicate runs without the lock: it may read the journal itself.
+  std::vector<JournalEntry> out = entries();
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&predicate](const JournalEntry& entry) { return !predicate(entry); }),
+            out.end());
   return out;
 }
 
@@ -56,16 +58,23 @@ std::optional<JournalEntry> Journal::wait_for(
     const std::function<bool(const JournalEntry&)>& predicate,
     std::chrono::milliseconds bound) const {
   const auto deadline = std::chrono::steady_clock::now() + bound;
-  std::unique_lock<std::mutex> lock(mutex_);
   std::uint64_t looked_up_to = 0;  // seq of the last entry already looked at
   while (true) {
-    for (const JournalEntry& entry : kept_) {
-      if (entry.seq <= looked_up_to) continue;
-      if (predicate(entry)) return entry;
+    std::vector<JournalEntry> fresh;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait_until(lock, deadline, [this, looked_up_to] {
+        return !kept_.empty() && kept_.back().seq > looked_up_to;
+      });
+      for (const JournalEntry& entry : kept_)
+        if (entry.seq > looked_up_to) fresh.push_back(entry);
     }
-    if (!kept_.empty()) looked_up_to = kept_.back().seq;
+    // Asked without the lock, as in entries(predicate).
+    for (JournalEntry& entry : fresh) {
+      looked_up_to = entry.seq;
+      if (predicate(entry)) return std::move(entry);
+    }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    changed_.wait_until(lock, deadline);
   }
 }
 

@@ -21,8 +21,8 @@ std::string_view type_name(MessageType type) {
 
 }  // namespace
 
-void Session::journal(bool received, std::string_view kind, std::string_view topic, std::string id,
-                      std::size_t bytes) {
+void Session::journal(bool received, std::string_view kind, std::string_view topic,
+                      std::optional<std::uint64_t> id, std::size_t bytes) {
   polybus::testing::Journal& journal = broker_.journal_;
   if (!journal.enabled()) return;
   polybus::testing::JournalEntry entry;
@@ -30,7 +30,7 @@ void Session::journal(bool received, std::string_view kind, std::string_view top
   entry.received = received;
   entry.kind = kind;
   entry.topic = topic;
-  entry.id = std::move(id);
+  if (id) entry.id = std::to_string(*id);
   entry.bytes = bytes;
   journal.record(std::move(entry));
 }
@@ -53,16 +53,18 @@ std::optional<polybus::testing::FaultRule> Session::fault_for(std::string_view u
 
 bool Session::handle_with_faults(const Frame& frame) {
   using Action = polybus::testing::FaultRule::Action;
+  // Without a journal or rules, nothing to look at: the frame is parsed once, by handle().
+  if (!broker_.journal_.enabled() && broker_.faults_.empty()) return handle(frame);
   const std::string_view unit = type_name(frame.type);
   if (unit.empty()) return handle(frame);
   std::string_view topic;
-  std::string id;
+  std::optional<std::uint64_t> id;
   std::size_t bytes = 0;
   if (frame.type == MessageType::attach) {
     Attach attach;
     if (!parse_attach(frame.payload, attach)) {
       topic = attach.topic;
-      if (attach.from_offset) id = std::to_string(attach.offset);
+      if (attach.from_offset) id = attach.offset;
     }
   } else if (frame.type == MessageType::detach) {
     if (parse_topic(frame.payload, topic)) topic = {};
@@ -70,11 +72,11 @@ bool Session::handle_with_faults(const Frame& frame) {
     Publish publish;
     if (!parse_publish(frame.payload, publish)) {
       topic = publish.topic;
-      id = std::to_string(publish.seq);
+      id = publish.seq;
       bytes = publish.data.size();
     }
   }
-  journal(true, unit, topic, std::move(id), bytes);
+  journal(true, unit, topic, id, bytes);
   const auto fault = fault_for(unit, topic);
   if (!fault) return handle(frame);
   switch (fault->action) {
@@ -126,7 +128,7 @@ bool Session::handle(const Frame& frame) {
       attachments_.emplace(name, Attachment{number});
       std::string out;
       append_attached(out, name, offset);
-      journal(false, "ATTACHED", name, std::to_string(offset), 0);
+      journal(false, "ATTACHED", name, offset, 0);
       send(std::move(out));
       pump(name);
       return true;
@@ -138,7 +140,7 @@ bool Session::handle(const Frame& frame) {
       attachments_.erase(std::string(name));
       std::string out;
       append_detached(out, name);
-      journal(false, "DETACHED", name, {}, 0);
+      journal(false, "DETACHED", name, std::nullopt, 0);
       send(std::move(out));
       return true;
     }
@@ -159,7 +161,7 @@ bool Session::handle(const Frame& frame) {
       }
       std::string out;
       append_ack(out, publish.seq);
-      journal(false, "ACK", name, std::to_string(publish.seq), 0);
+      journal(false, "ACK", name, publish.seq, 0);
       send(std::move(out));
       broker_.published(name);
       return true;
@@ -176,7 +178,7 @@ bool Session::handle(const Frame& frame) {
       }
       std::string out;
       append_pong(out, timestamp);
-      journal(false, "PONG", {}, {}, 0);
+      journal(false, "PONG", {}, std::nullopt, 0);
       send(std::move(out));
       return true;
     }
@@ -209,7 +211,7 @@ void Session::pump(const std::string& name) {
       }
       std::string header;
       append_data_header(header, name, entry.next(), entry.data->size());
-      journal(false, "DATA", name, std::to_string(entry.next()), entry.data->size());
+      journal(false, "DATA", name, entry.next(), entry.data->size());
       if (fault && fault->action == Action::duplicate) send(header, entry.data);
       send(std::move(header), entry.data);
     }

@@ -78,8 +78,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // What fault fires for `unit` of `topic`; a delay holds the output here.
   std::optional<polybus::testing::FaultRule> fault_for(std::string_view unit,
                                                        std::string_view topic);
-  void journal(bool received, std::string_view kind, std::string_view topic, std::string id,
-               std::size_t bytes);
+  void journal(bool received, std::string_view kind, std::string_view topic,
+               std::optional<std::uint64_t> id, std::size_t bytes);
   void send(std::string bytes, std::shared_ptr<const std::string> payload = nullptr) {
     queued_ += bytes.size() + (payload ? payload->size() : 0);
     queue_.push_back({std::move(bytes), std::move(payload)});

@@ -258,11 +258,11 @@ ClientStats ClientConnection::stats() const {
 // Journal
 
 polybus::testing::JournalEntry ClientConnection::journal_entry(bool received,
-                                                               std::string kind) const {
+                                                               std::string_view kind) const {
   polybus::testing::JournalEntry entry;
   entry.connection = id_;
   entry.received = received;
-  entry.kind = std::move(kind);
+  entry.kind = str(kind);
   if (topic_ != nullptr) entry.topic = topic_->name();
   if (channel_ != nullptr) entry.channel = channel_->name();
   return entry;
@@ -275,7 +275,7 @@ void ClientConnection::journal_command(const std::vector<std::string_view>& para
   if (!journal.enabled() || command == "IDENTIFY" || command == "AUTH" || command == "PUB" ||
       command == "MPUB" || command == "DPUB")
     return;
-  polybus::testing::JournalEntry entry = journal_entry(true, str(command));
+  polybus::testing::JournalEntry entry = journal_entry(true, command);
   const auto number = [](std::string_view text) -> std::int64_t {
     std::int64_t value = 0;
     for (char c : text) {
@@ -301,7 +301,7 @@ void ClientConnection::journal_command(const std::vector<std::string_view>& para
 void ClientConnection::journal_body(std::string_view command, std::string_view body) {
   polybus::testing::Journal& journal = server_.journal();
   if (!journal.enabled() || command.empty()) return;
-  polybus::testing::JournalEntry entry = journal_entry(true, str(command));
+  polybus::testing::JournalEntry entry = journal_entry(true, command);
   entry.bytes = body.size();
   if (command == "PUB" || command == "MPUB" || command == "DPUB") {
     entry.topic = body_topic_;
@@ -316,11 +316,12 @@ void ClientConnection::journal_body(std::string_view command, std::string_view b
   journal.record(std::move(entry));
 }
 
-void ClientConnection::journal_sent(std::string kind, std::string text, const Message* message) {
+void ClientConnection::journal_sent(std::string_view kind, std::string_view text,
+                                    const Message* message) {
   polybus::testing::Journal& journal = server_.journal();
   if (!journal.enabled()) return;
-  polybus::testing::JournalEntry entry = journal_entry(false, std::move(kind));
-  entry.text = std::move(text);
+  polybus::testing::JournalEntry entry = journal_entry(false, kind);
+  entry.text = str(text);
   if (message != nullptr) {
     entry.id = str(message->id.view());
     entry.count = message->attempts;
@@ -386,13 +387,14 @@ void ClientConnection::hold_output(std::chrono::milliseconds delay) {
 // Output
 
 void ClientConnection::send_response(std::string_view body) {
-  journal_sent("response", str(body));
+  journal_sent("response", body);
   send_frame(kFrameResponse, body);
 }
 
 void ClientConnection::send_error(std::string_view code, std::string_view description) {
-  journal_sent("error", str(code) + " " + str(description));
-  send_frame(kFrameError, str(code) + " " + str(description));
+  const std::string frame = str(code) + " " + str(description);
+  journal_sent("error", frame);
+  send_frame(kFrameError, frame);
 }
 
 void ClientConnection::fatal(std::string_view code, std::string_view description) {

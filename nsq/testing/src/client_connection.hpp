@@ -149,8 +149,8 @@ class ClientConnection final : public Subscriber,
   // frame sent, with the subscription's topic and channel, when the journal is on.
   void journal_command(const std::vector<std::string_view>& params);
   void journal_body(std::string_view command, std::string_view body);
-  void journal_sent(std::string kind, std::string text, const Message* message = nullptr);
-  polybus::testing::JournalEntry journal_entry(bool received, std::string kind) const;
+  void journal_sent(std::string_view kind, std::string_view text, const Message* message = nullptr);
+  polybus::testing::JournalEntry journal_entry(bool received, std::string_view kind) const;
   // A fault rule that fires for this unit, if any; error, swallow, close and reset are done
   // here (`intercepted` then: the unit is not to be carried out), delay holds the output.
   std::optional<polybus::testing::FaultRule> fault_for(std::string_view unit,

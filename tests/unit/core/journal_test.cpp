@@ -69,6 +69,27 @@ TEST_CASE("journal: wait_for finds a kept entry at once, and one recorded later 
   CHECK(found->seq == 52);
 }
 
+TEST_CASE("journal: a predicate may read the journal it is asked for", "[journal]") {
+  Journal journal(100);
+  journal.record(entry("SUB"));
+  journal.record(entry("FIN", 1));
+  // Both ask the predicate without holding the journal's lock, so it may call back in.
+  CHECK(journal.entries([&journal](const JournalEntry& e) {
+                 return e.kind == "FIN" && journal.entries().size() == 2;
+               }).size() == 1);
+  std::thread broker([&] { journal.record(entry("FIN", 2)); });
+  const auto found = journal.wait_for(
+      [&journal](const JournalEntry& e) {
+        return e.kind == "FIN" && journal.entries([](const JournalEntry& f) {
+                                    return f.kind == "FIN";
+                                  }).size() == 2;
+      },
+      10s);
+  broker.join();
+  REQUIRE(found);
+  CHECK(found->count >= 1);
+}
+
 TEST_CASE("journal: each entry is written to a file as a JSON line as it is recorded",
           "[journal]") {
   const std::string path = (std::filesystem::temp_directory_path() /
