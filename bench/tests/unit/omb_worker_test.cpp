@@ -183,8 +183,7 @@ TEST_CASE("omb worker: a driver on mem:// counts and measures every message as O
   // bounded, and the periods after it must agree exactly.
   period = json_of(worker.handle("GET", "/period-stats", ""));
   CHECK(histogram(period, "publishLatency").total_count() <= counter(period, "messagesSent"));
-  CHECK(histogram(period, "endToEndLatency").total_count() <=
-        counter(period, "messagesReceived"));
+  CHECK(histogram(period, "endToEndLatency").total_count() <= counter(period, "messagesReceived"));
   std::int64_t sent = 0, received = 0;
   while (sent < 500 || received < 500) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);

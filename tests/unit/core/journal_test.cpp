@@ -74,15 +74,16 @@ TEST_CASE("journal: a predicate may read the journal it is asked for", "[journal
   journal.record(entry("SUB"));
   journal.record(entry("FIN", 1));
   // Both ask the predicate without holding the journal's lock, so it may call back in.
-  CHECK(journal.entries([&journal](const JournalEntry& e) {
-                 return e.kind == "FIN" && journal.entries().size() == 2;
-               }).size() == 1);
+  CHECK(journal
+            .entries([&journal](const JournalEntry& e) {
+              return e.kind == "FIN" && journal.entries().size() == 2;
+            })
+            .size() == 1);
   std::thread broker([&] { journal.record(entry("FIN", 2)); });
   const auto found = journal.wait_for(
       [&journal](const JournalEntry& e) {
-        return e.kind == "FIN" && journal.entries([](const JournalEntry& f) {
-                                    return f.kind == "FIN";
-                                  }).size() == 2;
+        return e.kind == "FIN" &&
+               journal.entries([](const JournalEntry& f) { return f.kind == "FIN"; }).size() == 2;
       },
       10s);
   broker.join();
