@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The examples of docs/testing.md, verbatim, so that they keep compiling and passing.
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <polybus/all.hpp>
 #include <polybus/fault_proxy.hpp>
 #include <polybus/figg_testing.hpp>
+#include <polybus/manual_clock.hpp>
 #include <polybus/nsq_testing.hpp>
 
 TEST_CASE("orders are shared by the billing group and retried once") {
@@ -101,4 +103,44 @@ TEST_CASE("the consumer finishes every message and never asks for more than max_
               .size() == 1);
   for (const Entry& rdy : journal.entries([](const Entry& e) { return e.kind == "RDY"; }))
     CHECK(rdy.count <= 4);
+}
+
+TEST_CASE("a message not finished within nsqd's 60 s msg_timeout is delivered again") {
+  polybus::register_all_schemes();
+  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  polybus::nsq::testing::NsqdOptions options;
+  options.clock = clock;  // msg_timeout stays nsqd's 60 s
+  auto nsqd = polybus::nsq::testing::Nsqd::start(options);
+  auto client = polybus::connect("nsq://" + nsqd->tcp_address());
+  std::mutex mutex;
+  std::condition_variable delivered;
+  std::vector<polybus::Message> held;
+  polybus::SubscribeOptions group;
+  group.group = "workers";
+  group.max_in_flight = 2;  // the client, on the real clock, still counts the first copy
+  auto sub = client.subscribe("jobs", group, [&](polybus::Message& m) {
+    m.take_manual_control();  // never finished
+    std::lock_guard<std::mutex> lock(mutex);
+    held.push_back(m);
+    delivered.notify_all();
+  });
+  const auto deliveries = [&](std::size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return delivered.wait_for(lock, std::chrono::seconds(10), [&] { return held.size() >= n; });
+  };
+  REQUIRE(sub.wait_ready(std::chrono::seconds(10)) == std::error_code{});
+  REQUIRE(client.publish_sync("jobs", "job-1") == std::error_code{});
+  REQUIRE(deliveries(1));
+
+  clock->advance(std::chrono::seconds(59));
+  CHECK(nsqd->timeout_count("jobs", "workers") == 0);
+  clock->advance(std::chrono::seconds(1));
+  CHECK(nsqd->timeout_count("jobs", "workers") == 1);  // before advance() returned
+  REQUIRE(deliveries(2));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(held[1].attempts() == 2);
+  // Both answered, so that close() does not wait for them: the first FIN finishes the message
+  // at nsqd, which answers the second E_FIN_FAILED (an error event at the client).
+  CHECK(held[1].ack() == std::error_code{});
+  CHECK(held[0].ack() == std::error_code{});
 }

@@ -986,3 +986,88 @@ TEST_CASE(
   for (const JournalEntry& rdy : rdys) CHECK(rdy.count <= 7);
   CHECK(journal.dropped() == 0);
 }
+
+TEST_CASE(
+    "nsq: on a manual clock nsqd's 60 s msg_timeout, a REQ delay and a deferred publish come due "
+    "as the test advances it, before advance returns",
+    "[nsq][clock]") {
+  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  nsq::testing::NsqdOptions options;
+  options.clock = clock;  // msg_timeout stays nsqd's 60 s
+  auto nsqd = Nsqd::start(options);
+  // No backoff after the nack: RDY stays at max_in_flight while messages are held.
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?max_backoff_duration=0&" + kFast);
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<Message> held;  // kept unanswered: only nsqd's timeout can send it again
+  std::vector<std::string> seen;
+  SubscribeOptions group;
+  group.group = "timed";
+  group.max_in_flight = 8;  // a redelivery is one more message within RDY, not over it
+  auto sub = client.subscribe("timed", group, [&](Message& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (m.payload() == "requeued" && m.attempts() == 1) {
+      m.nack(std::chrono::seconds(30));  // REQ with a 30 s delay
+    } else if (m.payload() == "held" && m.attempts() == 1) {
+      m.take_manual_control();
+      held.push_back(m);
+    }  // the rest are acked on return
+    seen.push_back(std::string(m.payload()) + "#" + std::to_string(m.attempts()));
+    arrived.notify_all();
+  });
+  const auto seen_count = [&](std::size_t n) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return arrived.wait_for(lock, kWaitBound, [&] { return seen.size() >= n; });
+  };
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("timed", "held") == std::error_code{});
+  REQUIRE(client.publish_sync("timed", "requeued") == std::error_code{});
+  PublishOptions in_ten_minutes;
+  in_ten_minutes.defer = std::chrono::minutes(10);
+  REQUIRE(client.publish_sync("timed", "deferred", in_ten_minutes) == std::error_code{});
+  REQUIRE(seen_count(2));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->deferred("timed", "timed") == 2; }));
+
+  clock->advance(std::chrono::seconds(29));
+  CHECK(nsqd->deferred("timed", "timed") == 2);
+  CHECK(nsqd->timeout_count("timed", "timed") == 0);
+  clock->advance(std::chrono::seconds(1));  // the REQ's 30 s
+  CHECK(nsqd->deferred("timed", "timed") == 1);
+  REQUIRE(seen_count(3));
+  // Its FIN in before time moves on, or it too would time out.
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("timed", "timed") == 1; }));
+  clock->advance(std::chrono::seconds(29));
+  CHECK(nsqd->timeout_count("timed", "timed") == 0);
+  clock->advance(std::chrono::seconds(1));  // "held"'s 60 s: timed out before advance returned
+  CHECK(nsqd->timeout_count("timed", "timed") == 1);
+  REQUIRE(seen_count(4));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("timed", "timed") == 0; }));
+  clock->advance(std::chrono::minutes(9));  // the deferred publish's 10 min
+  CHECK(nsqd->deferred("timed", "timed") == 0);
+  REQUIRE(seen_count(5));
+  std::lock_guard<std::mutex> lock(mutex);
+  CHECK(seen ==
+        std::vector<std::string>{"held#1", "requeued#1", "requeued#2", "held#2", "deferred#1"});
+}
+
+TEST_CASE(
+    "nsq: on a manual clock heartbeats stay on the real clock, so an hour advanced in one "
+    "step drops no connection",
+    "[nsq][clock]") {
+  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  nsq::testing::NsqdOptions options;
+  options.clock = clock;
+  auto nsqd = Nsqd::start(options);
+  DropWatch watch;
+  ConnectOptions connect_options = watch.options();
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast, connect_options);
+  Latch got;
+  SubscribeOptions group;
+  group.group = "alive";
+  auto sub = client.subscribe("alive", group, [&](Message&) { got.count_down(); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  clock->advance(std::chrono::hours(1));
+  REQUIRE(client.publish_sync("alive", "still here") == std::error_code{});
+  REQUIRE(got.wait_for(1));
+  CHECK(watch.disconnects == 0);
+}

@@ -275,7 +275,8 @@ Channel* Topic::find_channel(const std::string& name) const {
 // Broker
 
 Broker::Broker(asio::io_context& io, const NsqdOptions& options, BrokerListener& listener)
-    : timer_(io),
+    : io_(io),
+      timer_(io, options.clock),
       listener_(listener),
       account_(std::make_shared<MemoryAccount>()),
       disk_(options.data_path, options.max_disk_bytes, options.max_bytes_per_file, options.log) {
@@ -340,7 +341,7 @@ void Broker::distribute_pending(Topic& topic) {
   if (topic.paused || topic.starting || topic.channels().empty() || !topic.has_pending()) {
     return;
   }
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = this->now();
   while (std::optional<Message> message = topic.take_pending()) {
     for (auto& [name, channel] : topic.channels()) put(*channel, *message, message->defer, now);
   }
@@ -423,7 +424,7 @@ bool Broker::publish(const std::string& topic_name, std::vector<std::string> bod
     if (disk.used + records * copies > disk.limit) return false;
   }
   Topic& target = topic(topic_name);
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = this->now();
   for (std::string& body : bodies) {
     target.message_bytes += body.size();
     Message message = make_message(std::move(body));
@@ -478,9 +479,9 @@ void Broker::dispatch_soon(Channel& channel) {
 void Broker::post_dispatch() {
   if (dispatch_posted_) return;
   dispatch_posted_ = true;
-  asio::post(timer_.get_executor(), [this] {
+  asio::post(io_, [this] {
     dispatch_posted_ = false;
-    const Clock::time_point now = Clock::now();
+    const Clock::time_point now = this->now();
     for (Channel* channel : std::exchange(to_dispatch_, {})) {
       channel->dispatch(now);
       track_deadline(*channel);
@@ -548,7 +549,7 @@ void Broker::arm_timer() {
 void Broker::on_timer(std::error_code ec) {
   if (ec == asio::error::operation_aborted) return;
   armed_.reset();
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = this->now();
   // Only the channels whose deadline came: the others have nothing due.
   std::vector<Channel*> due;
   for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it)

@@ -17,7 +17,6 @@
 
 #include <array>
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "disk_queue.hpp"
+#include "polybus/io/clock_timer.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -342,6 +342,8 @@ class Broker {
   void return_in_flight();
   // Cancels the timer, for shutdown.
   void close();
+  // The time of the broker's message timers: the real clock's, or NsqdOptions::clock's.
+  Clock::time_point now() const { return timer_.now(); }
 
  private:
   // The timer follows the earliest deadline of any channel (a message in flight timing out, a
@@ -365,7 +367,8 @@ class Broker {
   void put(Channel& channel, const Message& message, std::chrono::milliseconds defer,
            Clock::time_point now);
 
-  asio::steady_timer timer_;
+  asio::io_context& io_;
+  io::ClockTimer timer_;  // the real clock, or NsqdOptions::clock
   std::optional<Clock::time_point> armed_;
   bool dispatch_posted_ = false;
   std::set<Channel*> to_dispatch_;

@@ -324,7 +324,7 @@ void ClientConnection::req(const std::vector<std::string_view>& params) {
       static_cast<std::uint64_t>(server_.options().max_req_timeout.count());
   const std::chrono::milliseconds delay(static_cast<std::int64_t>(std::min(delay_ms, max_ms)));
   const std::string failure =
-      channel_->requeue(id_, MessageId::from_wire(params[1]), delay, Clock::now());
+      channel_->requeue(id_, MessageId::from_wire(params[1]), delay, server_.broker().now());
   if (!failure.empty()) {
     return send_error("E_REQ_FAILED", "REQ " + str(params[1]) + " failed " + failure);
   }
@@ -339,7 +339,7 @@ void ClientConnection::touch(const std::vector<std::string_view>& params) {
   if (params[1].size() != kMessageIdSize) return fatal("E_INVALID", "invalid message ID");
   const std::string failure =
       channel_->touch(id_, MessageId::from_wire(params[1]), settings_.msg_timeout,
-                      server_.options().max_msg_timeout, Clock::now());
+                      server_.options().max_msg_timeout, server_.broker().now());
   if (!failure.empty()) {
     return send_error("E_TOUCH_FAILED", "TOUCH " + str(params[1]) + " failed " + failure);
   }

@@ -40,6 +40,7 @@
 
 #include "polybus/fault_rules.hpp"
 #include "polybus/journal.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process nsqd and nsqlookupd for tests, and their test brokers.
@@ -171,6 +172,11 @@ struct POLYBUS_API NsqdOptions {
   /// "message" (a delivery); error answers with the rule's text ("E_FIN_FAILED FIN failed"),
   /// fatal or not; duplicate carries a command out twice and delivers a message twice.
   std::vector<polybus::testing::FaultRule> faults;
+  /// Time the test controls (polybus/manual_clock.hpp): message timeouts, REQ delays and
+  /// deferred publishes come due only as the test advances it, and TOUCH extends from its time.
+  /// Heartbeats, the output buffer's flushes and the lookupd pings stay on the real clock. Null:
+  /// the real clock.
+  std::shared_ptr<polybus::testing::ManualClock> clock;
   /// Set (0: a free port): an admin HTTP API of the test nsqd's own, on this port of admin_host,
   /// for tests in any language: GET /journal?since=SEQ (JSON lines), POST /faults (a rule's
   /// text form; answers {"id":N}), GET and DELETE /faults/N, DELETE /faults. None of nsqd's
