@@ -11,7 +11,9 @@
 
 #include <asio.hpp>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <future>
+#include <initializer_list>
 #include <random>
 #include <set>
 #include <thread>
@@ -991,4 +993,263 @@ TEST_CASE("memodb: the test brokers registered with polybus::testing serve reque
       CHECK(client.request_sync("t", "2", 10s).payload == "t:2");
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test broker's journal and fault rules, seen through real clients and workers.
+
+namespace {
+
+using polybus::testing::JournalEntry;
+using polybus::testing::parse_fault_rule;
+
+BrokerOptions fast_with_faults(std::initializer_list<const char*> rules) {
+  BrokerOptions options = fast();
+  for (const char* rule : rules) options.faults.push_back(parse_fault_rule(rule));
+  return options;
+}
+
+// Every entry as a JSON line, for a failure to show.
+std::string journal_lines(const polybus::testing::Journal& journal) {
+  std::string lines;
+  for (const JournalEntry& e : journal.entries())
+    lines += polybus::testing::Journal::json_line(e) + "\n";
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "memodb: the test broker's journal shows a READY, the JOB in and out and the RESULT in "
+    "and out, in order",
+    "[memodb][journal]") {
+  auto options = fast();
+  options.journal_capacity = 10000;
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  auto client = connect(url_of(*broker, options));
+  auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
+  const auto reply = client.request_sync("echo", "hello", 10s);
+  REQUIRE(reply.ec == std::error_code{});
+  REQUIRE(reply.payload == "e:hello");
+
+  auto& journal = broker->journal();
+  INFO(journal_lines(journal));
+  const auto only = [&](const std::function<bool(const JournalEntry&)>& match) {
+    const auto found = journal.entries(match);
+    REQUIRE(found.size() == 1);
+    return found.front();
+  };
+  const JournalEntry ready =
+      only([](const JournalEntry& e) { return e.received && e.kind == "READY"; });
+  const JournalEntry job_in =
+      only([](const JournalEntry& e) { return e.received && e.kind == "JOB"; });
+  const JournalEntry job_out =
+      only([](const JournalEntry& e) { return !e.received && e.kind == "JOB"; });
+  const JournalEntry result_in =
+      only([](const JournalEntry& e) { return e.received && e.kind == "RESULT"; });
+  const JournalEntry result_out =
+      only([](const JournalEntry& e) { return !e.received && e.kind == "RESULT"; });
+  CHECK(ready.topic == "echo");
+  CHECK(ready.id.empty());
+  // The client's JOB: its service, timeout and payload; no ID (clients have none).
+  CHECK(job_in.topic == "echo");
+  CHECK(job_in.id.empty());
+  CHECK(job_in.count > 0);
+  CHECK(job_in.bytes == 5);
+  CHECK(job_in.connection != ready.connection);
+  // Handed to the worker that sent the READY, with its 4-byte ID.
+  CHECK(job_out.connection == ready.connection);
+  CHECK(job_out.id.size() == 8);
+  CHECK(job_out.topic == "echo");
+  CHECK(job_out.count == job_in.count);
+  CHECK(job_out.bytes == 5);
+  // The worker's RESULT, and the RESULT handed to the client.
+  CHECK(result_in.connection == ready.connection);
+  CHECK(result_in.id == job_out.id);
+  CHECK(result_in.topic == "echo");
+  CHECK(result_in.bytes == 7);
+  CHECK(result_out.connection == job_in.connection);
+  CHECK(result_out.id.empty());
+  CHECK(result_out.topic == "echo");
+  CHECK(result_out.bytes == 7);
+  CHECK(ready.seq < job_in.seq);
+  CHECK(job_in.seq < job_out.seq);
+  CHECK(job_out.seq < result_in.seq);
+  CHECK(result_in.seq < result_out.seq);
+}
+
+TEST_CASE(
+    "memodb: the test broker's error rule answers DISCONNECT: a JOB fails, a worker "
+    "registers again, and both go on",
+    "[memodb][faults]") {
+  SECTION("a JOB answered DISCONNECT fails with protocol_error; the next is served") {
+    auto options = fast_with_faults({"unit=JOB,nth=2,error=no capacity"});
+    options.journal_capacity = 1000;
+    auto broker = Broker::launch(options);
+    auto server = connect(url_of(*broker, options, "workers=1"));
+    auto client = connect(url_of(*broker, options));
+    auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    CHECK(client.request_sync("echo", "1", 10s).payload == "e:1");
+    const auto refused = client.request_sync("echo", "2", 10s);
+    CHECK(refused.ec == errc::protocol_error);
+    CHECK_THAT(refused.detail, Catch::Contains("DISCONNECT"));
+    CHECK(client.request_sync("echo", "3", 10s).payload == "e:3");
+    const auto disconnects = broker->journal().entries(
+        [](const JournalEntry& e) { return !e.received && e.kind == "DISCONNECT"; });
+    REQUIRE(disconnects.size() == 1);
+    CHECK(disconnects[0].text == "no capacity");
+    CHECK(broker->stats().dispatched == 2);  // the refused JOB was never run
+  }
+  SECTION("a READY answered DISCONNECT: the worker sends READY again and serves") {
+    auto options = fast_with_faults({"unit=READY,once,error=not now"});
+    auto broker = Broker::launch(options);
+    auto server = connect(url_of(*broker, options, "workers=1"));
+    auto client = connect(url_of(*broker, options));
+    auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+    REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.registrations == 1; }));
+    CHECK(broker->stats().disconnects == 1);
+    CHECK(client.request_sync("echo", "x", 10s).payload == "e:x");
+  }
+  SECTION("a fatal error closes the connection after the DISCONNECT; the client reconnects") {
+    auto options = fast_with_faults({"unit=JOB,once,fatal,error=going away"});
+    options.journal_capacity = 1000;
+    auto broker = Broker::launch(options);
+    auto server = connect(url_of(*broker, options, "workers=1"));
+    auto client = connect(url_of(*broker, options));
+    auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    CHECK(client.request_sync("echo", "1", 10s).ec == errc::protocol_error);
+    CHECK(client.request_sync("echo", "2", 10s).payload == "e:2");
+    const auto jobs = broker->journal().entries(
+        [](const JournalEntry& e) { return e.received && e.kind == "JOB"; });
+    REQUIRE(jobs.size() == 2);
+    CHECK(jobs[0].connection != jobs[1].connection);
+  }
+}
+
+TEST_CASE(
+    "memodb: the test broker's swallowed JOB gets no reply; the client's req0 sends it "
+    "again after its resend time and is served",
+    "[memodb][faults]") {
+  auto options = fast_with_faults({"unit=JOB,once,swallow"});
+  options.queue_timeout = 200ms;
+  options.journal_capacity = 1000;
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  // Resent after queue_timeout + job_timeout + 1 s.
+  auto client = connect(url_of(*broker, options, "job_timeout=200ms"));
+  Latch handled;
+  auto sub = server.serve("echo", [&](Message& m) {
+    handled.count_down();
+    return "e:" + std::string(m.payload());
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  const auto reply = client.request_sync("echo", "again", 10s);
+  CHECK(reply.ec == std::error_code{});
+  CHECK(reply.payload == "e:again");
+  CHECK(handled.count() == 1);
+  const auto jobs = broker->journal().entries(
+      [](const JournalEntry& e) { return e.received && e.kind == "JOB"; });
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[0].connection == jobs[1].connection);
+  CHECK(broker->stats().dropped == 1);
+  CHECK(broker->faults().fired(1) == 1);
+}
+
+TEST_CASE("memodb: the test broker's delay holds the client's RESULT for the delay",
+          "[memodb][faults]") {
+  constexpr auto kDelay = 300ms;
+  auto options = fast_with_faults({"unit=JOB,once,delay=300"});
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  auto client = connect(url_of(*broker, options));
+  auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  const auto start = std::chrono::steady_clock::now();
+  const auto held = client.request_sync("echo", "late", 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(held.payload == "e:late");
+  CHECK(took >= kDelay);  // the timer fires no earlier
+  CHECK(client.request_sync("echo", "now", 10s).payload == "e:now");
+  CHECK(broker->faults().fired(1) == 1);
+}
+
+TEST_CASE(
+    "memodb: the test broker's close and reset on a JOB: the client sends it again on its "
+    "next connection and is served",
+    "[memodb][faults]") {
+  const std::string action = GENERATE(as<std::string>{}, "close", "reset");
+  CAPTURE(action);
+  auto options = fast_with_faults({("unit=JOB,once," + action).c_str()});
+  options.journal_capacity = 1000;
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  StateRecorder states;
+  ConnectOptions on_state;
+  on_state.on_state = states.callback();
+  auto client = connect(url_of(*broker, options), on_state);
+  auto sub = server.serve("echo", [](Message& m) { return "e:" + std::string(m.payload()); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  const auto reply = client.request_sync("echo", "x", 10s);
+  CHECK(reply.ec == std::error_code{});
+  CHECK(reply.payload == "e:x");
+  const auto jobs = broker->journal().entries(
+      [](const JournalEntry& e) { return e.received && e.kind == "JOB"; });
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[0].connection != jobs[1].connection);
+  const auto lost =
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; });
+  REQUIRE(lost);
+  const std::string why = states.at(*lost).detail;
+  CAPTURE(why);
+  CHECK((why.find("reset") != std::string::npos) == (action == "reset"));
+}
+
+TEST_CASE("memodb: the test broker's duplicated JOB is run twice and answered once",
+          "[memodb][faults]") {
+  auto options = fast_with_faults({"unit=JOB,once,duplicate"});
+  auto broker = Broker::launch(options);
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  auto client = connect(url_of(*broker, options));
+  Collector handled;
+  auto sub = server.serve("echo", [&](Message& m) {
+    handled.add(std::string(m.payload()));
+    return "e:" + std::string(m.payload());
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  const auto reply = client.request_sync("echo", "twice", 10s);
+  CHECK(reply.payload == "e:twice");
+  REQUIRE(handled.wait_for_count(2));
+  CHECK(handled.count("twice") == 2);
+  // The second RESULT found its request answered, and the worker went on.
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.results == 2 && s.idle == 1; }));
+  CHECK(client.request_sync("echo", "once", 10s).payload == "e:once");
+  CHECK(handled.count("once") == 1);
+}
+
+TEST_CASE("memodb: the test broker's probability rule with a seed fails the same JOBs twice",
+          "[memodb][faults]") {
+  const auto failures = [] {
+    auto options = fast_with_faults({"unit=JOB,probability=0.5,seed=7,error=unlucky"});
+    auto broker = Broker::launch(options);
+    auto server = connect(url_of(*broker, options, "workers=1"));
+    auto client = connect(url_of(*broker, options));
+    auto sub = server.serve("echo", [](Message& m) { return std::string(m.payload()); });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    std::vector<int> failed;
+    for (int i = 0; i < 20; ++i) {
+      const auto reply = client.request_sync("echo", "x", 10s);
+      REQUIRE((reply.ec == std::error_code{} || reply.ec == errc::protocol_error));
+      if (reply.ec) failed.push_back(i);
+    }
+    return failed;
+  };
+  const std::vector<int> first = failures();
+  CHECK_FALSE(first.empty());
+  CHECK(first.size() < 20);
+  CHECK(failures() == first);
 }

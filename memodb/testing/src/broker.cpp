@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "journal_and_faults.hpp"
 #include "polybus/memodb/codec.hpp"
 
 namespace polybus::memodb::testing {
@@ -23,15 +24,30 @@ std::string worker_id(std::uint32_t n) {
 
 }  // namespace
 
-void BrokerImpl::reply(std::uint64_t key, const std::string& header, std::string_view payload) {
+void BrokerImpl::reply(std::uint64_t key, const MessageUnit& sent, const std::string& header,
+                       std::string_view payload) {
   auto it = requests_.find(key);
   if (it == requests_.end()) return;
   Request request = std::move(it->second);
   requests_.erase(it);
   if (auto c = connections_.find(request.connection); c != connections_.end()) {
-    c->second->send(request.backtrace, header, payload);
+    for (int copy = request.duplicate ? 2 : 1; copy > 0; --copy) {
+      if (journal_.enabled()) {
+        MessageUnit unit = sent;
+        unit.bytes = payload.size();
+        journal_message(journal_, request.connection, false, unit);
+      }
+      c->second->send(request.backtrace, header, payload);
+    }
     c->second->released(request.bytes);
   }
+}
+
+std::shared_ptr<Session> BrokerImpl::connection_of(std::uint64_t key) const {
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return nullptr;
+  auto c = connections_.find(it->second.connection);
+  return c == connections_.end() ? nullptr : c->second;
 }
 
 void BrokerImpl::drop(std::uint64_t key) {
@@ -45,14 +61,17 @@ void BrokerImpl::drop(std::uint64_t key) {
   ++stats_.dropped;
 }
 
-void BrokerImpl::disconnect(std::uint64_t key, std::string_view id) {
+void BrokerImpl::disconnect(std::uint64_t key, std::string_view id, std::string_view why) {
   std::string header;
   if (append_disconnect(header, id)) return drop(key);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.disconnects;
   }
-  reply(key, header);
+  MessageUnit sent{to_string(MessageType::disconnect)};
+  sent.worker_id = id;
+  sent.text = why;
+  reply(key, sent, header);
 }
 
 void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
@@ -71,6 +90,11 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
     }
     return drop(key);
   }
+  if (journal_.enabled() || !faults_.empty()) return act_with_faults(key, header, payload);
+  act(key, header, payload);
+}
+
+void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view payload) {
   switch (header.type) {
     case MessageType::ready: {
       if (header.services.empty()) return drop(key);
@@ -139,7 +163,9 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
         ++stats_.results;
       }
       ++services_[w.job_service].results;
-      reply(w.client, out, payload);  // the disconnecting flag is not passed on
+      MessageUnit sent{to_string(MessageType::result)};
+      sent.topic = w.job_service;
+      reply(w.client, sent, out, payload);  // the disconnecting flag is not passed on
       w.client = 0;
       if (header.disconnecting.value_or(false)) {
         forget(w.id);
@@ -161,6 +187,75 @@ void BrokerImpl::handle(std::uint64_t key, std::string_view message) {
     }
     case MessageType::disconnect:
       return drop(key);
+  }
+}
+
+// ---- journal and faults ----
+
+void BrokerImpl::act_with_faults(std::uint64_t key, const Header& header,
+                                 std::string_view payload) {
+  using Action = polybus::testing::FaultRule::Action;
+  auto request = requests_.find(key);
+  if (request == requests_.end()) return;
+  const std::uint64_t connection = request->second.connection;
+  auto worker =
+      header.type == MessageType::ready ? workers_.end() : workers_.find(std::string(header.id));
+  const bool known = worker != workers_.end();
+  std::string topic;
+  if (header.type == MessageType::ready) {
+    topic = joined(header.services);
+  } else if (header.type == MessageType::job) {
+    topic = header.service;
+  } else if (known) {
+    topic = header.type == MessageType::result ? worker->second.job_service
+                                               : joined(worker->second.services);
+  }
+  MessageUnit unit{to_string(header.type)};
+  unit.topic = topic;
+  unit.worker_id = header.id;
+  unit.bytes = payload.size();
+  if (header.type == MessageType::job) unit.count = static_cast<std::int64_t>(header.timeout_ms);
+  if (journal_.enabled()) journal_message(journal_, connection, true, unit);
+  if (faults_.empty()) return act(key, header, payload);
+  const auto fault = faults_.fire({unit.kind, topic, {}, connection});
+  if (!fault) return act(key, header, payload);
+  switch (fault->action) {
+    case Action::error: {
+      // memo01's one refusal is DISCONNECT (the rule's text is the journal's only): a worker it
+      // names is let go, as for any DISCONNECT the broker sends, and a client's JOB is not run.
+      const auto session = fault->fatal ? connection_of(key) : nullptr;
+      if (known) forget(std::string(header.id));
+      disconnect(key, header.id, fault->error);
+      if (session) session->end_when_written();
+      return;
+    }
+    case Action::swallow:
+      return drop(key);
+    case Action::delay:
+      if (auto session = connection_of(key)) session->hold_output(fault->delay);
+      return act(key, header, payload);
+    case Action::close:
+    case Action::reset: {
+      const auto session = connection_of(key);
+      drop(key);
+      if (session) session->end(fault->action == Action::reset);
+      return;
+    }
+    case Action::duplicate:
+      if (header.type == MessageType::job) {
+        // Queued twice: run twice, the requester answered by the first RESULT.
+        act(key, header, payload);
+        return act(key, header, payload);
+      }
+      if (header.type == MessageType::result && known &&
+          worker->second.state == Worker::State::busy) {
+        // Its RESULT is handed to the requester twice.
+        if (auto client = requests_.find(worker->second.client); client != requests_.end())
+          client->second.duplicate = true;
+      } else {
+        request->second.duplicate = true;  // the answer to it is written twice
+      }
+      return act(key, header, payload);
   }
 }
 
@@ -225,7 +320,11 @@ void BrokerImpl::dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator it) 
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.dispatched;
   }
-  reply(held, header, job.payload);
+  MessageUnit sent{to_string(MessageType::job)};
+  sent.topic = job.service;
+  sent.worker_id = w.id;
+  sent.count = static_cast<std::int64_t>(job.timeout_ms);
+  reply(held, sent, header, job.payload);
   arm(w, std::chrono::milliseconds(std::min<std::uint64_t>(job.timeout_ms, 24ull * 3'600'000)),
       &BrokerImpl::worker_timed_out);
 }
@@ -254,7 +353,9 @@ void BrokerImpl::heartbeat_due(const std::string& id) {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.heartbeats;
   }
-  reply(held, header);
+  MessageUnit sent{to_string(MessageType::heartbeat)};
+  sent.worker_id = w.id;
+  reply(held, sent, header);
   arm(w, options_.heartbeat_timeout, &BrokerImpl::worker_timed_out);
 }
 

@@ -17,8 +17,12 @@
 #include <string_view>
 #include <vector>
 
+#include "journal_and_faults.hpp"
+#include "polybus/fault_rules.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
+#include "polybus/journal.hpp"
+#include "polybus/memodb/codec.hpp"
 #include "polybus/memodb_testing.hpp"
 #include "polybus/metrics/counters_by_name.hpp"
 #include "session.hpp"
@@ -28,6 +32,7 @@ namespace polybus::memodb::testing {
 class BrokerImpl {
  public:
   explicit BrokerImpl(BrokerOptions options) : options_(std::move(options)) {
+    for (const auto& rule : options_.faults) faults_.add(rule);
     url_ = options_.url.empty() ? "tcp://127.0.0.1:0" : options_.url;
     events_.opened = [this](std::uint64_t) { connection_count(+1); };
     events_.closed = [this](std::uint64_t id) {
@@ -85,12 +90,16 @@ class BrokerImpl {
   }
   metrics::BrokerMetrics metrics() const;  // io thread
 
+  polybus::testing::Journal& journal() { return journal_; }
+  polybus::testing::FaultRules& faults() { return faults_; }
+
  private:
   // A request waiting for the broker's answer: where it came from and its backtrace.
   struct Request {
     std::uint64_t connection = 0;
     std::string backtrace;
-    std::size_t bytes = 0;  // as its connection counted it
+    std::size_t bytes = 0;   // as its connection counted it
+    bool duplicate = false;  // a duplicate fault: its reply is written twice
   };
 
   struct Worker {
@@ -116,9 +125,17 @@ class BrokerImpl {
 
   void accept();
   void connection_count(int change);
-  void reply(std::uint64_t key, const std::string& header, std::string_view payload = {});
+  // Answers request `key` with `header` + `payload`: the message `sent` (its journal entry).
+  void reply(std::uint64_t key, const MessageUnit& sent, const std::string& header,
+             std::string_view payload = {});
   void drop(std::uint64_t key);
   void handle(std::uint64_t key, std::string_view message);
+  // What a decoded request asks for, carried out.
+  void act(std::uint64_t key, const Header& header, std::string_view payload);
+  // The journal's entry for the request, then the fault rule that fires for it, if any.
+  void act_with_faults(std::uint64_t key, const Header& header, std::string_view payload);
+  // The connection a request came on, if it is still open.
+  std::shared_ptr<Session> connection_of(std::uint64_t key) const;
 
   void waiting(Worker& w);
   // Moves a worker out of (and with waiting, into) the index of idle workers per service.
@@ -128,7 +145,8 @@ class BrokerImpl {
   Job take_job(std::map<std::uint64_t, Job>::iterator job);
   void dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator job);
   void forget(const std::string& id);
-  void disconnect(std::uint64_t key, std::string_view id);
+  // `why`: the journal's text for it (a fault's error), memo01's DISCONNECT carries none.
+  void disconnect(std::uint64_t key, std::string_view id, std::string_view why = {});
   void arm(Worker& w, std::chrono::milliseconds after, void (BrokerImpl::*fn)(const std::string&));
   void heartbeat_due(const std::string& id);
   void worker_timed_out(const std::string& id);
@@ -142,6 +160,8 @@ class BrokerImpl {
   std::uint64_t idle_count_ = 0;
 
   BrokerOptions options_;
+  polybus::testing::Journal journal_{options_.journal_capacity};
+  polybus::testing::FaultRules faults_;
   IoThread io_;  // before everything that uses its io_context: destroyed after them
 
   // io thread only:

@@ -169,6 +169,12 @@ BrokerStats Broker::stats() const {
 metrics::BrokerMetrics Broker::metrics() const {
   return impl_->run([this] { return impl_->metrics(); });
 }
+polybus::testing::Journal& Broker::journal() const {
+  return impl_->journal();
+}
+polybus::testing::FaultRules& Broker::faults() const {
+  return impl_->faults();
+}
 bool Broker::wait_until(const std::function<bool(const BrokerStats&)>& condition,
                         std::chrono::milliseconds bound) const {
   return impl_->wait_until(condition, bound);

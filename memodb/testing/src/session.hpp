@@ -47,7 +47,8 @@ class Session : public std::enable_shared_from_this<Session> {
         id_(id),
         events_(events),
         budget_(budget),
-        decoder_(carrier, kMaxMessage) {}
+        decoder_(carrier, kMaxMessage),
+        hold_timer_(socket_.get_executor()) {}
 
   std::uint64_t id() const { return id_; }
 
@@ -85,6 +86,28 @@ class Session : public std::enable_shared_from_this<Session> {
   void close_quietly() {
     events_ = nullptr;
     close();
+  }
+
+  // Faults. Ends the connection now, telling the broker; reset: with a TCP RST (over IPC a
+  // plain close: Unix sockets have none).
+  void end(bool reset) {
+    auto self = shared_from_this();  // the broker may drop its owner in `closed`
+    close(reset);
+  }
+  // Ends the connection once what is queued for it is written.
+  void end_when_written() {
+    end_when_written_ = true;
+    if (!writing_ && writes_.empty()) end(false);
+  }
+  // Writes nothing until `delay` has passed; what is sent meanwhile waits in order.
+  void hold_output(std::chrono::milliseconds delay) {
+    output_held_ = true;
+    hold_timer_.expires_after(delay);
+    hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec || self->closed_) return;  // cancelled, or a later delay took over
+      self->output_held_ = false;
+      self->write_next();
+    });
   }
 
  private:
@@ -154,27 +177,36 @@ class Session : public std::enable_shared_from_this<Session> {
     if (events_)
       events_->held_bytes_peak = std::max<std::uint64_t>(events_->held_bytes_peak, held_bytes_);
     writes_.push_back(std::move(bytes));
-    if (writes_.size() == 1) write_next();
+    write_next();
   }
 
   void write_next() {
+    if (writing_ || output_held_ || writes_.empty() || closed_) return;
+    writing_ = true;
     asio::async_write(socket_, asio::buffer(writes_.front()),
                       [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                        self->writing_ = false;
                         if (ec) return self->close();
                         if (self->events_) self->events_->bytes_sent += n;
                         self->held_bytes_ -=
                             std::min(self->held_bytes_, self->writes_.front().size());
                         self->writes_.pop_front();
                         self->resume_when_room();
-                        if (!self->writes_.empty() && !self->closed_) self->write_next();
+                        if (self->end_when_written_ && self->writes_.empty()) return self->close();
+                        self->write_next();
                       });
   }
 
-  void close() {
+  void close(bool reset = false) {
     if (closed_) return;
     closed_ = true;
     std::error_code ignored;
-    socket_.shutdown(Socket::shutdown_both, ignored);
+    hold_timer_.cancel();
+    if (reset) {
+      socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+    } else {
+      socket_.shutdown(Socket::shutdown_both, ignored);
+    }
     socket_.close(ignored);
     if (opened_ && events_) events_->closed(id_);
   }
@@ -196,6 +228,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string_view unread_;  // in buffer_: the rest of the read that stalled
   bool opened_ = false;
   bool closed_ = false;
+  bool writing_ = false;
+  bool end_when_written_ = false;
+  asio::steady_timer hold_timer_;  // a delay fault: output held until it fires
+  bool output_held_ = false;
 };
 
 }  // namespace polybus::memodb::testing

@@ -91,6 +91,8 @@ class Connection::StreamPeer final : public Peer {
       connection_.close_gracefully();
     }
   }
+  void reset_transport() override { connection_.reset(); }
+  void hold_output(std::chrono::milliseconds delay) override { connection_.hold_output(delay); }
 
  private:
   Connection& connection_;
@@ -99,6 +101,7 @@ class Connection::StreamPeer final : public Peer {
 Connection::Connection(ServerImpl& server, asio::ip::tcp::socket socket)
     : server_(server),
       stream_(std::move(socket), server.tls_context_),
+      hold_timer_(server.io_.context()),
       raw_decoder_(server.options_.max_event_size),
       http_parser_(kMaxHttpHead, max_http_body(server.options_)) {}
 
@@ -389,7 +392,7 @@ void Connection::write_bytes(const char* data, std::size_t size) {
 }
 
 void Connection::write() {
-  if (write_in_flight_ || terminated_) return;
+  if (write_in_flight_ || terminated_ || output_held_) return;
   if (out_.empty()) {
     if (close_when_flushed_) {
       close_when_flushed_ = false;
@@ -440,9 +443,26 @@ void Connection::terminate() {
   if (terminated_) return;
   terminated_ = true;
   auto self = shared_from_this();  // forget() may drop the last owner
+  hold_timer_.cancel();
   end_peer();
   stream_.close();
   server_.forget(this);
+}
+
+void Connection::reset() {
+  if (terminated_) return;
+  stream_.reset();
+  terminate();
+}
+
+void Connection::hold_output(std::chrono::milliseconds delay) {
+  output_held_ = true;
+  hold_timer_.expires_after(delay);
+  hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec || self->terminated_) return;  // cancelled, or a later delay took over
+    self->output_held_ = false;
+    self->write();
+  });
 }
 
 }  // namespace polybus::quickio::testing

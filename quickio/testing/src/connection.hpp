@@ -28,6 +28,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // closes (or kLingerBound passes): the client reads everything written before the close.
   void close_gracefully();
   void terminate();  // closes the connection now
+  void reset();      // closes the connection now with a TCP RST (a fault)
+  // Writes nothing until `delay` has passed (a fault); what is sent meanwhile waits in order.
+  void hold_output(std::chrono::milliseconds delay);
   bool lingering_too_long(Clock::time_point now) const;
 
   // Raw and WebSocket: one event to the client.
@@ -69,6 +72,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;      // gathered for the next write
   std::string writing_;  // in flight
   bool write_in_flight_ = false;
+  asio::steady_timer hold_timer_;
+  bool output_held_ = false;
   bool overflowed_ = false;
   std::unique_ptr<StreamPeer> peer_;  // raw and WebSocket, after the handshake
   bool peer_registered_ = false;

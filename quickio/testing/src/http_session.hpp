@@ -16,6 +16,10 @@ class HttpSession final : public Peer {
 
   void write_event(std::string_view text) override;
   void close_transport() override;
+  // The connection of the held poll, if any, is reset; the session ends.
+  void reset_transport() override;
+  // Until `delay` has passed, a poll is answered empty and events wait in the queue.
+  void hold_output(std::chrono::milliseconds delay) override;
 
   // A new POST on connection (its response slot response_id): the previous held poll is
   // completed with what is queued, and this one is held (answered at once if events are queued).
@@ -41,6 +45,8 @@ class HttpSession final : public Peer {
   bool held_ = false;
   bool ending_ = false;
   bool flush_scheduled_ = false;
+  asio::steady_timer hold_timer_;
+  bool output_held_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

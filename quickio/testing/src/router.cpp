@@ -4,6 +4,7 @@
 #include <rapidjson/document.h>
 
 #include "http_session.hpp"
+#include "journal_and_faults.hpp"
 #include "polybus/quickio/codec.hpp"
 #include "polybus/text/text.hpp"
 #include "server_impl.hpp"
@@ -13,7 +14,8 @@ namespace {
 
 constexpr std::string_view kQioPrefix = "/qio/";
 
-// "/path" or ["/path", extra]: the path, or nullopt when the data is neither.
+}  // namespace
+
 std::optional<std::string> subscription_path(std::string_view json) {
   std::string path;
   if (json_unquote(json, path)) return path;
@@ -23,8 +25,6 @@ std::optional<std::string> subscription_path(std::string_view json) {
     return std::nullopt;
   return std::string(doc[0].GetString(), doc[0].GetStringLength());
 }
-
-}  // namespace
 
 Peer::Peer(ServerImpl& server_impl, Kind peer_kind)
     : server(server_impl), id(server_impl.next_peer_id_++), kind(peer_kind) {}
@@ -60,6 +60,16 @@ bool ServerImpl::handle_event(Peer& peer, std::string_view text) {
   Event event;
   if (parse_event(text, event)) return false;
   peer.last_received = Clock::now();
+  if (peer.fault_ending) return true;  // a fault ends it: nothing more is carried out
+  if (journal_.enabled() || !faults_.empty()) {
+    route_with_faults(peer, event);
+  } else {
+    route(peer, event);
+  }
+  return true;
+}
+
+void ServerImpl::route(Peer& peer, const Event& event) {
   if (event.path.substr(0, kQioPrefix.size()) == kQioPrefix) {
     handle_builtin(peer, event.path, event.callback_id, event.json);
   } else if (event.callback_id == 0) {
@@ -69,7 +79,50 @@ bool ServerImpl::handle_event(Peer& peer, std::string_view text) {
   } else {
     request(peer, clean_path(event.path), event.callback_id, event.json);
   }
-  return true;
+}
+
+void ServerImpl::route_with_faults(Peer& peer, const Event& event) {
+  using Action = polybus::testing::FaultRule::Action;
+  const EventUnit unit = event_unit(event);
+  if (journal_.enabled()) journal_received(journal_, peer, event, unit);
+  if (faults_.empty()) return route(peer, event);
+  const auto fault = faults_.fire({unit.kind, unit.topic, {}, peer.id});
+  if (!fault) return route(peer, event);
+  switch (fault->action) {
+    case Action::error: {
+      // An event without a callback cannot be answered: the connection ends instead.
+      if (event.callback_id == 0) return end_later(peer, false);
+      const FaultAnswer answered = fault_answer(fault->error);
+      answer(peer, event.callback_id, answered.code, "null", answered.err_msg);
+      if (fault->fatal) end_later(peer, false);
+      return;
+    }
+    case Action::swallow:
+      return;
+    case Action::close:
+      return end_later(peer, false);
+    case Action::reset:
+      return end_later(peer, true);
+    case Action::delay:
+      peer.hold_output(fault->delay);
+      return route(peer, event);
+    case Action::duplicate:
+      route(peer, event);
+      return route(peer, event);
+  }
+}
+
+void ServerImpl::end_later(Peer& peer, bool reset) {
+  peer.fault_ending = true;
+  asio::post(io_.context(), [this, id = peer.id, reset] {
+    auto it = peers_.find(id);
+    if (it == peers_.end()) return;  // gone meanwhile
+    if (reset) {
+      it->second->reset_transport();
+    } else {
+      it->second->close_transport();
+    }
+  });
 }
 
 void ServerImpl::handle_builtin(Peer& peer, std::string_view path, std::uint64_t callback_id,
@@ -108,6 +161,7 @@ void ServerImpl::subscribe(Peer& peer, std::uint64_t callback_id, std::string_vi
 void ServerImpl::send(Peer& peer, std::string_view path, std::uint64_t callback_id,
                       std::string_view json) {
   if (silent_) return;
+  if (journal_.enabled()) journal_sent(journal_, peer, path, callback_id, json);
   peer.write_event(make_event(path, callback_id, json));
   peer.last_sent = Clock::now();
 }
@@ -125,6 +179,7 @@ void ServerImpl::broadcast(std::string_view path, std::string_view json) {
   std::string text = make_event(path, 0, json);
   auto now = Clock::now();
   for (Peer* peer : it->second.peers) {
+    if (journal_.enabled()) journal_sent(journal_, *peer, path, 0, json);
     peer->write_event(text);
     peer->last_sent = now;
   }

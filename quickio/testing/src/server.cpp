@@ -29,6 +29,7 @@ ServerImpl::ServerImpl(ServerOptions options)
       acceptor_(io_.context()),
       tick_timer_(io_.context()),
       tick_interval_(tick_interval(options_)) {
+  for (const auto& rule : options_.faults) faults_.add(rule);
   io_.run([this] {
     listen(options_.port);
     schedule_tick();
@@ -163,6 +164,12 @@ void Server::set_silent(bool silent) {
 }
 void Server::broadcast(const std::string& path, const std::string& json) {
   impl_->run([this, &path, &json] { impl_->broadcast(path, json); });
+}
+polybus::testing::Journal& Server::journal() const {
+  return impl_->journal_;
+}
+polybus::testing::FaultRules& Server::faults() const {
+  return impl_->faults_;
 }
 
 }  // namespace polybus::quickio::testing

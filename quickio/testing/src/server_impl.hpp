@@ -9,16 +9,20 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "polybus/fault_rules.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/metrics/counters_by_name.hpp"
+#include "polybus/quickio/codec.hpp"
 #include "polybus/quickio_testing.hpp"
 #include "websocket_endpoint.hpp"
 
@@ -46,6 +50,10 @@ class Peer {
   virtual void write_event(std::string_view text) = 0;
   // Ends the client (its transport closes); ServerImpl::peer_gone follows at once.
   virtual void close_transport() = 0;
+  // A reset fault: as close_transport(), with a TCP RST.
+  virtual void reset_transport() = 0;
+  // A delay fault: nothing is written to the client until `delay` has passed.
+  virtual void hold_output(std::chrono::milliseconds delay) = 0;
 
   // A request relayed to this client, as the server callback it answers.
   struct Relay {
@@ -76,7 +84,11 @@ class Peer {
   Clock::time_point challenge_deadline;
   Clock::time_point last_sent;
   Clock::time_point last_received;
+  bool fault_ending = false;  // a fault ends it: what it sends meanwhile is not carried out
 };
+
+// The path a /qio/on or /qio/off names ("/path" or ["/path", extra]), or nullopt.
+std::optional<std::string> subscription_path(std::string_view json);
 
 class HttpSession;
 
@@ -118,6 +130,8 @@ class ServerImpl {
   void forget(Connection* connection) { connections_.erase(connection); }
 
   ServerOptions options_;
+  polybus::testing::Journal journal_{options_.journal_capacity};
+  polybus::testing::FaultRules faults_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // null: plain TCP
   WebSocketEndpoint websocket_;  // before io_: connections still queued in io_ use it
   IoThread io_;                  // before everything that uses its io_context: destroyed after them
@@ -149,6 +163,13 @@ class ServerImpl {
 
   void accept();
   void schedule_tick();
+  // What an event asks for, carried out.
+  void route(Peer& peer, const Event& event);
+  // The journal's entry for the event, then the fault rule that fires for it, if any.
+  void route_with_faults(Peer& peer, const Event& event);
+  // A close or reset fault: ends the peer from the io thread's queue, as its caller may still be
+  // reading its events (an HTTP POST's body, the rest of a raw read).
+  void end_later(Peer& peer, bool reset);
   void check_peer(Peer& peer, Clock::time_point now);
   void tick();
   void handle_builtin(Peer& peer, std::string_view path, std::uint64_t callback_id,

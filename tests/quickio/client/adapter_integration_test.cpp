@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <condition_variable>
+#include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 
@@ -390,4 +392,285 @@ TEST_CASE("adapter: a restart mid-stream keeps delivery in order and resumes it 
   std::lock_guard<std::mutex> lock(mutex);
   CHECK(std::is_sorted(seen.begin(), seen.end()));
   CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicates
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test server's journal and fault rules, seen through real clients.
+
+namespace {
+
+using polybus::testing::JournalEntry;
+using polybus::testing::parse_fault_rule;
+
+quickio::testing::ServerOptions with_faults(std::initializer_list<const char*> rules) {
+  quickio::testing::ServerOptions options;
+  for (const char* rule : rules) options.faults.push_back(parse_fault_rule(rule));
+  return options;
+}
+
+std::string upper(Message& m) {
+  std::string text(m.payload());
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("adapter: the test server's journal shows each client's events and callbacks in order",
+          "[journal]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  quickio::testing::ServerOptions options;
+  options.journal_capacity = 10000;
+  auto server = Server::launch(options);
+  auto subscriber = connect(url_for(scheme, *server));
+  auto responder = connect(url_for(scheme, *server));
+  auto publisher = connect(url_for(scheme, *server));
+  Collector got;
+  auto sub =
+      subscriber.subscribe("log", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  auto serving = responder.serve("upper", upper);
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(publisher.publish_sync("log", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(got.wait_for_count(3));
+  const auto reply = publisher.request_sync("upper", "shout", kWaitBound);
+  REQUIRE(reply.ec == std::error_code{});
+  REQUIRE(reply.payload == "SHOUT");
+
+  auto& journal = server->journal();
+  std::string lines;  // what a failure shows
+  for (const JournalEntry& e : journal.entries())
+    lines += polybus::testing::Journal::json_line(e) + "\n";
+  INFO(lines);
+  const auto only = [&](const std::function<bool(const JournalEntry&)>& match) {
+    const auto found = journal.entries(match);
+    REQUIRE(found.size() == 1);
+    return found.front();
+  };
+  // The subscription, answered 200 on its own callback id.
+  const JournalEntry on = only(
+      [](const JournalEntry& e) { return e.received && e.kind == "/qio/on" && e.topic == "/log"; });
+  CHECK_FALSE(on.id.empty());
+  // (Over HTTP the handshake's /qio/hostname took callback id 1 before.)
+  const JournalEntry on_answer = only([&](const JournalEntry& e) {
+    return !e.received && e.kind == "/qio/callback" && e.connection == on.connection &&
+           e.id == on.id && e.seq > on.seq;
+  });
+  CHECK(on_answer.text == "200");
+
+  // Each publish, then its delivery to the subscriber, with the JSON string's bytes.
+  const auto publishes =
+      journal.entries([](const JournalEntry& e) { return e.received && e.kind == "/log"; });
+  const auto deliveries =
+      journal.entries([](const JournalEntry& e) { return !e.received && e.kind == "/log"; });
+  REQUIRE(publishes.size() == 3);
+  REQUIRE(deliveries.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(publishes[i].topic == "/log");
+    CHECK(publishes[i].bytes == 4);  // "m0", quoted
+    CHECK(publishes[i].id.empty());  // no callback asked
+    CHECK(publishes[i].connection == publishes[0].connection);
+    CHECK(deliveries[i].connection == on.connection);
+    CHECK(deliveries[i].bytes == 4);
+    CHECK(deliveries[i].seq > publishes[i].seq);
+  }
+  CHECK(publishes[0].connection != on.connection);
+
+  // The request, relayed to the responder as a server callback, its answer, and the answer to
+  // the requester on the requester's callback id.
+  const JournalEntry request =
+      only([](const JournalEntry& e) { return e.received && e.kind == "/upper"; });
+  const JournalEntry relayed =
+      only([](const JournalEntry& e) { return !e.received && e.kind == "/upper"; });
+  const JournalEntry answered = only([&](const JournalEntry& e) {
+    return e.received && e.kind == "/qio/callback" && e.id == relayed.id;
+  });
+  const JournalEntry replied = only([&](const JournalEntry& e) {
+    return !e.received && e.kind == "/qio/callback" && e.connection == request.connection &&
+           e.id == request.id && e.seq > request.seq;
+  });
+  CHECK(request.connection == publishes[0].connection);
+  CHECK_FALSE(request.id.empty());
+  CHECK(request.bytes == 7);  // "shout", quoted
+  CHECK(relayed.connection != request.connection);
+  CHECK(answered.connection == relayed.connection);
+  CHECK(answered.text == "200");
+  CHECK(answered.bytes == 7);  // "SHOUT", quoted
+  CHECK(replied.text == "200");
+  CHECK(replied.bytes == 7);
+  CHECK(request.seq < relayed.seq);
+  CHECK(relayed.seq < answered.seq);
+  CHECK(answered.seq < replied.seq);
+}
+
+TEST_CASE(
+    "adapter: the test server's error rule answers a request with its code and text, and "
+    "the next request succeeds",
+    "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch(with_faults({"unit=/upper,nth=2,error=503 overloaded"}));
+  auto responder = connect(url_for(scheme, *server));
+  auto requester = connect(url_for(scheme, *server));
+  auto serving = responder.serve("upper", upper);
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  const auto first = requester.request_sync("upper", "a", kWaitBound);
+  CHECK(first.ec == std::error_code{});
+  CHECK(first.payload == "A");
+  const auto refused = requester.request_sync("upper", "b", kWaitBound);
+  CHECK(refused.ec == make_error_code(errc::broker_error));
+  CHECK_THAT(refused.detail, Catch::Contains("overloaded"));
+  const auto after = requester.request_sync("upper", "c", kWaitBound);
+  CHECK(after.ec == std::error_code{});
+  CHECK(after.payload == "C");
+  CHECK(server->faults().fired(1) == 1);
+}
+
+TEST_CASE("adapter: the test server's fatal error answers, then closes; the client reconnects",
+          "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch(with_faults({"unit=/upper,once,fatal,error=500 going away"}));
+  auto responder = connect(url_for(scheme, *server));
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  auto requester = connect(url_for(scheme, *server), options);
+  auto serving = responder.serve("upper", upper);
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  const auto refused = requester.request_sync("upper", "a", kWaitBound);
+  CHECK(refused.ec == make_error_code(errc::broker_error));
+  CHECK_THAT(refused.detail, Catch::Contains("going away"));
+  const auto lost =
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; });
+  REQUIRE(lost);
+  REQUIRE(states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::connected; },
+                          *lost));
+  const auto after = requester.request_sync("upper", "b", kWaitBound);
+  CHECK(after.ec == std::error_code{});
+  CHECK(after.payload == "B");
+}
+
+TEST_CASE(
+    "adapter: the test server's error on a publish, which has no callback to answer, "
+    "closes the publisher's connection; it reconnects",
+    "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server = Server::launch(with_faults({"unit=/events,once,error=500 refused"}));
+  auto subscriber = connect(url_for(scheme, *server));
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  auto publisher = connect(url_for(scheme, *server), options);
+  Collector got;
+  auto sub =
+      subscriber.subscribe("events", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(publisher.publish_sync("events", "refused") == std::error_code{});
+  const auto lost =
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; });
+  REQUIRE(lost);
+  REQUIRE(states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::connected; },
+                          *lost));
+  REQUIRE(publisher.publish_sync("events", "after") == std::error_code{});
+  REQUIRE(got.wait_for_count(1));
+  CHECK(got.order() == std::vector<std::string>{"after"});
+}
+
+TEST_CASE("adapter: the test server's faults on publishes: one swallowed, one delivered twice",
+          "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  auto server =
+      Server::launch(with_faults({"unit=/events,nth=2,swallow", "unit=/events,nth=3,duplicate"}));
+  auto subscriber = connect(url_for(scheme, *server));
+  auto publisher = connect(url_for(scheme, *server));
+  Collector got;
+  auto sub =
+      subscriber.subscribe("events", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  for (int i = 0; i < 4; ++i)
+    REQUIRE(publisher.publish_sync("events", "m" + std::to_string(i)) == std::error_code{});
+  // Each rule counts every publish: the first swallows m1, the second delivers m2 twice; m3
+  // comes last, so once four have come nothing else is on its way.
+  REQUIRE(got.wait_for_count(4));
+  CHECK(got.order() == std::vector<std::string>{"m0", "m2", "m2", "m3"});
+}
+
+TEST_CASE("adapter: the test server's delay holds a client's answers for the delay", "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  CAPTURE(scheme);
+  constexpr auto kDelay = std::chrono::milliseconds(300);
+  auto server = Server::launch(with_faults({"unit=/upper,once,delay=300"}));
+  auto responder = connect(url_for(scheme, *server));
+  auto requester = connect(url_for(scheme, *server));
+  auto serving = responder.serve("upper", upper);
+  REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+  const auto start = std::chrono::steady_clock::now();
+  const auto held = requester.request_sync("upper", "late", kWaitBound);
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(held.ec == std::error_code{});
+  CHECK(held.payload == "LATE");
+  CHECK(took >= kDelay);  // the timer fires no earlier
+  // Only the requester's output was held, and only once.
+  const auto again = requester.request_sync("upper", "now", kWaitBound);
+  CHECK(again.payload == "NOW");
+  CHECK(server->faults().fired(1) == 1);
+}
+
+TEST_CASE(
+    "adapter: the test server's close and reset of a subscribing client: it reconnects "
+    "and subscribes again",
+    "[faults]") {
+  auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
+  auto action = GENERATE(as<std::string>{}, "close", "reset");
+  CAPTURE(scheme, action);
+  auto server = Server::launch(with_faults({("unit=/qio/on,topic=/log,once," + action).c_str()}));
+  StateRecorder states;
+  ConnectOptions options;
+  options.on_state = states.callback();
+  auto subscriber = connect(url_for(scheme, *server), options);
+  auto publisher = connect(url_for(scheme, *server));
+  Collector got;
+  auto sub =
+      subscriber.subscribe("log", {}, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  CHECK(server->faults().fired(1) == 1);
+  const auto lost =
+      states.wait_for([](const StateEvent& e) { return e.state == ConnectionState::disconnected; });
+  REQUIRE(lost);
+  const std::string why = states.at(*lost).detail;
+  CAPTURE(why);
+  // A raw or WebSocket client reads the RST as a reset; over HTTP the next POST fails.
+  if (scheme != "quickio+http")
+    CHECK((why.find("reset") != std::string::npos) == (action == "reset"));
+  REQUIRE(publisher.publish_sync("log", "after") == std::error_code{});
+  REQUIRE(got.wait_for_count(1));
+  CHECK(got.order() == std::vector<std::string>{"after"});
+}
+
+TEST_CASE("adapter: the test server's probability rule with a seed fails the same requests twice",
+          "[faults]") {
+  const auto failures = [] {
+    auto server =
+        Server::launch(with_faults({"unit=/flaky,probability=0.5,seed=7,error=503 unlucky"}));
+    auto responder = connect(url_for("quickio", *server));
+    auto requester = connect(url_for("quickio", *server));
+    auto serving = responder.serve("flaky", upper);
+    REQUIRE(serving.wait_ready(kWaitBound) == std::error_code{});
+    std::vector<int> failed;
+    for (int i = 0; i < 20; ++i) {
+      const auto reply = requester.request_sync("flaky", "x", kWaitBound);
+      REQUIRE((reply.ec == std::error_code{} || reply.ec == errc::broker_error));
+      if (reply.ec) failed.push_back(i);
+    }
+    return failed;
+  };
+  const std::vector<int> first = failures();
+  CHECK_FALSE(first.empty());
+  CHECK(first.size() < 20);
+  CHECK(failures() == first);
 }

@@ -23,7 +23,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "polybus/fault_rules.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process MemoDB broker for tests, and its test brokers.
@@ -47,6 +50,25 @@ struct POLYBUS_API BrokerOptions {
   /// grow the broker's memory. The real broker has no such bound.
   std::size_t max_held_requests = 65'536;
   std::size_t max_held_bytes = std::size_t{64} << 20;  ///< the bytes bound of max_held_requests
+
+  /// Entries the journal keeps (Broker::journal()): each message a connection sends (READY, JOB,
+  /// RESULT, HEARTBEAT, DISCONNECT) and each it is sent (JOB, RESULT, HEARTBEAT, DISCONNECT),
+  /// with the worker ID in hex (`id`), the service as `topic` (a READY's services and a worker's
+  /// HEARTBEAT's comma-separated, a RESULT's its job's), a JOB's timeout in ms (`count`) and the
+  /// payload's bytes. 0 keeps none and costs nothing.
+  std::size_t journal_capacity = 0;
+  /// Fault rules in force from the start (Broker::faults() changes them later). A rule's unit is
+  /// a message type a client or worker sends: READY, JOB, RESULT, HEARTBEAT or DISCONNECT (what
+  /// the broker sends follows from those). memo01 has no error message: `error` answers
+  /// DISCONNECT, its one refusal (the rule's text is only in the journal), and lets go of the
+  /// worker the message names; to a client's JOB the DISCONNECT is an unexpected reply, and the
+  /// job is not run. `swallow` drops the request without a reply, as the real broker drops what
+  /// it cannot serve (a client's req0 sends it again after its resend time). `delay` holds what
+  /// the connection is sent. `close` and `reset` end the connection (reset with a TCP RST; over
+  /// ipc:// as a close) and drop the request. `duplicate` queues a JOB twice, so that it is run
+  /// twice and its requester gets the first RESULT; a RESULT is written to its requester twice;
+  /// the answer to a READY, HEARTBEAT or DISCONNECT is written twice (req0 keeps the first).
+  std::vector<polybus::testing::FaultRule> faults;
 };
 
 /// What a test MemoDB broker did since it was launched, and its state now (Broker::stats()).
@@ -103,6 +125,10 @@ class POLYBUS_API Broker {
   /// call this broker.
   bool wait_until(const std::function<bool(const BrokerStats&)>& condition,
                   std::chrono::milliseconds bound) const;
+  /// What the connections sent and were sent (BrokerOptions::journal_capacity).
+  polybus::testing::Journal& journal() const;
+  /// The fault rules in force (BrokerOptions::faults).
+  polybus::testing::FaultRules& faults() const;
 
   /// Made by launch(); the implementation is internal.
   explicit Broker(std::unique_ptr<BrokerImpl> impl);

@@ -19,7 +19,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "polybus/fault_rules.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process QuickIO server for tests, and its test brokers.
@@ -52,6 +55,30 @@ struct POLYBUS_API ServerOptions {
   /// alike), and one whose TLS handshake fails is closed.
   std::string tls_cert_file;
   std::string tls_key_file;  ///< the private key of tls_cert_file (PEM)
+
+  /// Entries the journal keeps (Server::journal()): each event a client sends and each it is
+  /// sent, the connection being the client (an HTTP session is one, whatever carries its POSTs).
+  /// `kind` is the event's path ("/qio/on", "/orders"), "/qio/callback" for a callback either
+  /// way (`id` its callback id, `text` its code and err_msg); `id` is otherwise the event's
+  /// callback id (a server callback id on a request relayed to a subscriber), `topic` the path
+  /// /qio/on and /qio/off name or the path of an application event, `bytes` the JSON data's.
+  /// 0 keeps none and costs nothing.
+  std::size_t journal_capacity = 0;
+  /// Fault rules in force from the start (Server::faults() changes them later). A rule's unit is
+  /// the path of an event a client sends: a built-in one ("/qio/on", "/qio/off", "/qio/ping",
+  /// "/qio/hostname", "/qio/heartbeat"), "/qio/callback" (a subscriber's answer to a relayed
+  /// request), or an application path ("/orders": a publish, or a request when it asks for a
+  /// callback). `error` answers the event's callback with `{"code":N,"data":null,"err_msg":M}`,
+  /// N and M from the rule's text "N M" (N is 500 when the text starts with no number). An
+  /// event without a callback id cannot be answered: `error` closes the connection instead, as
+  /// the real server does with an event it cannot take. `swallow` ignores the event (its
+  /// callback, if asked, is never answered). `delay` holds what the client is sent,
+  /// HTTP long polls included (a poll due meanwhile is answered empty). `close` ends a raw
+  /// client with a FIN, a WebSocket one with a close frame and an HTTP session (its next POST
+  /// gets 403); `reset` sends a TCP RST (HTTP: on the connection of its held poll) and ends the
+  /// session. `duplicate` carries the event out twice: a publish delivered twice to each
+  /// subscriber, a request relayed twice.
+  std::vector<polybus::testing::FaultRule> faults;
 };
 
 class ServerImpl;
@@ -100,6 +127,10 @@ class POLYBUS_API Server {
   void set_silent(bool silent);
   /// Sends `<path>:0=<json>` to every subscriber of path, as a server application would.
   void broadcast(const std::string& path, const std::string& json);
+  /// What the clients sent and were sent (ServerOptions::journal_capacity).
+  polybus::testing::Journal& journal() const;
+  /// The fault rules in force (ServerOptions::faults).
+  polybus::testing::FaultRules& faults() const;
 
  private:
   std::unique_ptr<ServerImpl> impl_;
