@@ -116,3 +116,37 @@ TEST_CASE("test brokers: a stopped broker keeps its port, refusing connections, 
     }
   }
 }
+
+TEST_CASE("test brokers: each starts with a journal, fault rules and a clock, the same way",
+          "[test_brokers]") {
+  for (const auto& factory : testing::test_brokers()) {
+    if (!factory.start_with) continue;
+    DYNAMIC_SECTION(factory.name) {
+      testing::TestBrokerOptions options;
+      options.journal_capacity = 10000;
+      options.clock = std::make_shared<testing::ManualClock>();
+      // A rule that matches everything and never fires: it counts, it changes nothing.
+      options.faults.push_back(testing::parse_fault_rule("unit=*,probability=0,seed=1,close"));
+      auto broker = factory.start_with(options);
+      REQUIRE(broker->journal() != nullptr);
+      REQUIRE(broker->faults() != nullptr);
+      CHECK(broker->clock() == options.clock);
+      CHECK_FALSE(broker->faults()->empty());
+      round_trip(broker->url());
+      const auto entries = broker->journal()->entries();
+      const auto received =
+          std::count_if(entries.begin(), entries.end(),
+                        [](const testing::JournalEntry& e) { return e.received; });
+      CHECK(received > 0);                                         // what the client sent
+      CHECK(static_cast<std::size_t>(received) < entries.size());  // and what it was sent
+      CHECK(broker->faults()->fired(1) == 0);
+    }
+  }
+}
+
+TEST_CASE("test brokers: every in-process broker has start_with", "[test_brokers]") {
+  std::vector<std::string> without;
+  for (const auto& factory : testing::test_brokers())
+    if (!factory.start_with) without.push_back(factory.name);
+  CHECK(without == std::vector<std::string>{});
+}

@@ -10,8 +10,10 @@ namespace polybus::figg::testing {
 namespace {
 class FiggTestBroker : public polybus::testing::TestBroker {
  public:
-  explicit FiggTestBroker(BrokerOptions options)
-      : quirks_(options.real_server_quirks), broker_(Broker::launch(options)) {}
+  FiggTestBroker(BrokerOptions options, std::shared_ptr<polybus::testing::ManualClock> clock)
+      : quirks_(options.real_server_quirks),
+        broker_(Broker::launch(options)),
+        clock_(std::move(clock)) {}
   bool answers_ping() const override { return !quirks_; }
   std::string url() const override {
     return "figg://" + broker_->address() +
@@ -20,23 +22,36 @@ class FiggTestBroker : public polybus::testing::TestBroker {
   void stop() override { broker_->stop(); }
   void start() override { broker_->start(); }
   std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
+  polybus::testing::Journal* journal() override { return &broker_->journal(); }
+  polybus::testing::FaultRules* faults() override { return &broker_->faults(); }
+  // Figg's broker has nothing due at a time (retention is by size, pings are answered at once):
+  // the clock is kept for the test, and nothing of the broker waits on it.
+  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
 
  private:
   bool quirks_;
   std::unique_ptr<Broker> broker_;
+  std::shared_ptr<polybus::testing::ManualClock> clock_;
 };
 }  // namespace
 
 void register_test_brokers() {
   for (const bool quirks : {false, true}) {
-    auto on_port = [quirks](std::uint16_t port) {
+    auto with = [quirks](const polybus::testing::TestBrokerOptions& given) {
       BrokerOptions options;
       options.real_server_quirks = quirks;
+      options.port = given.port;
+      options.journal_capacity = given.journal_capacity;
+      options.faults = given.faults;
+      return std::make_unique<FiggTestBroker>(options, given.clock);
+    };
+    auto on_port = [with](std::uint16_t port) {
+      polybus::testing::TestBrokerOptions options;
       options.port = port;
-      return std::make_unique<FiggTestBroker>(options);
+      return with(options);
     };
     polybus::testing::register_test_broker(
-        {quirks ? "figg-quirks" : "figg", "figg", [on_port] { return on_port(0); }, on_port});
+        {quirks ? "figg-quirks" : "figg", "figg", [on_port] { return on_port(0); }, on_port, with});
   }
 }
 

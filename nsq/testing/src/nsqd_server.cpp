@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "nsqd_server.hpp"
 
-#include "nsqd_admin.hpp"
-
 #include <unistd.h>
 
 #include <openssl/ssl.h>
@@ -60,7 +58,6 @@ asio::ssl::context make_tls_context(const NsqdOptions& options) {
 
 // nsqd: a client certificate policy makes TLS required.
 constexpr std::size_t kJournalFileCapacity = 100000;
-constexpr std::size_t kAdminBodyLimit = 64 * 1024;  // a fault rule
 
 NsqdOptions normalized(NsqdOptions options) {
   if (options.tls_client_auth != NsqdOptions::TlsClientAuth::none &&
@@ -97,24 +94,22 @@ NsqdServer::NsqdServer(NsqdOptions options)
   }
   if (!options_.journal_file.empty()) journal_.write_to(options_.journal_file);
   for (const polybus::testing::FaultRule& rule : options_.faults) faults_.add(rule);
-  io_.run([this] {
-    listen();
-    if (options_.admin_port) {
-      const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options_.admin_host),
-                                             *options_.admin_port);
-      admin_.emplace(io_.context(), endpoint, kAdminBodyLimit, admin_handlers(journal_, faults_));
-      admin_port_ = admin_->port();  // written once, read by any thread
-    }
-  });
+  if (options_.admin_port) {
+    admin_ = std::make_unique<polybus::testing::BrokerAdmin>(
+        options_.admin_host, *options_.admin_port, journal_, faults_, options_.clock);
+    admin_port_ = admin_->port();  // written once, read by any thread
+  }
+  io_.run([this] { listen(); });
 }
 
 NsqdServer::~NsqdServer() {
+  // First, off the io thread: an advance of the clock it serves waits for that thread.
+  admin_.reset();
   io_.run([this] { shutdown(); });
   io_.join();
 }
 
 void NsqdServer::shutdown() {
-  admin_.reset();
   stop();
   port_hold_.release();
   broker_.close();

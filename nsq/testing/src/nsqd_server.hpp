@@ -19,6 +19,7 @@
 #include "lookup_registry.hpp"
 #include "lookupd_channels_query.hpp"
 #include "lookupd_peer.hpp"
+#include "polybus/broker_admin.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/metrics.hpp"
@@ -120,7 +121,7 @@ class NsqdServer final : public ServerContext, public BrokerListener {
   PortHold port_hold_{io_.context()};  // the port, while stopped
   std::uint16_t port_ = 0;
   std::optional<HttpServer> http_;
-  std::optional<HttpServer> admin_;  // nsqd_admin.hpp
+  std::unique_ptr<polybus::testing::BrokerAdmin> admin_;
   std::uint16_t admin_port_ = 0;
   std::uint16_t http_port_ = 0;
   std::string broadcast_address_;

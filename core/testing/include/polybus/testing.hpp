@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "polybus/fault_rules.hpp"
+#include "polybus/journal.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/metrics.hpp"
 
 /// Test support: the registry of in-process test brokers and a TCP proxy with faults.
@@ -40,6 +43,24 @@ class POLYBUS_API TestBroker {
   /// every in-process broker counts, a stand-in for a real server (nsq-real, figg-real) does not.
   /// `broker` is left for the caller to name.
   virtual std::optional<metrics::BrokerMetrics> metrics() const { return std::nullopt; }
+  /// What its connections sent and were sent (polybus/journal.hpp), recording when it was
+  /// started with a journal_capacity; null for a stand-in for a real server.
+  virtual Journal* journal() { return nullptr; }
+  /// The fault rules it applies (polybus/fault_rules.hpp); null for a stand-in for a real
+  /// server.
+  virtual FaultRules* faults() { return nullptr; }
+  /// The clock its timers run on when it was started with one (TestBrokerOptions::clock).
+  virtual std::shared_ptr<ManualClock> clock() const { return nullptr; }
+};
+
+/// What a test broker starts with beyond its protocol's defaults, the same for every broker.
+struct POLYBUS_API TestBrokerOptions {
+  std::uint16_t port = 0;            ///< the URL's port on 127.0.0.1; 0: a free one
+  std::size_t journal_capacity = 0;  ///< the journal's entries kept; 0: it records nothing
+  std::vector<FaultRule> faults;     ///< rules in force from the start
+  /// Time the test controls: the broker's timers (message timeouts, delays, deferrals, job
+  /// timeouts, expiries) come due only as it is advanced. Null: the real clock.
+  std::shared_ptr<ManualClock> clock;
 };
 
 /// How to start one kind of test broker; each protocol's testing library registers its own.
@@ -50,6 +71,9 @@ struct POLYBUS_API TestBrokerFactory {
   /// The same on 127.0.0.1:port (the port of the URL); empty for a broker with no TCP port (mem,
   /// memodb+ipc). Throws std::system_error when the port cannot be bound.
   std::function<std::unique_ptr<TestBroker>(std::uint16_t port)> start_on_port = {};
+  /// With TestBrokerOptions; empty for a stand-in for a real server. A port other than 0 throws
+  /// std::invalid_argument for a broker with no TCP port.
+  std::function<std::unique_ptr<TestBroker>(const TestBrokerOptions&)> start_with = {};
 };
 
 /// Adds `factory` to the registry; one registered earlier under the same name is replaced.
