@@ -72,16 +72,36 @@ std::error_code BrokerImpl::publish(std::uint64_t session, const std::string& to
                                     Payloads& payloads, std::chrono::milliseconds defer) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
+  int copies = 1;
+  if (observer_) {
+    std::size_t bytes = 0;
+    for (const auto& payload : payloads) bytes += payload.size();
+    const ObservedFault fault = observe_locked({session,
+                                                true,
+                                                "publish",
+                                                topic_name,
+                                                {},
+                                                0,
+                                                static_cast<std::int64_t>(payloads.size()),
+                                                bytes});
+    bool done = false;
+    if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
+    if (fault.action == ObservedFault::Action::duplicate) copies = 2;
+  }
   Topic& topic = topic_locked(topic_name);
   if (defer.count() > 0) {
-    auto at = Clock::now() + defer;
-    for (auto& payload : payloads)
-      schedule_locked(Timer{at, TimerKind::deferred_publish, 0, topic_name,
-                            std::make_shared<const std::string>(std::move(payload))});
+    auto at = now_locked() + defer;
+    for (auto& payload : payloads) {
+      auto stored = std::make_shared<const std::string>(std::move(payload));
+      for (int i = 0; i < copies; ++i)  // a duplicate fault: stored twice
+        schedule_locked(Timer{at, TimerKind::deferred_publish, 0, topic_name, stored});
+    }
     return {};
   }
-  for (auto& payload : payloads)
-    append_locked(topic, std::make_shared<const std::string>(std::move(payload)));
+  for (auto& payload : payloads) {
+    auto stored = std::make_shared<const std::string>(std::move(payload));
+    for (int i = 0; i < copies; ++i) append_locked(topic, stored);
+  }
   for (auto& [name, group] : topic.groups) dispatch_locked(*group);
   return {};
 }
@@ -99,6 +119,16 @@ std::error_code BrokerImpl::subscribe(std::uint64_t session, std::uint64_t sub,
                                       std::uint32_t max_in_flight) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
+  if (observer_) {
+    const ObservedFault fault = observe_locked({session, true, "subscribe", topic_name, group_name,
+                                                0, static_cast<std::int64_t>(max_in_flight), 0});
+    bool done = false;
+    const auto ec = fault_on_request_locked(session, fault, done);
+    // A session closed under a subscribe is not a refusal: the client subscribes again on its
+    // next session, as after any disconnect.
+    if (fault.action == ObservedFault::Action::close) return {};
+    if (ec || done) return ec;
+  }
   Topic& topic = topic_locked(topic_name);
   auto& slot = topic.groups[group_name];
   if (!slot) {
@@ -190,7 +220,7 @@ void BrokerImpl::requeue_locked(Group& group, std::uint64_t delivery,
                          [](const Pending& a, const Pending& b) { return a.offset < b.offset; });
     group.ready.insert(pos, p);
   } else {
-    auto at = Clock::now() + delay;
+    auto at = now_locked() + delay;
     group.delayed.emplace(at, p);
     schedule_locked(Timer{at, TimerKind::delayed_ready, group.id, {}, nullptr});
   }
@@ -223,7 +253,7 @@ void BrokerImpl::dispatch_locked(Group& group) {
     if (session == sessions_.end()) continue;  // cannot happen: sessions leave their groups
     const Stored& stored = topic.log[next.offset - topic.base];
     std::uint64_t id = ++next_id_;
-    auto deadline = Clock::now() + session->second.msg_timeout;
+    auto deadline = now_locked() + session->second.msg_timeout;
     group.in_flight.emplace(
         id, InFlight{next.offset, next.attempts + 1, member->session, member->sub, deadline});
     delivery_group_[id] = &group;
@@ -235,13 +265,23 @@ void BrokerImpl::dispatch_locked(Group& group) {
       ++group.redelivered;
     }
     schedule_locked(Timer{deadline, TimerKind::ack_timeout, id, {}, nullptr});
-    session->second.callbacks.deliver(Delivery{member->sub, id, next.offset, stored.payload,
-                                               next.attempts + 1, stored.timestamp_ns, false});
+    const Delivery delivery{
+        member->sub,         id,   next.offset, stored.payload, next.attempts + 1,
+        stored.timestamp_ns, false};
+    if (observer_)
+      hand_over_locked(member->session, delivery, topic.name, group.name);
+    else
+      session->second.callbacks.deliver(delivery);
   }
 }
 
 std::error_code BrokerImpl::ack(std::uint64_t session, std::uint64_t delivery) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (observer_) {
+    bool done = false;
+    const ObservedFault fault = observe_locked(settle_observed(session, "ack", delivery, -1));
+    if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
+  }
   auto g = delivery_group_.find(delivery);
   if (g == delivery_group_.end()) return err(errc::broker_error);  // timed out and requeued
   Group& group = *g->second;
@@ -260,6 +300,12 @@ std::error_code BrokerImpl::ack(std::uint64_t session, std::uint64_t delivery) {
 std::error_code BrokerImpl::nack(std::uint64_t session, std::uint64_t delivery,
                                  std::chrono::milliseconds delay) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (observer_) {
+    bool done = false;
+    const ObservedFault fault =
+        observe_locked(settle_observed(session, "nack", delivery, delay.count()));
+    if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
+  }
   auto g = delivery_group_.find(delivery);
   if (g == delivery_group_.end()) return err(errc::broker_error);
   Group& group = *g->second;
@@ -272,13 +318,18 @@ std::error_code BrokerImpl::nack(std::uint64_t session, std::uint64_t delivery,
 
 std::error_code BrokerImpl::touch(std::uint64_t session, std::uint64_t delivery) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (observer_) {
+    bool done = false;
+    const ObservedFault fault = observe_locked(settle_observed(session, "touch", delivery, -1));
+    if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
+  }
   auto g = delivery_group_.find(delivery);
   if (g == delivery_group_.end()) return err(errc::broker_error);
   auto it = g->second->in_flight.find(delivery);
   auto s = sessions_.find(session);
   if (it == g->second->in_flight.end() || it->second.session != session || s == sessions_.end())
     return err(errc::broker_error);
-  it->second.deadline = Clock::now() + s->second.msg_timeout;
+  it->second.deadline = now_locked() + s->second.msg_timeout;
   schedule_locked(Timer{it->second.deadline, TimerKind::ack_timeout, delivery, {}, nullptr});
   return {};
 }
@@ -297,6 +348,12 @@ std::error_code BrokerImpl::request(std::uint64_t session, std::uint64_t request
                                     const std::string& topic_name, const std::string& payload) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
+  if (observer_) {
+    bool done = false;
+    const ObservedFault fault =
+        observe_locked({session, true, "request", topic_name, {}, 0, -1, payload.size()});
+    if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
+  }
   Topic& topic = topic_locked(topic_name);
   if (topic.responders.empty()) return err(errc::no_responder);
   ++topic.published;
@@ -326,14 +383,24 @@ void BrokerImpl::dispatch_requests_locked(Topic& topic) {
         id, OpenRequest{req.session, req.request_id, responder->session, responder->sub, &topic});
     ++responder->in_flight;
     ++topic.requests_delivered;
-    sessions_.at(responder->session)
-        .callbacks.deliver(Delivery{responder->sub, id, 0, req.payload, 1, now_ns(), true});
+    const Delivery delivery{responder->sub, id, 0, req.payload, 1, now_ns(), true};
+    if (observer_)
+      hand_over_locked(responder->session, delivery, topic.name, {});
+    else
+      sessions_.at(responder->session).callbacks.deliver(delivery);
   }
 }
 
 std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery,
                                   std::string payload, std::error_code ec, std::string detail) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (observer_) {
+    bool done = false;
+    const ObservedFault fault =
+        observe_locked({session, true, "reply", {}, {}, delivery, -1, payload.size()});
+    if (const auto refused = fault_on_request_locked(session, fault, done); refused || done)
+      return refused;
+  }
   auto it = open_requests_.find(delivery);
   if (it == open_requests_.end() || it->second.responder != session) return err(errc::broker_error);
   OpenRequest open = it->second;
@@ -390,21 +457,124 @@ void BrokerImpl::drop_session_locked(std::uint64_t session, bool notify) {
   if (notify && callbacks.disconnected) callbacks.disconnected();
 }
 
+Observed BrokerImpl::settle_observed(std::uint64_t session, std::string_view kind,
+                                     std::uint64_t delivery, std::int64_t count) const {
+  Observed observed{session, true, kind, {}, {}, delivery, count, 0};
+  if (const auto g = delivery_group_.find(delivery); g != delivery_group_.end()) {
+    observed.topic = g->second->topic->name;
+    observed.group = g->second->name;
+  }
+  return observed;
+}
+
+std::error_code BrokerImpl::fault_on_request_locked(std::uint64_t session,
+                                                    const ObservedFault& fault, bool& done) {
+  using Action = ObservedFault::Action;
+  switch (fault.action) {
+    case Action::none:
+    case Action::duplicate:  // the operation says what twice is
+    case Action::delay:      // only deliveries are held
+      return {};
+    case Action::swallow:
+      done = true;
+      return {};
+    case Action::error:
+      if (fault.fatal) {
+        done = true;
+        drop_session_locked(session, true);
+      }
+      return err(errc::broker_error);
+    case Action::close:
+      done = true;
+      drop_session_locked(session, true);
+      return err(errc::disconnected);
+  }
+  return {};
+}
+
+void BrokerImpl::hand_over_locked(std::uint64_t session, const Delivery& delivery,
+                                  std::string_view topic, std::string_view group) {
+  using Action = ObservedFault::Action;
+  const ObservedFault fault =
+      observe_locked({session, false, delivery.request ? "request" : "deliver", topic, group,
+                      delivery.delivery_id, static_cast<std::int64_t>(delivery.attempts),
+                      delivery.payload ? delivery.payload->size() : 0});
+  auto s = sessions_.find(session);
+  if (s == sessions_.end()) return;
+  switch (fault.action) {
+    case Action::none:
+      s->second.callbacks.deliver(delivery);
+      return;
+    case Action::duplicate:
+      s->second.callbacks.deliver(delivery);
+      s->second.callbacks.deliver(delivery);
+      return;
+    case Action::swallow:  // in flight, never handed over: it times out
+      return;
+    case Action::delay: {
+      Timer later{now_locked() + fault.delay, TimerKind::deliver_later, 0, {}, nullptr};
+      later.delivery = delivery;
+      later.session = session;
+      schedule_locked(std::move(later));
+      return;
+    }
+    case Action::error:  // a delivery has no error to answer: the session goes, as for close
+    case Action::close:
+      // Not while the caller walks the group's members: just after, from the timer.
+      schedule_locked(Timer{now_locked(), TimerKind::drop_session, session, {}, nullptr});
+      return;
+  }
+}
+
+void BrokerImpl::set_observer(Observer observer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  observer_ = std::move(observer);
+}
+
 void BrokerImpl::schedule_locked(Timer timer) {
   bool earliest = timers_.empty() || timer.at < timers_.top().at;
+  if (clock_) {
+    clock_->schedule(timer.at, [weak = weak_from_this()] {
+      if (const auto self = weak.lock()) self->fire_due();
+    });
+  }
   timers_.push(std::move(timer));
   if (earliest) timer_wake_.notify_one();
+}
+
+void BrokerImpl::fire_due() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = now_locked();
+  while (!timers_.empty() && timers_.top().at <= now) {
+    Timer timer = timers_.top();
+    timers_.pop();
+    fire_locked(timer);
+  }
+}
+
+void BrokerImpl::set_clock(std::shared_ptr<io::ManualClock> clock) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clock_ = std::move(clock);
+  if (clock_) {  // what is pending comes due on the new clock
+    auto pending = timers_;
+    for (; !pending.empty(); pending.pop()) {
+      clock_->schedule(pending.top().at, [weak = weak_from_this()] {
+        if (const auto self = weak.lock()) self->fire_due();
+      });
+    }
+  }
+  timer_wake_.notify_one();
 }
 
 void BrokerImpl::timer_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!shutting_down_) {
-    if (timers_.empty()) {
+    if (clock_ || timers_.empty()) {  // on a ManualClock, its advance() fires them
       timer_wake_.wait(lock);
       continue;
     }
     auto at = timers_.top().at;
-    if (Clock::now() < at) {
+    if (now_locked() < at) {
       timer_wake_.wait_until(lock, at);
       continue;
     }
@@ -421,7 +591,7 @@ void BrokerImpl::fire_locked(Timer& timer) {
       if (g == delivery_group_.end()) return;
       Group& group = *g->second;
       auto it = group.in_flight.find(timer.group_or_delivery);
-      if (it == group.in_flight.end() || it->second.deadline > Clock::now()) return;  // touched
+      if (it == group.in_flight.end() || it->second.deadline > now_locked()) return;  // touched
       requeue_locked(group, timer.group_or_delivery, std::chrono::milliseconds(0));
       dispatch_locked(group);
       return;
@@ -430,7 +600,7 @@ void BrokerImpl::fire_locked(Timer& timer) {
       auto g = groups_by_id_.find(timer.group_or_delivery);
       if (g == groups_by_id_.end()) return;
       Group& group = *g->second;
-      auto now = Clock::now();
+      auto now = now_locked();
       while (!group.delayed.empty() && group.delayed.begin()->first <= now) {
         Pending p = group.delayed.begin()->second;
         group.delayed.erase(group.delayed.begin());
@@ -448,6 +618,14 @@ void BrokerImpl::fire_locked(Timer& timer) {
       for (auto& [name, group] : topic.groups) dispatch_locked(*group);
       return;
     }
+    case TimerKind::deliver_later: {
+      auto s = sessions_.find(timer.session);
+      if (s != sessions_.end() && timer.delivery) s->second.callbacks.deliver(*timer.delivery);
+      return;
+    }
+    case TimerKind::drop_session:
+      drop_session_locked(timer.group_or_delivery, true);
+      return;
   }
 }
 
@@ -555,6 +733,9 @@ bool Broker::running() const {
 }
 void Broker::set_retention(std::size_t messages) {
   impl_->set_retention(messages);
+}
+void Broker::set_clock(std::shared_ptr<polybus::io::ManualClock> clock) {
+  impl_->set_clock(std::move(clock));
 }
 BrokerStats Broker::stats() const {
   return impl_->stats();

@@ -14,6 +14,10 @@
 
 #include "polybus/metrics.hpp"
 
+namespace polybus::io {
+class ManualClock;
+}  // namespace polybus::io
+
 /// The in-process mem:// broker and its scheme.
 namespace polybus::mem {
 
@@ -52,6 +56,10 @@ class POLYBUS_API Broker {
   /// Messages kept per topic for replay (oldest dropped first; 0 counts as 1). Default 1,000,000.
   /// A topic's log is trimmed to it at its next publish.
   void set_retention(std::size_t messages);
+  /// Puts the broker's timers (ack timeouts, nack delays, deferred publishes) on time the test
+  /// controls (polybus/manual_clock.hpp): each comes due only as the clock is advanced, and is
+  /// done before advance() returns. Null: the real clock again.
+  void set_clock(std::shared_ptr<polybus::io::ManualClock> clock);
   /// The broker's counters so far.
   BrokerStats stats() const;
   /// The same and more, per topic and group, in the terms every test broker uses.
