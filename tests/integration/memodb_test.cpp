@@ -1253,3 +1253,50 @@ TEST_CASE("memodb: the test broker's probability rule with a seed fails the same
   CHECK(first.size() < 20);
   CHECK(failures() == first);
 }
+
+TEST_CASE(
+    "memodb: on a manual clock queue_timeout and a job's timeout at its worker come due as the "
+    "test advances it",
+    "[memodb][clock]") {
+  auto options = fast();
+  options.queue_timeout = 30s;
+  options.clock = std::make_shared<polybus::testing::ManualClock>();
+  options.journal_capacity = 1000;
+  auto broker = Broker::launch(options);
+  auto client = connect(url_of(*broker, options));
+  // No worker for "nobody": the job waits in the queue for queue_timeout. The request's own
+  // deadline is the client's, on the real clock: short, so that closing waits for nothing.
+  client.request("nobody", "x", 1s, [](Reply) {});
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.jobs == 1; }));
+  options.clock->advance(29s);
+  CHECK(broker->stats().queue_expired == 0);
+  options.clock->advance(1s);
+  CHECK(broker->stats().queue_expired == 1);  // dropped before advance() returned
+
+  // A worker that holds its job past the job's timeout (what is left of the request's deadline).
+  auto server = connect(url_of(*broker, options, "workers=1"));
+  Gate release;
+  auto sub = server.serve("slow", [&](Message& m) {
+    release.wait();
+    return std::string(m.payload());
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(wait(*broker, [](const BrokerStats& s) { return s.idle == 1; }));
+  client.request("slow", "y", 1s, [](Reply) {});
+  // The JOB handed to the worker, and its timeout waiting on the clock (the stats are published
+  // once the broker did both).
+  REQUIRE(wait(*broker,
+               [&](const BrokerStats& s) { return s.idle == 0 && options.clock->pending() == 1; }));
+  const auto job = broker->journal().entries(
+      [](const polybus::testing::JournalEntry& e) { return !e.received && e.kind == "JOB"; });
+  REQUIRE(job.size() == 1);
+  const std::chrono::milliseconds timeout(job[0].count);
+  REQUIRE(timeout > 1ms);
+  options.clock->advance(timeout - 1ms);
+  CHECK(broker->stats().workers_expired == 0);
+  options.clock->advance(1ms);
+  CHECK(broker->stats().workers_expired == 1);
+  release.open();
+  CHECK(client.close_sync(10s) == std::error_code{});
+  CHECK(server.close_sync(10s) == std::error_code{});
+}

@@ -109,7 +109,8 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
         for (const auto& service : w.services) ++stats_.workers_by_service[service];
       }
       w.held = key;
-      w.timer = std::make_unique<asio::steady_timer>(io_.context());
+      w.timer = std::make_unique<io::ClockTimer>(io_.context());
+      w.job_timer = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++stats_.registrations;
@@ -133,7 +134,8 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
       if (auto idle = idle_by_service_.find(job.service);
           idle != idle_by_service_.end() && !idle->second.empty())
         return dispatch(workers_.at(idle->second.begin()->second), jobs_.find(seq));
-      job.timer = std::make_unique<asio::steady_timer>(io_.context(), options_.queue_timeout);
+      job.timer = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
+      job.timer->expires_after(options_.queue_timeout);
       job.timer->async_wait([this, seq](std::error_code ec) {
         if (ec) return;
         auto it = jobs_.find(seq);
@@ -326,14 +328,15 @@ void BrokerImpl::dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator it) 
   sent.count = static_cast<std::int64_t>(job.timeout_ms);
   reply(held, sent, header, job.payload);
   arm(w, std::chrono::milliseconds(std::min<std::uint64_t>(job.timeout_ms, 24ull * 3'600'000)),
-      &BrokerImpl::worker_timed_out);
+      &BrokerImpl::worker_timed_out, true);
 }
 
 void BrokerImpl::arm(Worker& w, std::chrono::milliseconds after,
-                     void (BrokerImpl::*fn)(const std::string&)) {
-  const std::uint64_t gen = ++w.timer_gen;
-  w.timer->expires_after(after);
-  w.timer->async_wait([this, id = w.id, gen, fn](std::error_code ec) {
+                     void (BrokerImpl::*fn)(const std::string&), bool on_clock) {
+  const std::uint64_t gen = ++w.timer_gen;  // the other timer's wait, if any, is stale now
+  io::ClockTimer& timer = on_clock ? *w.job_timer : *w.timer;
+  timer.expires_after(after);
+  timer.async_wait([this, id = w.id, gen, fn](std::error_code ec) {
     if (ec) return;
     auto it = workers_.find(id);
     if (it == workers_.end() || it->second.timer_gen != gen) return;
@@ -381,6 +384,7 @@ void BrokerImpl::forget(const std::string& id) {
         counts.erase(counted);
   }
   if (w.timer) w.timer->cancel();
+  if (w.job_timer) w.job_timer->cancel();
   // Whatever it held is dropped without a word: a waiting request, or its client's job.
   if (w.held) drop(w.held);
   if (w.client) drop(w.client);

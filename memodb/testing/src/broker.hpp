@@ -19,6 +19,7 @@
 
 #include "journal_and_faults.hpp"
 #include "polybus/fault_rules.hpp"
+#include "polybus/io/clock_timer.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/journal.hpp"
@@ -111,7 +112,9 @@ class BrokerImpl {
     std::string job_service;      // the service of that job
     std::uint64_t since = 0;      // when it started waiting, for first-come dispatch
     std::uint64_t timer_gen = 0;  // tells a stale timer from the current one
-    std::unique_ptr<asio::steady_timer> timer;
+    // Heartbeats on the real clock (liveness); the job's timeout on BrokerOptions::clock.
+    std::unique_ptr<io::ClockTimer> timer;
+    std::unique_ptr<io::ClockTimer> job_timer;
     bool in_idle_index = false;  // in idle_by_service_, under `since`
   };
 
@@ -120,7 +123,7 @@ class BrokerImpl {
     std::string service;
     std::uint64_t timeout_ms = 0;
     std::string payload;
-    std::unique_ptr<asio::steady_timer> timer;
+    std::unique_ptr<io::ClockTimer> timer;  // queue_timeout, on BrokerOptions::clock
   };
 
   void accept();
@@ -147,7 +150,9 @@ class BrokerImpl {
   void forget(const std::string& id);
   // `why`: the journal's text for it (a fault's error), memo01's DISCONNECT carries none.
   void disconnect(std::uint64_t key, std::string_view id, std::string_view why = {});
-  void arm(Worker& w, std::chrono::milliseconds after, void (BrokerImpl::*fn)(const std::string&));
+  // `on_clock`: a job's timeout, on BrokerOptions::clock; else a heartbeat's, on the real one.
+  void arm(Worker& w, std::chrono::milliseconds after, void (BrokerImpl::*fn)(const std::string&),
+           bool on_clock = false);
   void heartbeat_due(const std::string& id);
   void worker_timed_out(const std::string& id);
   void publish_stats();

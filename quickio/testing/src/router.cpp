@@ -206,7 +206,8 @@ void ServerImpl::deliver_request(Peer& target, Peer::Waiting request) {
     if (++slot.seq == 0) slot.seq = 1;  // id 0 would mean "no callback"
     slot.relay = request.relay;
     slot.path = request.path;
-    slot.expires = Clock::now() + options_.callback_expiry;
+    slot.expires = callback_now() + options_.callback_expiry;
+    if (options_.clock) arm_callback_timer();
     ++counters(request.path).delivered;
     return send(target, request.path, (std::uint64_t{index} << 16) | slot.seq, request.json);
   }
@@ -254,13 +255,43 @@ void ServerImpl::pump_waiting(Peer& peer) {
   }
 }
 
-void ServerImpl::check_peer(Peer& peer, Clock::time_point now) {
+void ServerImpl::expire_callbacks(Peer& peer) {
+  const Clock::time_point now = callback_now();
   for (auto& slot : peer.slots) {
     if (!slot.busy || slot.expires > now) continue;
     slot.busy = false;
     relay_answer(slot.relay, 500, "null", "callback expired");
   }
   pump_waiting(peer);
+}
+
+void ServerImpl::arm_callback_timer() {
+  if (!callback_timer_)
+    callback_timer_ = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
+  std::optional<Clock::time_point> earliest;
+  for (const auto& entry : peers_)
+    for (const auto& slot : entry.second->slots)
+      if (slot.busy && (!earliest || slot.expires < *earliest)) earliest = slot.expires;
+  if (earliest == callback_armed_) return;  // that wait is pending already
+  callback_armed_ = earliest;
+  if (!earliest) {
+    callback_timer_->cancel();
+    return;
+  }
+  callback_timer_->expires_at(*earliest);
+  callback_timer_->async_wait([this](std::error_code ec) {
+    if (ec || stopping_) return;
+    callback_armed_.reset();
+    std::vector<std::uint64_t> ids;
+    for (const auto& entry : peers_) ids.push_back(entry.first);
+    for (auto id : ids)
+      if (auto it = peers_.find(id); it != peers_.end()) expire_callbacks(*it->second);
+    arm_callback_timer();
+  });
+}
+
+void ServerImpl::check_peer(Peer& peer, Clock::time_point now) {
+  expire_callbacks(peer);
   if (silent_) return;  // silent: nothing written, nothing closed
   if (peer.kind == Peer::Kind::http) {
     auto& session = static_cast<HttpSession&>(peer);

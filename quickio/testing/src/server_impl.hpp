@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "polybus/fault_rules.hpp"
+#include "polybus/io/clock_timer.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/journal.hpp"
@@ -138,6 +139,9 @@ class ServerImpl {
   asio::ip::tcp::acceptor acceptor_;
   PortHold port_hold_{io_.context()};  // the port, while stopped
   asio::steady_timer tick_timer_;
+  // Callback expiry on ServerOptions::clock, when there is one: due as the test advances it.
+  std::unique_ptr<io::ClockTimer> callback_timer_;
+  std::optional<Clock::time_point> callback_armed_;  // the expiry its pending wait is for
   std::uint16_t port_ = 0;
   bool silent_ = false;
   bool stopping_ = false;
@@ -171,6 +175,14 @@ class ServerImpl {
   // reading its events (an HTTP POST's body, the rest of a raw read).
   void end_later(Peer& peer, bool reset);
   void check_peer(Peer& peer, Clock::time_point now);
+  // The time of callback expiry: ServerOptions::clock's, or the real one.
+  Clock::time_point callback_now() const {
+    return options_.clock ? options_.clock->now() : Clock::now();
+  }
+  // Answers the peer's expired server callbacks with 500 "callback expired".
+  void expire_callbacks(Peer& peer);
+  // With a clock: waits for the earliest busy callback's expiry.
+  void arm_callback_timer();
   void tick();
   void handle_builtin(Peer& peer, std::string_view path, std::uint64_t callback_id,
                       std::string_view json);

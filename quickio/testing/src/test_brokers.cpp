@@ -10,16 +10,21 @@ namespace polybus::quickio::testing {
 
 namespace {
 
-ServerOptions options_on(std::uint16_t port) {
+ServerOptions server_options(const polybus::testing::TestBrokerOptions& given) {
   ServerOptions options;
-  options.port = port;
+  options.port = given.port;
+  options.journal_capacity = given.journal_capacity;
+  options.faults = given.faults;
+  options.clock = given.clock;
   return options;
 }
 
 class QuickioTestBroker : public polybus::testing::TestBroker {
  public:
-  QuickioTestBroker(std::string scheme, std::uint16_t port)
-      : scheme_(std::move(scheme)), server_(Server::launch(options_on(port))) {}
+  QuickioTestBroker(std::string scheme, const polybus::testing::TestBrokerOptions& options)
+      : scheme_(std::move(scheme)),
+        server_(Server::launch(server_options(options))),
+        clock_(options.clock) {}
   std::string url() const override {
     std::string url =
         scheme_ + "://" + server_->address() + "?reconnect_initial=10ms&reconnect_max=200ms";
@@ -35,10 +40,14 @@ class QuickioTestBroker : public polybus::testing::TestBroker {
     m.scheme = scheme_;
     return m;
   }
+  polybus::testing::Journal* journal() override { return &server_->journal(); }
+  polybus::testing::FaultRules* faults() override { return &server_->faults(); }
+  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
 
  private:
   std::string scheme_;
   std::unique_ptr<Server> server_;
+  std::shared_ptr<polybus::testing::ManualClock> clock_;
 };
 
 }  // namespace
@@ -46,9 +55,16 @@ class QuickioTestBroker : public polybus::testing::TestBroker {
 void register_test_brokers() {
   for (const char* scheme : {"quickio", "quickio+ws", "quickio+http"}) {
     std::string name = scheme;
+    auto with = [name](const polybus::testing::TestBrokerOptions& options) {
+      return std::make_unique<QuickioTestBroker>(name, options);
+    };
+    auto on_port = [with](std::uint16_t port) {
+      polybus::testing::TestBrokerOptions options;
+      options.port = port;
+      return with(options);
+    };
     polybus::testing::register_test_broker(
-        {name, name, [name] { return std::make_unique<QuickioTestBroker>(name, 0); },
-         [name](std::uint16_t port) { return std::make_unique<QuickioTestBroker>(name, port); }});
+        {name, name, [with] { return with({}); }, on_port, with});
   }
 }
 

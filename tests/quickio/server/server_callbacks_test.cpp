@@ -151,3 +151,31 @@ TEST_CASE("callbacks: requests over the waiting bound are answered 500",
         "/qio/callback/1026:0={\"code\":500,\"data\":null,\"err_msg\":\"too many pending "
         "callbacks\"}");
 }
+
+TEST_CASE("callbacks: on a manual clock an unanswered request expires as the test advances it",
+          "[quickio][server][callbacks][clock]") {
+  ServerOptions options;
+  options.callback_expiry = std::chrono::seconds(30);
+  options.clock = std::make_shared<polybus::testing::ManualClock>();
+  options.journal_capacity = 100;
+  auto server = Server::launch(options);
+  RawClient responder(server->port());
+  RawClient requester(server->port());
+  subscribe(responder, "/svc");
+  requester.send("/svc:4=null");
+  REQUIRE(responder.next());
+  const auto answers = [&] {
+    return server->journal()
+        .entries([](const polybus::testing::JournalEntry& e) {
+          return !e.received && e.kind == "/qio/callback";
+        })
+        .size();
+  };
+  const auto before = answers();  // the subscription's
+  options.clock->advance(std::chrono::milliseconds(29'999));
+  CHECK(answers() == before);
+  options.clock->advance(std::chrono::milliseconds(1));
+  CHECK(answers() == before + 1);  // answered before advance() returned
+  CHECK(requester.next() ==
+        "/qio/callback/4:0={\"code\":500,\"data\":null,\"err_msg\":\"callback expired\"}");
+}

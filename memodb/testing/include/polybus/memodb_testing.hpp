@@ -27,6 +27,7 @@
 
 #include "polybus/fault_rules.hpp"
 #include "polybus/journal.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process MemoDB broker for tests, and its test brokers.
@@ -69,6 +70,10 @@ struct POLYBUS_API BrokerOptions {
   /// twice and its requester gets the first RESULT; a RESULT is written to its requester twice;
   /// the answer to a READY, HEARTBEAT or DISCONNECT is written twice (req0 keeps the first).
   std::vector<polybus::testing::FaultRule> faults;
+  /// Time the test controls (polybus/manual_clock.hpp): a job's timeout at its worker and
+  /// queue_timeout come due only as the test advances it. Heartbeats stay on the real clock.
+  /// Null: the real clock.
+  std::shared_ptr<polybus::testing::ManualClock> clock;
 };
 
 /// What a test MemoDB broker did since it was launched, and its state now (Broker::stats()).

@@ -23,6 +23,7 @@
 
 #include "polybus/fault_rules.hpp"
 #include "polybus/journal.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/metrics.hpp"
 
 /// An in-process QuickIO server for tests, and its test brokers.
@@ -79,6 +80,10 @@ struct POLYBUS_API ServerOptions {
   /// session. `duplicate` carries the event out twice: a publish delivered twice to each
   /// subscriber, a request relayed twice.
   std::vector<polybus::testing::FaultRule> faults;
+  /// Time the test controls (polybus/manual_clock.hpp): a server callback's expiry
+  /// (callback_expiry) comes due only as the test advances it. Heartbeats, challenges and HTTP
+  /// polls stay on the real clock. Null: the real clock.
+  std::shared_ptr<polybus::testing::ManualClock> clock;
 };
 
 class ServerImpl;
