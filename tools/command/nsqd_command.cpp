@@ -272,6 +272,11 @@ int run_nsqd(const Argv& argv) {
       throw UsageError(e.what());
     }
   });
+  // Not nsqd's: message timeouts, REQ delays and deferred publishes on a clock that moves only
+  // through the admin API's POST /clock/advance?ms=N.
+  bool manual_clock = false;
+  flags.take("manual-clock", Kind::boolean,
+             [&](const std::string& v) { manual_clock = parse_go_bool(v, "-manual-clock"); });
   if (flags.parse(argv, "config")) {
     std::cout << "usage: polybus broker nsqd [nsqd 1.3 flags]\n"
                  "Runs the in-process nsqd with nsqd's own command line: its TCP protocol on "
@@ -283,6 +288,11 @@ int run_nsqd(const Argv& argv) {
   if (version) {
     std::cout << "nsqd v1.3.0 (polybus in-process nsqd)\n";
     return 0;
+  }
+  if (manual_clock) {
+    if (!options.admin_port)
+      throw UsageError("-manual-clock needs -admin-address: the clock moves through it");
+    options.clock = std::make_shared<testing::ManualClock>();
   }
   block_termination_signals();
   std::unique_ptr<nsq::testing::Nsqd> nsqd;
@@ -298,7 +308,7 @@ int run_nsqd(const Argv& argv) {
             << "[nsqd] HTTP: listening on " << options.http_host << ":" << nsqd->http_port()
             << std::endl;
   if (options.admin_port) {
-    std::cerr << "[nsqd] admin (journal, faults): listening on " << options.admin_host << ":"
+    std::cerr << "[nsqd] admin (journal, faults, clock): listening on " << options.admin_host << ":"
               << nsqd->admin_port() << std::endl;
   }
   if (!options.data_path.empty()) {

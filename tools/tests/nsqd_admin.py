@@ -73,7 +73,7 @@ def main():
     try:
         # Its stderr says when it listens (the admin line comes after the listeners').
         for line in nsqd.stderr:
-            if "admin (journal, faults): listening on" in line:
+            if "admin (journal, faults, clock): listening on" in line:
                 break
         else:
             fail("polybus broker nsqd ended: exit %s" % nsqd.wait())
@@ -114,6 +114,11 @@ def main():
             fail("DELETE /faults/%d" % rule)
         if http("DELETE", base + "/faults/%d" % rule)[0] != 404:
             fail("DELETE of a rule gone is not 404")
+        status, body = http("GET", base + "/clock")
+        if status != 200 or json.loads(body)["manual"] is not False:
+            fail("GET /clock of an nsqd on the real clock: %d %s" % (status, body))
+        if http("POST", base + "/clock/advance?ms=1")[0] != 409:
+            fail("advancing the real clock is not refused with 409")
         if http("GET", base + "/nowhere")[0] != 404:
             fail("an unknown path is not 404")
         # nsqd's own HTTP API has no such path: the admin API is on its own port only.
