@@ -8,6 +8,7 @@
 #include <polybus/fault_proxy.hpp>
 #include <polybus/figg_testing.hpp>
 #include <polybus/manual_clock.hpp>
+#include <polybus/nsq/error.hpp>
 #include <polybus/nsq_testing.hpp>
 
 TEST_CASE("orders are shared by the billing group and retried once") {
@@ -143,4 +144,59 @@ TEST_CASE("a message not finished within nsqd's 60 s msg_timeout is delivered ag
   // at nsqd, which answers the second E_FIN_FAILED (an error event at the client).
   CHECK(held[1].ack() == std::error_code{});
   CHECK(held[0].ack() == std::error_code{});
+}
+
+TEST_CASE("the third FIN fails: the client reports it, and nsqd delivers that message again") {
+  polybus::register_all_schemes();
+  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  polybus::nsq::testing::NsqdOptions options;
+  options.clock = clock;
+  options.faults.push_back(
+      polybus::testing::parse_fault_rule("unit=FIN,nth=3,error=E_FIN_FAILED FIN failed"));
+  auto nsqd = polybus::nsq::testing::Nsqd::start(options);
+  std::atomic<int> fin_failures{0};
+  polybus::ConnectOptions watch;
+  watch.on_error = [&](std::error_code ec, const std::string&) {
+    if (ec == polybus::nsq::errc::e_fin_failed) ++fin_failures;
+  };
+  auto client = polybus::connect("nsq://" + nsqd->tcp_address(), watch);
+  std::atomic<int> handled{0};
+  polybus::SubscribeOptions group;
+  group.group = "billing";
+  auto sub = client.subscribe("orders", group, [&](polybus::Message&) { ++handled; });
+  REQUIRE(sub.wait_ready(std::chrono::seconds(10)) == std::error_code{});
+  for (int i = 1; i <= 5; ++i)
+    REQUIRE(client.publish_sync("orders", "order " + std::to_string(i)) == std::error_code{});
+  // Five handled, and the one whose FIN failed still in flight at nsqd.
+  REQUIRE(nsqd->wait_until(
+      [&] { return handled == 5 && nsqd->in_flight("orders", "billing") == 1; }));
+  CHECK(nsqd->faults().fired(1) == 1);
+
+  clock->advance(std::chrono::seconds(60));  // its msg_timeout: delivered again, finished
+  REQUIRE(nsqd->wait_until(
+      [&] { return handled == 6 && nsqd->in_flight("orders", "billing") == 0; }));
+  CHECK(nsqd->timeout_count("orders", "billing") == 1);
+  CHECK(fin_failures == 1);
+}
+
+TEST_CASE("a seeded probability fault fails the same publishes on every run") {
+  polybus::register_all_schemes();
+  const auto failed_publishes = [] {
+    polybus::nsq::testing::NsqdOptions options;
+    options.faults.push_back(polybus::testing::parse_fault_rule(
+        "unit=PUB,probability=0.3,seed=42,error=E_PUB_FAILED PUB failed"));
+    auto nsqd = polybus::nsq::testing::Nsqd::start(options);
+    // The client reconnects after an E_PUB_FAILED, as nsqd closes: at once, for the test.
+    auto client = polybus::connect("nsq://" + nsqd->tcp_address() +
+                                   "?reconnect_initial=1ms&reconnect_max=10ms");
+    std::vector<int> failed;
+    for (int i = 0; i < 20; ++i)
+      if (client.publish_sync("events", "event " + std::to_string(i)) != std::error_code{})
+        failed.push_back(i);
+    return failed;
+  };
+  const std::vector<int> first = failed_publishes();
+  CHECK_FALSE(first.empty());
+  CHECK(first.size() < 20);
+  CHECK(failed_publishes() == first);  // the same seed and traffic: the same faults
 }
