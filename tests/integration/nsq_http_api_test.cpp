@@ -388,3 +388,89 @@ TEST_CASE("nsqd: a new topic gets the channels nsqlookupd knows for it before it
   REQUIRE(b->wait_until([&] { return b->channel_depth("shared", "c") == 1; }));
   CHECK(b->topic_depth("shared") == 0);
 }
+
+TEST_CASE(
+    "nsqd HTTP: the journal lists requests and their answers; fault rules on a path answer an "
+    "error, carry a request out twice, close the connection",
+    "[nsq][http][journal][faults]") {
+  NsqdOptions options;
+  options.journal_capacity = 100;
+  options.faults.push_back(testing::parse_fault_rule("unit=/pub,nth=2,error=503 overloaded"));
+  options.faults.push_back(testing::parse_fault_rule("unit=/pub,nth=3,duplicate"));
+  options.faults.push_back(testing::parse_fault_rule("unit=/stats,once,close"));
+  auto nsqd = nsqd_with_http(options);
+  const std::string http = nsqd->http_address();
+  CHECK(http_exchange(http, "POST", "/pub?topic=t", "a").status == 200);
+  const HttpAnswer refused = http_exchange(http, "POST", "/pub?topic=t", "b");
+  CHECK(refused.status == 503);
+  CHECK(refused.body == R"({"message":"overloaded"})");
+  CHECK(http_exchange(http, "POST", "/pub?topic=t", "c").status == 200);
+  CHECK(nsqd->topic_message_count("t") == 3);               // a, and c twice
+  CHECK(http_exchange(http, "GET", "/stats").status == 0);  // closed unanswered
+  CHECK(http_exchange(http, "GET", "/stats").status == 200);
+
+  using polybus::testing::JournalEntry;
+  const auto pubs =
+      nsqd->journal().entries([](const JournalEntry& e) { return e.received && e.kind == "/pub"; });
+  REQUIRE(pubs.size() == 3);
+  CHECK(pubs[0].topic == "t");
+  CHECK(pubs[0].text == "POST ?topic=t");
+  CHECK(pubs[0].bytes == 1);
+  std::vector<std::int64_t> statuses;
+  for (const auto& e : nsqd->journal().entries(
+           [](const JournalEntry& e) { return !e.received && e.kind == "response"; }))
+    statuses.push_back(e.count);
+  CHECK(statuses == std::vector<std::int64_t>{200, 503, 200, 200});
+}
+
+TEST_CASE(
+    "nsqlookupd: a /lookup that fails once is polled again and the consumer finds its nsqd; "
+    "the journal lists every lookup",
+    "[nsq][lookupd][journal][faults]") {
+  LookupdOptions options;
+  options.journal_capacity = 1000;
+  options.faults.push_back(testing::parse_fault_rule("unit=/lookup,once,error=500 lookup failed"));
+  auto lookupd = Lookupd::start(options);
+  auto nsqd = Nsqd::start();
+  nsqd->register_with(*lookupd);
+  auto client =
+      connect("nsq+lookupd://" + lookupd->http_address() + "?lookupd_poll_interval=50ms&" + kFast);
+  REQUIRE(client.publish_sync("found", "x") == std::error_code{});
+  Collector got;
+  SubscribeOptions group;
+  group.group = "g";
+  auto sub =
+      client.subscribe("found", group, [&](Message& m) { got.add(std::string(m.payload())); });
+  REQUIRE(got.wait_until([](const auto& seen) { return seen.size() == 1; }));
+  CHECK(lookupd->faults().fired(1) == 1);
+  using polybus::testing::JournalEntry;
+  const auto lookups = lookupd->journal().entries(
+      [](const JournalEntry& e) { return e.received && e.kind == "/lookup"; });
+  REQUIRE(lookups.size() >= 2);
+  CHECK(lookups[0].topic == "found");
+  const auto failed = lookupd->journal().entries(
+      [](const JournalEntry& e) { return !e.received && e.count == 500; });
+  CHECK(failed.size() == 1);
+}
+
+TEST_CASE("nsqlookupd: on a manual clock a tombstone lasts until the test advances past it",
+          "[nsq][lookupd][clock]") {
+  LookupdOptions options;
+  options.clock = std::make_shared<testing::ManualClock>();
+  options.tombstone_lifetime = std::chrono::seconds(45);
+  auto lookupd = Lookupd::start(options);
+  lookupd->add_producer("t", "127.0.0.1", 4150, 4151);
+  const std::string http = lookupd->http_address();
+  const auto producers = [&] {
+    const auto document = parse(http_exchange(http, "GET", "/lookup?topic=t").body);
+    return document["producers"].Size();
+  };
+  REQUIRE(producers() == 1);
+  REQUIRE(http_exchange(http, "POST", "/topic/tombstone?topic=t&node=127.0.0.1:4151").status ==
+          200);
+  CHECK(producers() == 0);
+  options.clock->advance(std::chrono::seconds(44));
+  CHECK(producers() == 0);
+  options.clock->advance(std::chrono::seconds(1));
+  CHECK(producers() == 1);
+}

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "http_server.hpp"
 
+#include <algorithm>
+#include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
+#include <cctype>
 #include <ctime>
 #include <deque>
 #include <vector>
@@ -91,6 +94,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   Connection(HttpServer& server, asio::ip::tcp::socket socket, std::uint64_t id)
       : server_(server),
         socket_(std::move(socket)),
+        hold_timer_(socket_.get_executor()),
         id_(id),
         buffer_(16 * 1024),
         reader_(kMaxHead, server.max_body_) {}
@@ -103,6 +107,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     std::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
+    hold_timer_.cancel();
     server_.listener_->forget(id_);
   }
 
@@ -153,11 +158,103 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         }
         break;
       }
-      const http::Request& request = reader_.request();
-      send(server_.handlers_.respond(request), request.keep_alive());
+      const bool go_on = answer(reader_.request());
       reader_.next();
+      if (!go_on) return;
     }
     read();
+  }
+
+  // Answers a request, as a fault rule says if one fires; false when nothing more is read.
+  bool answer(const http::Request& request) {
+    using Action = polybus::testing::FaultRule::Action;
+    const Handlers& handlers = server_.handlers_;
+    const bool journaled = handlers.journal != nullptr && handlers.journal->enabled();
+    std::string topic, channel;
+    if (journaled || (handlers.faults != nullptr && !handlers.faults->empty())) {
+      topic = request.query_parameter("topic").value_or("");
+      channel = request.query_parameter("channel").value_or("");
+    }
+    if (journaled) {
+      polybus::testing::JournalEntry entry;
+      entry.connection = id_;
+      entry.kind = request.path;
+      entry.topic = topic;
+      entry.channel = channel;
+      entry.bytes = request.body.size();
+      entry.text = request.method + (request.query.empty() ? "" : " ?" + request.query);
+      handlers.journal->record(std::move(entry));
+    }
+    std::optional<polybus::testing::FaultRule> fault;
+    if (handlers.faults != nullptr && !handlers.faults->empty())
+      fault = handlers.faults->fire({request.path, topic, channel, id_});
+    if (!fault) {
+      send_journaled(handlers.respond(request), request.keep_alive(), topic);
+      return true;
+    }
+    switch (fault->action) {
+      case Action::error: {
+        int status = 500;
+        std::string_view text = fault->error;
+        if (text.size() >= 3 && std::isdigit(static_cast<unsigned char>(text[0])) &&
+            std::isdigit(static_cast<unsigned char>(text[1])) &&
+            std::isdigit(static_cast<unsigned char>(text[2])) &&
+            (text.size() == 3 || text[3] == ' ')) {
+          status = std::stoi(std::string(text.substr(0, 3)));
+          text.remove_prefix(std::min<std::size_t>(4, text.size()));
+        }
+        send_journaled(v1_error(status, std::string(text)), request.keep_alive() && !fault->fatal,
+                       topic);
+        return !fault->fatal;
+      }
+      case Action::swallow:
+        closing_ = true;  // no answer, and nothing more read: the client's own timeout decides
+        return false;
+      case Action::delay:
+        hold(fault->delay);
+        send_journaled(handlers.respond(request), request.keep_alive(), topic);
+        return true;
+      case Action::close:
+        close();
+        return false;
+      case Action::reset: {
+        std::error_code ignored;
+        socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+        close();
+        return false;
+      }
+      case Action::duplicate:
+        handlers.respond(request);  // carried out twice, answered once
+        send_journaled(handlers.respond(request), request.keep_alive(), topic);
+        return true;
+    }
+    return true;
+  }
+
+  void send_journaled(const HttpResponse& response, bool keep_alive, const std::string& topic) {
+    polybus::testing::Journal* journal = server_.handlers_.journal;
+    if (journal != nullptr && journal->enabled()) {
+      polybus::testing::JournalEntry entry;
+      entry.connection = id_;
+      entry.received = false;
+      entry.kind = "response";
+      entry.topic = topic;
+      entry.count = response.status;
+      entry.bytes = response.body.size();
+      journal->record(std::move(entry));
+    }
+    send(response, keep_alive);
+  }
+
+  // A delay fault: what is queued and what comes next waits `delay`.
+  void hold(std::chrono::milliseconds delay) {
+    held_ = true;
+    hold_timer_.expires_after(delay);
+    hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (ec) return;  // cancelled by a later delay
+      self->held_ = false;
+      self->write();
+    });
   }
 
   // Answers what the reader refused, as Go's net/http does, and closes.
@@ -173,7 +270,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write() {
-    if (writing_ || queue_.empty() || closed_) return;
+    if (writing_ || held_ || queue_.empty() || closed_) return;
     writing_ = true;
     asio::async_write(socket_, asio::buffer(queue_.front()),
                       [self = shared_from_this()](std::error_code ec, std::size_t) {
@@ -189,6 +286,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   HttpServer& server_;
   asio::ip::tcp::socket socket_;
+  asio::steady_timer hold_timer_;
+  bool held_ = false;  // a delay fault holds the output
   std::uint64_t id_;
   std::vector<char> buffer_;
   http::RequestReader reader_;

@@ -15,6 +15,8 @@
 #include <string>
 
 #include "connection_listener.hpp"
+#include "polybus/fault_rules.hpp"
+#include "polybus/journal.hpp"
 #include "polybus/text/http.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -46,6 +48,14 @@ class HttpServer {
     // The answer to a body declared larger than max_body (the request line only is read, so
     // method, path and query are known); empty: a plain 413.
     std::function<std::optional<HttpResponse>(const http::Request&)> too_large;
+    // Each request (its path the kind, its method and query the text, its topic and channel
+    // from the query) and each answer (its status), when the journal records; null: none.
+    polybus::testing::Journal* journal = nullptr;
+    // Rules whose unit is a request's path: error answers {"message":TEXT} with the status
+    // the rule's text begins with ("503 busy"; 500 without one), swallow never answers (and
+    // reads no more), delay holds the answers from then on, close and reset end the
+    // connection, duplicate carries the request out twice. Null: none.
+    polybus::testing::FaultRules* faults = nullptr;
   };
 
   // Binds and listens at once (throws std::system_error); call on `io`'s thread, as every other

@@ -35,8 +35,13 @@ bool LookupRegistry::active(const Peer& peer, Clock::time_point now) const {
   return !peer.expires || now - peer.last_update <= inactive_producer_timeout_;
 }
 
-bool LookupRegistry::tombstoned(const Producer& producer, Clock::time_point now) const {
-  return producer.tombstoned && now - producer.tombstoned_at < tombstone_lifetime_;
+bool LookupRegistry::tombstoned(const Producer& producer, Clock::time_point) const {
+  return producer.tombstoned && tombstone_now() - producer.tombstoned_at < tombstone_lifetime_;
+}
+
+void LookupRegistry::set_clock(std::shared_ptr<io::ManualClock> clock) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clock_ = std::move(clock);
 }
 
 std::string LookupRegistry::wrap(const std::string& data) const {
@@ -203,7 +208,7 @@ void LookupRegistry::tombstone(const std::string& topic, const std::string& node
     const ProducerInfo& info = producer.peer->info;
     if (info.broadcast_address + ":" + std::to_string(info.http_port) == node) {
       producer.tombstoned = true;
-      producer.tombstoned_at = Clock::now();
+      producer.tombstoned_at = tombstone_now();
     }
   }
 }

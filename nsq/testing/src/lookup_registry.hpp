@@ -17,6 +17,8 @@
 #include <tuple>
 #include <vector>
 
+#include "polybus/io/manual_clock.hpp"
+
 namespace polybus::nsq::testing::detail {
 
 struct ProducerInfo {
@@ -46,6 +48,8 @@ class LookupRegistry {
   using Clock = std::chrono::steady_clock;
 
   // nsqlookupd's --inactive-producer-timeout and --tombstone-lifetime.
+  // Tombstones' lifetimes on `clock` (null: the real clock); liveness stays on the real clock.
+  void set_clock(std::shared_ptr<io::ManualClock> clock);
   void set_timing(std::chrono::milliseconds inactive_producer_timeout,
                   std::chrono::milliseconds tombstone_lifetime);
 
@@ -120,6 +124,8 @@ class LookupRegistry {
   std::map<std::string, std::shared_ptr<Peer>> peers_;  // by id, while registered somewhere
   std::chrono::milliseconds inactive_producer_timeout_{300000};
   std::chrono::milliseconds tombstone_lifetime_{45000};
+  std::shared_ptr<io::ManualClock> clock_;
+  Clock::time_point tombstone_now() const { return clock_ ? clock_->now() : Clock::now(); }
   bool wrapped_ = false;
   std::uint64_t lookup_count_ = 0;
 };

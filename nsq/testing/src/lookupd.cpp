@@ -21,15 +21,18 @@ namespace detail {
 class LookupdServer {
  public:
   LookupdServer(std::shared_ptr<LookupRegistry> registry, const LookupdOptions& options)
-      : registry_(std::move(registry)) {
+      : registry_(std::move(registry)), journal_(options.journal_capacity) {
     registry_->set_timing(options.inactive_producer_timeout, options.tombstone_lifetime);
+    registry_->set_clock(options.clock);
+    for (const auto& rule : options.faults) faults_.add(rule);
     io_.run([this, &options] {
       const asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.http_host),
                                              options.http_port);
       // nsqlookupd's endpoints take no body worth keeping; 1 MiB bounds what it reads anyway.
       http_.emplace(
           io_.context(), endpoint, 1024 * 1024,
-          HttpServer::Handlers{{}, [this](const http::Request& r) { return respond(r); }});
+          HttpServer::Handlers{
+              {}, [this](const http::Request& r) { return respond(r); }, {}, &journal_, &faults_});
       http_port_ = http_->port();
       if (options.tcp_port) {
         const asio::ip::tcp::endpoint tcp(asio::ip::make_address(options.tcp_host),
@@ -52,6 +55,8 @@ class LookupdServer {
 
   std::uint16_t http_port() const { return http_port_; }
   std::uint16_t tcp_port() const { return tcp_port_; }
+  polybus::testing::Journal& journal() { return journal_; }
+  polybus::testing::FaultRules& faults() { return faults_; }
 
   HttpResponse respond(const http::Request& request) {
     const std::string& path = request.path;
@@ -117,6 +122,8 @@ class LookupdServer {
 
   IoThread io_;  // first: destroyed last
   std::shared_ptr<LookupRegistry> registry_;
+  polybus::testing::Journal journal_;  // before http_, which records into it
+  polybus::testing::FaultRules faults_;
   std::optional<HttpServer> http_;
   std::optional<LookupdTcpServer> tcp_;
   std::uint16_t http_port_ = 0;
@@ -186,6 +193,14 @@ void Lookupd::remove_topic(const std::string& topic) {
 
 void Lookupd::set_wrapped(bool wrapped) {
   registry_->set_wrapped(wrapped);
+}
+
+polybus::testing::Journal& Lookupd::journal() const {
+  return server_->journal();
+}
+
+polybus::testing::FaultRules& Lookupd::faults() const {
+  return server_->faults();
 }
 
 std::uint64_t Lookupd::lookup_count() const {

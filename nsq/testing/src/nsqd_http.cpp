@@ -393,7 +393,8 @@ HttpServer::Handlers http_handlers(NsqdServer& server) {
   auto api = std::make_shared<Api>(server);
   return HttpServer::Handlers{[api](const Request& request) { return api->before_body(request); },
                               [api](const Request& request) { return api->respond(request); },
-                              [api](const Request& request) { return api->too_large(request); }};
+                              [api](const Request& request) { return api->too_large(request); },
+                              &server.journal(), &server.faults()};
 }
 
 }  // namespace polybus::nsq::testing::detail

@@ -312,6 +312,14 @@ struct POLYBUS_API LookupdOptions {
   /// and /nodes; a tombstoned producer is left out of /lookup for tombstone_lifetime.
   std::chrono::milliseconds inactive_producer_timeout{300000};
   std::chrono::milliseconds tombstone_lifetime{45000};  ///< a tombstone's time out of /lookup
+  /// Entries the journal keeps (Lookupd::journal()); 0: it records nothing.
+  std::size_t journal_capacity = 0;
+  /// Fault rules in force from the start (Lookupd::faults()): the unit is an HTTP path
+  /// ("/lookup", "/nodes"...), with the topic and channel of its query.
+  std::vector<polybus::testing::FaultRule> faults;
+  /// Time the test controls: a tombstone's lifetime runs on it. PINGs and
+  /// inactive_producer_timeout stay on the real clock (liveness). Null: the real clock.
+  std::shared_ptr<polybus::testing::ManualClock> clock;
 };
 
 /// An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,
@@ -353,6 +361,12 @@ class POLYBUS_API Lookupd {
 
   /// Requests answered so far on /lookup.
   std::uint64_t lookup_count() const;
+  /// The HTTP requests and their answers (LookupdOptions::journal_capacity): kind is the path or
+  /// "response", text the method and query, count an answer's status, with the topic and
+  /// channel of the query; connection is the HTTP connection's number.
+  polybus::testing::Journal& journal() const;
+  /// The fault rules applied to HTTP requests (LookupdOptions::faults).
+  polybus::testing::FaultRules& faults() const;
 
  private:
   explicit Lookupd(LookupdOptions options);
