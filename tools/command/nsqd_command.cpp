@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "go_flags.hpp"
+#include "polybus/broker_admin.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::cli {
@@ -180,6 +181,41 @@ void declare_logging_flags(GoFlags& flags) {
   flags.accept("verbose", Kind::boolean);
 }
 
+// Not the real servers' flags: the journal, fault rules, admin API and manual clock of
+// docs/testing.md, the same on nsqd and nsqlookupd.
+struct TestingFlags {
+  std::string journal_file;
+  std::optional<std::pair<std::string, std::uint16_t>> admin;  // host, port
+  std::vector<testing::FaultRule> faults;
+  bool manual_clock = false;
+
+  void declare(GoFlags& flags) {
+    // The journal of what the connections sent and were sent, as JSON lines.
+    flags.take("journal", Kind::value, [this](const std::string& v) { journal_file = v; });
+    // The admin API (journal, fault rules, clock) on a port of its own.
+    flags.take("admin-address", Kind::value,
+               [this](const std::string& v) { admin = parse_listen_address(v, "-admin-address"); });
+    // Fault rules (polybus/fault_rules.hpp), "unit=FIN,nth=3,error=E_FIN_FAILED ...".
+    flags.take("fault", Kind::repeated, [this](const std::string& v) {
+      if (v.empty()) return faults.clear();
+      try {
+        faults.push_back(testing::parse_fault_rule(v));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    });
+    // The server's timers on a clock that moves only through POST /clock/advance?ms=N.
+    flags.take("manual-clock", Kind::boolean,
+               [this](const std::string& v) { manual_clock = parse_go_bool(v, "-manual-clock"); });
+  }
+
+  std::shared_ptr<testing::ManualClock> clock() const {
+    if (!manual_clock) return nullptr;
+    if (!admin) throw UsageError("-manual-clock needs -admin-address: the clock moves through it");
+    return std::make_shared<testing::ManualClock>();
+  }
+};
+
 }  // namespace
 
 int run_nsqlookupd(const Argv& argv) {
@@ -212,6 +248,8 @@ int run_nsqlookupd(const Argv& argv) {
     options.tombstone_lifetime = as_ms(v, "-tombstone-lifetime");
   });
   declare_logging_flags(flags);
+  TestingFlags testing_flags;
+  testing_flags.declare(flags);
   if (flags.parse(argv, "config")) {
     std::cout << "usage: polybus broker nsqlookupd [nsqlookupd 1.3 flags]\n"
                  "Runs the in-process nsqlookupd with nsqlookupd's own command line: its TCP "
@@ -224,6 +262,10 @@ int run_nsqlookupd(const Argv& argv) {
     std::cout << "nsqlookupd v1.3.0 (polybus in-process nsqlookupd)\n";
     return 0;
   }
+  options.clock = testing_flags.clock();
+  options.faults = testing_flags.faults;
+  // A journal written or served records, whatever it keeps.
+  if (!testing_flags.journal_file.empty() || testing_flags.admin) options.journal_capacity = 100000;
   block_termination_signals();
   std::unique_ptr<nsq::testing::Lookupd> lookupd;
   try {
@@ -237,6 +279,15 @@ int run_nsqlookupd(const Argv& argv) {
             << "\n"
             << "[nsqlookupd] HTTP: listening on " << options.http_host << ":"
             << lookupd->http_port() << std::endl;
+  if (!testing_flags.journal_file.empty()) lookupd->journal().write_to(testing_flags.journal_file);
+  std::unique_ptr<testing::BrokerAdmin> admin;  // destroyed before the nsqlookupd
+  if (testing_flags.admin) {
+    admin = std::make_unique<testing::BrokerAdmin>(testing_flags.admin->first,
+                                                   testing_flags.admin->second, lookupd->journal(),
+                                                   lookupd->faults(), options.clock);
+    std::cerr << "[nsqlookupd] admin (journal, faults, clock): listening on " << admin->address()
+              << std::endl;
+  }
   wait_for_termination_signal();
   return 0;
 }
@@ -255,28 +306,8 @@ int run_nsqd(const Argv& argv) {
   bool version = false;
   GoFlags flags;
   declare_nsqd_flags(flags, options, version);
-  // Not nsqd's: the journal of what the connections sent and were sent, as JSON lines.
-  flags.take("journal", Kind::value, [&](const std::string& v) { options.journal_file = v; });
-  // Not nsqd's: the admin API (journal, fault rules) on a port of its own.
-  flags.take("admin-address", Kind::value, [&](const std::string& v) {
-    std::uint16_t port = 0;
-    std::tie(options.admin_host, port) = parse_listen_address(v, "-admin-address");
-    options.admin_port = port;
-  });
-  // Not nsqd's: fault rules (polybus/fault_rules.hpp), "unit=FIN,nth=3,error=E_FIN_FAILED ...".
-  flags.take("fault", Kind::repeated, [&](const std::string& v) {
-    if (v.empty()) return options.faults.clear();
-    try {
-      options.faults.push_back(testing::parse_fault_rule(v));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  });
-  // Not nsqd's: message timeouts, REQ delays and deferred publishes on a clock that moves only
-  // through the admin API's POST /clock/advance?ms=N.
-  bool manual_clock = false;
-  flags.take("manual-clock", Kind::boolean,
-             [&](const std::string& v) { manual_clock = parse_go_bool(v, "-manual-clock"); });
+  TestingFlags testing_flags;
+  testing_flags.declare(flags);
   if (flags.parse(argv, "config")) {
     std::cout << "usage: polybus broker nsqd [nsqd 1.3 flags]\n"
                  "Runs the in-process nsqd with nsqd's own command line: its TCP protocol on "
@@ -289,11 +320,10 @@ int run_nsqd(const Argv& argv) {
     std::cout << "nsqd v1.3.0 (polybus in-process nsqd)\n";
     return 0;
   }
-  if (manual_clock) {
-    if (!options.admin_port)
-      throw UsageError("-manual-clock needs -admin-address: the clock moves through it");
-    options.clock = std::make_shared<testing::ManualClock>();
-  }
+  options.journal_file = testing_flags.journal_file;
+  if (testing_flags.admin) std::tie(options.admin_host, options.admin_port) = *testing_flags.admin;
+  options.faults = testing_flags.faults;
+  options.clock = testing_flags.clock();
   block_termination_signals();
   std::unique_ptr<nsq::testing::Nsqd> nsqd;
   try {

@@ -5,7 +5,8 @@ nothing but an HTTP client and a socket, as a test in any language would, on the
 QuickIO server (its raw TCP carrier is a few lines of Python): the rule from the command line
 answers the first request with its error, the admin API adds and counts rules, the journal is
 served and written to the file, and a request nobody answers expires only when the test
-advances the clock, before the advance is answered.
+advances the clock, before the advance is answered. Then every other in-process broker's admin
+API answers the same calls, and `polybus broker nsqlookupd` takes the same flags.
 
   broker_admin.py POLYBUS_BINARY
 """
@@ -66,6 +67,77 @@ class QuickIO:
             event = self.read(size).decode()
             if not event.startswith("/qio/heartbeat"):
                 return event
+
+
+def start(command, marker):
+    """The broker's process and its admin API's base URL, from the line `marker` begins."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:
+        if marker in line:
+            return process, "http://" + line.split("listening on ")[1].strip()
+    fail("%s ended: exit %s" % (" ".join(command), process.wait()))
+
+
+def stop(process):
+    process.terminate()
+    status = process.wait(timeout=BOUND)
+    if status != 0:  # a sanitizer's report, or a shutdown that failed
+        fail("exit %d on SIGTERM: %s" % (status, process.stderr.read()))
+
+
+def every_broker(polybus):
+    names = ["mem", "nsq", "nsq+lookupd", "figg", "figg-quirks", "quickio+ws", "quickio+http",
+             "memodb+tcp", "memodb+ipc"]
+    for name in names:
+        process, admin = start([polybus, "broker", name, "--admin-address", "127.0.0.1:0",
+                                "--manual-clock", "--fault", "unit=*,probability=0,seed=1,close"],
+                               "admin (journal, faults, clock): listening on ")
+        try:
+            status, body, _ = http("GET", admin + "/clock")
+            if status != 200 or json.loads(body)["manual"] is not True:
+                fail("%s: GET /clock: %d %s" % (name, status, body))
+            before = json.loads(body)["now_ns"]
+            status, body, _ = http("POST", admin + "/clock/advance?ms=60000")
+            if status != 200 or json.loads(body)["now_ns"] != before + 60 * 10**9:
+                fail("%s: POST /clock/advance: %d %s" % (name, status, body))
+            if http("GET", admin + "/faults/1")[:2] != (200, '{"id":1,"fired":0}\n'):
+                fail("%s: GET /faults/1" % name)
+            if http("GET", admin + "/journal")[0] != 200:
+                fail("%s: GET /journal" % name)
+            stop(process)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def nsqlookupd(polybus):
+    http_port = free_port()
+    process, admin = start([polybus, "broker", "nsqlookupd", "-tcp-address=127.0.0.1:0",
+                            "-http-address=127.0.0.1:%d" % http_port,
+                            "-admin-address=127.0.0.1:0", "-fault=unit=/lookup,once,error=500 down"],
+                           "[nsqlookupd] admin (journal, faults, clock): listening on ")
+    try:
+        lookup = "http://127.0.0.1:%d/lookup?topic=t" % http_port
+        first, second = http("GET", lookup), http("GET", lookup)
+        if first[:2] != (500, '{"message":"down"}') or second[0] != 404:
+            fail("nsqlookupd's /lookup: %s then %s" % (first[:2], second[:2]))
+        _, body, _ = http("GET", admin + "/journal")
+        statuses = [e.get("count") for e in map(json.loads, body.splitlines())
+                    if e["direction"] == "out"]
+        if statuses != [500, 404]:
+            fail("nsqlookupd's journal: %s" % body)
+        stop(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def main():
@@ -140,7 +212,10 @@ def main():
         status = broker.wait(timeout=BOUND)
         if status != 0:  # a sanitizer's report, or a shutdown that failed
             fail("polybus broker exited %d on SIGTERM: %s" % (status, broker.stderr.read()))
-        print("ok: a rule from the command line, the admin API's rules, journal and clock")
+        every_broker(polybus)
+        nsqlookupd(polybus)
+        print("ok: a rule from the command line, the admin API's rules, journal and clock, on "
+              "every broker and nsqlookupd")
     finally:
         if broker.poll() is None:
             broker.kill()
