@@ -168,13 +168,13 @@ TEST_CASE("the third FIN fails: the client reports it, and nsqd delivers that me
   for (int i = 1; i <= 5; ++i)
     REQUIRE(client.publish_sync("orders", "order " + std::to_string(i)) == std::error_code{});
   // Five handled, and the one whose FIN failed still in flight at nsqd.
-  REQUIRE(nsqd->wait_until(
-      [&] { return handled == 5 && nsqd->in_flight("orders", "billing") == 1; }));
+  REQUIRE(
+      nsqd->wait_until([&] { return handled == 5 && nsqd->in_flight("orders", "billing") == 1; }));
   CHECK(nsqd->faults().fired(1) == 1);
 
   clock->advance(std::chrono::seconds(60));  // its msg_timeout: delivered again, finished
-  REQUIRE(nsqd->wait_until(
-      [&] { return handled == 6 && nsqd->in_flight("orders", "billing") == 0; }));
+  REQUIRE(
+      nsqd->wait_until([&] { return handled == 6 && nsqd->in_flight("orders", "billing") == 0; }));
   CHECK(nsqd->timeout_count("orders", "billing") == 1);
   CHECK(fin_failures == 1);
 }

@@ -1132,7 +1132,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "memodb: the test broker's swallowed JOB gets no reply; the client's req0 sends it "
+    "memodb: the test broker's swallowed JOB gets no reply, and the client's req0 sends it "
     "again after its resend time and is served",
     "[memodb][faults]") {
   auto options = fast_with_faults({"unit=JOB,once,swallow"});

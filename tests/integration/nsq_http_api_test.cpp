@@ -390,8 +390,8 @@ TEST_CASE("nsqd: a new topic gets the channels nsqlookupd knows for it before it
 }
 
 TEST_CASE(
-    "nsqd HTTP: the journal lists requests and their answers; fault rules on a path answer an "
-    "error, carry a request out twice, close the connection",
+    "nsqd HTTP: the journal lists requests and their answers, and fault rules on a path answer "
+    "an error, carry a request out twice, close the connection",
     "[nsq][http][journal][faults]") {
   NsqdOptions options;
   options.journal_capacity = 100;
@@ -424,7 +424,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "nsqlookupd: a /lookup that fails once is polled again and the consumer finds its nsqd; "
+    "nsqlookupd: a /lookup that fails once is polled again and the consumer finds its nsqd, and "
     "the journal lists every lookup",
     "[nsq][lookupd][journal][faults]") {
   LookupdOptions options;

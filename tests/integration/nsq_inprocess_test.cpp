@@ -1071,3 +1071,26 @@ TEST_CASE(
   REQUIRE(got.wait_for(1));
   CHECK(watch.disconnects == 0);
 }
+
+TEST_CASE("nsq: a hold fault keeps what a connection is sent until the test removes the rule",
+          "[nsq][faults]") {
+  nsq::testing::NsqdOptions options;
+  options.journal_capacity = 1000;
+  auto nsqd = Nsqd::start(options);
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  Latch got;
+  SubscribeOptions group;
+  group.group = "held";
+  auto sub = client.subscribe("held", group, [&](Message&) { got.count_down(); });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  const auto rule = nsqd->faults().add(polybus::testing::parse_fault_rule("unit=message,hold"));
+  REQUIRE(client.publish_sync("held", "kept") == std::error_code{});
+  // Sent as far as nsqd is concerned, and held on the connection.
+  REQUIRE(nsqd->journal().wait_for(
+      [](const polybus::testing::JournalEntry& e) { return e.kind == "message"; }, kWaitBound));
+  CHECK(nsqd->in_flight("held", "held") == 1);
+  CHECK(got.count() == 0);
+  CHECK(nsqd->faults().remove(rule));
+  REQUIRE(got.wait_for(1));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 0; }));
+}

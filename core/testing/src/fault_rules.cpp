@@ -48,7 +48,7 @@ FaultRule parse_fault_rule(std::string_view text) {
     if (action_given)
       throw std::invalid_argument("fault rule: " + std::string(key) +
                                   ": a rule has one action (error, swallow, delay, close, "
-                                  "reset or duplicate)");
+                                  "reset, duplicate or hold)");
     action_given = true;
     rule.action = action;
   };
@@ -110,6 +110,8 @@ FaultRule parse_fault_rule(std::string_view text) {
       set_action(FaultRule::Action::reset, key);
     } else if (key == "duplicate") {
       set_action(FaultRule::Action::duplicate, key);
+    } else if (key == "hold") {
+      set_action(FaultRule::Action::hold, key);
     } else {
       throw std::invalid_argument("fault rule: unknown key '" + std::string(key) + "'");
     }
@@ -117,7 +119,8 @@ FaultRule parse_fault_rule(std::string_view text) {
   if (!unit_given) throw std::invalid_argument("fault rule: no unit= (a command, or message)");
   if (!action_given)
     throw std::invalid_argument(
-        "fault rule: no action (error=TEXT, swallow, delay=MS, close, reset or duplicate)");
+        "fault rule: no action (error=TEXT, swallow, delay=MS, close, reset, duplicate or "
+        "hold)");
   if ((rule.when == FaultRule::When::nth || rule.when == FaultRule::When::first_n) && rule.n == 0)
     throw std::invalid_argument("fault rule: nth and first count from 1");
   return rule;
@@ -130,6 +133,7 @@ std::uint64_t FaultRules::add(FaultRule rule) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t id = next_id_++;
   const std::uint64_t seed = rule.seed;
+  rule.id = id;
   entries_.push_back(
       Entry{id, std::move(rule), std::chrono::steady_clock::now(), 0, 0, std::mt19937_64(seed)});
   count_.store(entries_.size(), std::memory_order_relaxed);
@@ -137,19 +141,49 @@ std::uint64_t FaultRules::add(FaultRule rule) {
 }
 
 bool FaultRules::remove(std::uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto it =
-      std::find_if(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.id == id; });
-  if (it == entries_.end()) return false;
-  entries_.erase(it);
-  count_.store(entries_.size(), std::memory_order_relaxed);
+  std::vector<std::function<void()>> released;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it =
+        std::find_if(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.id == id; });
+    if (it == entries_.end()) return false;
+    entries_.erase(it);
+    count_.store(entries_.size(), std::memory_order_relaxed);
+    for (auto waiting = on_removed_.begin(); waiting != on_removed_.end();) {
+      if (waiting->first != id) {
+        ++waiting;
+        continue;
+      }
+      released.push_back(std::move(waiting->second));
+      waiting = on_removed_.erase(waiting);
+    }
+  }
+  for (auto& callback : released) callback();  // outside the lock: it may ask the rules
   return true;
 }
 
 void FaultRules::clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  entries_.clear();
-  count_.store(0, std::memory_order_relaxed);
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> released;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+    count_.store(0, std::memory_order_relaxed);
+    released.swap(on_removed_);
+  }
+  for (auto& [id, callback] : released) callback();
+}
+
+void FaultRules::when_removed(std::uint64_t id, std::function<void()> released) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool present =
+        std::any_of(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.id == id; });
+    if (present) {
+      on_removed_.emplace_back(id, std::move(released));
+      return;
+    }
+  }
+  released();
 }
 
 std::optional<FaultRule> FaultRules::fire(const FaultUnit& unit) {
@@ -192,6 +226,17 @@ std::uint64_t FaultRules::fired(std::uint64_t id) const {
   for (const Entry& entry : entries_)
     if (entry.id == id) return entry.fired;
   return 0;
+}
+
+FaultStatus fault_status(std::string_view error, int fallback) {
+  std::size_t digits = 0;
+  while (digits < error.size() && digits < 5 && error[digits] >= '0' && error[digits] <= '9')
+    ++digits;
+  if (digits < 3 || digits > 4 || (digits < error.size() && error[digits] != ' '))
+    return {fallback, error};
+  int status = 0;
+  for (std::size_t i = 0; i < digits; ++i) status = status * 10 + (error[i] - '0');
+  return {status, error.substr(std::min(error.size(), digits + 1))};
 }
 
 }  // namespace polybus::testing

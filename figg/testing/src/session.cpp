@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "session.hpp"
 
+#include <asio/post.hpp>
+
 namespace polybus::figg::testing {
 namespace {
 
@@ -39,16 +41,29 @@ std::optional<polybus::testing::FaultRule> Session::fault_for(std::string_view u
                                                               std::string_view topic) {
   if (broker_.faults_.empty()) return std::nullopt;
   auto fault = broker_.faults_.fire({unit, topic, {}, id_});
-  if (fault && fault->action == polybus::testing::FaultRule::Action::delay) {
-    held_ = true;
-    hold_timer_.expires_after(fault->delay);
-    hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-      if (ec) return;  // cancelled, or a later delay took over
-      self->held_ = false;
-      self->write();
-    });
+  using Action = polybus::testing::FaultRule::Action;
+  if (fault && fault->action == Action::delay) hold_output(fault->delay);
+  if (fault && fault->action == Action::hold) {
+    hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
+    broker_.faults_.when_removed(fault->id,
+                                 [weak = weak_from_this(), executor = hold_timer_.get_executor()] {
+                                   asio::post(executor, [weak] {
+                                     if (const auto self = weak.lock())
+                                       self->hold_output(std::chrono::milliseconds(0));
+                                   });
+                                 });
   }
   return fault;
+}
+
+void Session::hold_output(std::chrono::milliseconds delay) {
+  held_ = true;
+  hold_timer_.expires_after(delay);
+  hold_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec) return;  // cancelled, or a later delay took over
+    self->held_ = false;
+    self->write();
+  });
 }
 
 bool Session::handle_with_faults(const Frame& frame) {
@@ -92,6 +107,7 @@ bool Session::handle_with_faults(const Frame& frame) {
       if (!handle(frame)) return false;
       return handle(frame);
     case Action::delay:
+    case Action::hold:
       break;
   }
   return handle(frame);
@@ -203,7 +219,8 @@ void Session::pump(const std::string& name) {
       using Action = polybus::testing::FaultRule::Action;
       const auto fault = fault_for("DATA", name);
       if (fault && fault->action == Action::swallow) continue;  // lost on the way
-      if (fault && fault->action != Action::delay && fault->action != Action::duplicate) {
+      if (fault && fault->action != Action::delay && fault->action != Action::hold &&
+          fault->action != Action::duplicate) {
         // Ends the connection, but not here: the broker may be walking its sessions.
         if (fault->action == Action::reset) stream_.reset();
         asio::post(broker_.io_.context(), [self = shared_from_this()] { self->finish(); });

@@ -76,6 +76,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // ends the connection (close, reset, and error: Figg has no error message).
   bool handle_with_faults(const Frame& frame);
   // What fault fires for `unit` of `topic`; a delay holds the output here.
+  // Holds what the connection is sent for `delay` (a delay or hold fault).
+  void hold_output(std::chrono::milliseconds delay);
   std::optional<polybus::testing::FaultRule> fault_for(std::string_view unit,
                                                        std::string_view topic);
   void journal(bool received, std::string_view kind, std::string_view topic,

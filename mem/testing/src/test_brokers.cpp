@@ -65,6 +65,9 @@ class MemTestBroker : public polybus::testing::TestBroker {
         fault.action = Action::error;
         break;
       case FaultRule::Action::swallow:
+      // No connection output to hold: a held delivery is withheld, and comes again after its
+      // ack timeout.
+      case FaultRule::Action::hold:
         fault.action = Action::swallow;
         break;
       case FaultRule::Action::delay:

@@ -6,6 +6,7 @@
 #include "broker.hpp"
 
 #include <algorithm>
+#include <asio/post.hpp>
 #include <optional>
 
 #include "journal_and_faults.hpp"
@@ -235,6 +236,16 @@ void BrokerImpl::act_with_faults(std::uint64_t key, const Header& header,
       return drop(key);
     case Action::delay:
       if (auto session = connection_of(key)) session->hold_output(fault->delay);
+      return act(key, header, payload);
+    case Action::hold:
+      if (auto session = connection_of(key)) {
+        session->hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
+        faults_.when_removed(fault->id, [weak = std::weak_ptr(session), &io = io_.context()] {
+          asio::post(io, [weak] {
+            if (const auto held = weak.lock()) held->hold_output(std::chrono::milliseconds(0));
+          });
+        });
+      }
       return act(key, header, payload);
     case Action::close:
     case Action::reset: {

@@ -367,6 +367,14 @@ std::optional<polybus::testing::FaultRule> ClientConnection::fault_for(std::stri
     case FaultRule::Action::delay:
       hold_output(fault->delay);
       break;
+    case FaultRule::Action::hold:
+      hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
+      rules.when_removed(fault->id, [weak = weak_from_this(), executor = stream_.get_executor()] {
+        asio::post(executor, [weak] {
+          if (const auto self = weak.lock()) self->hold_output(std::chrono::milliseconds(0));
+        });
+      });
+      break;
     case FaultRule::Action::duplicate:
       break;
   }

@@ -2,6 +2,7 @@
 #include "http_server.hpp"
 
 #include <algorithm>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 #include <cctype>
@@ -194,17 +195,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     }
     switch (fault->action) {
       case Action::error: {
-        int status = 500;
-        std::string_view text = fault->error;
-        if (text.size() >= 3 && std::isdigit(static_cast<unsigned char>(text[0])) &&
-            std::isdigit(static_cast<unsigned char>(text[1])) &&
-            std::isdigit(static_cast<unsigned char>(text[2])) &&
-            (text.size() == 3 || text[3] == ' ')) {
-          status = std::stoi(std::string(text.substr(0, 3)));
-          text.remove_prefix(std::min<std::size_t>(4, text.size()));
-        }
-        send_journaled(v1_error(status, std::string(text)), request.keep_alive() && !fault->fatal,
-                       topic);
+        const auto answer = polybus::testing::fault_status(fault->error);
+        send_journaled(v1_error(answer.status, std::string(answer.text)),
+                       request.keep_alive() && !fault->fatal, topic);
         return !fault->fatal;
       }
       case Action::swallow:
@@ -212,6 +205,17 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         return false;
       case Action::delay:
         hold(fault->delay);
+        send_journaled(handlers.respond(request), request.keep_alive(), topic);
+        return true;
+      case Action::hold:
+        hold(std::chrono::hours(24 * 365));  // until the rule is removed
+        handlers.faults->when_removed(fault->id,
+                                      [weak = weak_from_this(), executor = socket_.get_executor()] {
+                                        asio::post(executor, [weak] {
+                                          if (const auto self = weak.lock())
+                                            self->hold(std::chrono::milliseconds(0));
+                                        });
+                                      });
         send_journaled(handlers.respond(request), request.keep_alive(), topic);
         return true;
       case Action::close:

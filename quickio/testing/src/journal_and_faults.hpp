@@ -99,21 +99,4 @@ inline void journal_sent(polybus::testing::Journal& journal, const Peer& peer,
   journal.record(std::move(entry));
 }
 
-// A rule's error text as the callback answer it becomes: "503 overloaded" is code 503 with
-// err_msg "overloaded"; a text that starts with no code is a 500 (the server's own failure).
-struct FaultAnswer {
-  int code = 500;
-  std::string_view err_msg;
-};
-
-inline FaultAnswer fault_answer(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && digits < 4 && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || (digits < text.size() && text[digits] != ' ')) return {500, text};
-  FaultAnswer answer;
-  answer.code = std::stoi(std::string(text.substr(0, digits)));
-  answer.err_msg = text.substr(std::min(text.size(), digits + 1));
-  return answer;
-}
-
 }  // namespace polybus::quickio::testing

@@ -2,6 +2,7 @@
 // Event routing: the built-in events, pub/sub by exact path, requests relayed to one subscriber
 // as server callbacks, and what happens to them when clients go away.
 #include <rapidjson/document.h>
+#include <asio/post.hpp>
 
 #include "http_session.hpp"
 #include "journal_and_faults.hpp"
@@ -92,8 +93,9 @@ void ServerImpl::route_with_faults(Peer& peer, const Event& event) {
     case Action::error: {
       // An event without a callback cannot be answered: the connection ends instead.
       if (event.callback_id == 0) return end_later(peer, false);
-      const FaultAnswer answered = fault_answer(fault->error);
-      answer(peer, event.callback_id, answered.code, "null", answered.err_msg);
+      // "503 overloaded": code 503, err_msg "overloaded"; no code: a 500, the server's failure.
+      const auto answered = polybus::testing::fault_status(fault->error);
+      answer(peer, event.callback_id, answered.status, "null", answered.text);
       if (fault->fatal) end_later(peer, false);
       return;
     }
@@ -105,6 +107,15 @@ void ServerImpl::route_with_faults(Peer& peer, const Event& event) {
       return end_later(peer, true);
     case Action::delay:
       peer.hold_output(fault->delay);
+      return route(peer, event);
+    case Action::hold:
+      peer.hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
+      faults_.when_removed(fault->id, [this, id = peer.id] {
+        asio::post(io_.context(), [this, id] {
+          if (auto it = peers_.find(id); it != peers_.end())
+            it->second->hold_output(std::chrono::milliseconds(0));
+        });
+      });
       return route(peer, event);
     case Action::duplicate:
       route(peer, event);

@@ -528,7 +528,7 @@ TEST_CASE(
   CHECK(server->faults().fired(1) == 1);
 }
 
-TEST_CASE("adapter: the test server's fatal error answers, then closes; the client reconnects",
+TEST_CASE("adapter: the test server's fatal error answers, then closes, and the client reconnects",
           "[faults]") {
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);
@@ -555,7 +555,7 @@ TEST_CASE("adapter: the test server's fatal error answers, then closes; the clie
 
 TEST_CASE(
     "adapter: the test server's error on a publish, which has no callback to answer, "
-    "closes the publisher's connection; it reconnects",
+    "closes the publisher's connection, which reconnects",
     "[faults]") {
   auto scheme = GENERATE(as<std::string>{}, "quickio", "quickio+ws", "quickio+http");
   CAPTURE(scheme);

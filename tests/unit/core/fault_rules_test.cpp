@@ -120,3 +120,50 @@ TEST_CASE("fault rules: every rule that matches counts a unit, and the first to 
   CHECK(rules.fired(duplicate) == 1);
   CHECK(rules.fired(both) == 0);
 }
+
+TEST_CASE("fault rules: an error's text read as a status and the rest", "[faults]") {
+  using polybus::testing::fault_status;
+  CHECK(fault_status("503 overloaded").status == 503);
+  CHECK(fault_status("503 overloaded").text == "overloaded");
+  CHECK(fault_status("404").status == 404);
+  CHECK(fault_status("404").text.empty());
+  CHECK(fault_status("1000 far").status == 1000);
+  // Not a status: the fallback and the whole text.
+  for (const char* text : {"E_FIN_FAILED FIN failed", "50 short", "12345 long", "503x", ""}) {
+    CHECK(fault_status(text, 500).status == 500);
+    CHECK(fault_status(text, 500).text == text);
+  }
+  CHECK(fault_status("boom", 418).status == 418);
+}
+
+TEST_CASE("fault rules: a hold is released when its rule is removed or the rules are cleared",
+          "[faults]") {
+  using polybus::testing::FaultRule;
+  using polybus::testing::FaultRules;
+  using polybus::testing::parse_fault_rule;
+  const FaultRule hold = parse_fault_rule("unit=message,hold");
+  CHECK(hold.action == FaultRule::Action::hold);
+  FaultRules rules;
+  const auto first = rules.add(hold);
+  const auto second = rules.add(parse_fault_rule("unit=FIN,every,hold"));
+  const auto fired = rules.fire({"message", "t", "c", 1});
+  REQUIRE(fired);
+  CHECK(fired->id == first);  // the copy names its rule
+  int released_first = 0, released_second = 0;
+  rules.when_removed(first, [&] { ++released_first; });
+  rules.when_removed(second, [&] { ++released_second; });
+  CHECK(released_first == 0);
+  CHECK(rules.remove(first));
+  CHECK(released_first == 1);
+  CHECK(released_second == 0);
+  rules.when_removed(first, [&] { ++released_first; });  // gone already: at once
+  CHECK(released_first == 2);
+  rules.clear();
+  CHECK(released_second == 1);
+  {
+    FaultRules dropped;
+    const auto id = dropped.add(hold);
+    dropped.when_removed(id, [&] { ++released_second; });
+  }  // destroyed with the rule in force: not run
+  CHECK(released_second == 1);
+}

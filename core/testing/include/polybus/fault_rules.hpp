@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -50,11 +51,15 @@ struct POLYBUS_API FaultRule {
     close,      ///< closes the connection at once
     reset,      ///< resets the connection (TCP RST) at once
     duplicate,  ///< does it twice: a message is delivered twice
+    hold,       ///< holds what the connection is sent, from this unit on, until the rule is removed
   };
   Action action = Action::error;  ///< what the broker does when the rule fires
   std::string error;              ///< for error: the frame's text, "E_FIN_FAILED FIN failed"
   bool fatal = false;             ///< for error: the connection closes after it, as nsqd's fatal
   std::chrono::milliseconds delay{0};  ///< for delay
+  /// Its number in FaultRules (add() sets it), in the copy fire() returns: what a broker holding
+  /// output for a `hold` waits to see removed.
+  std::uint64_t id = 0;
 };
 
 /// A unit as a broker meets it, to match rules against.
@@ -69,8 +74,19 @@ struct POLYBUS_API FaultUnit {
 /// "unit=FIN,nth=3,error=E_FIN_FAILED FIN failed" or "unit=SUB,topic=t,delay=2000" or
 /// "unit=message,probability=0.1,seed=7,duplicate". Keys: unit, topic, channel, connection;
 /// once, nth=N, first=N, every, probability=P (with seed=S); after=MS; error=TEXT (and fatal),
-/// swallow, delay=MS, close, reset, duplicate. Throws std::invalid_argument naming what is wrong.
+/// swallow, delay=MS, close, reset, duplicate, hold. Throws std::invalid_argument naming what is
+/// wrong.
 POLYBUS_API FaultRule parse_fault_rule(std::string_view text);
+
+/// An error rule's text as a status and the rest, for a protocol that answers with a number
+/// (HTTP, a QuickIO callback): "503 overloaded" is 503 and "overloaded".
+struct POLYBUS_API FaultStatus {
+  int status = 500;       ///< the number the text begins with, or the fallback
+  std::string_view text;  ///< what follows it (a view into the rule's text)
+};
+/// A text that does not begin with a number of 3 or 4 digits and a space (or nothing) is
+/// `fallback` and the whole text.
+POLYBUS_API FaultStatus fault_status(std::string_view error, int fallback = 500);
 
 /// The rules a broker applies. Safe from any thread: tests add and remove rules while the
 /// broker's thread asks which fires.
@@ -95,6 +111,11 @@ class POLYBUS_API FaultRules {
   std::optional<FaultRule> fire(const FaultUnit& unit);
   /// How many times a rule fired so far (0 for an unknown one).
   std::uint64_t fired(std::uint64_t id) const;
+  /// Calls `released` once rule `id` is removed (remove() or clear(), on the thread that removes
+  /// it), or at once when there is no such rule any more: how a broker holding output for a
+  /// `hold` hears that it may go on. Callbacks still waiting when the rules are destroyed are
+  /// dropped unrun.
+  void when_removed(std::uint64_t id, std::function<void()> released);
 
  private:
   struct Entry {
@@ -107,6 +128,7 @@ class POLYBUS_API FaultRules {
   };
   mutable std::mutex mutex_;
   std::vector<Entry> entries_;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> on_removed_;
   std::uint64_t next_id_ = 1;
   std::atomic<std::size_t> count_{0};
 };

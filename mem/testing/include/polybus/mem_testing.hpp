@@ -24,7 +24,8 @@ namespace polybus::mem::testing {
 /// swallowed lets the message time out), `close` and `reset` drop the session (the client
 /// reconnects), `duplicate` stores a publish twice; `delay` applies to deliveries only. On a
 /// delivery: `swallow` leaves it in flight unsent, `duplicate` hands it over twice, `delay` hands
-/// it over later, on the broker's clock, and `error`, `close` and `reset` drop the session.
+/// it over later, on the broker's clock, `hold` withholds it as `swallow` does (mem has no
+/// connection output to hold), and `error`, `close` and `reset` drop the session.
 /// With a clock, ack timeouts, nack delays, deferred publishes and delayed deliveries come due
 /// as it is advanced. A port other than 0 throws std::invalid_argument.
 POLYBUS_API std::unique_ptr<polybus::testing::TestBroker> start_broker(
