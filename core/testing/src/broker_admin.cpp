@@ -157,8 +157,10 @@ std::string response_text(const Answer& answer, bool keep_alive) {
   return out + answer.body;
 }
 
-// What the endpoint serves and its thread's state.
-struct AdminCore : std::enable_shared_from_this<AdminCore> {
+// What the endpoint serves and its thread's state. Handlers hold it by plain pointer: it outlives
+// its io_context's handlers, whose destruction (with the io_context, a member) ends them, so no
+// handler keeps it alive in a cycle.
+struct AdminCore {
   AdminCore(Journal& journal, FaultRules& faults, std::shared_ptr<ManualClock> clock)
       : journal(journal), faults(faults), clock(std::move(clock)) {}
 
@@ -177,10 +179,10 @@ struct AdminCore : std::enable_shared_from_this<AdminCore> {
   Journal& journal;
   FaultRules& faults;
   std::shared_ptr<ManualClock> clock;
+  std::size_t open = 0;  // connections alive (io thread); before io: handlers count down on it
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer retry{io};
-  std::size_t open = 0;  // connections alive (io thread)
   std::thread thread;
 };
 
@@ -188,11 +190,11 @@ struct AdminCore : std::enable_shared_from_this<AdminCore> {
 // answered once what came due ran on the broker's thread.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(tcp::socket socket, std::shared_ptr<AdminCore> server)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(std::move(server)) {
-    ++server_->open;
+  Exchange(tcp::socket socket, AdminCore& server)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server) {
+    ++server_.open;
   }
-  ~Exchange() { --server_->open; }
+  ~Exchange() { --server_.open; }
 
   void start() {
     timer_.expires_after(kExchangeBound);
@@ -224,7 +226,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
         return send(message(result.error_status, "a request this endpoint does not take"), false);
       case http::RequestReader::Status::request_ready: {
         // One request per connection: nothing stays open between a test's calls.
-        return send(server_->answer(reader_.request()), false);
+        return send(server_.answer(reader_.request()), false);
       }
     }
   }
@@ -245,7 +247,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   tcp::socket socket_;
   asio::steady_timer timer_;
-  std::shared_ptr<AdminCore> server_;
+  AdminCore& server_;
   http::RequestReader reader_{kMaxHead, kMaxBody};
   std::array<char, 4096> buffer_{};
   std::string pending_;
@@ -253,22 +255,22 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 };
 
 void AdminCore::accept() {
-  acceptor.async_accept([self = shared_from_this()](std::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
+  acceptor.async_accept([this](std::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (ec) {
-      self->retry.expires_after(kAcceptRetry);
-      self->retry.async_wait([self](std::error_code waited) {
-        if (!waited && self->acceptor.is_open()) self->accept();
+      retry.expires_after(kAcceptRetry);
+      retry.async_wait([this](std::error_code waited) {
+        if (!waited && acceptor.is_open()) accept();
       });
       return;
     }
-    if (self->open < kMaxConnections) {
-      std::make_shared<Exchange>(std::move(socket), self)->start();
+    if (open < kMaxConnections) {
+      std::make_shared<Exchange>(std::move(socket), *this)->start();
     } else {
       std::error_code ignored;
       socket.close(ignored);
     }
-    self->accept();
+    accept();
   });
 }
 
@@ -280,7 +282,7 @@ struct BrokerAdmin::Server : AdminCore {
 
 BrokerAdmin::BrokerAdmin(const std::string& host, std::uint16_t port, Journal& journal,
                          FaultRules& faults, std::shared_ptr<ManualClock> clock)
-    : server_(std::make_shared<Server>(journal, faults, std::move(clock))) {
+    : server_(std::make_unique<Server>(journal, faults, std::move(clock))) {
   std::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   const std::string where = host + ":" + std::to_string(port);
@@ -293,11 +295,11 @@ BrokerAdmin::BrokerAdmin(const std::string& host, std::uint16_t port, Journal& j
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw std::system_error(ec, "admin endpoint: cannot listen on " + where);
   server_->accept();
-  server_->thread = std::thread([server = server_] { server->io.run(); });
+  server_->thread = std::thread([server = server_.get()] { server->io.run(); });
 }
 
 BrokerAdmin::~BrokerAdmin() {
-  asio::post(server_->io, [server = server_] {
+  asio::post(server_->io, [server = server_.get()] {
     std::error_code ignored;
     server->acceptor.close(ignored);
     server->retry.cancel();

@@ -43,7 +43,7 @@ class POLYBUS_API BrokerAdmin {
 
  private:
   struct Server;
-  std::shared_ptr<Server> server_;
+  std::unique_ptr<Server> server_;
 };
 
 }  // namespace polybus::testing
