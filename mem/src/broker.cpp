@@ -76,17 +76,17 @@ std::error_code BrokerImpl::publish(std::uint64_t session, const std::string& to
   if (observer_) {
     std::size_t bytes = 0;
     for (const auto& payload : payloads) bytes += payload.size();
-    const ObservedFault fault = observe_locked({session,
-                                                true,
-                                                "publish",
-                                                topic_name,
-                                                {},
-                                                0,
-                                                static_cast<std::int64_t>(payloads.size()),
-                                                bytes});
+    const BrokerFault fault = observe_locked({session,
+                                              true,
+                                              "publish",
+                                              topic_name,
+                                              {},
+                                              0,
+                                              static_cast<std::int64_t>(payloads.size()),
+                                              bytes});
     bool done = false;
     if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
-    if (fault.action == ObservedFault::Action::duplicate) copies = 2;
+    if (fault.action == BrokerFault::Action::duplicate) copies = 2;
   }
   Topic& topic = topic_locked(topic_name);
   if (defer.count() > 0) {
@@ -120,13 +120,13 @@ std::error_code BrokerImpl::subscribe(std::uint64_t session, std::uint64_t sub,
   std::lock_guard<std::mutex> lock(mutex_);
   if (!sessions_.count(session)) return err(errc::disconnected);
   if (observer_) {
-    const ObservedFault fault = observe_locked({session, true, "subscribe", topic_name, group_name,
-                                                0, static_cast<std::int64_t>(max_in_flight), 0});
+    const BrokerFault fault = observe_locked({session, true, "subscribe", topic_name, group_name, 0,
+                                              static_cast<std::int64_t>(max_in_flight), 0});
     bool done = false;
     const auto ec = fault_on_request_locked(session, fault, done);
     // A session closed under a subscribe is not a refusal: the client subscribes again on its
     // next session, as after any disconnect.
-    if (fault.action == ObservedFault::Action::close) return {};
+    if (fault.action == BrokerFault::Action::close) return {};
     if (ec || done) return ec;
   }
   Topic& topic = topic_locked(topic_name);
@@ -279,7 +279,7 @@ std::error_code BrokerImpl::ack(std::uint64_t session, std::uint64_t delivery) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (observer_) {
     bool done = false;
-    const ObservedFault fault = observe_locked(settle_observed(session, "ack", delivery, -1));
+    const BrokerFault fault = observe_locked(settle_observed(session, "ack", delivery, -1));
     if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
   }
   auto g = delivery_group_.find(delivery);
@@ -302,7 +302,7 @@ std::error_code BrokerImpl::nack(std::uint64_t session, std::uint64_t delivery,
   std::lock_guard<std::mutex> lock(mutex_);
   if (observer_) {
     bool done = false;
-    const ObservedFault fault =
+    const BrokerFault fault =
         observe_locked(settle_observed(session, "nack", delivery, delay.count()));
     if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
   }
@@ -320,7 +320,7 @@ std::error_code BrokerImpl::touch(std::uint64_t session, std::uint64_t delivery)
   std::lock_guard<std::mutex> lock(mutex_);
   if (observer_) {
     bool done = false;
-    const ObservedFault fault = observe_locked(settle_observed(session, "touch", delivery, -1));
+    const BrokerFault fault = observe_locked(settle_observed(session, "touch", delivery, -1));
     if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
   }
   auto g = delivery_group_.find(delivery);
@@ -350,7 +350,7 @@ std::error_code BrokerImpl::request(std::uint64_t session, std::uint64_t request
   if (!sessions_.count(session)) return err(errc::disconnected);
   if (observer_) {
     bool done = false;
-    const ObservedFault fault =
+    const BrokerFault fault =
         observe_locked({session, true, "request", topic_name, {}, 0, -1, payload.size()});
     if (const auto ec = fault_on_request_locked(session, fault, done); ec || done) return ec;
   }
@@ -396,7 +396,7 @@ std::error_code BrokerImpl::reply(std::uint64_t session, std::uint64_t delivery,
   std::lock_guard<std::mutex> lock(mutex_);
   if (observer_) {
     bool done = false;
-    const ObservedFault fault =
+    const BrokerFault fault =
         observe_locked({session, true, "reply", {}, {}, delivery, -1, payload.size()});
     if (const auto refused = fault_on_request_locked(session, fault, done); refused || done)
       return refused;
@@ -457,9 +457,9 @@ void BrokerImpl::drop_session_locked(std::uint64_t session, bool notify) {
   if (notify && callbacks.disconnected) callbacks.disconnected();
 }
 
-Observed BrokerImpl::settle_observed(std::uint64_t session, std::string_view kind,
-                                     std::uint64_t delivery, std::int64_t count) const {
-  Observed observed{session, true, kind, {}, {}, delivery, count, 0};
+BrokerEvent BrokerImpl::settle_observed(std::uint64_t session, std::string_view kind,
+                                        std::uint64_t delivery, std::int64_t count) const {
+  BrokerEvent observed{session, true, kind, {}, {}, delivery, count, 0};
   if (const auto g = delivery_group_.find(delivery); g != delivery_group_.end()) {
     observed.topic = g->second->topic->name;
     observed.group = g->second->name;
@@ -467,9 +467,9 @@ Observed BrokerImpl::settle_observed(std::uint64_t session, std::string_view kin
   return observed;
 }
 
-std::error_code BrokerImpl::fault_on_request_locked(std::uint64_t session,
-                                                    const ObservedFault& fault, bool& done) {
-  using Action = ObservedFault::Action;
+std::error_code BrokerImpl::fault_on_request_locked(std::uint64_t session, const BrokerFault& fault,
+                                                    bool& done) {
+  using Action = BrokerFault::Action;
   switch (fault.action) {
     case Action::none:
     case Action::duplicate:  // the operation says what twice is
@@ -494,8 +494,8 @@ std::error_code BrokerImpl::fault_on_request_locked(std::uint64_t session,
 
 void BrokerImpl::hand_over_locked(std::uint64_t session, const Delivery& delivery,
                                   std::string_view topic, std::string_view group) {
-  using Action = ObservedFault::Action;
-  const ObservedFault fault =
+  using Action = BrokerFault::Action;
+  const BrokerFault fault =
       observe_locked({session, false, delivery.request ? "request" : "deliver", topic, group,
                       delivery.delivery_id, static_cast<std::int64_t>(delivery.attempts),
                       delivery.payload ? delivery.payload->size() : 0});
@@ -526,7 +526,7 @@ void BrokerImpl::hand_over_locked(std::uint64_t session, const Delivery& deliver
   }
 }
 
-void BrokerImpl::set_observer(Observer observer) {
+void BrokerImpl::set_observer(BrokerObserver observer) {
   std::lock_guard<std::mutex> lock(mutex_);
   observer_ = std::move(observer);
 }
@@ -736,6 +736,9 @@ void Broker::set_retention(std::size_t messages) {
 }
 void Broker::set_clock(std::shared_ptr<polybus::io::ManualClock> clock) {
   impl_->set_clock(std::move(clock));
+}
+void Broker::set_observer(BrokerObserver observer) {
+  impl_->set_observer(std::move(observer));
 }
 BrokerStats Broker::stats() const {
   return impl_->stats();

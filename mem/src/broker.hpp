@@ -46,26 +46,6 @@ struct SessionCallbacks {
   std::function<void()> disconnected;  // the broker dropped the session (stop or restart)
 };
 
-// A test's view of the broker (mem's test broker keeps a journal and applies fault rules with
-// it): each operation a session asked for or was handed, and what to do instead of it.
-struct Observed {
-  std::uint64_t session = 0;
-  bool received = true;    // asked for by the session, else handed to it
-  std::string_view kind;   // publish, subscribe, ack, nack, touch, request, reply; deliver
-  std::string_view topic;  // where one is named or implied
-  std::string_view group;
-  std::uint64_t id = 0;     // a delivery's id; 0: none
-  std::int64_t count = -1;  // messages published, a delivery's attempts, a nack's delay in ms
-  std::size_t bytes = 0;    // payload bytes
-};
-struct ObservedFault {
-  enum class Action { none, error, swallow, delay, close, duplicate };
-  Action action = Action::none;
-  bool fatal = false;                  // error: the session is dropped after it
-  std::chrono::milliseconds delay{0};  // delay: a delivery is handed over this much later
-};
-using Observer = std::function<ObservedFault(const Observed&)>;
-
 class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
  public:
   BrokerImpl();
@@ -104,7 +84,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   // real clock.
   void set_clock(std::shared_ptr<io::ManualClock> clock);
   // Called under the broker's lock for every operation; it must not call back into the broker.
-  void set_observer(Observer observer);
+  void set_observer(BrokerObserver observer);
   BrokerStats stats() const;
   metrics::BrokerMetrics metrics() const;
   std::uint64_t topic_size(const std::string& topic) const;
@@ -201,15 +181,15 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   Member* member_locked(Group& group, std::uint64_t session, std::uint64_t sub);
   void drop_session_locked(std::uint64_t session, bool notify);
   void schedule_locked(Timer timer);
-  // An ack's, nack's or touch's Observed, with its delivery's topic and group when known.
-  Observed settle_observed(std::uint64_t session, std::string_view kind, std::uint64_t delivery,
-                           std::int64_t count) const;
-  ObservedFault observe_locked(const Observed& observed) const {
-    return observer_ ? observer_(observed) : ObservedFault{};
+  // An ack's, nack's or touch's BrokerEvent, with its delivery's topic and group when known.
+  BrokerEvent settle_observed(std::uint64_t session, std::string_view kind, std::uint64_t delivery,
+                              std::int64_t count) const;
+  BrokerFault observe_locked(const BrokerEvent& observed) const {
+    return observer_ ? observer_(observed) : BrokerFault{};
   }
   // What a fault on an operation a session asked for makes of it: its error, or none to go on
   // (`done` set when the operation is to be left undone: swallowed, or the session dropped).
-  std::error_code fault_on_request_locked(std::uint64_t session, const ObservedFault& fault,
+  std::error_code fault_on_request_locked(std::uint64_t session, const BrokerFault& fault,
                                           bool& done);
   // Hands `delivery` to `session`, as a fault on deliveries to it says.
   void hand_over_locked(std::uint64_t session, const Delivery& delivery, std::string_view topic,
@@ -234,7 +214,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::unordered_map<std::uint64_t, OpenRequest> open_requests_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   std::shared_ptr<io::ManualClock> clock_;  // null: the timer thread waits on the real clock
-  Observer observer_;
+  BrokerObserver observer_;
   BrokerStats stats_;
   std::uint64_t sessions_accepted_ = 0;
   std::thread timer_thread_;

@@ -8,9 +8,12 @@
 
 #include "polybus/export.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "polybus/metrics.hpp"
 
@@ -32,6 +35,37 @@ struct POLYBUS_API BrokerStats {
   std::uint64_t acked = 0;        ///< deliveries acknowledged
   std::uint64_t connections = 0;  ///< open now
 };
+
+/// One operation a session of the broker asked for, or one delivery it was handed: what a test
+/// broker's journal records and its fault rules match (Broker::set_observer). The views are
+/// valid during the observer's call only.
+struct POLYBUS_API BrokerEvent {
+  std::uint64_t session = 0;  ///< the client's session
+  bool received = true;       ///< asked for by the session, else handed to it
+  /// publish, subscribe, ack, nack, touch, request, reply; deliver, request (handed over)
+  std::string_view kind;
+  std::string_view topic;   ///< where one is named or implied
+  std::string_view group;   ///< the subscription's group, where known
+  std::uint64_t id = 0;     ///< a delivery's id; 0: none
+  std::int64_t count = -1;  ///< messages published, attempts, a nack's delay in ms, max_in_flight
+  std::size_t bytes = 0;    ///< payload bytes
+};
+
+/// What the broker does instead of an operation or a delivery, as its observer says.
+struct POLYBUS_API BrokerFault {
+  /// none: as usual. On an operation: error fails it (broker_error), swallow reports success
+  /// and does nothing, close drops the session, duplicate stores a publish twice. On a
+  /// delivery: swallow withholds it, delay hands it over later, duplicate twice, error and
+  /// close drop the session.
+  enum class Action { none, error, swallow, delay, close, duplicate };
+  Action action = Action::none;        ///< what to do
+  bool fatal = false;                  ///< error: the session is dropped after it
+  std::chrono::milliseconds delay{0};  ///< delay: how much later, on the broker's clock
+};
+
+/// Called under the broker's lock for every operation and delivery; it must not call back into
+/// the broker.
+using BrokerObserver = std::function<BrokerFault(const BrokerEvent&)>;
 
 class BrokerImpl;
 
@@ -60,6 +94,9 @@ class POLYBUS_API Broker {
   /// controls (polybus/manual_clock.hpp): each comes due only as the clock is advanced, and is
   /// done before advance() returns. Null: the real clock again.
   void set_clock(std::shared_ptr<polybus::io::ManualClock> clock);
+  /// Tells `observer` of every operation and delivery and does what it answers (mem's test
+  /// broker keeps its journal and applies its fault rules so). Empty: none.
+  void set_observer(BrokerObserver observer);
   /// The broker's counters so far.
   BrokerStats stats() const;
   /// The same and more, per topic and group, in the terms every test broker uses.

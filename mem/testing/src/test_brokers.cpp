@@ -2,7 +2,6 @@
 #include <atomic>
 #include <string>
 
-#include "broker.hpp"
 #include "polybus/mem.hpp"
 #include "polybus/mem_testing.hpp"
 
@@ -20,11 +19,11 @@ class MemTestBroker : public polybus::testing::TestBroker {
     broker_ = Broker::get(name_);
     for (const FaultRule& rule : options.faults) faults_.add(rule);
     if (clock_) broker_->set_clock(clock_);
-    broker_->impl()->set_observer([this](const Observed& observed) { return observe(observed); });
+    broker_->set_observer([this](const BrokerEvent& observed) { return observe(observed); });
   }
   // The broker lives on under its name: it lets go of what this object owns.
   ~MemTestBroker() override {
-    broker_->impl()->set_observer(nullptr);
+    broker_->set_observer(nullptr);
     broker_->set_clock(nullptr);
   }
   std::string url() const override {
@@ -39,7 +38,7 @@ class MemTestBroker : public polybus::testing::TestBroker {
 
  private:
   // Under the broker's lock: records, and says which fault applies.
-  ObservedFault observe(const Observed& observed) {
+  BrokerFault observe(const BrokerEvent& observed) {
     if (journal_.enabled()) {
       polybus::testing::JournalEntry entry;
       entry.connection = observed.session;
@@ -56,8 +55,8 @@ class MemTestBroker : public polybus::testing::TestBroker {
     const auto rule =
         faults_.fire({observed.kind, observed.topic, observed.group, observed.session});
     if (!rule) return {};
-    using Action = ObservedFault::Action;
-    ObservedFault fault;
+    using Action = BrokerFault::Action;
+    BrokerFault fault;
     fault.fatal = rule->fatal;
     fault.delay = rule->delay;
     switch (rule->action) {
