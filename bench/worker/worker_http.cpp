@@ -24,30 +24,9 @@ using asio::ip::tcp;
 // After a failed accept (out of descriptors, say) the next waits this long instead of spinning.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 
-const char* reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 413:
-      return "Payload Too Large";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-  }
-  return "Error";
-}
-
 std::string serialize(const HttpAnswer& answer, bool keep_alive) {
-  std::string out = "HTTP/1.1 " + std::to_string(answer.status) + " " + reason(answer.status) +
+  std::string out = "HTTP/1.1 " + std::to_string(answer.status) + " " +
+                    http::reason_phrase(answer.status) +
                     "\r\nServer: polybus\r\nContent-Type: text/plain;charset=utf-8\r\n"
                     "Content-Length: " +
                     std::to_string(answer.body.size()) + "\r\n";
@@ -153,13 +132,13 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
           // The body's bytes against the budget of every request at once, before any is read.
           const std::size_t body = reader_.request().content_length.value_or(0);
           if (state_.pending_bytes + body > state_.limits.max_pending_bytes)
-            return respond({503, reason(503)}, false);
+            return respond({503, http::reason_phrase(503)}, false);
           state_.pending_bytes += body;
           reserved_ = body;
           continue;
         }
         case http::RequestReader::Status::error:
-          return respond({result.error_status, reason(result.error_status)}, false);
+          return respond({result.error_status, http::reason_phrase(result.error_status)}, false);
         case http::RequestReader::Status::request_ready:
           leftover_.assign(input);
           return dispatch();
@@ -175,7 +154,7 @@ class WorkerHttp::State::Connection : public std::enable_shared_from_this<Connec
       try {
         answer = self->state_.handler(request.method, request.path, request.body);
       } catch (...) {
-        answer = {500, reason(500)};
+        answer = {500, http::reason_phrase(500)};
       }
       const bool keep_alive = request.keep_alive();
       asio::post(self->state_.io, [self, answer = std::move(answer), keep_alive]() mutable {

@@ -34,29 +34,6 @@ struct Answer {
   std::string allow;  // for a 405
 };
 
-const char* reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 409:
-      return "Conflict";
-    case 413:
-      return "Payload Too Large";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 501:
-      return "Not Implemented";
-    default:
-      return "Error";
-  }
-}
-
 Answer json(int status, std::string body) {
   return Answer{status, std::move(body) + "\n", "application/json", {}};
 }
@@ -149,7 +126,8 @@ Answer clock_request(const std::shared_ptr<ManualClock>& clock, const http::Requ
 }
 
 std::string response_text(const Answer& answer, bool keep_alive) {
-  std::string out = "HTTP/1.1 " + std::to_string(answer.status) + " " + reason(answer.status) +
+  std::string out = "HTTP/1.1 " + std::to_string(answer.status) + " " +
+                    http::reason_phrase(answer.status) +
                     "\r\nContent-Type: " + answer.content_type +
                     "\r\nContent-Length: " + std::to_string(answer.body.size()) + "\r\n";
   if (!answer.allow.empty()) out += "Allow: " + answer.allow + "\r\n";

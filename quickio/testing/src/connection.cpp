@@ -43,31 +43,9 @@ bool has_token(const std::string* list, std::string_view token) {
   return false;
 }
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 403:
-      return "Forbidden";
-    case 405:
-      return "Method Not Allowed";
-    case 411:
-      return "Length Required";
-    case 413:
-      return "Payload Too Large";
-    case 426:
-      return "Upgrade Required";
-    case 431:
-      return "Request Header Fields Too Large";
-  }
-  return "Error";
-}
-
 std::string http_response(int status, std::string_view body, bool close) {
   std::string out =
-      "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
+      "HTTP/1.1 " + std::to_string(status) + " " + http::reason_phrase(status) +
       "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   if (status == 426) out += "Upgrade: websocket\r\n";
   if (close) out += "Connection: close\r\n";

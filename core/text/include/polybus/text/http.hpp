@@ -49,6 +49,9 @@ POLYBUS_API bool parse_header_line(std::string_view line, std::string& name,
 // digits after "HTTP/1.<digit> ", from 100 to 599; -1 for anything else.
 POLYBUS_API int status_of(std::string_view status_line);
 
+// RFC 9110's reason phrase for the statuses our servers answer ("Not Found"); "Error" for others.
+POLYBUS_API const char* reason_phrase(int status);
+
 class POLYBUS_API ResponseReader {
  public:
   // max_body bounds the body however it is framed and is called limit_name in errors (the
