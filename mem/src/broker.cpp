@@ -552,7 +552,7 @@ void BrokerImpl::fire_due() {
   }
 }
 
-void BrokerImpl::set_clock(std::shared_ptr<io::ManualClock> clock) {
+void BrokerImpl::set_clock(std::shared_ptr<ManualClock> clock) {
   std::lock_guard<std::mutex> lock(mutex_);
   clock_ = std::move(clock);
   if (clock_) {  // what is pending comes due on the new clock
@@ -734,7 +734,7 @@ bool Broker::running() const {
 void Broker::set_retention(std::size_t messages) {
   impl_->set_retention(messages);
 }
-void Broker::set_clock(std::shared_ptr<polybus::io::ManualClock> clock) {
+void Broker::set_clock(std::shared_ptr<polybus::ManualClock> clock) {
   impl_->set_clock(std::move(clock));
 }
 void Broker::set_observer(BrokerObserver observer) {

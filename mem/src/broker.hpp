@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "polybus/adapter/payloads.hpp"
-#include "polybus/io/manual_clock.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/mem.hpp"
 #include "polybus/metrics.hpp"
 
@@ -82,7 +82,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   void set_retention(std::size_t messages);
   // Timers (ack timeouts, nack delays, deferred publishes) on `clock` from here on; null: the
   // real clock.
-  void set_clock(std::shared_ptr<io::ManualClock> clock);
+  void set_clock(std::shared_ptr<ManualClock> clock);
   // Called under the broker's lock for every operation; it must not call back into the broker.
   void set_observer(BrokerObserver observer);
   BrokerStats stats() const;
@@ -213,7 +213,7 @@ class BrokerImpl : public std::enable_shared_from_this<BrokerImpl> {
   std::unordered_map<std::uint64_t, Group*> delivery_group_;  // in-flight delivery -> group
   std::unordered_map<std::uint64_t, OpenRequest> open_requests_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
-  std::shared_ptr<io::ManualClock> clock_;  // null: the timer thread waits on the real clock
+  std::shared_ptr<ManualClock> clock_;  // null: the timer thread waits on the real clock
   BrokerObserver observer_;
   BrokerStats stats_;
   std::uint64_t sessions_accepted_ = 0;

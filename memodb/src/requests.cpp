@@ -10,8 +10,9 @@ using polybus::errc;
 
 namespace {
 
-std::int64_t remaining_ms(Clock::time_point deadline) {
-  auto left = deadline - Clock::now();
+// `now` on the client's clock, which the deadline is on.
+std::int64_t remaining_ms(Clock::time_point deadline, Clock::time_point now) {
+  auto left = deadline - now;
   if (left <= Clock::duration::zero()) return 0;
   return std::chrono::ceil<std::chrono::milliseconds>(left).count();
 }
@@ -44,7 +45,7 @@ void Requests::count_waiting() {
 void Requests::start(RequestWork work) {
   if (work.done.done()) return;
   const auto& settings = connection_.settings_;
-  const std::int64_t left = remaining_ms(work.done.deadline());
+  const std::int64_t left = remaining_ms(work.done.deadline(), connection_.ctx_.now());
   if (left <= 0) return work.done(make_error_code(errc::timeout), {}, "deadline passed");
   // The broker waits this long for the worker's RESULT: by default what is left of ours.
   const std::int64_t job_ms =

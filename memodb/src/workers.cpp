@@ -167,7 +167,7 @@ void Workers::register_again_later(WorkerSlot& worker) {
   // DISCONNECT must not get thousands a second.
   auto& ctx = connection_.ctx_;
   if (!worker.reregister)
-    worker.reregister = std::make_unique<Reconnector>(ctx.strand(), ctx.backoff());
+    worker.reregister = std::make_unique<Reconnector>(ctx.strand(), ctx.backoff(), ctx.clock());
   const std::uint64_t key = worker.key;
   auto delay = worker.reregister->schedule([weak = connection_.weak_from_this(), key] {
     auto self = weak.lock();

@@ -39,9 +39,9 @@ Consumer::Consumer(std::shared_ptr<const AdapterContext> context, Settings setti
           settings_.backoff_full_jitter
               ? Backoff::full_jitter(settings_.backoff_multiplier, settings_.max_backoff_duration)
               : Backoff::exponential(settings_.backoff_multiplier, settings_.max_backoff_duration)),
-      backoff_timer_(context_->strand()),
+      backoff_timer_(context_->strand(), context_->clock()),
       redistribute_timer_(context_->strand()),
-      poll_timer_(context_->strand()),
+      poll_timer_(context_->strand(), context_->clock()),
       dial_pacer_(context_->strand(), settings_.max_dials_per_second),
       stop_timer_(context_->strand()) {}
 
@@ -630,7 +630,9 @@ void Consumer::check_stopped() {
 
 void Consumer::unsubscribe(OpCompletion done) {
   auto shared = std::make_shared<OpCompletion>(std::move(done));
-  stop(shared->deadline(), [shared] { (*shared)({}); });
+  // The operation's deadline is on the client's clock, the stop's on the real one.
+  const auto left = std::max(shared->deadline() - context_->now(), Clock::duration::zero());
+  stop(Clock::now() + left, [shared] { (*shared)({}); });
 }
 
 void Consumer::pause() {
@@ -657,7 +659,7 @@ std::chrono::milliseconds Consumer::held_touch_interval() const {
 void Consumer::touch_held(const std::vector<Message>& held) {
   // nsqd takes a message back max_msg_timeout after it sent it, touched or not. These were all
   // sent before the pause began: past that since then, every touch would be refused.
-  const auto now = Clock::now();
+  const auto now = context_->now();  // the core's touches are paced on the client's clock
   if (!touching_since_) touching_since_ = now;
   std::int64_t longest = 0;
   for (const auto& [key, conn] : conns_)

@@ -19,6 +19,7 @@
 #include "in_flight_window.hpp"
 #include "lookupd_client.hpp"
 #include "options.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/io/reconnect.hpp"
 #include "random_seed.hpp"
 
@@ -134,12 +135,13 @@ class Consumer : public AdapterSubscription,
   std::uint32_t backoff_counter_ = 0;
   bool backoff_waiting_ = false;
   std::uint64_t test_conn_ = 0;
-  asio::steady_timer backoff_timer_;
+  ClockTimer backoff_timer_;  // on the client's clock, as the policy's delays
   asio::steady_timer redistribute_timer_;
-  asio::steady_timer poll_timer_;
-  DialPacer dial_pacer_;  // max_dials_per_second
-  asio::steady_timer stop_timer_;
-  std::size_t rotation_ = 0;  // which connections hold RDY when max_in_flight < connections
+  ClockTimer poll_timer_;  // on the client's clock: a test moves a poll forward
+
+  DialPacer dial_pacer_;           // max_dials_per_second
+  asio::steady_timer stop_timer_;  // the real clock, as close()'s deadline
+  std::size_t rotation_ = 0;       // which connections hold RDY when max_in_flight < connections
   std::size_t lookup_round_ = 0;
   std::function<void()> stopped_;
   std::mt19937 random_{engine_seed()};

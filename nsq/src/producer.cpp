@@ -29,7 +29,8 @@ Producer::Producer(std::shared_ptr<const AdapterContext> context, Settings setti
       dial_pacer_(context_->strand(), settings_.max_dials_per_second) {
   set_nodes(std::move(nsqds), false);
   if (discover_)
-    rediscover_ = std::make_unique<Reconnector>(context_->strand(), context_->backoff());
+    rediscover_ =
+        std::make_unique<Reconnector>(context_->strand(), context_->backoff(), context_->clock());
 }
 
 void Producer::set_nodes(std::vector<HostPort> nsqds, bool discovered) {

@@ -75,7 +75,8 @@ Connection::Connection(const Strand& strand, ConnectionSettings settings, Backof
                                         },
                                         [this] {
                                           if (stats_) stats_->count_reconnect();
-                                        }}),
+                                        }},
+                 stats ? stats->clock() : nullptr),
       heartbeat_timer_(strand),
       address_(settings_.address) {
   if (stats) stats_.emplace(*stats);

@@ -108,7 +108,7 @@ TEST_CASE("the consumer finishes every message and never asks for more than max_
 
 TEST_CASE("a message not finished within nsqd's 60 s msg_timeout is delivered again") {
   polybus::register_all_schemes();
-  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  auto clock = std::make_shared<polybus::ManualClock>();
   polybus::nsq::testing::NsqdOptions options;
   options.clock = clock;  // msg_timeout stays nsqd's 60 s
   auto nsqd = polybus::nsq::testing::Nsqd::start(options);
@@ -146,9 +146,45 @@ TEST_CASE("a message not finished within nsqd's 60 s msg_timeout is delivered ag
   CHECK(held[0].ack() == std::error_code{});
 }
 
+TEST_CASE("a client's 60 s reconnect backoff passes when the test advances its clock") {
+  polybus::register_all_schemes();
+  auto clock = std::make_shared<polybus::ManualClock>();
+  auto nsqd = polybus::nsq::testing::Nsqd::start();
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<polybus::ConnectionState> states;
+  polybus::ConnectOptions options;
+  options.clock = clock;
+  options.reconnect_backoff =
+      polybus::Backoff::custom([](std::uint32_t) { return std::chrono::seconds(60); });
+  options.on_state = [&](const polybus::StateEvent& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    states.push_back(e.state);
+    changed.notify_all();
+  };
+  auto client = polybus::connect("nsq://" + nsqd->tcp_address(), options);
+  REQUIRE(client.publish_sync("jobs", "job-1") == std::error_code{});
+
+  nsqd->restart();  // the connection drops: the next attempt is 60 s away
+  std::unique_lock<std::mutex> lock(mutex);
+  REQUIRE(changed.wait_for(lock, std::chrono::seconds(10), [&] {
+    return states.back() == polybus::ConnectionState::reconnecting;
+  }));
+  const std::size_t waiting = states.size();
+  lock.unlock();
+  clock->advance(std::chrono::seconds(59));
+  lock.lock();
+  CHECK(states.size() == waiting);  // no attempt yet
+  lock.unlock();
+  clock->advance(std::chrono::seconds(1));  // the attempt is due: the next publish goes
+  polybus::PublishOptions publish;
+  publish.timeout = std::chrono::seconds(10);
+  CHECK(client.publish_sync("jobs", "job-2", publish) == std::error_code{});
+}
+
 TEST_CASE("the third FIN fails: the client reports it, and nsqd delivers that message again") {
   polybus::register_all_schemes();
-  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  auto clock = std::make_shared<polybus::ManualClock>();
   polybus::nsq::testing::NsqdOptions options;
   options.clock = clock;
   options.faults.push_back(

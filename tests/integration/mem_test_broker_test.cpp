@@ -32,7 +32,7 @@ struct Deliveries {
 TEST_CASE("mem test broker: on a manual clock the ack timeout redelivers as the test advances it",
           "[mem][clock]") {
   testing::TestBrokerOptions options;
-  options.clock = std::make_shared<testing::ManualClock>();
+  options.clock = std::make_shared<polybus::ManualClock>();
   options.journal_capacity = 1000;
   Deliveries got;                                     // outlives the client, whose handlers use it
   auto broker = mem::testing::start_broker(options);  // msg_timeout=500ms in its URL

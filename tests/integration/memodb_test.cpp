@@ -1260,7 +1260,7 @@ TEST_CASE(
     "[memodb][clock]") {
   auto options = fast();
   options.queue_timeout = 30s;
-  options.clock = std::make_shared<polybus::testing::ManualClock>();
+  options.clock = std::make_shared<polybus::ManualClock>();
   options.journal_capacity = 1000;
   auto broker = Broker::launch(options);
   auto client = connect(url_of(*broker, options));

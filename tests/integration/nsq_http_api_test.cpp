@@ -456,7 +456,7 @@ TEST_CASE(
 TEST_CASE("nsqlookupd: on a manual clock a tombstone lasts until the test advances past it",
           "[nsq][lookupd][clock]") {
   LookupdOptions options;
-  options.clock = std::make_shared<testing::ManualClock>();
+  options.clock = std::make_shared<polybus::ManualClock>();
   options.tombstone_lifetime = std::chrono::seconds(45);
   auto lookupd = Lookupd::start(options);
   lookupd->add_producer("t", "127.0.0.1", 4150, 4151);

@@ -991,7 +991,7 @@ TEST_CASE(
     "nsq: on a manual clock nsqd's 60 s msg_timeout, a REQ delay and a deferred publish come due "
     "as the test advances it, before advance returns",
     "[nsq][clock]") {
-  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  auto clock = std::make_shared<polybus::ManualClock>();
   nsq::testing::NsqdOptions options;
   options.clock = clock;  // msg_timeout stays nsqd's 60 s
   auto nsqd = Nsqd::start(options);
@@ -1054,7 +1054,7 @@ TEST_CASE(
     "nsq: on a manual clock heartbeats stay on the real clock, so an hour advanced in one "
     "step drops no connection",
     "[nsq][clock]") {
-  auto clock = std::make_shared<polybus::testing::ManualClock>();
+  auto clock = std::make_shared<polybus::ManualClock>();
   nsq::testing::NsqdOptions options;
   options.clock = clock;
   auto nsqd = Nsqd::start(options);

@@ -124,7 +124,7 @@ TEST_CASE("test brokers: each starts with a journal, fault rules and a clock, th
     DYNAMIC_SECTION(factory.name) {
       testing::TestBrokerOptions options;
       options.journal_capacity = 10000;
-      options.clock = std::make_shared<testing::ManualClock>();
+      options.clock = std::make_shared<polybus::ManualClock>();
       // A rule that matches everything and never fires: it counts, it changes nothing.
       options.faults.push_back(testing::parse_fault_rule("unit=*,probability=0,seed=1,close"));
       auto broker = factory.start_with(options);

@@ -68,7 +68,7 @@ int run_broker(const Argv& argv) {
   if (args.has("manual-clock")) {
     if (!args.has("admin-address"))
       throw UsageError("--manual-clock needs --admin-address: the clock moves through it");
-    options.clock = std::make_shared<testing::ManualClock>();
+    options.clock = std::make_shared<polybus::ManualClock>();
   }
   // A journal written or served records, whatever it keeps.
   if (args.has("journal") || args.has("admin-address")) options.journal_capacity = 100000;

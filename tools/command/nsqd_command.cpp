@@ -209,10 +209,10 @@ struct TestingFlags {
                [this](const std::string& v) { manual_clock = parse_go_bool(v, "-manual-clock"); });
   }
 
-  std::shared_ptr<testing::ManualClock> clock() const {
+  std::shared_ptr<polybus::ManualClock> clock() const {
     if (!manual_clock) return nullptr;
     if (!admin) throw UsageError("-manual-clock needs -admin-address: the clock moves through it");
-    return std::make_shared<testing::ManualClock>();
+    return std::make_shared<polybus::ManualClock>();
   }
 };
 

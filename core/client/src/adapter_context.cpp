@@ -61,6 +61,12 @@ void AdapterContext::count_reconnect() const {
 bool AdapterContext::has_custom_backoff() const {
   return shared_->custom_backoff.has_value();
 }
+const std::shared_ptr<ManualClock>& AdapterContext::clock() const {
+  return shared_->clock;
+}
+Clock::time_point AdapterContext::now() const {
+  return shared_->now();
+}
 Backoff AdapterContext::backoff() const {
   return shared_->custom_backoff ? *shared_->custom_backoff : Backoff::from_options(options_);
 }

@@ -49,6 +49,8 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
     shared_->log_level = std::max(connect.log_level, LogLevel::warn);
   }
   shared_->custom_backoff = std::move(connect.reconnect_backoff);
+  shared_->clock = std::move(connect.clock);
+  shared_->connectivity.set_clock(shared_->clock);
   shared_->caps = scheme.capabilities;
   shared_->requeue_delay = options_.get_duration("requeue_delay");
   shared_->max_requeue_delay = options_.get_duration("max_requeue_delay");
@@ -69,7 +71,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
 void ClientCore::start(const SchemeInfo& scheme) {
   ops_ = std::make_shared<OperationTracker>(
       shared_->strand, std::shared_ptr<const Connectivity>(shared_, &shared_->connectivity),
-      std::shared_ptr<BlockPool>(shared_, &shared_->operation_blocks));
+      std::shared_ptr<BlockPool>(shared_, &shared_->operation_blocks), shared_->clock);
   // Set before the adapter exists (its io thread may report at once). Posted: the adapter is
   // in the middle of its own handler when it reports the retry.
   shared_->on_retry_scheduled = [weak = std::weak_ptr<OperationTracker>(ops_),
@@ -125,7 +127,7 @@ Clock::time_point ClientCore::deadline_from(std::chrono::milliseconds timeout,
 void ClientCore::ping(Completion done, std::chrono::milliseconds timeout) {
   if (state_.load() != State::open)
     return fail_now(std::move(done), Status(errc::closed, "ping: the client is closed"));
-  const auto issued = Clock::now();
+  const auto issued = shared_->now();
   auto deadline = deadline_from(timeout, issued);
   post_in_order([self = shared_from_this(), done = std::move(done), deadline, issued]() mutable {
     if (self->state_.load() != State::open || !self->adapter_) {

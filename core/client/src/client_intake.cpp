@@ -64,7 +64,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
   work.done = std::move(done);
   work.defer = options.defer;
   work.flush_epoch = shared_->flush_epochs.enter();
-  work.issued = Clock::now();
+  work.issued = shared_->now();
   work.deadline = deadline_from(options.timeout, work.issued);
   take_in(std::move(work), topic);
 }
@@ -170,7 +170,7 @@ void ClientCore::start_publish(IntakeWork& work) {
           bump(cells->failed, count);
         } else {
           bump(cells->confirmed, count);
-          cells->confirm_latency.observe(ArrivalClock::now() - issued);
+          cells->confirm_latency.observe(shared->arrival_now() - issued);
         }
         if (done) shared->complete("publish", done, Status(ec, std::move(cause)));
         shared->flush_epochs.leave(epoch);  // after its completion: a flush follows it
@@ -199,7 +199,7 @@ void ClientCore::publish_enveloped(std::string_view topic, std::string payload, 
   work.done = std::move(done);
   work.answers_request = true;
   work.flush_epoch = shared_->flush_epochs.enter();
-  work.issued = Clock::now();
+  work.issued = shared_->now();
   work.deadline = deadline_from({}, work.issued);
   // Not kept among the shared names: one reply topic per requesting client would fill them.
   work.topic = TopicName(std::make_shared<const std::string>(topic));

@@ -38,7 +38,7 @@ void ClientCore::request(std::string_view topic, std::string payload, ReplyCompl
   work.reply = std::move(done);
   work.request = true;
   work.correlation = correlation;
-  work.issued = Clock::now();
+  work.issued = shared_->now();
   work.deadline = deadline_from(options.timeout, work.issued);
   if (options.cancellation) work.cancel = CancellationAccess::state(*options.cancellation);
   take_in(std::move(work), topic);
@@ -93,7 +93,7 @@ void ClientCore::start_request(IntakeWork& work) {
         Headers headers;
         if (!ec) {
           ++shared->stats.replies;
-          shared->request_latency.observe(ArrivalClock::now() - issued);
+          shared->request_latency.observe(shared->arrival_now() - issued);
           std::string why;
           if (shared->envelope.on() && !shared->envelope.unwrap(reply, headers, why)) {
             ++shared->stats.delivered_raw;
@@ -133,7 +133,7 @@ void ClientCore::start_request_over_topics(IntakeWork& work) {
         if (auto requests = waiting->requests.lock()) requests->forget(waiting->correlation);
         if (!ec) {
           ++shared->stats.replies;
-          shared->request_latency.observe(ArrivalClock::now() - issued);
+          shared->request_latency.observe(shared->arrival_now() - issued);
         }
         shared->complete(
             "request", done,
@@ -159,7 +159,7 @@ void ClientCore::publish_request(TopicName topic, Payloads payloads, Clock::time
       [failed](std::error_code ec, std::string&&, std::string&& cause) {
         if (ec) failed(ec, cause);
       },
-      "request to ", topic.shared(), Clock::now());
+      "request to ", topic.shared(), shared_->now());
   OpCompletion if_thrown = op;
   try {
     adapter_->publish(PublishWork{std::move(topic), std::move(payloads),

@@ -14,6 +14,7 @@
 #include "operations.hpp"
 #include "outgoing_bytes.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/events.hpp"
 #include "response_intake.hpp"
 
@@ -72,6 +73,12 @@ class ClientShared : public std::enable_shared_from_this<ClientShared> {
   std::chrono::milliseconds requeue_delay{0};
   std::chrono::milliseconds max_requeue_delay{0};
   std::optional<Backoff> custom_backoff;
+  // ConnectOptions::clock; set before the adapter starts, read-only after. What a test may move
+  // waits on it (ClockTimer), and reckons from now().
+  std::shared_ptr<ManualClock> clock;
+  Clock::time_point now() const { return clock ? clock->now() : Clock::now(); }
+  // now() for what a read set off (ArrivalClock): a confirm's or a reply's latency.
+  Clock::time_point arrival_now() const { return clock ? clock->now() : ArrivalClock::now(); }
   Connectivity connectivity;
   // A reconnect was scheduled: operations that no attempt left can serve in time may fail now.
   std::function<void()> on_retry_scheduled;

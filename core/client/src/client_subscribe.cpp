@@ -143,7 +143,7 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
   }
   sub->attach(nullptr);  // the adapter's side may hold the sink: break the cycle
   auto op = ops_->add(
-      deadline_from({}, Clock::now()),
+      deadline_from({}, shared_->now()),
       [shared = shared_, done = std::move(done), adapter_sub](std::error_code ec, std::string&&,
                                                               std::string&& cause) {
         shared->complete("unsubscribe", done, Status(ec, std::move(cause)));

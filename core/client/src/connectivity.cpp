@@ -59,7 +59,7 @@ void Connectivity::on_state(ConnectionState state, const std::string& endpoint,
       // A reconnecting event repeats the disconnect it follows: keep how that one ended.
       if (was_up || was_attempting) last_failure_connecting_ = !was_up;
       last_failure_ = Status(reason, std::move(cause));
-      last_failure_at_ = Clock::now();
+      last_failure_at_ = clock_ ? clock_->now() : Clock::now();
       if (state == ConnectionState::reconnecting && retry_in.count() > 0)
         next_attempt_ = last_failure_at_ + retry_in;
       break;

@@ -23,6 +23,9 @@ std::string not_completed_within(const std::string& what, Clock::duration allowe
 class Connectivity {
  public:
   void set_connect_timeout(std::chrono::milliseconds timeout) { connect_timeout_ = timeout; }
+  // The client's clock (ConnectOptions::clock), which a failure's time is taken on; null: the
+  // real one. Set before any state change.
+  void set_clock(std::shared_ptr<ManualClock> clock) { clock_ = std::move(clock); }
 
   void on_state(ConnectionState state, const std::string& endpoint, std::error_code reason,
                 const std::string& detail,
@@ -66,6 +69,7 @@ class Connectivity {
   Status last_failure_;  // the last connection that failed or ended, with its cause
   bool last_failure_connecting_ = false;  // it failed before it was up
   Clock::time_point last_failure_at_{};
+  std::shared_ptr<ManualClock> clock_;
   Clock::time_point next_attempt_ = Clock::time_point::max();  // after a failure, the retry
 };
 

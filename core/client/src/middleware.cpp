@@ -3,7 +3,6 @@
 #include "polybus/middleware.hpp"
 
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -92,11 +91,15 @@ Middleware timeout(std::chrono::milliseconds limit) {
     // Whoever sets `decided` first answers the message: the handler's return or the timer. One
     // allocation per message for both.
     struct Race {
-      Race(const Strand& strand, std::chrono::milliseconds limit) : timer(strand, limit) {}
-      asio::steady_timer timer;
+      Race(const Strand& strand, const std::shared_ptr<ManualClock>& clock,
+           std::chrono::milliseconds limit)
+          : timer(strand, clock) {
+        timer.expires_after(limit);
+      }
+      ClockTimer timer;
       std::atomic<bool> decided{false};
     };
-    auto race = std::make_shared<Race>(client->strand, limit);
+    auto race = std::make_shared<Race>(client->strand, client->clock, limit);
     race->timer.async_wait([race, message, limit](std::error_code ec) mutable {
       if (ec || race->decided.load()) return;
       const auto* shared = detail::state_of(message)->client;
@@ -176,9 +179,13 @@ Middleware circuit_breaker(CircuitBreakerOptions options) {
   auto state = std::make_shared<State>();
   return [state, options](Message& message, const MessageHandler& next) {
     bool probe = false, reject = false;
+    // On the client's clock, as the subscription's cool-down is.
+    const detail::ClientShared* client =
+        detail::state_of(message) ? detail::state_of(message)->client : nullptr;
+    const auto now = [client] { return client ? client->now() : Clock::now(); };
     {
       std::lock_guard<std::mutex> lock(state->mutex);
-      if (state->phase == Phase::open && Clock::now() >= state->open_until)
+      if (state->phase == Phase::open && now() >= state->open_until)
         state->phase = Phase::half_open;
       if (state->phase == Phase::open) {
         reject = true;
@@ -203,7 +210,7 @@ Middleware circuit_breaker(CircuitBreakerOptions options) {
         if (probe || ++state->consecutive >= options.failures) {
           open_now = state->phase != Phase::open;
           state->phase = Phase::open;
-          state->open_until = Clock::now() + options.cool_down;
+          state->open_until = now() + options.cool_down;
           state->consecutive = 0;
           state->probing = false;
         }

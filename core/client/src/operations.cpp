@@ -70,7 +70,7 @@ std::shared_ptr<Operation> OperationTracker::make(Clock::time_point deadline, Op
                     : std::make_shared<Operation>();
   op->fn = std::move(fn);
   op->deadline = deadline;
-  op->started = issued == Clock::time_point::min() ? Clock::now() : issued;
+  op->started = issued == Clock::time_point::min() ? timer_.now() : issued;
   op->verb = verb;
   op->tracker = weak_from_this();
   return op;
@@ -158,7 +158,7 @@ void OperationTracker::arm() {
 }
 
 void OperationTracker::on_timer() {
-  auto now = Clock::now();
+  auto now = timer_.now();
   armed_for_ = Clock::time_point::max();
   std::vector<Pending> later;  // looked at early, not over yet
   while (auto op = take_due(now)) {
@@ -193,7 +193,7 @@ std::string OperationTracker::complete_if_pending(const Operation* made, std::er
 void OperationTracker::recheck_connectivity() {
   if (!connectivity_) return;
   bool moved = false;
-  const auto now = Clock::now();
+  const auto now = timer_.now();
   // Rare (the connection state changed): the queue goes into the heap, where a due time may move.
   for (auto& pending : in_order_) heap_.push_back(std::move(pending));
   in_order_.clear();

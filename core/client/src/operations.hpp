@@ -7,7 +7,6 @@
 // Connectivity decides.
 #pragma once
 
-#include <asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "block_pool.hpp"
 #include "connectivity.hpp"
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/inplace_function.hpp"
 
@@ -46,9 +46,14 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
  public:
   // connectivity may be null (no causes from connections, no early failure); blocks too (each
   // operation is then an allocation of its own).
+  // clock: the client's (ConnectOptions::clock), which deadlines are reckoned on; null: the
+  // real one.
   OperationTracker(const Strand& strand, std::shared_ptr<const Connectivity> connectivity,
-                   std::shared_ptr<BlockPool> blocks = nullptr)
-      : timer_(strand), connectivity_(std::move(connectivity)), blocks_(std::move(blocks)) {}
+                   std::shared_ptr<BlockPool> blocks = nullptr,
+                   std::shared_ptr<ManualClock> clock = nullptr)
+      : timer_(strand, std::move(clock)),
+        connectivity_(std::move(connectivity)),
+        blocks_(std::move(blocks)) {}
 
   // Strand only.
   // issued: when the caller asked (the deadline was computed from it); default: now.
@@ -94,7 +99,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
   void on_timer();
   void prune();
 
-  asio::steady_timer timer_;
+  ClockTimer timer_;
   std::shared_ptr<const Connectivity> connectivity_;  // shares the client's state: outlives it
   std::shared_ptr<BlockPool> blocks_;                 // the same
   Clock::time_point armed_for_ = Clock::time_point::max();

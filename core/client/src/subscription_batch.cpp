@@ -26,12 +26,16 @@ bool SubscriptionCore::credit_used_up() const {
 void SubscriptionCore::join_batch(Message& message) {
   joined_batch_ = true;
   std::vector<Message> full;
-  std::uint64_t arm = 0;  // the generation of a batch this message began
+  std::uint64_t arm = 0;    // the generation of a batch this message began
+  Clock::time_point due{};  // max_wait after it began, on the client's clock
   {
     std::lock_guard<std::mutex> lock(batch_mutex_);
     batch_.push_back(message);
     batch_held_.store(batch_.size());
-    if (batch_.size() == 1) arm = ++batch_generation_;
+    if (batch_.size() == 1) {
+      arm = ++batch_generation_;
+      due = shared_->now() + batch_options_.max_wait;
+    }
     auto client = client_.lock();
     const bool closing = !client || client->closing();
     if (batch_.size() >= batch_options_.max_messages || credit_used_up() || (closing && [&] {
@@ -46,10 +50,11 @@ void SubscriptionCore::join_batch(Message& message) {
     }
   }
   if (arm)
-    asio::post(shared_->strand, [self = shared_from_this(), arm] {
+    asio::post(shared_->strand, [self = shared_from_this(), arm, due] {
       if (!self->batch_timer_)
-        self->batch_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand);
-      self->batch_timer_->expires_after(self->batch_options_.max_wait);
+        self->batch_timer_ =
+            std::make_unique<ClockTimer>(self->shared_->strand, self->shared_->clock);
+      self->batch_timer_->expires_at(due);
       self->batch_timer_->async_wait([weak = self->weak_from_this(), arm](std::error_code ec) {
         if (auto me = weak.lock(); me && !ec) me->batch_due(arm);
       });

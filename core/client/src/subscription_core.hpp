@@ -6,12 +6,12 @@
 // and the end (subscription_lifecycle.cpp).
 #pragma once
 
-#include <asio/steady_timer.hpp>
 #include <list>
 #include <mutex>
 
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/adapter/fifo.hpp"
 #include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/registry.hpp"
@@ -162,9 +162,9 @@ class SubscriptionCore : public SubscriptionSink,
   std::mutex batch_mutex_;
   std::vector<Message> batch_;
   std::uint64_t batch_generation_ = 0;
-  std::atomic<std::size_t> batch_held_{0};           // batch_.size(), read by idle() and pending()
-  std::atomic<std::size_t> batch_running_{0};        // batches handed to a thread and not yet done
-  std::unique_ptr<asio::steady_timer> batch_timer_;  // strand
+  std::atomic<std::size_t> batch_held_{0};     // batch_.size(), read by idle() and pending()
+  std::atomic<std::size_t> batch_running_{0};  // batches handed to a thread and not yet done
+  std::unique_ptr<ClockTimer> batch_timer_;    // strand
   const bool on_io_thread_;  // handlers run on the strand, one at a time (handler_thread=io)
   // The hop onto the strand that wakes a handler: one is pending per idle handler slot.
   HandlerMemory wake_memory_;
@@ -182,8 +182,9 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: the asynchronous wait_ready()s not yet answered, each with its deadline's timer.
   struct ReadyWaiter {
     Completion done;
-    asio::steady_timer timer;
-    explicit ReadyWaiter(const Strand& strand) : timer(strand) {}
+    ClockTimer timer;
+    ReadyWaiter(const Strand& strand, std::shared_ptr<ManualClock> clock)
+        : timer(strand, std::move(clock)) {}
   };
   std::vector<std::shared_ptr<ReadyWaiter>> ready_waiters_;
   std::string not_ready_within(std::chrono::milliseconds timeout) const;
@@ -200,10 +201,10 @@ class SubscriptionCore : public SubscriptionSink,
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on
   // the strand: what the broker had sent before it heard of the pause is held too.
   bool delivery_paused_ = false;
-  bool cooling_ = false;              // guarded by mutex_: cool_down() holds messages back
-  std::uint64_t cooling_arming_ = 0;  // strand: which cool_down the timer below ends
-  bool cooling_strand_ = false;       // strand: the adapter is paused for cool_down()
-  std::unique_ptr<asio::steady_timer> cooling_timer_;  // strand
+  bool cooling_ = false;                       // guarded by mutex_: cool_down() holds messages back
+  std::uint64_t cooling_arming_ = 0;           // strand: which cool_down the timer below ends
+  bool cooling_strand_ = false;                // strand: the adapter is paused for cool_down()
+  std::unique_ptr<ClockTimer> cooling_timer_;  // strand
   // Strand only:
   bool user_paused_ = false;
   bool adapter_paused_ = false;
@@ -211,13 +212,19 @@ class SubscriptionCore : public SubscriptionSink,
 
   std::shared_ptr<AdapterSubscription> adapter_;  // strand
 
-  std::unique_ptr<asio::steady_timer> touch_timer_;  // strand: touch_held's next, while armed
+  std::unique_ptr<ClockTimer> touch_timer_;  // strand: touch_held's next, while armed
   std::uint64_t touch_arming_ = 0;  // strand: which arming a wait belongs to (resets count too)
   // Strand: messages waiting for their in-place retry. A close waits for them (within its
   // deadline); whatever is still waiting when the subscription ends is reported, not dropped
   // silently.
   struct Retry {
-    asio::steady_timer timer;
+    Retry(const Strand& strand, std::shared_ptr<ManualClock> clock, Message message,
+          bool dead_letter, std::string reason)
+        : timer(strand, std::move(clock)),
+          message(std::move(message)),
+          dead_letter(dead_letter),
+          reason(std::move(reason)) {}
+    ClockTimer timer;
     Message message;
     bool dead_letter;
     std::string reason;

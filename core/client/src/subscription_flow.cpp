@@ -88,7 +88,9 @@ void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
     self->cooling_strand_ = true;
     self->apply_flow();
     self->touch_held();
-    self->cooling_timer_ = std::make_unique<asio::steady_timer>(self->shared_->strand, length);
+    self->cooling_timer_ =
+        std::make_unique<ClockTimer>(self->shared_->strand, self->shared_->clock);
+    self->cooling_timer_->expires_after(length);
     self->cooling_timer_->async_wait(
         [weak = self->weak_from_this(), arming = ++self->cooling_arming_](std::error_code ec) {
           auto me = weak.lock();
@@ -146,7 +148,8 @@ void SubscriptionCore::touch_held() {
   if (!held.empty()) adapter_->touch_held(held);
   // A wait that had fired before its timer was reset or replaced still runs, with success: the
   // arming it belongs to tells it apart.
-  touch_timer_ = std::make_unique<asio::steady_timer>(shared_->strand, interval);
+  touch_timer_ = std::make_unique<ClockTimer>(shared_->strand, shared_->clock);
+  touch_timer_->expires_after(interval);
   touch_timer_->async_wait([weak = weak_from_this(), arming = ++touch_arming_](std::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->touch_arming_ != arming) return;  // cancelled or replaced

@@ -66,27 +66,27 @@ std::string SubscriptionCore::not_ready_within(std::chrono::milliseconds timeout
 }
 
 void SubscriptionCore::wait_ready(std::chrono::milliseconds timeout, Completion done) {
-  asio::post(shared_->strand,
-             [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
-               std::optional<Status> result;
-               {
-                 std::lock_guard<std::mutex> lock(self->mutex_);
-                 result = self->ready_result_;
-               }
-               if (result) return self->shared_->complete("wait_ready", done, *result);
-               auto waiter = std::make_shared<ReadyWaiter>(self->shared_->strand);
-               waiter->done = std::move(done);
-               waiter->timer.expires_after(timeout);
-               self->ready_waiters_.push_back(waiter);
-               // Holds the subscription for the deadline at most: ready() cancels it first.
-               waiter->timer.async_wait([self, waiter, timeout](std::error_code) {
-                 if (!waiter->done) return;  // ready() answered it
-                 auto& waiters = self->ready_waiters_;
-                 waiters.erase(std::remove(waiters.begin(), waiters.end(), waiter), waiters.end());
-                 self->shared_->complete("wait_ready", std::exchange(waiter->done, nullptr),
-                                         Status(errc::timeout, self->not_ready_within(timeout)));
-               });
-             });
+  asio::post(
+      shared_->strand, [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
+        std::optional<Status> result;
+        {
+          std::lock_guard<std::mutex> lock(self->mutex_);
+          result = self->ready_result_;
+        }
+        if (result) return self->shared_->complete("wait_ready", done, *result);
+        auto waiter = std::make_shared<ReadyWaiter>(self->shared_->strand, self->shared_->clock);
+        waiter->done = std::move(done);
+        waiter->timer.expires_after(timeout);
+        self->ready_waiters_.push_back(waiter);
+        // Holds the subscription for the deadline at most: ready() cancels it first.
+        waiter->timer.async_wait([self, waiter, timeout](std::error_code) {
+          if (!waiter->done) return;  // ready() answered it
+          auto& waiters = self->ready_waiters_;
+          waiters.erase(std::remove(waiters.begin(), waiters.end(), waiter), waiters.end());
+          self->shared_->complete("wait_ready", std::exchange(waiter->done, nullptr),
+                                  Status(errc::timeout, self->not_ready_within(timeout)));
+        });
+      });
 }
 
 void SubscriptionCore::deactivate() {

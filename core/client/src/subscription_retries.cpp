@@ -140,9 +140,10 @@ void SubscriptionCore::retry_in_place(Message message, bool dead_letter, std::st
                                reason = std::move(reason)]() mutable {
     const auto delay = dead_letter ? self->dead_letter_backoff(message.attempts())
                                    : self->backoff_for(message.attempts());
-    self->retries_.push_back(Retry{asio::steady_timer(self->shared_->strand, delay),
-                                   std::move(message), dead_letter, std::move(reason)});
+    self->retries_.emplace_back(self->shared_->strand, self->shared_->clock, std::move(message),
+                                dead_letter, std::move(reason));
     auto due = std::prev(self->retries_.end());
+    due->timer.expires_after(delay);
     due->timer.async_wait([self, due](std::error_code ec) {
       if (!ec) self->retry_now(due);  // else cancelled: deactivate() reported it
     });

@@ -15,9 +15,9 @@ std::chrono::milliseconds Reconnector::schedule(std::function<void()> attempt) {
 }
 
 ReconnectLoop::ReconnectLoop(const Strand& strand, Backoff policy, std::string endpoint,
-                             Reports reports)
+                             Reports reports, std::shared_ptr<ManualClock> clock)
     : strand_(strand),
-      retries_(strand, std::move(policy)),
+      retries_(strand, std::move(policy), std::move(clock)),
       endpoint_(std::move(endpoint)),
       reports_(std::move(reports)) {}
 
@@ -30,7 +30,8 @@ ReconnectLoop::ReconnectLoop(std::shared_ptr<const AdapterContext> context, std:
                     Reports{[context](const StateEvent& e) {
                               context->state(e.state, e.endpoint, e.reason, e.detail, e.retry_in);
                             },
-                            [context] { context->count_reconnect(); }}) {}
+                            [context] { context->count_reconnect(); }},
+                    context->clock()) {}
 
 void ReconnectLoop::attempting() {
   up_ = proven_ = false;
@@ -88,7 +89,7 @@ std::chrono::milliseconds ReconnectLoop::lost(std::error_code reason, const std:
 }
 
 bool ReconnectLoop::move() {
-  const auto now = Clock::now();
+  const auto now = retries_.now();
   if (!moves_going_on(now)) moves_in_run_ = 0;
   last_move_ = now;
   ++moves_in_run_;

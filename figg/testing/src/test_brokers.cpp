@@ -10,7 +10,7 @@ namespace polybus::figg::testing {
 namespace {
 class FiggTestBroker : public polybus::testing::TestBroker {
  public:
-  FiggTestBroker(BrokerOptions options, std::shared_ptr<polybus::testing::ManualClock> clock)
+  FiggTestBroker(BrokerOptions options, std::shared_ptr<polybus::ManualClock> clock)
       : quirks_(options.real_server_quirks),
         broker_(Broker::launch(options)),
         clock_(std::move(clock)) {}
@@ -26,12 +26,12 @@ class FiggTestBroker : public polybus::testing::TestBroker {
   polybus::testing::FaultRules* faults() override { return &broker_->faults(); }
   // Figg's broker has nothing due at a time (retention is by size, pings are answered at once):
   // the clock is kept for the test, and nothing of the broker waits on it.
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return clock_; }
 
  private:
   bool quirks_;
   std::unique_ptr<Broker> broker_;
-  std::shared_ptr<polybus::testing::ManualClock> clock_;
+  std::shared_ptr<polybus::ManualClock> clock_;
 };
 }  // namespace
 

@@ -17,9 +17,9 @@
 
 #include "polybus/metrics.hpp"
 
-namespace polybus::io {
+namespace polybus {
 class ManualClock;
-}  // namespace polybus::io
+}  // namespace polybus
 
 /// The in-process mem:// broker and its scheme.
 namespace polybus::mem {
@@ -93,7 +93,7 @@ class POLYBUS_API Broker {
   /// Puts the broker's timers (ack timeouts, nack delays, deferred publishes) on time the test
   /// controls (polybus/manual_clock.hpp): each comes due only as the clock is advanced, and is
   /// done before advance() returns. Null: the real clock again.
-  void set_clock(std::shared_ptr<polybus::io::ManualClock> clock);
+  void set_clock(std::shared_ptr<polybus::ManualClock> clock);
   /// Tells `observer` of every operation and delivery and does what it answers (mem's test
   /// broker keeps its journal and applies its fault rules so). Empty: none.
   void set_observer(BrokerObserver observer);

@@ -34,7 +34,7 @@ class MemTestBroker : public polybus::testing::TestBroker {
   std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
   polybus::testing::Journal* journal() override { return &journal_; }
   polybus::testing::FaultRules* faults() override { return &faults_; }
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return clock_; }
 
  private:
   // Under the broker's lock: records, and says which fault applies.
@@ -87,7 +87,7 @@ class MemTestBroker : public polybus::testing::TestBroker {
   std::shared_ptr<Broker> broker_;
   polybus::testing::Journal journal_;
   polybus::testing::FaultRules faults_;
-  std::shared_ptr<polybus::testing::ManualClock> clock_;
+  std::shared_ptr<polybus::ManualClock> clock_;
 };
 
 }  // namespace

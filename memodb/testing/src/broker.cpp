@@ -110,8 +110,8 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
         for (const auto& service : w.services) ++stats_.workers_by_service[service];
       }
       w.held = key;
-      w.timer = std::make_unique<io::ClockTimer>(io_.context());
-      w.job_timer = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
+      w.timer = std::make_unique<ClockTimer>(io_.context());
+      w.job_timer = std::make_unique<ClockTimer>(io_.context(), options_.clock);
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++stats_.registrations;
@@ -135,7 +135,7 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
       if (auto idle = idle_by_service_.find(job.service);
           idle != idle_by_service_.end() && !idle->second.empty())
         return dispatch(workers_.at(idle->second.begin()->second), jobs_.find(seq));
-      job.timer = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
+      job.timer = std::make_unique<ClockTimer>(io_.context(), options_.clock);
       job.timer->expires_after(options_.queue_timeout);
       job.timer->async_wait([this, seq](std::error_code ec) {
         if (ec) return;
@@ -345,7 +345,7 @@ void BrokerImpl::dispatch(Worker& w, std::map<std::uint64_t, Job>::iterator it) 
 void BrokerImpl::arm(Worker& w, std::chrono::milliseconds after,
                      void (BrokerImpl::*fn)(const std::string&), bool on_clock) {
   const std::uint64_t gen = ++w.timer_gen;  // the other timer's wait, if any, is stale now
-  io::ClockTimer& timer = on_clock ? *w.job_timer : *w.timer;
+  ClockTimer& timer = on_clock ? *w.job_timer : *w.timer;
   timer.expires_after(after);
   timer.async_wait([this, id = w.id, gen, fn](std::error_code ec) {
     if (ec) return;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "journal_and_faults.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/fault_rules.hpp"
-#include "polybus/io/clock_timer.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/journal.hpp"
@@ -113,8 +113,8 @@ class BrokerImpl {
     std::uint64_t since = 0;      // when it started waiting, for first-come dispatch
     std::uint64_t timer_gen = 0;  // tells a stale timer from the current one
     // Heartbeats on the real clock (liveness); the job's timeout on BrokerOptions::clock.
-    std::unique_ptr<io::ClockTimer> timer;
-    std::unique_ptr<io::ClockTimer> job_timer;
+    std::unique_ptr<ClockTimer> timer;
+    std::unique_ptr<ClockTimer> job_timer;
     bool in_idle_index = false;  // in idle_by_service_, under `since`
   };
 
@@ -123,7 +123,7 @@ class BrokerImpl {
     std::string service;
     std::uint64_t timeout_ms = 0;
     std::string payload;
-    std::unique_ptr<io::ClockTimer> timer;  // queue_timeout, on BrokerOptions::clock
+    std::unique_ptr<ClockTimer> timer;  // queue_timeout, on BrokerOptions::clock
   };
 
   void accept();

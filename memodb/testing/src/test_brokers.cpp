@@ -43,11 +43,11 @@ class MemoDbTestBroker : public polybus::testing::TestBroker {
   std::optional<metrics::BrokerMetrics> metrics() const override { return broker_->metrics(); }
   polybus::testing::Journal* journal() override { return &broker_->journal(); }
   polybus::testing::FaultRules* faults() override { return &broker_->faults(); }
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return clock_; }
 
  private:
   std::unique_ptr<Broker> broker_;
-  std::shared_ptr<polybus::testing::ManualClock> clock_;
+  std::shared_ptr<polybus::ManualClock> clock_;
 };
 
 std::string temp_ipc_url() {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "disk_queue.hpp"
-#include "polybus/io/clock_timer.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/nsq_testing.hpp"
 
 namespace polybus::nsq::testing::detail {
@@ -368,7 +368,7 @@ class Broker {
            Clock::time_point now);
 
   asio::io_context& io_;
-  io::ClockTimer timer_;  // the real clock, or NsqdOptions::clock
+  ClockTimer timer_;  // the real clock, or NsqdOptions::clock
   std::optional<Clock::time_point> armed_;
   bool dispatch_posted_ = false;
   std::set<Channel*> to_dispatch_;

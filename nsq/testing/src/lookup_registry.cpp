@@ -39,7 +39,7 @@ bool LookupRegistry::tombstoned(const Producer& producer, Clock::time_point) con
   return producer.tombstoned && tombstone_now() - producer.tombstoned_at < tombstone_lifetime_;
 }
 
-void LookupRegistry::set_clock(std::shared_ptr<io::ManualClock> clock) {
+void LookupRegistry::set_clock(std::shared_ptr<ManualClock> clock) {
   std::lock_guard<std::mutex> lock(mutex_);
   clock_ = std::move(clock);
 }

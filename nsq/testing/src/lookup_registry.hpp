@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "polybus/io/manual_clock.hpp"
+#include "polybus/manual_clock.hpp"
 
 namespace polybus::nsq::testing::detail {
 
@@ -49,7 +49,7 @@ class LookupRegistry {
 
   // nsqlookupd's --inactive-producer-timeout and --tombstone-lifetime.
   // Tombstones' lifetimes on `clock` (null: the real clock); liveness stays on the real clock.
-  void set_clock(std::shared_ptr<io::ManualClock> clock);
+  void set_clock(std::shared_ptr<ManualClock> clock);
   void set_timing(std::chrono::milliseconds inactive_producer_timeout,
                   std::chrono::milliseconds tombstone_lifetime);
 
@@ -124,7 +124,7 @@ class LookupRegistry {
   std::map<std::string, std::shared_ptr<Peer>> peers_;  // by id, while registered somewhere
   std::chrono::milliseconds inactive_producer_timeout_{300000};
   std::chrono::milliseconds tombstone_lifetime_{45000};
-  std::shared_ptr<io::ManualClock> clock_;
+  std::shared_ptr<ManualClock> clock_;
   Clock::time_point tombstone_now() const { return clock_ ? clock_->now() : Clock::now(); }
   bool wrapped_ = false;
   std::uint64_t lookup_count_ = 0;

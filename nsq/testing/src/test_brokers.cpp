@@ -42,9 +42,7 @@ class NsqdTestBroker : public polybus::testing::TestBroker {
   std::optional<metrics::BrokerMetrics> metrics() const override { return nsqd_->metrics(); }
   polybus::testing::Journal* journal() override { return &nsqd_->journal(); }
   polybus::testing::FaultRules* faults() override { return &nsqd_->faults(); }
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override {
-    return nsqd_->options().clock;
-  }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return nsqd_->options().clock; }
 
  private:
   std::unique_ptr<Nsqd> nsqd_;
@@ -73,9 +71,7 @@ class LookupdTestBroker : public polybus::testing::TestBroker {
   // The nsqd's: the lookupd carries no messages.
   polybus::testing::Journal* journal() override { return &nsqd_->journal(); }
   polybus::testing::FaultRules* faults() override { return &nsqd_->faults(); }
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override {
-    return nsqd_->options().clock;
-  }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return nsqd_->options().clock; }
 
  private:
   std::unique_ptr<Lookupd> lookupd_;

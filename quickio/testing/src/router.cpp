@@ -278,7 +278,7 @@ void ServerImpl::expire_callbacks(Peer& peer) {
 
 void ServerImpl::arm_callback_timer() {
   if (!callback_timer_)
-    callback_timer_ = std::make_unique<io::ClockTimer>(io_.context(), options_.clock);
+    callback_timer_ = std::make_unique<ClockTimer>(io_.context(), options_.clock);
   std::optional<Clock::time_point> earliest;
   for (const auto& entry : peers_)
     for (const auto& slot : entry.second->slots)

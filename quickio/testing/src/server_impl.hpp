@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/fault_rules.hpp"
-#include "polybus/io/clock_timer.hpp"
 #include "polybus/io/io_thread.hpp"
 #include "polybus/io/port_hold.hpp"
 #include "polybus/journal.hpp"
@@ -140,7 +140,7 @@ class ServerImpl {
   PortHold port_hold_{io_.context()};  // the port, while stopped
   asio::steady_timer tick_timer_;
   // Callback expiry on ServerOptions::clock, when there is one: due as the test advances it.
-  std::unique_ptr<io::ClockTimer> callback_timer_;
+  std::unique_ptr<ClockTimer> callback_timer_;
   std::optional<Clock::time_point> callback_armed_;  // the expiry its pending wait is for
   std::uint16_t port_ = 0;
   bool silent_ = false;

@@ -42,12 +42,12 @@ class QuickioTestBroker : public polybus::testing::TestBroker {
   }
   polybus::testing::Journal* journal() override { return &server_->journal(); }
   polybus::testing::FaultRules* faults() override { return &server_->faults(); }
-  std::shared_ptr<polybus::testing::ManualClock> clock() const override { return clock_; }
+  std::shared_ptr<polybus::ManualClock> clock() const override { return clock_; }
 
  private:
   std::string scheme_;
   std::unique_ptr<Server> server_;
-  std::shared_ptr<polybus::testing::ManualClock> clock_;
+  std::shared_ptr<polybus::ManualClock> clock_;
 };
 
 }  // namespace

@@ -156,7 +156,7 @@ TEST_CASE("callbacks: on a manual clock an unanswered request expires as the tes
           "[quickio][server][callbacks][clock]") {
   ServerOptions options;
   options.callback_expiry = std::chrono::seconds(30);
-  options.clock = std::make_shared<polybus::testing::ManualClock>();
+  options.clock = std::make_shared<polybus::ManualClock>();
   options.journal_capacity = 100;
   auto server = Server::launch(options);
   RawClient responder(server->port());

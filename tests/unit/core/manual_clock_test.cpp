@@ -8,11 +8,11 @@
 #include <thread>
 #include <vector>
 
-#include "polybus/io/clock_timer.hpp"
-#include "polybus/io/manual_clock.hpp"
+#include "polybus/adapter/clock_timer.hpp"
+#include "polybus/manual_clock.hpp"
 
-using polybus::io::ClockTimer;
-using polybus::io::ManualClock;
+using polybus::ClockTimer;
+using polybus::ManualClock;
 using namespace std::chrono_literals;
 
 TEST_CASE("manual clock: advance runs what comes due in order, at its due time", "[clock]") {

@@ -28,6 +28,7 @@
 #include "polybus/client_ref.hpp"
 #include "polybus/events.hpp"
 #include "polybus/headers.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/message.hpp"
 #include "polybus/metrics.hpp"
 #include "polybus/options.hpp"
@@ -73,6 +74,13 @@ struct POLYBUS_API ConnectOptions {
   /// The "client" label of its metrics; empty: a number unique in the process.
   std::string name;
   TraceHooks trace;  ///< trace-context hooks; empty: none
+  /// Time a test controls: the client's reconnect backoff, operation deadlines, batch max_wait,
+  /// nack and retry delays, touches of held messages, middleware timers and NSQ's backoff and
+  /// nsqlookupd polls wait on it, and run only as the test advances it (the same clock as the
+  /// in-process broker's, to move both together). Connect, handshake and idle timeouts,
+  /// heartbeats and pings, close() and flush() stay on the real clock, so connections stay up
+  /// and a client closes however the test moves time. Null: the real clock.
+  std::shared_ptr<ManualClock> clock;
 };
 
 /// A connected client, from connect(): the one owner of its connections, io thread and handler

@@ -73,7 +73,7 @@ struct POLYBUS_API BrokerOptions {
   /// Time the test controls (polybus/manual_clock.hpp): a job's timeout at its worker and
   /// queue_timeout come due only as the test advances it. Heartbeats stay on the real clock.
   /// Null: the real clock.
-  std::shared_ptr<polybus::testing::ManualClock> clock;
+  std::shared_ptr<polybus::ManualClock> clock;
 };
 
 /// What a test MemoDB broker did since it was launched, and its state now (Broker::stats()).

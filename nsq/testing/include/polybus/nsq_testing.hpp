@@ -176,7 +176,7 @@ struct POLYBUS_API NsqdOptions {
   /// deferred publishes come due only as the test advances it, and TOUCH extends from its time.
   /// Heartbeats, the output buffer's flushes and the lookupd pings stay on the real clock. Null:
   /// the real clock.
-  std::shared_ptr<polybus::testing::ManualClock> clock;
+  std::shared_ptr<polybus::ManualClock> clock;
   /// Set (0: a free port): an admin HTTP API of the test nsqd's own, on this port of admin_host,
   /// for tests in any language: GET /journal?since=SEQ (JSON lines), POST /faults (a rule's
   /// text form; answers {"id":N}), GET and DELETE /faults/N, DELETE /faults. None of nsqd's
@@ -319,7 +319,7 @@ struct POLYBUS_API LookupdOptions {
   std::vector<polybus::testing::FaultRule> faults;
   /// Time the test controls: a tombstone's lifetime runs on it. PINGs and
   /// inactive_producer_timeout stay on the real clock (liveness). Null: the real clock.
-  std::shared_ptr<polybus::testing::ManualClock> clock;
+  std::shared_ptr<polybus::ManualClock> clock;
 };
 
 /// An nsqlookupd: its HTTP API (/ping, /info, /lookup, /topics, /channels, /nodes,

@@ -83,7 +83,7 @@ struct POLYBUS_API ServerOptions {
   /// Time the test controls (polybus/manual_clock.hpp): a server callback's expiry
   /// (callback_expiry) comes due only as the test advances it. Heartbeats, challenges and HTTP
   /// polls stay on the real clock. Null: the real clock.
-  std::shared_ptr<polybus::testing::ManualClock> clock;
+  std::shared_ptr<polybus::ManualClock> clock;
 };
 
 class ServerImpl;

@@ -22,6 +22,7 @@
 #include "polybus/backoff.hpp"
 #include "polybus/capabilities.hpp"
 #include "polybus/events.hpp"
+#include "polybus/manual_clock.hpp"
 #include "polybus/message.hpp"
 #include "polybus/options.hpp"
 #include "polybus/url.hpp"
@@ -176,6 +177,11 @@ class POLYBUS_API AdapterContext {
   Backoff backoff() const;
   // ConnectOptions::reconnect_backoff was given (an adapter that cannot follow it refuses it).
   bool has_custom_backoff() const;
+  // ConnectOptions::clock: what a test may move (backoff, deadlines, delays) waits on it, in a
+  // ClockTimer. Null: the real clock.
+  const std::shared_ptr<ManualClock>& clock() const;
+  // The time of clock(): deadlines and delays are reckoned from it.
+  Clock::time_point now() const;
 
   // The cells of a node publishes are spread over, counted in Client::metrics() while the
   // adapter holds them (polybus/adapter/publish_node.hpp).

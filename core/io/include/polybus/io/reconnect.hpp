@@ -17,30 +17,34 @@
 
 #include "polybus/export.hpp"
 
-#include <asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <system_error>
 
 #include "polybus/adapter/adapter.hpp"
+#include "polybus/adapter/clock_timer.hpp"
 #include "polybus/backoff.hpp"
 #include "polybus/events.hpp"
 
 namespace polybus {
 
-// Retry delays for one loop: wait per the backoff policy, start over after a success.
+// Retry delays for one loop: wait per the backoff policy, start over after a success. The waits
+// are on `clock` (the client's ConnectOptions::clock) when there is one.
 class POLYBUS_API Reconnector {
  public:
-  Reconnector(const Strand& strand, Backoff policy) : timer_(strand), state_(std::move(policy)) {}
+  Reconnector(const Strand& strand, Backoff policy, std::shared_ptr<ManualClock> clock = nullptr)
+      : timer_(strand, std::move(clock)), state_(std::move(policy)) {}
   // Runs attempt after the next backoff delay (replacing a scheduled one); returns the delay.
   std::chrono::milliseconds schedule(std::function<void()> attempt);
   void succeeded() { state_.reset(); }
   void cancel() { timer_.cancel(); }
   std::uint32_t attempts() const { return state_.attempts(); }
+  // The time of the clock the waits are on.
+  Clock::time_point now() const { return timer_.now(); }
 
  private:
-  asio::steady_timer timer_;
+  ClockTimer timer_;
   BackoffState state_;
 };
 
@@ -52,8 +56,11 @@ class POLYBUS_API ReconnectLoop {
     std::function<void()> reconnected;  // a connection that was up ended; another is tried
   };
 
-  ReconnectLoop(const Strand& strand, Backoff policy, std::string endpoint, Reports reports);
-  // An adapter's loop: the client's backoff policy, its state events and its statistics.
+  // clock: what the backoff waits on (null: the real clock).
+  ReconnectLoop(const Strand& strand, Backoff policy, std::string endpoint, Reports reports,
+                std::shared_ptr<ManualClock> clock = nullptr);
+  // An adapter's loop: the client's backoff policy and clock, its state events and its
+  // statistics.
   ReconnectLoop(const AdapterContext& context, std::string endpoint);
   // The same, sharing the context (cheap for one loop per connection of many).
   ReconnectLoop(std::shared_ptr<const AdapterContext> context, std::string endpoint);
@@ -71,7 +78,7 @@ class POLYBUS_API ReconnectLoop {
   void proven() {
     if (up_ && !proven_) {
       proven_ = true;
-      if (!moves_going_on(Clock::now())) retries_.succeeded();
+      if (!moves_going_on(retries_.now())) retries_.succeeded();
     }
   }
   bool up() const { return up_; }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "polybus/io/manual_clock.hpp"
+#include "polybus/manual_clock.hpp"
 
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
-namespace polybus::io {
+namespace polybus {
 
 namespace {
 // The clock whose callback this thread runs, to refuse an advance from inside one.
@@ -107,4 +107,4 @@ ManualClock::time_point ManualClock::next_due() const {
   return state_->scheduled.empty() ? time_point::max() : state_->scheduled.begin()->first.first;
 }
 
-}  // namespace polybus::io
+}  // namespace polybus

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Time a test controls. An in-process broker given a ManualClock runs what is due at a time (a
-// message timeout, a REQ delay, a deferred publish, a job timeout) only when the test advances
-// the clock, so a 60 s redelivery is tested in milliseconds; what keeps connections alive
-// (heartbeats, pings) stays on the real clock. Kafka's MockTime and tokio's paused time are the
-// same idea.
+// message timeout, a REQ delay, a deferred publish, a job timeout), and a client given one
+// (ConnectOptions::clock) what it waits for (its reconnect backoff, operation deadlines, batch
+// max_wait, retry delays), only when the test advances the clock: a 60 s redelivery or a 60 s
+// reconnect backoff is tested in milliseconds. What keeps connections alive (heartbeats, pings,
+// connect and handshake timeouts) stays on the real clock. Kafka's MockTime and tokio's paused
+// time are the same idea.
 #pragma once
 
 #include "polybus/export.hpp"
@@ -13,9 +15,10 @@
 #include <functional>
 #include <memory>
 
-namespace polybus::io {
+namespace polybus {
 
-/// A steady clock that moves only when advanced. Safe from any thread.
+/// A steady clock that moves only when advanced. Safe from any thread. Share one between brokers
+/// and clients to move them together.
 class POLYBUS_API ManualClock {
  public:
   using time_point = std::chrono::steady_clock::time_point;  ///< comparable with the real one
@@ -34,7 +37,9 @@ class POLYBUS_API ManualClock {
   /// Moves the time forward by `by` and, before returning, runs everything that comes due, in
   /// order of due time (ties in the order they were scheduled), with now() at each one's due
   /// time; what they schedule within the span runs too. Advances from several threads take
-  /// turns. Throws std::logic_error when called from inside a callback of this clock.
+  /// turns. Throws std::logic_error when called from inside a callback of this clock. Each
+  /// timer's handler runs on its own strand or io thread while advance() waits for it: advance
+  /// from a thread of the test's, not from a client's completion or a broker's handler.
   void advance(duration by);
   /// The same, up to `to`; a time already passed runs only what is due.
   void advance_to(time_point to);
@@ -56,4 +61,4 @@ class POLYBUS_API ManualClock {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace polybus::io
+}  // namespace polybus

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// A client on a ManualClock (ConnectOptions::clock): what it waits for (its reconnect backoff,
+// operation deadlines, batch max_wait, middleware timers) comes due only as the test advances
+// the clock, on every scheme, while its connections stay on the real clock. The broker keeps the
+// real clock here, so each case shows the client's own timers and nothing of the broker's.
+#include <condition_variable>
+
+#include "contract.hpp"
+#include "polybus/manual_clock.hpp"
+
+using namespace polybus;
+using namespace polybus::contract;
+
+namespace {
+
+// The subscription of `topic`'s figures, or empty ones while it has none.
+metrics::SubscriptionMetrics subscription_of(const Client& client, const std::string& topic) {
+  for (const auto& s : client.metrics().subscriptions)
+    if (s.topic == topic) return s;
+  return {};
+}
+
+bool has_connection(const std::string& url) {
+  return url.rfind("mem:", 0) != 0;  // mem:// is in the process: nothing to lose or reconnect
+}
+
+}  // namespace
+
+CONTRACT_CASE(a_reconnect_backoff_waits_on_the_clients_manual_clock) {
+  CONTRACT_REQUIRES(has_connection(env.url) && env.caps.publish);
+  auto clock = std::make_shared<ManualClock>();
+  test::StateRecorder states;
+  ConnectOptions options;
+  options.clock = clock;
+  options.on_state = states.callback();
+  options.reconnect_backoff =
+      Backoff::custom([](std::uint32_t) { return std::chrono::minutes(1); });
+  auto client = polybus::connect(env.url, options);
+  REQUIRE(client.publish_sync("warmup", "x") == std::error_code{});
+
+  env.broker->stop();
+  const auto waiting = states.wait_for([](const StateEvent& e) {
+    return e.state == ConnectionState::reconnecting && e.retry_in == std::chrono::minutes(1);
+  });
+  REQUIRE(waiting);
+  env.broker->start();
+  const auto attempt = [](const StateEvent& e) { return e.state == ConnectionState::connecting; };
+  // Everything due within 59 s ran before advance() returned, and the attempt was not among it.
+  clock->advance(std::chrono::seconds(59));
+  CHECK_FALSE(states.wait_for(attempt, *waiting + 1, std::chrono::milliseconds(0)));
+  clock->advance(std::chrono::seconds(1));
+  REQUIRE(states.wait_for(attempt, *waiting + 1));
+  // A publisher that connects on demand (NSQ's) connects again for the next publish.
+  PublishOptions bounded;
+  bounded.timeout = test::kWaitBound;
+  CHECK(client.publish_sync("back", "y", bounded) == std::error_code{});
+}
+
+CONTRACT_CASE(a_request_deadline_passes_only_as_the_clients_manual_clock_advances) {
+  CONTRACT_REQUIRES(env.caps.request_reply);
+  auto server = env.connect();
+  auto clock = std::make_shared<ManualClock>();
+  ConnectOptions options;
+  options.clock = clock;
+  auto client = polybus::connect(env.url, options);
+  auto topic = unique_name("rpcclock");
+  auto sub = server.serve(topic, [](Message& m) {
+    m.take_manual_control();  // never replies
+    return std::string();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  test::Latch answered;
+  std::error_code result;
+  RequestOptions request;
+  request.timeout = std::chrono::seconds(30);
+  client.request(topic, "q", request, [&](Reply reply) {
+    result = reply.ec;
+    answered.count_down();
+  });
+  // Whether the request reached the server before the clock moved does not matter: nothing but
+  // the deadline can answer it.
+  clock->advance(std::chrono::seconds(29));
+  CHECK(answered.count() == 0);
+  clock->advance(std::chrono::seconds(1));
+  REQUIRE(answered.wait_for(1));
+  CHECK(result == errc::timeout);
+}
+
+CONTRACT_CASE(a_batch_is_handed_over_at_max_wait_on_the_clients_manual_clock) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe);
+  auto clock = std::make_shared<ManualClock>();
+  ConnectOptions options;
+  options.clock = clock;
+  auto client = polybus::connect(env.url, options);
+  auto topic = unique_name("batchclock");
+  SubscribeOptions subscribe;
+  subscribe.max_in_flight = 100;  // far more than arrive: only max_wait can end the batch
+  // A middleware sees each message as it joins the batch: once next() returned, the batch has
+  // begun, and its max_wait is reckoned from the clock's time then.
+  test::Latch joined;
+  subscribe.middleware.push_back([&](Message& m, const MessageHandler& next) {
+    next(m);
+    joined.count_down();
+  });
+  test::Latch handed;
+  std::size_t size = 0;
+  auto sub = client.subscribe_batch(topic, subscribe, BatchOptions{100, std::chrono::hours(1)},
+                                    [&](Batch& b) {
+                                      size = b.size();
+                                      handed.count_down();
+                                    });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "one") == std::error_code{});
+  REQUIRE(joined.wait_for(1));
+  // An hour: on the real clock the batch would not come within the wait's bound.
+  clock->advance(std::chrono::minutes(59));
+  CHECK(handed.count() == 0);
+  clock->advance(std::chrono::minutes(1));
+  REQUIRE(handed.wait_for(1));
+  CHECK(size >= 1);  // a broker may have sent it again meanwhile, on its own clock
+}
+
+CONTRACT_CASE(middleware_timeout_gives_a_message_back_on_the_clients_manual_clock) {
+  CONTRACT_REQUIRES(env.caps.publish && env.caps.subscribe && env.caps.ack);
+  auto clock = std::make_shared<ManualClock>();
+  ConnectOptions options;
+  options.clock = clock;
+  options.on_error = [](std::error_code, const std::string&) {};  // the nack is reported
+  test::Gate release;
+  test::Latch started;
+  auto client = polybus::connect(env.url, options);
+  auto topic = unique_name("timeoutclock");
+  SubscribeOptions subscribe;
+  subscribe.middleware.push_back(middleware::timeout(std::chrono::seconds(10)));
+  auto sub = client.subscribe(topic, subscribe, [&](Message&) {
+    started.count_down();
+    release.wait();
+  });
+  REQUIRE(sub.wait_ready(test::kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync(topic, "slow") == std::error_code{});
+  REQUIRE(started.wait_for(1));
+  clock->advance(std::chrono::seconds(9));
+  CHECK(subscription_of(client, topic).handler_timeouts == 0);
+  clock->advance(std::chrono::seconds(1));
+  CHECK(subscription_of(client, topic).handler_timeouts == 1);
+  release.open();
+  CHECK_FALSE(sub.unsubscribe_sync(std::chrono::seconds(5)));
+}
