@@ -12,8 +12,8 @@ namespace {
 
 // `now` on the client's clock, which the deadline is on.
 std::int64_t remaining_ms(Clock::time_point deadline, Clock::time_point now) {
-  auto left = deadline - now;
-  if (left <= Clock::duration::zero()) return 0;
+  if (deadline <= now) return 0;
+  const auto left = deadline - now;
   return std::chrono::ceil<std::chrono::milliseconds>(left).count();
 }
 

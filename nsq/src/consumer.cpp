@@ -631,7 +631,9 @@ void Consumer::check_stopped() {
 void Consumer::unsubscribe(OpCompletion done) {
   auto shared = std::make_shared<OpCompletion>(std::move(done));
   // The operation's deadline is on the client's clock, the stop's on the real one.
-  const auto left = std::max(shared->deadline() - context_->now(), Clock::duration::zero());
+  const auto deadline = shared->deadline();
+  const auto now = context_->now();
+  const auto left = deadline > now ? deadline - now : Clock::duration::zero();
   stop(Clock::now() + left, [shared] { (*shared)({}); });
 }
 

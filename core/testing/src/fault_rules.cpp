@@ -150,11 +150,11 @@ bool FaultRules::remove(std::uint64_t id) {
     entries_.erase(it);
     count_.store(entries_.size(), std::memory_order_relaxed);
     for (auto waiting = on_removed_.begin(); waiting != on_removed_.end();) {
-      if (waiting->first != id) {
+      if (waiting->id != id) {
         ++waiting;
         continue;
       }
-      released.push_back(std::move(waiting->second));
+      released.push_back(std::move(waiting->released));
       waiting = on_removed_.erase(waiting);
     }
   }
@@ -163,23 +163,32 @@ bool FaultRules::remove(std::uint64_t id) {
 }
 
 void FaultRules::clear() {
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> released;
+  std::vector<Waiter> released;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_.clear();
     count_.store(0, std::memory_order_relaxed);
     released.swap(on_removed_);
   }
-  for (auto& [id, callback] : released) callback();
+  for (auto& waiter : released) waiter.released();
 }
 
 void FaultRules::when_removed(std::uint64_t id, std::function<void()> released) {
+  when_removed(id, 0, std::move(released));
+}
+
+void FaultRules::when_removed(std::uint64_t id, std::uint64_t connection,
+                              std::function<void()> released) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool present =
         std::any_of(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.id == id; });
     if (present) {
-      on_removed_.emplace_back(id, std::move(released));
+      const bool waits_already =
+          connection != 0 &&
+          std::any_of(on_removed_.begin(), on_removed_.end(),
+                      [&](const Waiter& w) { return w.id == id && w.connection == connection; });
+      if (!waits_already) on_removed_.push_back(Waiter{id, connection, std::move(released)});
       return;
     }
   }

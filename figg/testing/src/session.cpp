@@ -45,7 +45,7 @@ std::optional<polybus::testing::FaultRule> Session::fault_for(std::string_view u
   if (fault && fault->action == Action::delay) hold_output(fault->delay);
   if (fault && fault->action == Action::hold) {
     hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
-    broker_.faults_.when_removed(fault->id,
+    broker_.faults_.when_removed(fault->id, id_,
                                  [weak = weak_from_this(), executor = hold_timer_.get_executor()] {
                                    asio::post(executor, [weak] {
                                      if (const auto self = weak.lock())

@@ -119,10 +119,12 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
       return waiting(w);
     }
     case MessageType::job: {
-      {
+      // Counted once the job is with a worker or waits on its timer: a test that sees the count
+      // and then moves a manual clock moves it past the queue_timeout the job already has.
+      const auto counted = [this] {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++stats_.jobs;
-      }
+      };
       const std::uint64_t seq = ++next_seq_;
       Job& job = jobs_[seq];
       job.client = key;
@@ -133,8 +135,10 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
       queued_by_service_[job.service].insert(seq);
       // The longest-waiting idle worker that offers the service takes it.
       if (auto idle = idle_by_service_.find(job.service);
-          idle != idle_by_service_.end() && !idle->second.empty())
-        return dispatch(workers_.at(idle->second.begin()->second), jobs_.find(seq));
+          idle != idle_by_service_.end() && !idle->second.empty()) {
+        dispatch(workers_.at(idle->second.begin()->second), jobs_.find(seq));
+        return counted();
+      }
       job.timer = std::make_unique<ClockTimer>(io_.context(), options_.clock);
       job.timer->expires_after(options_.queue_timeout);
       job.timer->async_wait([this, seq](std::error_code ec) {
@@ -149,7 +153,7 @@ void BrokerImpl::act(std::uint64_t key, const Header& header, std::string_view p
         drop(client);
         publish_stats();
       });
-      return;
+      return counted();
     }
     case MessageType::result: {
       auto it = workers_.find(std::string(header.id));
@@ -240,11 +244,13 @@ void BrokerImpl::act_with_faults(std::uint64_t key, const Header& header,
     case Action::hold:
       if (auto session = connection_of(key)) {
         session->hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
-        faults_.when_removed(fault->id, [weak = std::weak_ptr(session), &io = io_.context()] {
-          asio::post(io, [weak] {
-            if (const auto held = weak.lock()) held->hold_output(std::chrono::milliseconds(0));
-          });
-        });
+        faults_.when_removed(fault->id, connection,
+                             [weak = std::weak_ptr(session), &io = io_.context()] {
+                               asio::post(io, [weak] {
+                                 if (const auto held = weak.lock())
+                                   held->hold_output(std::chrono::milliseconds(0));
+                               });
+                             });
       }
       return act(key, header, payload);
     case Action::close:

@@ -369,11 +369,13 @@ std::optional<polybus::testing::FaultRule> ClientConnection::fault_for(std::stri
       break;
     case FaultRule::Action::hold:
       hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
-      rules.when_removed(fault->id, [weak = weak_from_this(), executor = stream_.get_executor()] {
-        asio::post(executor, [weak] {
-          if (const auto self = weak.lock()) self->hold_output(std::chrono::milliseconds(0));
-        });
-      });
+      rules.when_removed(fault->id, id_,
+                         [weak = weak_from_this(), executor = stream_.get_executor()] {
+                           asio::post(executor, [weak] {
+                             if (const auto self = weak.lock())
+                               self->hold_output(std::chrono::milliseconds(0));
+                           });
+                         });
       break;
     case FaultRule::Action::duplicate:
       break;

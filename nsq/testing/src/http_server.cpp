@@ -209,7 +209,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
         return true;
       case Action::hold:
         hold(std::chrono::hours(24 * 365));  // until the rule is removed
-        handlers.faults->when_removed(fault->id,
+        handlers.faults->when_removed(fault->id, id_,
                                       [weak = weak_from_this(), executor = socket_.get_executor()] {
                                         asio::post(executor, [weak] {
                                           if (const auto self = weak.lock())

@@ -110,7 +110,7 @@ void ServerImpl::route_with_faults(Peer& peer, const Event& event) {
       return route(peer, event);
     case Action::hold:
       peer.hold_output(std::chrono::hours(24 * 365));  // until the rule is removed
-      faults_.when_removed(fault->id, [this, id = peer.id] {
+      faults_.when_removed(fault->id, peer.id, [this, id = peer.id] {
         asio::post(io_.context(), [this, id] {
           if (auto it = peers_.find(id); it != peers_.end())
             it->second->hold_output(std::chrono::milliseconds(0));

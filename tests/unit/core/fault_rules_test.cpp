@@ -167,3 +167,23 @@ TEST_CASE("fault rules: a hold is released when its rule is removed or the rules
   }  // destroyed with the rule in force: not run
   CHECK(released_second == 1);
 }
+
+TEST_CASE("fault rules: a hold that fires again on a held connection waits with one callback",
+          "[faults]") {
+  using polybus::testing::FaultRules;
+  using polybus::testing::parse_fault_rule;
+  FaultRules rules;
+  const auto id = rules.add(parse_fault_rule("unit=PUB,every,hold"));
+  int connection_7 = 0, connection_8 = 0, unnamed = 0;
+  for (int firing = 0; firing < 1000; ++firing) {
+    REQUIRE(rules.fire({"PUB", "t", {}, 7}));
+    rules.when_removed(id, 7, [&] { ++connection_7; });
+  }
+  rules.when_removed(id, 8, [&] { ++connection_8; });
+  rules.when_removed(id, [&] { ++unnamed; });
+  rules.when_removed(id, [&] { ++unnamed; });  // no connection said: each is kept
+  CHECK(rules.remove(id));
+  CHECK(connection_7 == 1);
+  CHECK(connection_8 == 1);
+  CHECK(unnamed == 2);
+}

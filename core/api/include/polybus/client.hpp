@@ -79,7 +79,9 @@ struct POLYBUS_API ConnectOptions {
   /// nsqlookupd polls wait on it, and run only as the test advances it (the same clock as the
   /// in-process broker's, to move both together). Connect, handshake and idle timeouts,
   /// heartbeats and pings, close() and flush() stay on the real clock, so connections stay up
-  /// and a client closes however the test moves time. Null: the real clock.
+  /// and a client closes however the test moves time. A *_sync call waits for its operation's
+  /// deadline on this clock too: advance it from another thread, or use the asynchronous form.
+  /// Null: the real clock.
   std::shared_ptr<ManualClock> clock;
 };
 

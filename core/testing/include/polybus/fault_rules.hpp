@@ -116,6 +116,10 @@ class POLYBUS_API FaultRules {
   /// `hold` hears that it may go on. Callbacks still waiting when the rules are destroyed are
   /// dropped unrun.
   void when_removed(std::uint64_t id, std::function<void()> released);
+  /// The same for what `connection` holds: while one callback of rule `id` waits for that
+  /// connection, another adds nothing, so a rule that fires every time on a held connection
+  /// keeps one callback, not one per firing. Connection 0 is no connection: each is kept.
+  void when_removed(std::uint64_t id, std::uint64_t connection, std::function<void()> released);
 
  private:
   struct Entry {
@@ -128,7 +132,12 @@ class POLYBUS_API FaultRules {
   };
   mutable std::mutex mutex_;
   std::vector<Entry> entries_;
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> on_removed_;
+  struct Waiter {
+    std::uint64_t id;          // the rule's
+    std::uint64_t connection;  // whose output it releases; 0: none said
+    std::function<void()> released;
+  };
+  std::vector<Waiter> on_removed_;
   std::uint64_t next_id_ = 1;
   std::atomic<std::size_t> count_{0};
 };
