@@ -111,6 +111,10 @@ for broker in "${brokers[@]}"; do
   check "$broker" 50000 250000 1.5 1.25
   check "$broker" 20000 60000 0 1.05 --rate 20000  # a burst is a message or two
   check "$broker" 50000 250000 1.5 1.25 --topic "$long_topic"
-  # Fewer: 250,000 of them is 1.25 GB, over a minute through WebSocket in the ASan build.
-  check "$broker" 20000 60000 0 1.25 --size "$large_payload"  # start-up spread thin: not checked
+  # Fewer: 250,000 of them is 1.25 GB, over a minute through WebSocket in the ASan build. At
+  # 5,000 B a read holds a dozen messages, so what comes once per read (a chunk, a straddling
+  # frame's copy) weighs more per message and moves with how reads fall: QuickIO measured 1.16
+  # on a quiet machine and 1.25-1.28 beside a build. 1.4 still fails each allocation per message
+  # named above (2.0 to 2.2).
+  check "$broker" 20000 60000 0 1.4 --size "$large_payload"  # start-up spread thin: not checked
 done

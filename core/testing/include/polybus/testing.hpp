@@ -20,6 +20,9 @@
 /// Test support: the registry of in-process test brokers and a TCP proxy with faults.
 namespace polybus::testing {
 
+/// polybus::ManualClock (polybus/manual_clock.hpp), also under the test brokers' namespace.
+using ManualClock = polybus::ManualClock;
+
 /// A running test broker of some protocol, as a TestBrokerFactory starts it.
 class POLYBUS_API TestBroker {
  public:
