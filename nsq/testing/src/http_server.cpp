@@ -13,31 +13,10 @@
 namespace polybus::nsq::testing::detail {
 namespace {
 
-// Go's net/http status texts (http.StatusText), which nsqd and nsqlookupd send.
+// Go's net/http status texts (http.StatusText), which nsqd and nsqlookupd send: RFC 9110's but
+// for 413, where Go keeps RFC 7231's.
 const char* reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Request Entity Too Large";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-  }
-  return "Error";
+  return status == 413 ? "Request Entity Too Large" : polybus::http::reason_phrase(status);
 }
 
 std::string http_date() {
