@@ -7,13 +7,33 @@
 
 namespace polybus::detail {
 
+namespace {
+// The intake whose Turn this thread is in (at most one: turns do not nest).
+thread_local ResponseIntake* turn_intake = nullptr;
+}  // namespace
+
+ResponseIntake::Turn::Turn(ResponseIntake& intake, const ClientShared& shared)
+    : intake_(intake), shared_(shared), previous_(turn_intake) {
+  turn_intake = &intake;
+}
+
+ResponseIntake::Turn::~Turn() {
+  turn_intake = previous_;
+  intake_.drain(shared_);
+}
+
+bool ResponseIntake::turn_under_way() const {
+  return turn_intake == this;
+}
+
 void ResponseIntake::push(Task task, ClientShared& owner) {
+  const bool in_turn = turn_under_way();
   std::lock_guard<std::mutex> lock(mutex_);
   const bool first = pending_.empty();
   pending_.push_back(std::move(task));
   // Posted under the lock: an answer that finds the intake non-empty knows a drain is queued
-  // ahead of whatever its thread posts next.
-  if (first)
+  // ahead of whatever its thread posts next, or a Turn's end drains it.
+  if (first && !in_turn)
     asio::post(owner.strand, in_memory(drain_memory_, [owner = owner.shared_from_this()] {
                  owner->responses.drain(*owner);
                }));

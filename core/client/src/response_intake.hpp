@@ -22,8 +22,26 @@ class ResponseIntake {
  public:
   using Task = InplaceFunction<void(), 96>;
 
-  // Any thread. `owner` owns this intake; the drain it posts holds it.
+  // Any thread. `owner` owns this intake; the drain it posts holds it. Nothing is posted
+  // while a Turn of this intake is under way on the calling thread: the Turn drains it.
   void push(Task task, ClientShared& owner);
+  // A handler_thread=io turn of a subscription, on the strand: the answers its handlers give
+  // run when it ends, with no post and no turn of the event loop of their own. Its handlers
+  // have returned by then, so an answer's callbacks (an error, a completion) never run inside
+  // one.
+  class Turn {
+   public:
+    Turn(ResponseIntake& intake, const ClientShared& shared);
+    ~Turn();
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    ResponseIntake& intake_;
+    const ClientShared& shared_;
+    ResponseIntake* previous_;
+  };
+
   // Answers are on their way: their drain is queued on the strand already.
   bool waiting() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -32,6 +50,7 @@ class ResponseIntake {
 
  private:
   void drain(const ClientShared& shared);  // strand
+  bool turn_under_way() const;             // a Turn of this intake, on this thread
 
   mutable std::mutex mutex_;
   std::vector<Task> pending_;  // guarded by mutex_

@@ -4,10 +4,12 @@
 // called, its outcome acked, replied or handed to the retries.
 #include <algorithm>
 #include <asio/post.hpp>
+#include <optional>
 #include <utility>
 
 #include "client_core.hpp"
 #include "middleware_chain.hpp"
+#include "polybus/adapter/read_turn.hpp"
 #include "polybus/cloudevents.hpp"
 #include "polybus/error.hpp"
 #include "topic_requests.hpp"
@@ -116,7 +118,12 @@ void SubscriptionCore::enqueue(Message message) {
   // once, it drained the queue faster than the io thread filled it and slept again, a context
   // switch each way for every few messages.
   if (!start) return;
-  if (on_io_thread_) return post_run_queue();  // after this turn, as below
+  if (on_io_thread_) {
+    // After this turn, as below; in a read's turn, at its end, when the read's messages are
+    // all queued.
+    if (!ReadTurn::open_on(shared_->strand)) return post_run_queue();
+    return ReadTurn::defer([self = shared_from_this()] { self->run_queue(); });
+  }
   asio::post(shared_->strand, in_memory(wake_memory_, [self = shared_from_this()] {
                self->pool_->post([self] { self->run_queue(); });
              }));
@@ -140,6 +147,10 @@ void SubscriptionCore::run_queue() {
   // Handlers an unsubscribe let go of while this one ran: destroyed after the lock is released.
   MessageHandler dropped_handler;
   ServeHandler dropped_serve;
+  // On the io thread the turn's acks, nacks and replies run as it ends, with no turn of the
+  // event loop of their own.
+  std::optional<ResponseIntake::Turn> answers;
+  if (on_io_thread_) answers.emplace(shared_->responses, *shared_);
   for (std::uint32_t handled = 0;; ++handled) {
     if (on_io_thread_ && (handled == kMaxPerTurn || returned > turn_ends))
       return post_run_queue();  // still running_
@@ -172,7 +183,7 @@ void SubscriptionCore::run_queue() {
       release(message);
       continue;
     }
-    returned = handle(message);
+    returned = handle(message, returned);
     // Timed from the first handler's return: no clock read of its own.
     if (turn_ends == Clock::time_point::max()) turn_ends = returned + kMaxTurn;
   }
@@ -192,12 +203,14 @@ void SubscriptionCore::open_envelope(Message& message) {
   }
 }
 
-Clock::time_point SubscriptionCore::handle(Message& message) {
+Clock::time_point SubscriptionCore::handle(Message& message, Clock::time_point started) {
+  // Opening an envelope is not the handler's time: read the clock after it.
+  if (shared_->envelope.on()) started = Clock::time_point::min();
   open_envelope(message);
   const RunningSubscription running(this);
   const auto& caps = shared_->caps;
   const auto trace_scope = shared_->envelope.extract(message);
-  const auto started = Clock::now();
+  if (started == Clock::time_point::min()) started = Clock::now();
   Clock::time_point returned = started;
   const bool batching = static_cast<bool>(batch_handler_);
   auto handler_returned = [&] {

@@ -116,8 +116,10 @@ class SubscriptionCore : public SubscriptionSink,
   void run_queue();
   void start_handlers();  // wake handler threads for what queue_ holds, up to concurrency_
   void post_run_queue();  // to a handler thread, or the strand (handler_thread=io)
-  Clock::time_point handle(Message& message);  // when the handler returned
-  void release(Message& message);              // give back a message that will not be handled
+  // When the handler returned. `started`: when the one before it returned, in the same turn
+  // (min(): no handler ran before it), so that a stream of messages costs one clock read each.
+  Clock::time_point handle(Message& message, Clock::time_point started);
+  void release(Message& message);  // give back a message that will not be handled
   // Strand: pause the adapter's side while the user paused or too much waits for handlers.
   void apply_flow();
   // Strand: while the application pauses, has what is held touched now and then at the

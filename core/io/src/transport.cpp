@@ -13,6 +13,7 @@
 #include "block_pool.hpp"
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
+#include "polybus/adapter/read_turn.hpp"
 #include "polybus/error.hpp"
 #include "polybus/io/protocol_guess.hpp"
 #include "polybus/options.hpp"
@@ -167,6 +168,7 @@ TransportImpl::~TransportImpl() = default;
 void TransportImpl::reset_stream() {
   stream_ = std::make_shared<Stream>(strand_);
   tls_active_ = false;
+  writes_at_once_ = false;
 }
 
 void TransportImpl::connect(const HostPort& target) {
@@ -223,6 +225,11 @@ void TransportImpl::on_tcp_connected(std::error_code ec) {
                "cannot connect to " + endpoint_ + ": " + os_error_text(ec), true);
   std::error_code ignored;
   stream_->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  // flush() writes at once where the socket has room: only a socket that says so when it has
+  // none (a blocking one would stall the io thread).
+  std::error_code blocking;
+  stream_->socket.non_blocking(true, blocking);
+  writes_at_once_ = !blocking;
   auto up = [this] {
     connecting_ = false;
     connected_ = true;
@@ -368,6 +375,9 @@ void TransportImpl::on_read(std::error_code ec, std::size_t n) {
   if (first_bytes_.size() < kFirstBytesKept)
     first_bytes_.append(data, std::min(n, kFirstBytesKept - first_bytes_.size()));
   const std::uint64_t gen = generation_;
+  // What the read sets off on this strand (handlers, their answers, the write of those) runs in
+  // this turn, once the next read is under way.
+  ReadTurn turn(strand_);
   if (callbacks_.on_data) {
     // Held only for the call (the callback may end the connection): read_next() must see only
     // the views the parser kept.
@@ -376,6 +386,7 @@ void TransportImpl::on_read(std::error_code ec, std::size_t n) {
     callbacks_.on_data(chunk, data, n);
   }
   if (gen == generation_) read_next();
+  turn.finish();
 }
 
 bool TransportImpl::write_room() {
@@ -456,37 +467,69 @@ void TransportImpl::write(std::shared_ptr<const std::string> bytes) {
 void TransportImpl::flush_soon() {
   if (flush_posted_ || writing_ || !connected_) return;  // on_written or on_connected flushes
   flush_posted_ = true;
+  if (ReadTurn::open_on(strand_))
+    return ReadTurn::defer([self = self()] {
+      self->flush_posted_ = false;
+      self->flush();
+    });
   asio::post(strand_, in_memory(flush_memory_, [self = self()] {
                self->flush_posted_ = false;
                self->flush();  // whichever connection is up now: flush() checks
              }));
 }
 
-void TransportImpl::flush() {
-  // Once an upgrade is asked for, what is queued goes out over TLS, after the handshake.
-  if (!connected_ || writing_ || pending_tls_ || queue_.empty()) return;
-  in_flight_.clear();
-  buffers_.clear();
-  while (!queue_.empty() && in_flight_.size() < kMaxGather) {
-    in_flight_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+void TransportImpl::flush(bool may_finish_now) {
+  for (;;) {
+    // Once an upgrade is asked for, what is queued goes out over TLS, after the handshake.
+    if (!connected_ || writing_ || pending_tls_ || queue_.empty()) return;
+    in_flight_.clear();
+    buffers_.clear();
+    std::size_t total = 0;
+    while (!queue_.empty() && in_flight_.size() < kMaxGather) {
+      in_flight_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    for (auto& piece : in_flight_) {
+      buffers_.push_back(asio::buffer(piece.bytes()));
+      total += buffers_.back().size();
+    }
+    // A socket with room takes the write at once: sent here, it needs no completion posted and
+    // no turn of the event loop of its own (one of each per write, about a third of the
+    // wake-ups of a consumer that acks what each read brought). What it does not take goes on
+    // as an asynchronous write; a failure is left to that write to report.
+    std::size_t sent = 0;
+    if (may_finish_now && writes_at_once_ && !tls_active_) {
+      std::error_code ec;
+      sent = stream_->socket.write_some(
+          BufferSpan{buffers_.data(), buffers_.data() + buffers_.size()}, ec);
+      if (ec) sent = 0;
+      if (sent == total) {
+        if (!written(sent)) return;
+        continue;  // a callback may have queued more
+      }
+      std::size_t skip = sent;
+      auto first = buffers_.begin();
+      while (skip >= first->size()) skip -= (first++)->size();
+      *first += skip;
+      buffers_.erase(buffers_.begin(), first);
+    }
+    const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
+    writing_ = true;
+    write_watch_.started = Clock::now();
+    watch(write_watch_, settings_.write_timeout);
+    // The write holds the transport: bytes queued before its owner let go still go out
+    // (close_after_flush), bounded by the write deadline.
+    auto handler = [self = self(), gen = generation_, stream = stream_, sent](std::error_code ec,
+                                                                              std::size_t n) {
+      if (gen != self->generation_) return;
+      self->on_written(ec, sent + n);
+    };
+    if (tls_active_)
+      asio::async_write(*stream_->tls, buffers, in_memory(write_memory_, std::move(handler)));
+    else
+      asio::async_write(stream_->socket, buffers, in_memory(write_memory_, std::move(handler)));
+    return;
   }
-  for (auto& piece : in_flight_) buffers_.push_back(asio::buffer(piece.bytes()));
-  const BufferSpan buffers{buffers_.data(), buffers_.data() + buffers_.size()};
-  writing_ = true;
-  write_watch_.started = Clock::now();
-  watch(write_watch_, settings_.write_timeout);
-  // The write holds the transport: bytes queued before its owner let go still go out
-  // (close_after_flush), bounded by the write deadline.
-  auto handler = [self = self(), gen = generation_, stream = stream_](std::error_code ec,
-                                                                      std::size_t n) {
-    if (gen != self->generation_) return;
-    self->on_written(ec, n);
-  };
-  if (tls_active_)
-    asio::async_write(*stream_->tls, buffers, in_memory(write_memory_, std::move(handler)));
-  else
-    asio::async_write(stream_->socket, buffers, in_memory(write_memory_, std::move(handler)));
 }
 
 void TransportImpl::watch(Watch& watch, std::chrono::milliseconds limit) {
@@ -533,6 +576,10 @@ void TransportImpl::on_written(std::error_code ec, std::size_t n) {
   if (ec)
     return end(make_error_code(errc::disconnected),
                "write to " + endpoint_ + " failed: " + ec.message(), true);
+  if (written(n)) flush();
+}
+
+bool TransportImpl::written(std::size_t n) {
   queued_bytes_ -= std::min(queued_bytes_, n);
   total_written_ += n;
   if (stats_) stats_->count_bytes_out(n);
@@ -550,20 +597,26 @@ void TransportImpl::on_written(std::error_code ec, std::size_t n) {
   if (callbacks_.on_written) {
     const std::uint64_t gen = generation_;
     callbacks_.on_written(total_written_);
-    if (gen != generation_) return;  // the callback ended this connection
+    if (gen != generation_) return false;  // the callback ended this connection
   }
   if (room_wanted_ && queued_bytes_ <= settings_.max_write_buffer / 4) {
     room_wanted_ = false;
     if (callbacks_.on_write_room) {
       const std::uint64_t gen = generation_;
       callbacks_.on_write_room();
-      if (gen != generation_) return;
+      if (gen != generation_) return false;
     }
   }
   // A callback above may have written: that write is in flight, not flushed.
-  if (close_when_flushed_ && queue_.empty() && !writing_) return close();
-  if (pending_tls_) return read_next();  // the upgrade waited for this write
-  flush();
+  if (close_when_flushed_ && queue_.empty() && !writing_) {
+    close();
+    return false;
+  }
+  if (pending_tls_) {
+    read_next();  // the upgrade waited for this write
+    return false;
+  }
+  return true;
 }
 
 void TransportImpl::set_idle_timeout(std::chrono::milliseconds idle, std::function<void()> on_idle,
@@ -639,7 +692,7 @@ void TransportImpl::fail(std::error_code ec, const std::string& detail) {
 // started at once: a WebSocket close frame answered just before the link fails, a POST queued
 // in the same turn as the failure that ends its connection.
 void TransportImpl::flush_posted_writes() {
-  if (flush_posted_) flush();
+  if (flush_posted_) flush(false);  // the owner is on the stack: its callbacks wait
 }
 
 void TransportImpl::end(std::error_code ec, const std::string& detail, bool report) {

@@ -63,10 +63,16 @@ class TransportImpl final : public Transport {
                  std::function<void(std::error_code)> done);
   void read_next();
   void on_read(std::error_code ec, std::size_t n);
-  void flush();                // writes what is queued now, unless a write is under way
+  // Writes what is queued now, unless a write is under way. With `may_finish_now`, a write the
+  // socket takes whole at once is finished here (its callbacks run before this returns):
+  // callers that are a handler of their own, never one called by the owner.
+  void flush(bool may_finish_now = true);
   void flush_soon();           // flush() once the strand's current handler is done
   void flush_posted_writes();  // close() and fail(): flush_soon()'s bytes go first
   void on_written(std::error_code ec, std::size_t n);
+  // A write is done: its pieces go back, the owner hears of it. False: write nothing more now
+  // (a callback ended the connection, it closes, or a TLS upgrade waited for it).
+  bool written(std::size_t n);
   // A deadline on what begins often (a write, a frame): what is still under way `limit` after
   // it began fails the connection.
   struct Watch {
@@ -121,6 +127,7 @@ class TransportImpl final : public Transport {
   bool connecting_ = false;
   bool connected_ = false;
   bool tls_active_ = false;
+  bool writes_at_once_ = false;  // the socket is non-blocking: flush() may write without a wait
   bool reading_ = false;
   bool writing_ = false;
   bool upgrading_ = false;  // in-band TLS handshake under way: no plain read may run

@@ -189,6 +189,10 @@ class Client {
                  [&] { return !written_totals_.empty() && written_totals_.back() >= total; });
     return written_totals_;
   }
+  std::uint64_t last_written() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return written_totals_.empty() ? 0 : written_totals_.back();
+  }
   std::error_code closed_ec() {
     std::lock_guard<std::mutex> lock(mutex_);
     return closed_ec_;
@@ -371,6 +375,51 @@ TEST_CASE("on_written reports a running total that reaches each write's total_qu
   REQUIRE(!totals.empty());
   CHECK(totals.back() == m.back());  // every byte, and no more
   for (std::size_t i = 1; i < totals.size(); ++i) CHECK(totals[i] > totals[i - 1]);
+}
+
+TEST_CASE("what a read's handler writes is sent, and reported written, within that read's turn",
+          "[transport]") {
+  // A consumer's acks go out in the turn of the read that brought the messages: no turn of the
+  // event loop for the flush, none for the write's completion.
+  TestServer server(Mode::echo);
+  Client client;
+  REQUIRE(client.connect(server.address()) == "connected");
+  std::promise<std::pair<std::uint64_t, std::uint64_t>> seen;  // (written, queued) after the turn
+  bool answered = false;                                       // strand
+  client.on_data_hook = [&] {
+    if (answered) return;
+    answered = true;
+    client.transport_->write_copy("answer");
+    const std::uint64_t queued = client.transport_->total_queued();
+    // Runs once the read's turn is over: the answer is written by then.
+    asio::post(client.strand_, [&, queued] { seen.set_value({client.last_written(), queued}); });
+  };
+  client.run([&] { client.transport_->write_copy("ping"); });
+  auto future = seen.get_future();
+  REQUIRE(future.wait_for(kWaitBound) == std::future_status::ready);
+  const auto [written, queued] = future.get();
+  CHECK(queued == 10);
+  CHECK(written == queued);
+  CHECK(client.wait_received("pinganswer"));
+}
+
+TEST_CASE("a write larger than the socket takes at once goes out whole, the rest as the peer reads",
+          "[transport]") {
+  TestServer server(Mode::echo);
+  Client client;
+  REQUIRE(client.connect(server.address()) == "connected");
+  std::string big(8 * 1024 * 1024, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + (i * 7) % 26);
+  client.run([&client, big] {
+    client.transport_->write_copy("head;");
+    client.transport_->write(big);
+    client.transport_->write_copy(";tail");
+  });
+  const std::string expected = "head;" + big + ";tail";
+  REQUIRE(client.wait_received(expected));
+  const auto totals = client.wait_written(expected.size());
+  REQUIRE(!totals.empty());
+  CHECK(totals.back() == expected.size());
 }
 
 TEST_CASE("writes queued before the connection is up are sent once it is", "[transport]") {
