@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "figg_server_broker.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <asio/ip/tcp.hpp>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -55,15 +58,22 @@ class RealFiggBroker : public testing::TestBroker {
     std::vector<std::string> args{
         std::getenv("POLYBUS_FIGG_SERVER"), "--addr=127.0.0.1:" + std::to_string(port_),
         "--admin-addr=127.0.0.1:" + std::to_string(admin_port_), "--commitlog.inmemory"};
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      freopen("/dev/null", "w", stderr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    // posix_spawn, not fork(): a restart launches while the client's threads run, and a fork
+    // copies the locks they hold (stderr's, the allocator's), which the child may then wait on
+    // for ever before it reaches exec.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    pid_t child = -1;
+    const int spawned = posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0)
+      throw std::runtime_error(std::string("cannot start the Figg server: ") +
+                               std::strerror(spawned));
+    pid_ = child;
     // The server prints nothing machine-readable when ready: poll its port, bounded.
     for (int i = 0; i < 500 && !accepting(port_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "nsq_harness_broker.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
@@ -10,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -85,22 +88,30 @@ void NsqHarness::launch_once(bool first) {
   args.insert(args.end(), {"-queue-scan-refresh-interval", "100ms"});
   args.insert(args.end(), extra_.begin(), extra_.end());
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("pipe failed");
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe failed");
+  // posix_spawn, not fork(): a restart launches while the client's threads run, and a fork
+  // copies the locks they hold (the allocator's, AddressSanitizer's), which the child may then
+  // wait on for ever before it reaches exec.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  const int spawned = posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   close(in[0]);
   close(out[1]);
+  if (spawned != 0) {
+    close(in[1]);
+    close(out[0]);
+    throw std::runtime_error("cannot start the nsq harness " + args[0] + ": " +
+                             std::strerror(spawned));
+  }
+  pid_ = child;
   // Our end of its stdin: if this process dies, the harness sees EOF and shuts down.
   stdin_ = in[1];
   // One JSON line with the bound addresses; the servers listen once it is printed. A bound on
