@@ -9,7 +9,6 @@
 
 #include "client_core.hpp"
 #include "middleware_chain.hpp"
-#include "polybus/adapter/read_turn.hpp"
 #include "polybus/cloudevents.hpp"
 #include "polybus/error.hpp"
 #include "topic_requests.hpp"
@@ -118,12 +117,7 @@ void SubscriptionCore::enqueue(Message message) {
   // once, it drained the queue faster than the io thread filled it and slept again, a context
   // switch each way for every few messages.
   if (!start) return;
-  if (on_io_thread_) {
-    // After this turn, as below; in a read's turn, at its end, when the read's messages are
-    // all queued.
-    if (!ReadTurn::open_on(shared_->strand)) return post_run_queue();
-    return ReadTurn::defer([self = shared_from_this()] { self->run_queue(); });
-  }
+  if (on_io_thread_) return post_run_queue();  // after this turn, as below
   asio::post(shared_->strand, in_memory(wake_memory_, [self = shared_from_this()] {
                self->pool_->post([self] { self->run_queue(); });
              }));

@@ -13,7 +13,6 @@
 #include "block_pool.hpp"
 #include "polybus/adapter/arrival_clock.hpp"
 #include "polybus/adapter/payloads.hpp"
-#include "polybus/adapter/read_turn.hpp"
 #include "polybus/error.hpp"
 #include "polybus/io/protocol_guess.hpp"
 #include "polybus/options.hpp"
@@ -375,9 +374,6 @@ void TransportImpl::on_read(std::error_code ec, std::size_t n) {
   if (first_bytes_.size() < kFirstBytesKept)
     first_bytes_.append(data, std::min(n, kFirstBytesKept - first_bytes_.size()));
   const std::uint64_t gen = generation_;
-  // What the read sets off on this strand (handlers, their answers, the write of those) runs in
-  // this turn, once the next read is under way.
-  ReadTurn turn(strand_);
   if (callbacks_.on_data) {
     // Held only for the call (the callback may end the connection): read_next() must see only
     // the views the parser kept.
@@ -386,7 +382,6 @@ void TransportImpl::on_read(std::error_code ec, std::size_t n) {
     callbacks_.on_data(chunk, data, n);
   }
   if (gen == generation_) read_next();
-  turn.finish();
 }
 
 bool TransportImpl::write_room() {
@@ -467,11 +462,6 @@ void TransportImpl::write(std::shared_ptr<const std::string> bytes) {
 void TransportImpl::flush_soon() {
   if (flush_posted_ || writing_ || !connected_) return;  // on_written or on_connected flushes
   flush_posted_ = true;
-  if (ReadTurn::open_on(strand_))
-    return ReadTurn::defer([self = self()] {
-      self->flush_posted_ = false;
-      self->flush();
-    });
   asio::post(strand_, in_memory(flush_memory_, [self = self()] {
                self->flush_posted_ = false;
                self->flush();  // whichever connection is up now: flush() checks

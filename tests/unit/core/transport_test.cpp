@@ -377,10 +377,10 @@ TEST_CASE("on_written reports a running total that reaches each write's total_qu
   for (std::size_t i = 1; i < totals.size(); ++i) CHECK(totals[i] > totals[i - 1]);
 }
 
-TEST_CASE("what a read's handler writes is sent, and reported written, within that read's turn",
+TEST_CASE("a write the socket takes at once is reported written before the strand's next handler",
           "[transport]") {
-  // A consumer's acks go out in the turn of the read that brought the messages: no turn of the
-  // event loop for the flush, none for the write's completion.
+  // A consumer's acks go out in the flush's own turn: no turn of the event loop for the write's
+  // completion.
   TestServer server(Mode::echo);
   Client client;
   REQUIRE(client.connect(server.address()) == "connected");
@@ -391,7 +391,7 @@ TEST_CASE("what a read's handler writes is sent, and reported written, within th
     answered = true;
     client.transport_->write_copy("answer");
     const std::uint64_t queued = client.transport_->total_queued();
-    // Runs once the read's turn is over: the answer is written by then.
+    // Posted after the flush: the answer is written by then.
     asio::post(client.strand_, [&, queued] { seen.set_value({client.last_written(), queued}); });
   };
   client.run([&] { client.transport_->write_copy("ping"); });
