@@ -220,7 +220,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view,
     return;
   }
   conn.reconnect->proven();
-  auto state = context_->make_message(std::static_pointer_cast<MessageBackend>(shared_from_this()));
+  auto state = context_->make_message(weak_from_this());
   state->shared_topic = shared_topic_;
   state->buffer = owner;
   state->payload = view.body;

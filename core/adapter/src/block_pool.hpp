@@ -72,26 +72,36 @@ class BlockPool {
 };
 
 // An allocator for std::allocate_shared that takes its block (the object and its control block
-// together) from a BlockPool. `pool` may point into its owner (an aliasing shared_ptr): each
-// shared object keeps the owner alive through its copy of the allocator, so the pool outlives
-// every block it handed out.
+// together) from a BlockPool. `pool` may point into its owner (an aliasing shared_ptr), and is
+// read only while allocating: it must outlive the allocate_shared call. Each block taken holds a
+// reference of its own to the owner, at its end, given up only after the block went back: the
+// pool outlives every block it handed out. The allocator's copies (libstdc++ makes and destroys
+// several per shared object) hold none, so a shared object costs one increment and one decrement
+// of the owner's count, a count the client's other threads touch too, not four of each.
 template <typename T>
 class PooledAllocator {
  public:
   using value_type = T;
 
-  explicit PooledAllocator(std::shared_ptr<BlockPool> pool) : pool_(std::move(pool)) {}
+  explicit PooledAllocator(const std::shared_ptr<BlockPool>& pool)
+      : pool_(&pool), block_size_(pool->block_size()) {}
   template <typename U>
-  PooledAllocator(const PooledAllocator<U>& other) : pool_(other.pool_) {}
+  PooledAllocator(const PooledAllocator<U>& other)
+      : pool_(other.pool_), block_size_(other.block_size_) {}
 
   T* allocate(std::size_t n) {
-    if (fits(n)) return static_cast<T*>(pool_->take());
-    return static_cast<T*>(::operator new(n * sizeof(T)));
+    if (!fits(n)) return static_cast<T*>(::operator new(n * sizeof(T)));
+    void* block = (*pool_)->take();
+    ::new (keeper_of(block)) Keeper(*pool_);
+    return static_cast<T*>(block);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (fits(n)) return pool_->give(p);
-    ::operator delete(p);
-  }
+    if (!fits(n)) return ::operator delete(p);
+    Keeper* slot = keeper_of(p);
+    const Keeper keeper = std::move(*slot);
+    slot->~Keeper();
+    keeper->give(p);
+  }  // the keeper goes last: the pool took the block back before its owner may go
 
   template <typename U>
   bool operator==(const PooledAllocator<U>& other) const {
@@ -105,16 +115,34 @@ class PooledAllocator {
  private:
   template <typename U>
   friend class PooledAllocator;
+  using Keeper = std::shared_ptr<BlockPool>;
+  static constexpr std::size_t keeper_offset() {
+    return (sizeof(T) + alignof(Keeper) - 1) / alignof(Keeper) * alignof(Keeper);
+  }
+  static Keeper* keeper_of(void* block) {
+    return std::launder(reinterpret_cast<Keeper*>(static_cast<char*>(block) + keeper_offset()));
+  }
+  // From the sizes alone: deallocate() must not read the pool through pool_, which may be gone.
   bool fits(std::size_t n) const {
-    return n == 1 && sizeof(T) <= pool_->block_size() &&
+    return n == 1 && keeper_offset() + sizeof(Keeper) <= block_size_ &&
            alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
   }
 
-  std::shared_ptr<BlockPool> pool_;
+  const std::shared_ptr<BlockPool>* pool_;
+  std::size_t block_size_;
 };
 
-// The block size for a T made by std::allocate_shared: T, and its control block (counts, a
-// vtable pointer, the allocator) with room to spare.
+// A pool inside `owner`, as a PooledAllocator's blocks keep it: through a count of its own (a
+// small shared object that holds the owner), not the owner's. The owner's count is touched by
+// every thread that posts work for it; a block's birth on the strand and death on a handler
+// thread then contend with all of them for one cache line.
+template <typename Owner>
+std::shared_ptr<BlockPool> anchored_pool(const std::shared_ptr<Owner>& owner, BlockPool& pool) {
+  return std::shared_ptr<BlockPool>(std::make_shared<std::shared_ptr<Owner>>(owner), &pool);
+}
+
+// The block size for a T made by std::allocate_shared: T, its control block (counts, a vtable
+// pointer, the allocator) and the block's reference to the pool's owner, with room to spare.
 template <typename T>
 constexpr std::size_t shared_block_size() {
   return (sizeof(T) + 64 + 15) / 16 * 16;

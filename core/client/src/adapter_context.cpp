@@ -15,7 +15,8 @@ AdapterContext::AdapterContext(Strand strand, Url url, ResolvedOptions options,
       url_(std::move(url)),
       options_(std::move(options)),
       budget_(Budget::from_options(options_)),
-      shared_(std::move(shared)) {}
+      shared_(std::move(shared)),
+      message_blocks_(detail::anchored_pool(shared_, shared_->message_blocks)) {}
 
 void AdapterContext::state(ConnectionState state, const std::string& endpoint,
                            std::error_code reason, const std::string& detail,
@@ -84,10 +85,9 @@ void AdapterContext::waiting_requests(std::size_t count) const {
 
 std::shared_ptr<detail::MessageState> AdapterContext::make_message(
     std::weak_ptr<MessageBackend> backend) const {
-  // The allocator holds the client's shared state for as long as the message lives.
-  auto state =
-      std::allocate_shared<detail::MessageState>(detail::PooledAllocator<detail::MessageState>(
-          std::shared_ptr<detail::BlockPool>(shared_, &shared_->message_blocks)));
+  // The message's block holds the client's shared state for as long as the message lives.
+  auto state = std::allocate_shared<detail::MessageState>(
+      detail::PooledAllocator<detail::MessageState>(message_blocks_));
   state->backend = std::move(backend);
   state->client = shared_.get();
   return state;

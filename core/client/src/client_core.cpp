@@ -71,7 +71,7 @@ ClientCore::ClientCore(const SchemeInfo& scheme, Url url, ResolvedOptions option
 void ClientCore::start(const SchemeInfo& scheme) {
   ops_ = std::make_shared<OperationTracker>(
       shared_->strand, std::shared_ptr<const Connectivity>(shared_, &shared_->connectivity),
-      std::shared_ptr<BlockPool>(shared_, &shared_->operation_blocks), shared_->clock);
+      anchored_pool(shared_, shared_->operation_blocks), shared_->clock);
   // Set before the adapter exists (its io thread may report at once). Posted: the adapter is
   // in the middle of its own handler when it reports the retry.
   shared_->on_retry_scheduled = [weak = std::weak_ptr<OperationTracker>(ops_),

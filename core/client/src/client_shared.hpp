@@ -20,10 +20,13 @@
 
 namespace polybus::detail {
 
+// Each on a cache line of its own: the caller's thread counts publishes, the io thread receipts
+// and bytes, handler threads acks, each for every message. On a shared line each count waits
+// for the line to come over from the core that counted last.
 struct AtomicStats {
-  std::atomic<std::uint64_t> published{0}, publish_acked{0}, publish_failed{0}, received{0},
-      acked{0}, nacked{0}, discarded{0}, dead_lettered{0}, delivered_raw{0}, requests{0},
-      replies{0}, reconnects{0}, bytes_in{0}, bytes_out{0};
+  alignas(64) std::atomic<std::uint64_t> published{0}, publish_acked{0},
+      publish_failed{0}, received{0}, acked{0}, nacked{0}, discarded{0}, dead_lettered{0},
+      delivered_raw{0}, requests{0}, replies{0}, reconnects{0}, bytes_in{0}, bytes_out{0};
   Stats snapshot() const;
 };
 

@@ -57,12 +57,14 @@ class TopicCellsMap {
 };
 
 struct SubscriptionCells {
-  std::atomic<std::uint64_t> received{0}, acked{0}, nacked{0}, replied{0}, discarded{0},
+  // Each on a cache line of its own: the io thread counts receipts, handler threads the answers
+  // and the handler's time, each for every message (AtomicStats says why).
+  alignas(64) std::atomic<std::uint64_t> received{0}, acked{0}, nacked{0}, replied{0}, discarded{0},
       dead_lettered{0}, delivered_raw{0};
   // Done without an answer, where the scheme has no acks: the handler returned, or the
   // message was released unhandled. Only for in_flight.
-  std::atomic<std::uint64_t> settled{0};
-  LatencyCells handler_time;
+  alignas(64) std::atomic<std::uint64_t> settled{0};
+  alignas(64) LatencyCells handler_time;
   // subscribe_batch: batches handed to the handler, and the messages in them.
   std::atomic<std::uint64_t> batches{0}, batched_messages{0};
   // What the ready middleware (polybus/middleware.hpp) did.

@@ -32,6 +32,7 @@ namespace polybus {
 using Strand = asio::strand<asio::io_context::executor_type>;
 
 namespace detail {
+class BlockPool;
 struct Operation;
 struct PublishNodeCells;
 }  // namespace detail
@@ -204,6 +205,7 @@ class POLYBUS_API AdapterContext {
   ResolvedOptions options_;
   Budget budget_;
   std::shared_ptr<detail::ClientShared> shared_;
+  std::shared_ptr<detail::BlockPool> message_blocks_;  // in shared_: the pool messages come from
 };
 
 namespace detail {
