@@ -39,12 +39,15 @@ void BlockPool::give(void* block) noexcept {
 // Strand or owner (or the destructor): everything given back elsewhere joins the strand's list.
 void BlockPool::collect_returned() {
   Node* node = returned_.exchange(nullptr, std::memory_order_acquire);
+  std::size_t taken = 0;
   while (node) {
-    returned_count_.fetch_sub(1, std::memory_order_relaxed);
     Node* next = node->next;
     push_spare(node);
     node = next;
+    ++taken;
   }
+  // One subtraction for the lot: the count's line is the givers' too.
+  if (taken > 0) returned_count_.fetch_sub(taken, std::memory_order_relaxed);
 }
 
 void BlockPool::push_spare(Node* node) noexcept {
