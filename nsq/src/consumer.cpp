@@ -220,7 +220,8 @@ void Consumer::on_message(Conn& conn, const MessageView& view,
     return;
   }
   conn.reconnect->proven();
-  auto state = context_->make_message(weak_from_this());
+  if (as_backend_.expired()) as_backend_ = weak_from_this();
+  auto state = context_->make_message(as_backend_);
   state->shared_topic = shared_topic_;
   state->buffer = owner;
   state->payload = view.body;
