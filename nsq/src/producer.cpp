@@ -306,8 +306,14 @@ void Producer::flush_waiting() {
 }
 
 void Producer::connect_some() {
-  if (closed_ || discovering_ || rediscover_pending_) return;
-  if (nodes_.empty() && discover_) return discover_now();
+  // A rediscovery waiting out its backoff holds back no nsqd already known: one whose own backoff
+  // has run out is dialled (the two waits are paced apart, and either may end first), and the
+  // first that answers makes the rediscovery moot.
+  if (closed_ || discovering_) return;
+  if (nodes_.empty() && discover_) {
+    if (!rediscover_pending_) discover_now();
+    return;
+  }
   if (spreads()) {
     // Every nsqd known is dialled, but those waiting out their backoff.
     bool live = false;
@@ -417,7 +423,14 @@ std::shared_ptr<Connection> Producer::make_connection(const std::shared_ptr<Node
     raw->widened.release();  // a kept connection now, no longer a dial
     self->node_ready(*raw);
     raw->ever_ready = true;
-    if (self->rediscover_) self->rediscover_->succeeded();  // discovery found a live nsqd
+    if (self->rediscover_) {
+      self->rediscover_->succeeded();  // discovery found a live nsqd
+      // A live nsqd makes a pending "ask nsqlookupd again" moot.
+      if (self->rediscover_pending_) {
+        self->rediscover_->cancel();
+        self->rediscover_pending_ = false;
+      }
+    }
     self->flush_waiting();
   };
   events.on_response = [weak, weak_node](std::string_view body) {

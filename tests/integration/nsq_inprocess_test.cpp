@@ -230,6 +230,56 @@ TEST_CASE("nsq+lookupd: producers appear and disappear through the in-process ns
   REQUIRE(got.wait_until([](const auto& seen) { return seen.count("through-lookupd") > 0; }));
 }
 
+TEST_CASE(
+    "nsq+lookupd: a publisher dials a known nsqd once its backoff has run out, while asking "
+    "nsqlookupd again still waits out a longer one",
+    "[nsq][lookupd][clock]") {
+  using namespace std::chrono_literals;
+  auto lookupd = Lookupd::start();
+  auto nsqd = Nsqd::start();
+  nsqd->register_with(*lookupd);
+  auto clock = std::make_shared<ManualClock>();
+  StateRecorder states;
+  ConnectOptions options;
+  options.clock = clock;
+  options.on_state = states.callback();
+  // The nsqd's retry is scheduled first, when its connection closes; asking nsqlookupd again,
+  // once every nsqd known failed, next. The second wait is the longer one.
+  auto delays = std::make_shared<std::atomic<int>>(0);
+  options.reconnect_backoff = Backoff::custom([delays](std::uint32_t) -> std::chrono::milliseconds {
+    return ++*delays == 1 ? std::chrono::milliseconds(1min) : std::chrono::milliseconds(10min);
+  });
+  auto client = connect("nsq+lookupd://" + lookupd->http_address(), options);
+  Latch sent;
+  Status result;
+  client.publish("kept", "first", [&](const Status& status) {
+    result = status;
+    sent.count_down();
+  });
+  REQUIRE(sent.wait_for(1));
+  REQUIRE_FALSE(result);
+
+  nsqd->stop();
+  const auto retrying = [](std::chrono::milliseconds wait) {
+    return [wait](const StateEvent& e) {
+      return e.state == ConnectionState::reconnecting && e.retry_in == wait;
+    };
+  };
+  REQUIRE(states.wait_for(retrying(1min)));
+  REQUIRE(states.wait_for(retrying(10min)));
+  nsqd->resume();
+  clock->advance(1min);
+  // The nsqd's backoff has run out: it is dialled, and the publish goes nine minutes before
+  // nsqlookupd is asked again. Asynchronous: a publish_sync would wait on the manual clock.
+  client.publish("kept", "second", [&](const Status& status) {
+    result = status;
+    sent.count_down();
+  });
+  REQUIRE(sent.wait_for(2));
+  CHECK_FALSE(result);
+  client.close_sync(5s);
+}
+
 TEST_CASE("nsq: a refused first connection whose retry comes after connect_timeout fails at once",
           "[nsq]") {
   // A port nobody listens on: the first attempt is refused and NSQ's reconnect policy waits
