@@ -220,8 +220,7 @@ void Consumer::on_message(Conn& conn, const MessageView& view,
     return;
   }
   conn.reconnect->proven();
-  if (as_backend_.expired()) as_backend_ = weak_from_this();
-  auto state = context_->make_message(as_backend_);
+  auto state = context_->make_message(weak_from_this());
   state->shared_topic = shared_topic_;
   state->buffer = owner;
   state->payload = view.body;

@@ -108,9 +108,6 @@ class Consumer : public AdapterSubscription,
   Settings settings_;
   std::string topic_;
   std::shared_ptr<const std::string> shared_topic_;  // topic_, shared with each message
-  // This consumer as each message's backend, converted once: a weak_ptr's conversion to its
-  // base locks it (libstdc++ allows for a virtual base), two atomic steps more per message.
-  std::weak_ptr<MessageBackend> as_backend_;
   std::string channel_;
   std::uint32_t max_in_flight_;
   Discovery discovery_;

@@ -77,7 +77,8 @@ class BlockPool {
 // reference of its own to the owner, at its end, given up only after the block went back: the
 // pool outlives every block it handed out. The allocator's copies (libstdc++ makes and destroys
 // several per shared object) hold none, so a shared object costs one increment and one decrement
-// of the owner's count, a count the client's other threads touch too, not four of each.
+// of the owner's count, a count the client's other threads touch too, however often the
+// allocator is copied.
 template <typename T>
 class PooledAllocator {
  public:

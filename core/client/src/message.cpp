@@ -58,10 +58,10 @@ std::error_code respond(const std::shared_ptr<detail::MessageState>& state, bool
   if (!state) return make_error_code(errc::invalid_argument);
   if (final ? state->responded.exchange(true) : state->responded.load())
     return make_error_code(errc::already_responded);
-  // Looked at here, taken on the strand where the answer runs: a lock() on a handler thread made
-  // the adapter's count, which the io thread changes for every message it makes, travel between
-  // the cores for every answer. One that finds the adapter gone there came after the client
-  // closed, and goes nowhere, as it would have on the closed connection.
+  // Looked at here, taken on the strand where the answer runs: the io thread changes the
+  // adapter's count for every message it makes, and a lock() here, on a handler thread, would
+  // move that count between the cores for every answer. An answer that finds the adapter gone on
+  // the strand came after the client closed, and goes nowhere, as on the closed connection.
   if (state->backend.expired()) return make_error_code(errc::closed);
   state->client->responses.push(
       [state, fn = std::move(fn)]() mutable {
