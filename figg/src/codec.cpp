@@ -48,19 +48,15 @@ void append_topic_record_header(std::string& out, MessageType type, std::string_
   store_big_endian<4>(at + 8, static_cast<std::uint32_t>(data_size));
 }
 
-std::uint64_t get(std::string_view in, std::size_t width) {
-  return read_big_endian(in.data(), width);
-}
-
 // Reads fields off a payload, bounded by it.
 class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
-  bool u16(std::uint16_t& v) { return fixed(2, v); }
-  bool u64(std::uint64_t& v) { return fixed(8, v); }
+  bool u16(std::uint16_t& v) { return fixed<2>(v); }
+  bool u64(std::uint64_t& v) { return fixed<8>(v); }
   bool field(std::string_view& v) {
     std::uint64_t size = 0;
-    if (!fixed(4, size) || size > in_.size()) return false;
+    if (!fixed<4>(size) || size > in_.size()) return false;
     v = in_.substr(0, size);
     in_.remove_prefix(size);
     return true;
@@ -68,11 +64,11 @@ class Reader {
   bool done() const { return in_.empty(); }
 
  private:
-  template <typename T>
-  bool fixed(std::size_t width, T& v) {
-    if (in_.size() < width) return false;
-    v = static_cast<T>(get(in_, width));
-    in_.remove_prefix(width);
+  template <std::size_t Width, typename T>
+  bool fixed(T& v) {
+    if (in_.size() < Width) return false;
+    v = static_cast<T>(read_big_endian<Width>(in_.data()));
+    in_.remove_prefix(Width);
     return true;
   }
   std::string_view in_;
@@ -147,7 +143,7 @@ FrameParser::Result FrameParser::feed(std::string_view input, Frame& frame) {
     input.remove_prefix(take);
     result.consumed = take;
     if (header_filled_ < kHeaderSize) return result;
-    size_ = static_cast<std::uint32_t>(get(std::string_view(header_ + 4, 4), 4));
+    size_ = static_cast<std::uint32_t>(read_big_endian<4>(header_ + 4));
     if (size_ > max_payload_) {
       error_ = make_error_code(errc::frame_too_large);
       result.error = error_;
@@ -157,8 +153,8 @@ FrameParser::Result FrameParser::feed(std::string_view input, Frame& frame) {
   }
   std::size_t needed = size_ - buffer_.size();
   auto complete = [&](std::string_view payload, bool buffered) {
-    frame.type = static_cast<MessageType>(get(std::string_view(header_, 2), 2));
-    frame.version = static_cast<std::uint16_t>(get(std::string_view(header_ + 2, 2), 2));
+    frame.type = static_cast<MessageType>(read_big_endian<2>(header_));
+    frame.version = static_cast<std::uint16_t>(read_big_endian<2>(header_ + 2));
     frame.payload = payload;
     frame.in_parser_buffer = buffered;
     header_filled_ = 0;

@@ -11,7 +11,7 @@ Machine::Machine(std::size_t window, std::size_t max_payload, MachineHandler& ha
     : handler_(handler), parser_(max_payload), ring_(std::max<std::size_t>(1, window)) {}
 
 void Machine::publish(TopicName topic, std::string&& data) {
-  Slot& slot = ring_[(head_ + unacked_) % ring_.size()];
+  Slot& slot = ring_[ring_index(unacked_)];
   slot.seq = next_seq_++;
   slot.topic = std::move(topic);
   slot.data.assign(std::move(data), payload_blocks_);
@@ -21,22 +21,25 @@ void Machine::publish(TopicName topic, std::string&& data) {
 
 void Machine::send_unsent() {
   while (connected_ && written_ < unacked_ && handler_.write_room()) {
-    send_publish(ring_[(head_ + written_) % ring_.size()]);
+    send_publish(ring_[ring_index(written_)]);
     ++written_;
   }
 }
 
 void Machine::send_publish(const Slot& slot) {
   // Built in a buffer the machine keeps and copied by the handler into its write queue: no
-  // allocation per publish once both have grown to a header's size.
-  header_scratch_.clear();
+  // allocation per publish once both have grown to a frame's size. A small payload joins its
+  // header there, so that the frame is one copy into the write queue, not two.
+  frame_scratch_.clear();
   highest_sent_ = std::max(highest_sent_, slot.seq);
-  append_publish_header(header_scratch_, slot.topic, slot.seq, slot.data.size());
-  handler_.send_copy(header_scratch_);
-  if (slot.data.shared())
+  append_publish_header(frame_scratch_, slot.topic, slot.seq, slot.data.size());
+  if (slot.data.shared()) {
+    handler_.send_copy(frame_scratch_);
     handler_.send(slot.data.shared());  // kept in the ring for resending, not copied
-  else
-    handler_.send_copy(slot.data.view());
+    return;
+  }
+  frame_scratch_.append(slot.data.view());
+  handler_.send_copy(frame_scratch_);
 }
 
 void Machine::acked(std::uint64_t seq) {
@@ -44,7 +47,7 @@ void Machine::acked(std::uint64_t seq) {
   std::size_t released = 0;
   while (unacked_ > 0 && ring_[head_].seq <= seq) {
     ring_[head_] = Slot{};
-    head_ = (head_ + 1) % ring_.size();
+    head_ = ring_index(1);
     --unacked_;
     ++released;
   }
@@ -56,7 +59,7 @@ void Machine::abandon() {
   written_ = 0;
   while (unacked_ > 0) {
     ring_[head_] = Slot{};
-    head_ = (head_ + 1) % ring_.size();
+    head_ = ring_index(1);
     --unacked_;
   }
 }

@@ -110,13 +110,18 @@ class Machine {
   void send_publish(const Slot& slot);
   void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
   void acked(std::uint64_t seq);
+  // The ring's slot k places after head_ (k <= its size): a wrap, not a division per publish.
+  std::size_t ring_index(std::size_t k) const {
+    const std::size_t i = head_ + k;
+    return i < ring_.size() ? i : i - ring_.size();
+  }
 
   MachineHandler& handler_;
   FrameParser parser_;
   KeptCopies kept_;  // the frames that straddled two reads, for the messages viewing them
   std::vector<Slot> ring_;
   SharedPayloadBlocks payload_blocks_;  // for the ring's large payloads
-  std::string header_scratch_;          // a PUBLISH header, rebuilt for each publish
+  std::string frame_scratch_;           // a PUBLISH frame (or header), rebuilt for each publish
   std::size_t head_ = 0;                // oldest unacknowledged
   std::size_t unacked_ = 0;
   std::size_t written_ = 0;  // of the unacknowledged, from head_: written on this connection

@@ -10,7 +10,7 @@ OptionTable option_table() {
   table.set_default("reconnect_initial", "1s");
   table.set_default("reconnect_max", "30s");
   table.add({
-      {"window", OptionType::integer, "256", 1, 1 << 20,
+      {"window", OptionType::integer, "1024", 1, 1 << 20,
        "unacknowledged publishes kept for resending; publish waits while it is full"},
       {"ping_interval", OptionType::duration, "2s", 0, 3'600'000,
        "PING period (0: none); a server that answers PING is dropped after two unanswered"},

@@ -18,7 +18,7 @@ void* BlockPool::take() {
   if (!spare_) return ::operator new(block_size_);
   Node* node = spare_;
   spare_ = node->next;
-  --spare_count_;
+  if (spare_count_ > 0) --spare_count_;  // about, after a list taken whole (collect_returned)
   node->~Node();
   return node;
 }
@@ -39,6 +39,14 @@ void BlockPool::give(void* block) noexcept {
 // Strand or owner (or the destructor): everything given back elsewhere joins the strand's list.
 void BlockPool::collect_returned() {
   Node* node = returned_.exchange(nullptr, std::memory_order_acquire);
+  if (node && !spare_) {
+    // The strand's list ran dry (take()): the returned list becomes it whole, without a walk over
+    // blocks another core wrote last; each is read when it is taken. Its length is the givers'
+    // count, short by any give that counted itself before this and joins the list after.
+    spare_ = node;
+    spare_count_ = returned_count_.exchange(0, std::memory_order_relaxed);
+    return;
+  }
   std::size_t taken = 0;
   while (node) {
     Node* next = node->next;

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "brief_mutex.hpp"
 #include "cancellation_state.hpp"
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
@@ -87,7 +88,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // after fn was posted could join a drain queued before it and run first.
   template <typename Fn>
   void post_in_order(Fn&& fn) {
-    std::lock_guard<std::mutex> lock(intake_mutex_);
+    std::lock_guard<BriefMutex> lock(intake_mutex_);
     if (!intake_.empty()) {  // its drain is queued already: it takes this batch
       sealed_.push_back(std::move(intake_));
       intake_.clear();
@@ -156,7 +157,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void adapter_failed(IntakeWork& work, std::error_code ec, const std::string& why);
   TopicNames topic_names_;      // each publish's and request's topic, shared, not copied
   TopicName last_intake_name_;  // under intake_mutex_: the last topic taken in
-  std::mutex intake_mutex_;
+  BriefMutex intake_mutex_;
   std::vector<IntakeWork> intake_;  // guarded by intake_mutex_
   // Batches closed by post_in_order(), oldest first, each with its drain queued; guarded by
   // intake_mutex_.

@@ -70,7 +70,7 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
 }
 
 void ClientCore::take_in(IntakeWork&& work, std::string_view topic) {
-  std::lock_guard<std::mutex> lock(intake_mutex_);
+  std::lock_guard<BriefMutex> lock(intake_mutex_);
   // Named here, under the intake's lock: a run of publishes to one topic shares the last name
   // without taking the names' own lock and hashing the topic for each.
   if (last_intake_name_.str() != topic || !last_intake_name_.shared())
@@ -90,7 +90,7 @@ void ClientCore::drain_intake() {
   // instead of staying behind to block the next drain (the intake would never be empty again).
   std::vector<IntakeWork> taken;
   {
-    std::lock_guard<std::mutex> lock(intake_mutex_);
+    std::lock_guard<BriefMutex> lock(intake_mutex_);
     if (!sealed_.empty()) {  // the oldest batch is this drain's
       taken = std::move(sealed_.front());
       sealed_.pop_front();
@@ -117,7 +117,7 @@ void ClientCore::drain_intake() {
     }
   }
   taken.clear();
-  std::lock_guard<std::mutex> lock(intake_mutex_);
+  std::lock_guard<BriefMutex> lock(intake_mutex_);
   intake_spare_.swap(taken);  // kept for the next drain: no allocation per burst
 }
 

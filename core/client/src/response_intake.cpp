@@ -28,7 +28,7 @@ bool ResponseIntake::turn_under_way() const {
 
 void ResponseIntake::push(Task task, ClientShared& owner) {
   const bool in_turn = turn_under_way();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<BriefMutex> lock(mutex_);
   const bool first = pending_.empty();
   pending_.push_back(std::move(task));
   // Posted under the lock: an answer that finds the intake non-empty knows a drain is queued
@@ -42,7 +42,7 @@ void ResponseIntake::push(Task task, ClientShared& owner) {
 void ResponseIntake::drain(const ClientShared& shared) {
   std::vector<Task> taken;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     taken.swap(pending_);
     pending_.swap(spare_);
   }
@@ -62,7 +62,7 @@ void ResponseIntake::drain(const ClientShared& shared) {
     }
   }
   taken.clear();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<BriefMutex> lock(mutex_);
   if (spare_.capacity() < taken.capacity()) spare_.swap(taken);
 }
 

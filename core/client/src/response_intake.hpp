@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "brief_mutex.hpp"
 #include "polybus/adapter/adapter.hpp"
 #include "polybus/adapter/handler_memory.hpp"
 #include "polybus/adapter/inplace_function.hpp"
@@ -44,7 +45,7 @@ class ResponseIntake {
 
   // Answers are on their way: their drain is queued on the strand already.
   bool waiting() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     return !pending_.empty();
   }
 
@@ -52,7 +53,7 @@ class ResponseIntake {
   void drain(const ClientShared& shared);  // strand
   bool turn_under_way() const;             // a Turn of this intake, on this thread
 
-  mutable std::mutex mutex_;
+  mutable BriefMutex mutex_;
   std::vector<Task> pending_;  // guarded by mutex_
   std::vector<Task> spare_;    // guarded by mutex_: an empty one, reused
   // The one drain posted at a time, and the idle strand's invoker: from a handler thread,

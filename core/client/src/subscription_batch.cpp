@@ -19,7 +19,7 @@ bool SubscriptionCore::credit_used_up() const {
                                  cells_->settled.load(std::memory_order_relaxed);
   const std::uint64_t in_flight = received > answered ? received - answered : 0;
   if (in_flight < max_in_flight_.load()) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<BriefMutex> lock(mutex_);
   return queue_.empty();  // what is queued joins this batch first
 }
 
@@ -39,7 +39,7 @@ void SubscriptionCore::join_batch(Message& message) {
     auto client = client_.lock();
     const bool closing = !client || client->closing();
     if (batch_.size() >= batch_options_.max_messages || credit_used_up() || (closing && [&] {
-          std::lock_guard<std::mutex> queue_lock(mutex_);
+          std::lock_guard<BriefMutex> queue_lock(mutex_);
           return queue_.empty();
         }())) {
       full.swap(batch_);

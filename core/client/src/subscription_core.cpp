@@ -99,7 +99,7 @@ void SubscriptionCore::enqueue(Message message) {
   bool start = false;
   std::string over_text;  // logged outside the lock: a log sink may call back into the client
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     held_bytes_ += message.payload().size();
     queue_.push_back(std::move(message));
     if (running_ < concurrency_ && !held_back()) {
@@ -150,7 +150,7 @@ void SubscriptionCore::run_queue() {
       return post_run_queue();  // still running_
     Message message;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<BriefMutex> lock(mutex_);
       if (queue_.empty() || (held_back() && active_.load())) {
         --running_;
         if (running_ == 0 && drop_when_idle_) {
@@ -296,7 +296,7 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
       m.acked + m.nacked + m.replied + cells_->settled.load(std::memory_order_relaxed);
   m.in_flight = m.received > answered ? m.received - answered : 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     m.held_messages = queue_.size() + retries_waiting_.load();
     m.held_bytes = held_bytes_ + retry_bytes_;
   }
@@ -316,12 +316,12 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
 }
 
 std::size_t SubscriptionCore::pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<BriefMutex> lock(mutex_);
   return queue_.size() + running_ + retries_waiting_.load() + batch_held_.load();
 }
 
 bool SubscriptionCore::idle() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<BriefMutex> lock(mutex_);
   return queue_.empty() && running_ == 0 && retries_waiting_.load() == 0 &&
          batch_held_.load() == 0 && batch_running_.load() == 0;
 }

@@ -6,9 +6,11 @@
 // and the end (subscription_lifecycle.cpp).
 #pragma once
 
+#include <condition_variable>
 #include <list>
 #include <mutex>
 
+#include "brief_mutex.hpp"
 #include "client_shared.hpp"
 #include "handler_pool.hpp"
 #include "polybus/adapter/clock_timer.hpp"
@@ -176,8 +178,8 @@ class SubscriptionCore : public SubscriptionSink,
   DeadLetter dead_letter_;
   std::atomic<bool> active_{true};
 
-  mutable std::mutex mutex_;
-  std::condition_variable ready_cv_;
+  mutable BriefMutex mutex_;
+  std::condition_variable_any ready_cv_;                       // rare: wait_ready()
   std::function<void(const Status&, bool ended)> on_settled_;  // strand
   std::function<void()> on_closing_;                           // strand
   std::optional<Status> ready_result_;

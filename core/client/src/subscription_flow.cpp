@@ -34,7 +34,7 @@ void SubscriptionCore::check_under_half() {
 void SubscriptionCore::apply_flow() {
   bool over;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     over = over_budget_ || pull_full_;
   }
   if (!adapter_) return;
@@ -66,7 +66,7 @@ void SubscriptionCore::apply_flow() {
 
 void SubscriptionCore::hold_for_pull(bool full) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (pull_full_ == full) return;
     pull_full_ = full;
   }
@@ -81,7 +81,7 @@ void SubscriptionCore::taken(const Message& message) {
 
 void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     cooling_ = true;
   }
   asio::post(shared_->strand, [self = shared_from_this(), length] {
@@ -96,7 +96,7 @@ void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
           auto me = weak.lock();
           if (ec || !me || me->cooling_arming_ != arming) return;
           {
-            std::lock_guard<std::mutex> lock(me->mutex_);
+            std::lock_guard<BriefMutex> lock(me->mutex_);
             me->cooling_ = false;
           }
           me->cooling_strand_ = false;
@@ -109,7 +109,7 @@ void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
 
 void SubscriptionCore::drain_held() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     delivery_paused_ = false;
     if (auto client = client_.lock(); !client || client->closing()) cooling_ = false;
   }
@@ -121,7 +121,7 @@ void SubscriptionCore::pause() {
   // Closing: the client drains what is held (drain_held) and has paused the adapter itself.
   if (auto client = client_.lock(); client && client->closing()) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     delivery_paused_ = true;
   }
   asio::post(shared_->strand, [self = shared_from_this()] {
@@ -137,7 +137,7 @@ void SubscriptionCore::touch_held() {
   if (interval.count() <= 0) return;
   std::vector<Message> held;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     // Resumed (or closing) already: handlers take these now, and ack them.
     if (!held_back()) return;
     held.assign(queue_.begin(), queue_.end());

@@ -12,7 +12,7 @@ namespace polybus::detail {
 
 void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (ready_result_) return;
     ready_result_ = Status(ec, detail);
   }
@@ -43,7 +43,7 @@ void SubscriptionCore::settle_end(const Status& why) {
 }
 
 Status SubscriptionCore::wait_ready(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<BriefMutex> lock(mutex_);
   if (ready_result_) return *ready_result_;
   // Confirmed on the strand: waited for on a thread of its io_context, it could only time out.
   if (on_io_context())
@@ -70,7 +70,7 @@ void SubscriptionCore::wait_ready(std::chrono::milliseconds timeout, Completion 
       shared_->strand, [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
         std::optional<Status> result;
         {
-          std::lock_guard<std::mutex> lock(self->mutex_);
+          std::lock_guard<BriefMutex> lock(self->mutex_);
           result = self->ready_result_;
         }
         if (result) return self->shared_->complete("wait_ready", done, *result);
@@ -101,14 +101,14 @@ void SubscriptionCore::deactivate() {
     bump(cells_->settled);
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     retry_bytes_ = 0;
     retries_waiting_ -= retries_.size();
   }
   retries_.clear();  // cancels their timers
   Fifo<Message> left;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (running_ == 0) {
       left = std::move(queue_);  // otherwise the running loop releases them
       held_bytes_ = 0;
@@ -135,7 +135,7 @@ void SubscriptionCore::drop_handlers() {
   BatchHandler batch;
   DiscardCallback discard;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (running_ == 0) {
       handler.swap(handler_);
       serve.swap(serve_handler_);
@@ -149,7 +149,7 @@ void SubscriptionCore::drop_handlers_when_idle() {
   MessageHandler handler;
   ServeHandler serve;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (running_ > 0) {
       drop_when_idle_ = true;  // the last handler to return drops them (run_queue)
       return;
@@ -174,7 +174,7 @@ void SubscriptionCore::unsubscribe(std::function<void(const Status&)> done) {
 void SubscriptionCore::start_handlers() {
   std::uint32_t start = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     if (held_back() && active_.load()) return;
     start = static_cast<std::uint32_t>(
         std::min<std::size_t>(concurrency_ - std::min(concurrency_, running_), queue_.size()));

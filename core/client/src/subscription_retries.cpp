@@ -113,7 +113,7 @@ void SubscriptionCore::retry_in_place(Message message, bool dead_letter, std::st
   // wait, and on a connection that also carries publish confirmations (Figg) stall those.
   bool room;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     const std::size_t bytes = message.payload().size();
     room = retries_waiting_.load() < max_held_messages_ && retry_bytes_ + bytes <= max_held_bytes_;
     if (room) {
@@ -156,7 +156,7 @@ void SubscriptionCore::retry_now(std::list<Retry>::iterator due) {
   std::string reason = std::move(due->reason);
   retries_.erase(due);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<BriefMutex> lock(mutex_);
     --retries_waiting_;
     retry_bytes_ -= std::min(retry_bytes_, message.payload().size());
   }
