@@ -3,6 +3,7 @@
 // the io thread), each message's envelope is opened on its handler thread, and the handler is
 // called, its outcome acked, replied or handed to the retries.
 #include <algorithm>
+#include <array>
 #include <asio/post.hpp>
 #include <optional>
 #include <utility>
@@ -145,12 +146,23 @@ void SubscriptionCore::run_queue() {
   // event loop of their own.
   std::optional<ResponseIntake::Turn> answers;
   if (on_io_thread_) answers.emplace(shared_->responses, *shared_);
+  // A handler thread takes its share of the queue, up to kTakeAtOnce, under one lock instead of
+  // one message per lock: the io thread queues under the same lock, and the two took it in turn
+  // for every message. A share leaves the rest to the subscription's other handler threads.
+  // What a pause or a cool-down finds still taken goes back to the front of the queue.
+  constexpr std::size_t kTakeAtOnce = 16;
+  std::array<Message, kTakeAtOnce> taken_together;
+  std::size_t next = 0, count = 0;
   for (std::uint32_t handled = 0;; ++handled) {
     if (on_io_thread_ && (handled == kMaxPerTurn || returned > turn_ends))
       return post_run_queue();  // still running_
     Message message;
-    {
+    if (next < count && !(held_back() && active_.load())) {
+      message = std::move(taken_together[next++]);
+    } else {
       std::lock_guard<BriefMutex> lock(mutex_);
+      while (count > next) give_back_taken(std::move(taken_together[--count]));
+      next = count = 0;
       if (queue_.empty() || (held_back() && active_.load())) {
         --running_;
         if (running_ == 0 && drop_when_idle_) {
@@ -172,6 +184,13 @@ void SubscriptionCore::run_queue() {
       message = std::move(queue_.front());
       queue_.pop_front();
       taken(message);
+      const std::size_t share =
+          on_io_thread_ ? 0 : std::min(kTakeAtOnce, (queue_.size() + running_ - 1) / running_);
+      for (; count < share; ++count) {
+        taken_together[count] = std::move(queue_.front());
+        queue_.pop_front();
+        taken(taken_together[count]);
+      }
     }
     if (!active_.load()) {
       release(message);

@@ -127,8 +127,9 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: while the application pauses, has what is held touched now and then at the
   // adapter's pace (held_touch_interval), so a long pause does not make the broker send it again.
   void touch_held();
-  void stop_touching();                // strand
-  void taken(const Message& message);  // a handler took a message off the queue
+  void stop_touching();                   // strand
+  void taken(const Message& message);     // a handler took a message off the queue
+  void give_back_taken(Message message);  // ... and puts it back, unhandled, at the front
   // With mutex_ held: what says the budget is now over (empty: it is not, or already was), and
   // the release once half has drained.
   std::string check_over_budget();
@@ -204,8 +205,10 @@ class SubscriptionCore : public SubscriptionSink,
   bool pull_full_ = false;    // guarded by mutex_: a PullSubscription's inbox is full
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on
   // the strand: what the broker had sent before it heard of the pause is held too.
-  bool delivery_paused_ = false;
-  bool cooling_ = false;                       // guarded by mutex_: cool_down() holds messages back
+  // Both written under mutex_; read without it by a handler thread between the messages it took
+  // together (run_queue).
+  std::atomic<bool> delivery_paused_{false};
+  std::atomic<bool> cooling_{false};           // cool_down() holds messages back
   std::uint64_t cooling_arming_ = 0;           // strand: which cool_down the timer below ends
   bool cooling_strand_ = false;                // strand: the adapter is paused for cool_down()
   std::unique_ptr<ClockTimer> cooling_timer_;  // strand

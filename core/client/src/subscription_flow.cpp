@@ -79,6 +79,12 @@ void SubscriptionCore::taken(const Message& message) {
   check_under_half();
 }
 
+void SubscriptionCore::give_back_taken(Message message) {
+  // Called with mutex_ held.
+  held_bytes_ += message.payload().size();
+  queue_.push_front(std::move(message));
+}
+
 void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
   {
     std::lock_guard<BriefMutex> lock(mutex_);

@@ -426,6 +426,38 @@ TEST_CASE("a paused subscription holds what arrives until resume, and a close dr
   CHECK(got.count("at-close") == 1);
 }
 
+TEST_CASE("a pause from a handler holds back what its thread took with that message, in order",
+          "[client]") {
+  // A handler thread takes several queued messages under one lock; those it took and has not
+  // handled when a handler pauses go back to the front of the queue.
+  register_test_adapter<AlreadySentAdapter>(
+      "already-sent-test", "unit test: a broker that delivers whether paused or not");
+  Collector got;
+  auto client = connect("already-sent-test://x");
+  Subscription* self = nullptr;
+  auto sub = client.subscribe("t", {}, [&](Message& m) {
+    got.add(std::string(m.payload()));
+    if (m.payload() == "m0") self->pause();
+  });
+  self = &sub;
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  constexpr int kCount = 10;
+  sub.pause();
+  for (int i = 0; i < kCount; ++i)
+    REQUIRE(client.publish_sync("t", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(sub.pending() == kCount);
+  sub.resume();  // one handler thread takes the ten at once and handles m0, which pauses
+  REQUIRE(got.wait_for_count(1));
+  CHECK(eventually([&] { return sub.pending() == kCount - 1; }));
+  CHECK(got.total() == 1);
+  sub.resume();
+  REQUIRE(got.wait_for_count(kCount));
+  std::vector<std::string> expected;
+  for (int i = 0; i < kCount; ++i) expected.push_back("m" + std::to_string(i));
+  CHECK(got.order() == expected);
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
 namespace {
 // A broker that confirms nothing until told: publishes to "release" complete every one held.
 class HoldingAdapter : public NoSubscribeAdapter {

@@ -56,6 +56,13 @@ class Fifo {
   T& emplace_back(Args&&... args) {
     return items_.emplace_back(std::forward<Args>(args)...);
   }
+  // Back in front of the oldest: an entry taken and given back unused.
+  void push_front(T item) {
+    if (head_ > 0)
+      items_[--head_] = std::move(item);
+    else
+      items_.insert(items_.begin(), std::move(item));
+  }
   // The oldest entry is released now (what it holds goes with it).
   void pop_front() {
     items_[head_] = T();
