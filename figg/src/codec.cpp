@@ -136,6 +136,21 @@ void FrameParser::reset() {
 FrameParser::Result FrameParser::feed(std::string_view input, Frame& frame) {
   Result result;
   if (error_) return result.error = error_, result;
+  // A whole frame at the start of the input, nothing held from an earlier read: read in place,
+  // its header not copied. Anything else (a split frame, one too large) goes the long way.
+  if (header_filled_ == 0 && input.size() >= kHeaderSize) {
+    const auto size = static_cast<std::uint32_t>(read_big_endian<4>(input.data() + 4));
+    if (size <= max_payload_ && input.size() - kHeaderSize >= size) {
+      size_ = size;
+      frame.type = static_cast<MessageType>(read_big_endian<2>(input.data()));
+      frame.version = static_cast<std::uint16_t>(read_big_endian<2>(input.data() + 2));
+      frame.payload = input.substr(kHeaderSize, size);
+      frame.in_parser_buffer = false;
+      result.consumed = kHeaderSize + size;
+      result.has_frame = true;
+      return result;
+    }
+  }
   if (header_filled_ < kHeaderSize) {
     std::size_t take = std::min(kHeaderSize - header_filled_, input.size());
     std::memcpy(header_ + header_filled_, input.data(), take);
