@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -62,12 +61,8 @@ std::string bench_filler(std::size_t size) {
 // `stamp_ns`: the send time it carries (a paced run's scheduled time; else now).
 std::string bench_payload(std::uint64_t seq, std::size_t size, const std::string& filler,
                           std::int64_t stamp_ns) {
-  char head[64];
-  char* end = std::to_chars(head, head + 32, seq).ptr;
-  *end++ = ' ';
-  end = std::to_chars(end, end + 24, stamp_ns).ptr;
-  *end++ = ' ';
-  const auto head_size = static_cast<std::size_t>(end - head);
+  char head[bench::kLongestStamp];
+  const std::size_t head_size = bench::format_stamp(head, seq, stamp_ns);
   if (size <= head_size) return std::string(head, head_size);
   std::string payload(filler, 0, size);  // filler is at least size bytes
   std::memcpy(payload.data(), head, head_size);

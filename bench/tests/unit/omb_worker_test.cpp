@@ -120,6 +120,33 @@ TEST_CASE("omb worker: a send time too large for a signed 64-bit clock is no sen
   CHECK_FALSE(payload_stamp("1 9999999999999999999 rest"));
 }
 
+TEST_CASE("bench stamps: written as decimal text, read back, and anything else is no stamp") {
+  char head[kLongestStamp];
+  auto text = [&](std::uint64_t sequence, std::int64_t stamp) {
+    return std::string(head, format_stamp(head, sequence, stamp));
+  };
+  CHECK(text(0, 1) == "0 1 ");
+  CHECK(text(7, 1'700'000'000'123'456'789) == "7 1700000000123456789 ");
+  CHECK(text(100'000'000, 99'999'999) == "100000000 99999999 ");
+  CHECK(text(1234567890123456789, INT64_MAX) == "1234567890123456789 9223372036854775807 ");
+  CHECK(text(18446744073709551615ULL, 5).size() <= kLongestStamp);
+  CHECK(text(3, -5) == "3 0 ");  // no reader takes a stamp of 0
+  CHECK_FALSE(payload_stamp(text(3, -5)));
+  for (std::int64_t stamp : {std::int64_t{1}, std::int64_t{10}, std::int64_t{99}, std::int64_t{100},
+                             std::int64_t{123'456'789'012}, INT64_MAX})
+    CHECK(payload_stamp(text(42, stamp) + "filler") == stamp);
+  CHECK_FALSE(payload_stamp(""));
+  CHECK_FALSE(payload_stamp("12"));
+  CHECK_FALSE(payload_stamp("12 "));
+  CHECK_FALSE(payload_stamp("12 34"));  // no space after the stamp
+  CHECK_FALSE(payload_stamp(" 34 "));
+  CHECK_FALSE(payload_stamp("12  34 "));
+  CHECK_FALSE(payload_stamp("1x 34 "));
+  CHECK_FALSE(payload_stamp("12345678901234567890 34 "));  // a 20-digit sequence
+  CHECK(payload_stamp("1234567890123456789 34 ") == 34);
+  CHECK_FALSE(payload_stamp("1 12345678901234567890 "));  // a 20-digit stamp
+}
+
 TEST_CASE("omb worker: polybus's clock endpoints give the worker's clock and take its offset") {
   OmbWorker skewed({}, {}, std::chrono::seconds(-5));
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
