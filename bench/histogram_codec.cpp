@@ -102,10 +102,10 @@ std::string encode_compressed_base64(const HdrHistogram& histogram) {
 
 HdrHistogram decode_compressed(std::string_view bytes, std::int32_t max_counts) {
   if (bytes.size() < 8) refuse(std::to_string(bytes.size()) + " bytes, shorter than its header");
-  const auto cookie = static_cast<std::uint32_t>(read_big_endian(bytes.data(), 4));
+  const auto cookie = static_cast<std::uint32_t>(read_big_endian<4>(bytes.data()));
   if ((cookie & kCookieBaseMask) != (kCompressedCookie & kCookieBaseMask))
     refuse("cookie " + std::to_string(cookie) + " is not a V2 compressed histogram's");
-  const auto packed = read_big_endian(bytes.data() + 4, 4);
+  const auto packed = read_big_endian<4>(bytes.data() + 4);
   if (packed != bytes.size() - 8)
     refuse("says " + std::to_string(packed) + " compressed bytes follow, " +
            std::to_string(bytes.size() - 8) + " do");
@@ -136,14 +136,14 @@ HdrHistogram decode_compressed(std::string_view bytes, std::int32_t max_counts) 
     refuse("zlib data is corrupt or truncated (inflate " + std::to_string(rc) + ")");
   inner.resize(inflated);
   if (inner.size() < kHeaderSize) refuse("inner encoding shorter than its header");
-  const auto inner_cookie = static_cast<std::uint32_t>(read_big_endian(inner.data(), 4));
+  const auto inner_cookie = static_cast<std::uint32_t>(read_big_endian<4>(inner.data()));
   if ((inner_cookie & kCookieBaseMask) != (kEncodingCookie & kCookieBaseMask))
     refuse("inner cookie " + std::to_string(inner_cookie) + " is not a V2 histogram's");
-  const auto payload = read_big_endian(inner.data() + 4, 4);
-  const auto offset = static_cast<std::int32_t>(read_big_endian(inner.data() + 8, 4));
-  const auto digits = static_cast<std::int32_t>(read_big_endian(inner.data() + 12, 4));
-  const auto lowest = static_cast<std::int64_t>(read_big_endian(inner.data() + 16, 8));
-  const auto highest = static_cast<std::int64_t>(read_big_endian(inner.data() + 24, 8));
+  const auto payload = read_big_endian<4>(inner.data() + 4);
+  const auto offset = static_cast<std::int32_t>(read_big_endian<4>(inner.data() + 8));
+  const auto digits = static_cast<std::int32_t>(read_big_endian<4>(inner.data() + 12));
+  const auto lowest = static_cast<std::int64_t>(read_big_endian<8>(inner.data() + 16));
+  const auto highest = static_cast<std::int64_t>(read_big_endian<8>(inner.data() + 24));
   if (payload != inner.size() - kHeaderSize)
     refuse("payload length " + std::to_string(payload) + ", " +
            std::to_string(inner.size() - kHeaderSize) + " bytes follow");

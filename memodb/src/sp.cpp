@@ -21,7 +21,7 @@ const char* name(std::uint16_t protocol) {
 }
 
 std::uint32_t read32(std::string_view bytes) {
-  return static_cast<std::uint32_t>(read_big_endian(bytes.data(), 4));
+  return static_cast<std::uint32_t>(read_big_endian<4>(bytes.data()));
 }
 
 }  // namespace
@@ -88,7 +88,7 @@ std::size_t FrameDecoder::feed(std::string_view in, std::error_code& ec, std::st
         }
         ++length_bytes;
       }
-      const std::uint64_t length = read_big_endian(reinterpret_cast<const char*>(length_bytes), 8);
+      const std::uint64_t length = read_big_endian<8>(reinterpret_cast<const char*>(length_bytes));
       if (length > max_message_) {
         failed_ = true;
         ec = make_error_code(errc::sp_message_too_large);

@@ -449,11 +449,11 @@ FrameParser::Result FrameParser::fail(std::error_code error, std::size_t consume
 }
 
 std::int64_t FrameParser::declared_size() const noexcept {
-  return as_signed(read_big_endian(header_, 4), 32);
+  return as_signed(read_big_endian<4>(header_), 32);
 }
 
 std::error_code FrameParser::check_size_field() const noexcept {
-  const std::int64_t size = as_signed(read_big_endian(header_, 4), 32);
+  const std::int64_t size = as_signed(read_big_endian<4>(header_), 32);
   if (size < static_cast<std::int64_t>(kFrameTypeSize)) return errc::bad_frame_size;
   if (static_cast<std::uint64_t>(size) > max_frame_size_) return errc::frame_too_large;
   return {};
@@ -461,12 +461,12 @@ std::error_code FrameParser::check_size_field() const noexcept {
 
 // Called once the 8-byte header is complete and its size field checked.
 std::error_code FrameParser::start_body() noexcept {
-  const std::int64_t type = as_signed(read_big_endian(header_ + 4, 4), 32);
+  const std::int64_t type = as_signed(read_big_endian<4>(header_ + 4), 32);
   if (type < 0 || type > static_cast<std::int64_t>(FrameType::message)) {
     return errc::unknown_frame_type;
   }
   type_ = static_cast<FrameType>(type);
-  body_size_ = static_cast<std::size_t>(read_big_endian(header_, 4)) - kFrameTypeSize;
+  body_size_ = static_cast<std::size_t>(read_big_endian<4>(header_)) - kFrameTypeSize;
   if (type_ == FrameType::message && body_size_ < kMessageHeaderSize) {
     return errc::truncated_message;
   }
@@ -529,8 +529,8 @@ FrameParser::Result FrameParser::feed(std::string_view input, Frame& frame) noex
 
 std::error_code parse_message(std::string_view frame_body, MessageView& out) noexcept {
   if (frame_body.size() < kMessageHeaderSize) return errc::truncated_message;
-  out.timestamp_ns = as_signed(read_big_endian(frame_body.data(), 8), 64);
-  out.attempts = static_cast<std::uint16_t>(read_big_endian(frame_body.data() + 8, 2));
+  out.timestamp_ns = as_signed(read_big_endian<8>(frame_body.data()), 64);
+  out.attempts = static_cast<std::uint16_t>(read_big_endian<2>(frame_body.data() + 8));
   out.id = frame_body.substr(10, kMessageIdSize);
   out.body = frame_body.substr(kMessageHeaderSize);
   return {};

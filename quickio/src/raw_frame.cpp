@@ -37,7 +37,7 @@ RawFrameDecoder::Result RawFrameDecoder::parse(std::string_view input, std::stri
     length_filled_ += n;
     used += n;
     if (length_filled_ < kRawLengthSize) return {used, false, {}};
-    size_ = read_big_endian(reinterpret_cast<const char*>(length_), kRawLengthSize);
+    size_ = read_big_endian<kRawLengthSize>(reinterpret_cast<const char*>(length_));
     // Checked before anything is buffered: a hostile length never becomes an allocation.
     if (size_ > max_)
       error_ = make_error_code(codec_errc::frame_too_large);

@@ -389,8 +389,8 @@ class V2Connection {
         frames.push_back("EOF");
         return frames;
       }
-      const auto size = static_cast<std::uint32_t>(read_big_endian(header.data(), 4));
-      const auto type = static_cast<std::uint32_t>(read_big_endian(header.data() + 4, 4));
+      const auto size = static_cast<std::uint32_t>(read_big_endian<4>(header.data()));
+      const auto type = static_cast<std::uint32_t>(read_big_endian<4>(header.data() + 4));
       std::string body(size >= 4 ? size - 4 : 0, '\0');
       asio::read(socket_, asio::buffer(body), ec);
       if (ec) {

@@ -56,8 +56,8 @@ std::string inner_header(std::uint32_t payload, std::int64_t lowest, std::int64_
 TEST_CASE("histogram codec: a round trip keeps every count") {
   const HdrHistogram h = sample();
   const std::string bytes = encode_compressed(h);
-  CHECK(polybus::read_big_endian(bytes.data(), 4) == 0x1c849314);
-  CHECK(polybus::read_big_endian(bytes.data() + 4, 4) == bytes.size() - 8);
+  CHECK(polybus::read_big_endian<4>(bytes.data()) == 0x1c849314);
+  CHECK(polybus::read_big_endian<4>(bytes.data() + 4) == bytes.size() - 8);
   CHECK(static_cast<unsigned char>(bytes[8]) == 0x78);  // a zlib stream, not raw deflate
   const HdrHistogram back = decode_compressed(bytes);
   REQUIRE(back.total_count() == h.total_count());

@@ -49,14 +49,14 @@ struct LaterDue {
 };
 }  // namespace
 
-OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn&& fn, const char* verb,
                                    std::string subject, Clock::time_point issued) {
   auto op = make(deadline, std::move(fn), verb, issued);
   op->subject = std::move(subject);
   return track(std::move(op));
 }
 
-OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn&& fn, const char* verb,
                                    std::shared_ptr<const std::string> subject,
                                    Clock::time_point issued) {
   auto op = make(deadline, std::move(fn), verb, issued);
@@ -64,7 +64,7 @@ OpCompletion OperationTracker::add(Clock::time_point deadline, Operation::Fn fn,
   return track(std::move(op));
 }
 
-std::shared_ptr<Operation> OperationTracker::make(Clock::time_point deadline, Operation::Fn fn,
+std::shared_ptr<Operation> OperationTracker::make(Clock::time_point deadline, Operation::Fn&& fn,
                                                   const char* verb, Clock::time_point issued) {
   auto op = blocks_ ? std::allocate_shared<Operation>(PooledAllocator<Operation>(blocks_))
                     : std::make_shared<Operation>();

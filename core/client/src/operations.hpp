@@ -57,15 +57,15 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
 
   // Strand only.
   // issued: when the caller asked (the deadline was computed from it); default: now.
-  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, std::string what = "operation",
+  OpCompletion add(Clock::time_point deadline, Operation::Fn&& fn, std::string what = "operation",
                    Clock::time_point issued = Clock::time_point::min()) {
     return add(deadline, std::move(fn), "", std::move(what), issued);
   }
   // Named verb + subject, e.g. ("publish to ", topic); verb must be a string literal.
-  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+  OpCompletion add(Clock::time_point deadline, Operation::Fn&& fn, const char* verb,
                    std::string subject, Clock::time_point issued);
   // The same with a shared subject (Operation::shared_subject).
-  OpCompletion add(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+  OpCompletion add(Clock::time_point deadline, Operation::Fn&& fn, const char* verb,
                    std::shared_ptr<const std::string> subject, Clock::time_point issued);
   void fail_all(std::error_code ec, const std::string& detail);
   // Completes `made` now unless it is done already: its maker failed before handing it on (an
@@ -87,7 +87,7 @@ class OperationTracker : public std::enable_shared_from_this<OperationTracker> {
  private:
   struct Pending;
   // An operation made, its subject not yet set.
-  std::shared_ptr<Operation> make(Clock::time_point deadline, Operation::Fn fn, const char* verb,
+  std::shared_ptr<Operation> make(Clock::time_point deadline, Operation::Fn&& fn, const char* verb,
                                   Clock::time_point issued);
   OpCompletion track(std::shared_ptr<Operation> op);
   void insert(Pending pending);

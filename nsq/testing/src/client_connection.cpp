@@ -310,7 +310,7 @@ void ClientConnection::journal_body(std::string_view command, std::string_view b
   }
   if (command == "MPUB")  // the message count that opens the body
     entry.count =
-        body.size() >= 4 ? static_cast<std::int64_t>(read_big_endian(body.data(), 4)) : -1;
+        body.size() >= 4 ? static_cast<std::int64_t>(read_big_endian<4>(body.data())) : -1;
   if (command == "DPUB") entry.text = std::to_string(body_defer_.count()) + "ms";
   if (command == "IDENTIFY") entry.text = str(body);  // AUTH's secret is left out
   journal.record(std::move(entry));

@@ -166,15 +166,15 @@ std::optional<Message> DiskQueue::pop(const std::shared_ptr<MemoryAccount>& memo
   std::clearerr(reader_);  // read up to the end before the writer's last flush
   if (std::fread(header, 1, sizeof header, reader_) != sizeof header)
     return fail("a record ends early");
-  const std::uint64_t size = read_big_endian(header, 4);
+  const std::uint64_t size = read_big_endian<4>(header);
   if (size < kHeader || size > file.bytes)
     return fail("a record's size is " + std::to_string(size));
   std::string body(size - kHeader, '\0');
   if (!body.empty() && std::fread(body.data(), 1, body.size(), reader_) != body.size())
     return fail("a record ends early");
   Message message;
-  message.timestamp_ns = static_cast<std::int64_t>(read_big_endian(header + 4, 8));
-  message.attempts = static_cast<std::uint16_t>(read_big_endian(header + 12, 2));
+  message.timestamp_ns = static_cast<std::int64_t>(read_big_endian<8>(header + 4));
+  message.attempts = static_cast<std::uint16_t>(read_big_endian<2>(header + 12));
   message.id = MessageId::from_wire(std::string_view(header + 14, 16));
   message.body = std::make_shared<const StoredBody>(std::move(body), memory);
   const std::uint64_t record = 4 + size;

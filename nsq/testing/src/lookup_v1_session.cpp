@@ -81,7 +81,7 @@ void LookupV1Session::feed(std::string_view bytes, std::string& out) {
       if (rest.size() < 4) break;
       used += 4;
       const auto size =
-          static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(rest.data(), 4)));
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian<4>(rest.data())));
       if (size < 0 || size > kMaxIdentifyBody) {
         fail("E_BAD_BODY IDENTIFY failed to read body", out);
         break;

@@ -103,7 +103,7 @@ void LookupdPeer::read_answer() {
       [self = shared_from_this(), generation](std::error_code ec, std::size_t) {
         if (generation != self->generation_) return;
         if (ec) return self->fail("read failed: " + ec.message());
-        const auto size = static_cast<std::uint32_t>(read_big_endian(self->header_.data(), 4));
+        const auto size = static_cast<std::uint32_t>(read_big_endian<4>(self->header_.data()));
         if (size > kMaxAnswer) {
           return self->fail("an answer of " + std::to_string(size) + " bytes, past the " +
                             std::to_string(kMaxAnswer) + "-byte bound");

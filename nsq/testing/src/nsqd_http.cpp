@@ -198,13 +198,13 @@ class Api {
     if (binary) {
       if (body.size() < 4) return v1_error(413, "BAD_BODY");
       const auto count =
-          static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(body.data(), 4)));
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian<4>(body.data())));
       body.remove_prefix(4);
       if (count <= 0 || count > (options.max_body_size - 4) / 5) return v1_error(413, "BAD_BODY");
       for (std::int32_t i = 0; i < count; ++i) {
         if (body.size() < 4) return v1_error(413, "BAD_MESSAGE");
         const auto size =
-            static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian(body.data(), 4)));
+            static_cast<std::int32_t>(static_cast<std::uint32_t>(read_big_endian<4>(body.data())));
         body.remove_prefix(4);
         if (size <= 0 || size > options.max_msg_size ||
             body.size() < static_cast<std::size_t>(size)) {
