@@ -4,7 +4,7 @@
 docs/performance.md.
 
     bench/compare/figg.py --server FIGG_SERVER --figg-bench FIGG_BENCH [--rounds 3]
-                                [--rows e2e,e2e-4k] [--polybus PATH]
+                                [--rows e2e,e2e-4k] [--polybus PATH] [--polybus-before PATH]
 
 Rows (every client once per round, each against a fresh figg-server with its in-memory log,
 `--commitlog.inmemory`, the order rotating per round):
@@ -12,6 +12,8 @@ Rows (every client once per round, each against a fresh figg-server with its in-
           256, the Go SDK's fixed size), the same with `handler_thread=io`, and
           `figg-bench --pubs 1 --subs 1 --resumers 0`
   e2e-4k  the same with 100,000 x 4 KiB (polybus with its defaults)
+With --polybus-before, each row also runs that build with its defaults ("polybus before"), in the
+same rounds, so that a change is measured against the build before it under the same load.
 
 The server and figg-bench are built by hand from their sources at commit 703b195; the
 paths come from the flags or FIGG_SERVER, FIGG_BENCH and POLYBUS (default
@@ -33,7 +35,10 @@ def main():
     p = benchlib.arguments(__doc__, "e2e,e2e-4k")
     p.add_argument("--server", default=os.environ.get("FIGG_SERVER"))
     p.add_argument("--figg-bench", default=os.environ.get("FIGG_BENCH"))
+    p.add_argument("--polybus-before", default=None)
     args = benchlib.parse(p, "figg")
+    if args.polybus_before:
+        benchlib.need(args.polybus_before, "--polybus-before")
     log = args.log
     benchlib.need(args.server, "--server (figg-server)")
     benchlib.need(args.figg_bench, "--figg-bench")
@@ -51,9 +56,10 @@ def main():
         finally:
             server.stop()
 
-    def polybus(count, size, query=""):
+    def polybus(count, size, query="", binary=None):
         def client(address):
-            out, _, _ = benchlib.run_client([args.polybus, "bench", "figg://" + address + query,
+            out, _, _ = benchlib.run_client([binary or args.polybus, "bench",
+                                             "figg://" + address + query,
                                              "--messages", str(count), "--size", str(size)],
                                             300, log)
             return benchlib.polybus_result(out, count)
@@ -71,16 +77,22 @@ def main():
                     "messages": count}
         return client
 
+    def earlier_build(count, size):
+        if not args.polybus_before:
+            return []
+        return [("polybus before", polybus(count, size, binary=args.polybus_before))]
+
     plan = []
     for row in args.rows.split(","):
         if row == "e2e":
             plan.append((row, "1 pub + 1 sub, 600,000 x 128 B", [
                 ("polybus", polybus(600000, 128)),
-                ("polybus, handler_thread=io", polybus(600000, 128, "?handler_thread=io")),
-                ("figg-bench", figg_bench(600000, 128))]))
+                ("polybus, handler_thread=io", polybus(600000, 128, "?handler_thread=io"))] +
+                earlier_build(600000, 128) + [("figg-bench", figg_bench(600000, 128))]))
         elif row == "e2e-4k":
-            plan.append((row, "1 pub + 1 sub, 100,000 x 4,096 B", [
-                ("polybus", polybus(100000, 4096)), ("figg-bench", figg_bench(100000, 4096))]))
+            plan.append((row, "1 pub + 1 sub, 100,000 x 4,096 B",
+                         [("polybus", polybus(100000, 4096))] + earlier_build(100000, 4096) +
+                         [("figg-bench", figg_bench(100000, 4096))]))
         else:
             sys.exit("unknown row %r (e2e, e2e-4k)" % row)
     table = benchlib.measure_rows(plan, args.rounds, run)
