@@ -9,7 +9,7 @@ docs/performance.md.
 Rows (every client once per round, each against a fresh figg-server with its in-memory log,
 `--commitlog.inmemory`, the order rotating per round):
   e2e     1 publisher + 1 subscriber, 600,000 x 128 B: `polybus bench` with its defaults (window
-          256, the Go SDK's fixed size), the same with `handler_thread=io`, and
+          1024; the Go SDK's is fixed at 256), the same with `handler_thread=io`, and
           `figg-bench --pubs 1 --subs 1 --resumers 0`
   e2e-4k  the same with 100,000 x 4 KiB (polybus with its defaults)
 With --polybus-before, each row also runs that build with its defaults ("polybus before"), in the

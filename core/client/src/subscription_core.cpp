@@ -146,10 +146,12 @@ void SubscriptionCore::run_queue() {
   // event loop of their own.
   std::optional<ResponseIntake::Turn> answers;
   if (on_io_thread_) answers.emplace(shared_->responses, *shared_);
-  // A handler thread takes its share of the queue, up to kTakeAtOnce, under one lock instead of
-  // one message per lock: the io thread queues under the same lock, and the two took it in turn
-  // for every message. A share leaves the rest to the subscription's other handler threads.
-  // What a pause or a cool-down finds still taken goes back to the front of the queue.
+  // The one handler thread of a subscription with concurrency 1 takes up to kTakeAtOnce
+  // messages under one lock instead of one per lock: the io thread queues under the same lock,
+  // and the two took it in turn for every message. With more handler threads each takes one at
+  // a time: messages one thread held while it ran a handler would wait although another thread
+  // was free for them. What a pause or a cool-down finds still taken goes back to the front of
+  // the queue.
   constexpr std::size_t kTakeAtOnce = 16;
   std::array<Message, kTakeAtOnce> taken_together;
   std::size_t next = 0, count = 0;
@@ -184,9 +186,9 @@ void SubscriptionCore::run_queue() {
       message = std::move(queue_.front());
       queue_.pop_front();
       taken(message);
-      const std::size_t share =
-          on_io_thread_ ? 0 : std::min(kTakeAtOnce, (queue_.size() + running_ - 1) / running_);
-      for (; count < share; ++count) {
+      const std::size_t more =
+          on_io_thread_ || concurrency_ > 1 ? 0 : std::min(kTakeAtOnce, queue_.size());
+      for (; count < more; ++count) {
         taken_together[count] = std::move(queue_.front());
         queue_.pop_front();
         taken(taken_together[count]);

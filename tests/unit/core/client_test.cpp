@@ -458,6 +458,34 @@ TEST_CASE("a pause from a handler holds back what its thread took with that mess
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }
 
+TEST_CASE(
+    "messages queued before the handler threads woke still run as many at once as the "
+    "concurrency allows",
+    "[client]") {
+  // A handler thread that took several queued messages at once would keep them from the other
+  // threads: here each handler waits until all four run together.
+  register_test_adapter<AlreadySentAdapter>(
+      "already-sent-test", "unit test: a broker that delivers whether paused or not");
+  constexpr int kConcurrency = 4;
+  Latch running;
+  std::atomic<int> together{0};
+  auto client = connect("already-sent-test://x");
+  SubscribeOptions options;
+  options.concurrency = kConcurrency;
+  auto sub = client.subscribe("t", options, [&](Message&) {
+    running.count_down();
+    if (running.wait_for(kConcurrency)) ++together;
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  sub.pause();
+  for (int i = 0; i < kConcurrency; ++i)
+    REQUIRE(client.publish_sync("t", "m" + std::to_string(i)) == std::error_code{});
+  sub.resume();
+  REQUIRE(running.wait_for(kConcurrency));
+  CHECK(eventually([&] { return together.load() == kConcurrency; }));
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
 namespace {
 // A broker that confirms nothing until told: publishes to "release" complete every one held.
 class HoldingAdapter : public NoSubscribeAdapter {
