@@ -161,8 +161,10 @@ void SubscriptionCore::run_queue() {
     Message message;
     if (next < count && !(held_back() && active_.load())) {
       message = std::move(taken_together[next++]);
+      taken_waiting_.fetch_sub(1);
     } else {
       std::lock_guard<BriefMutex> lock(mutex_);
+      taken_waiting_.fetch_sub(count - next);
       while (count > next) give_back_taken(std::move(taken_together[--count]));
       next = count = 0;
       if (queue_.empty() || (held_back() && active_.load())) {
@@ -193,6 +195,7 @@ void SubscriptionCore::run_queue() {
         queue_.pop_front();
         taken(taken_together[count]);
       }
+      taken_waiting_.fetch_add(count);
     }
     if (!active_.load()) {
       release(message);
@@ -318,7 +321,7 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
   m.in_flight = m.received > answered ? m.received - answered : 0;
   {
     std::lock_guard<BriefMutex> lock(mutex_);
-    m.held_messages = queue_.size() + retries_waiting_.load();
+    m.held_messages = queue_.size() + taken_waiting_.load() + retries_waiting_.load();
     m.held_bytes = held_bytes_ + retry_bytes_;
   }
   m.handler_time = cells_->handler_time.snapshot();
@@ -338,7 +341,8 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
 
 std::size_t SubscriptionCore::pending() const {
   std::lock_guard<BriefMutex> lock(mutex_);
-  return queue_.size() + running_ + retries_waiting_.load() + batch_held_.load();
+  return queue_.size() + taken_waiting_.load() + running_ + retries_waiting_.load() +
+         batch_held_.load();
 }
 
 bool SubscriptionCore::idle() const {

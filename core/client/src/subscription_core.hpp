@@ -194,6 +194,9 @@ class SubscriptionCore : public SubscriptionSink,
   std::vector<std::shared_ptr<ReadyWaiter>> ready_waiters_;
   std::string not_ready_within(std::chrono::milliseconds timeout) const;
   Fifo<Message> queue_;
+  // Taken off the queue together with the one a handler thread runs, and not yet handled
+  // (run_queue): still waiting for a handler, as pending() and held_messages count them.
+  std::atomic<std::size_t> taken_waiting_{0};
   std::uint32_t running_ = 0;
   bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
   // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,

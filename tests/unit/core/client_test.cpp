@@ -435,9 +435,12 @@ TEST_CASE("a pause from a handler holds back what its thread took with that mess
   Collector got;
   auto client = connect("already-sent-test://x");
   Subscription* self = nullptr;
+  std::atomic<std::size_t> pending_in_first{0};
   auto sub = client.subscribe("t", {}, [&](Message& m) {
     got.add(std::string(m.payload()));
-    if (m.payload() == "m0") self->pause();
+    if (m.payload() != "m0") return;
+    pending_in_first = self->pending();  // the one running and those taken with it
+    self->pause();
   });
   self = &sub;
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
@@ -449,6 +452,7 @@ TEST_CASE("a pause from a handler holds back what its thread took with that mess
   sub.resume();  // one handler thread takes the ten at once and handles m0, which pauses
   REQUIRE(got.wait_for_count(1));
   CHECK(eventually([&] { return sub.pending() == kCount - 1; }));
+  CHECK(pending_in_first.load() == kCount);
   CHECK(got.total() == 1);
   sub.resume();
   REQUIRE(got.wait_for_count(kCount));
