@@ -4,8 +4,9 @@
 // client's strand and freed on any thread: a delivered message dies wherever its handler lets it
 // go. The strand takes blocks from a list of its own, without a lock or an atomic; a block freed
 // on the strand goes back to that list, one freed elsewhere onto a second list with one
-// compare-exchange, which the strand takes whole when its own runs dry. At most max_spare blocks
-// stay spare on each list; the rest go back to the heap.
+// compare-exchange, which the strand takes whole when its own runs dry. About max_spare blocks at
+// most stay spare on each list (a give that races the strand taking the list is not counted);
+// the rest go back to the heap.
 //
 // A pool made without a strand serves one owner that takes (a machine, a keeper of copies,
 // never two threads at once): its takes need no check, and every block comes back through the

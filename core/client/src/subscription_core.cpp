@@ -147,11 +147,10 @@ void SubscriptionCore::run_queue() {
   std::optional<ResponseIntake::Turn> answers;
   if (on_io_thread_) answers.emplace(shared_->responses, *shared_);
   // The one handler thread of a subscription with concurrency 1 takes up to kTakeAtOnce
-  // messages under one lock instead of one per lock: the io thread queues under the same lock,
-  // and the two took it in turn for every message. With more handler threads each takes one at
-  // a time: messages one thread held while it ran a handler would wait although another thread
-  // was free for them. What a pause or a cool-down finds still taken goes back to the front of
-  // the queue.
+  // messages under one lock: the io thread queues under the same lock, and taking one per lock
+  // would have the two take it in turn for every message. With more handler threads each takes
+  // one at a time, so that no thread holds messages while another is free to run them. What a
+  // pause or a cool-down finds still taken goes back to the front of the queue.
   constexpr std::size_t kTakeAtOnce = 16;
   std::array<Message, kTakeAtOnce> taken_together;
   std::size_t next = 0, count = 0;

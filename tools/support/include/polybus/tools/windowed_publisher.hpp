@@ -4,8 +4,8 @@
 // of it has completed, not one completion: woken once per half window rather than once per message,
 // the publishing thread and the io thread stop trading places on every completion. The count in
 // flight is an atomic, and the lock is taken only to wait and to wake: a lock that the publishing
-// thread and the io thread took for every message would put one of them to sleep whenever the
-// other held it.
+// thread and the io thread each took for every message would put one of them to sleep whenever
+// the other held it.
 #pragma once
 
 #include <atomic>
