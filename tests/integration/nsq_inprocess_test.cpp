@@ -25,7 +25,23 @@ using nsq::testing::Nsqd;
 
 namespace {
 const std::string kFast = "reconnect_initial=5ms&reconnect_max=50ms";
+
+// An nsqd that times a message out after 1 s, its least msg_timeout.
+std::unique_ptr<Nsqd> start_nsqd_with_least_msg_timeout() {
+  nsq::testing::NsqdOptions broker;
+  broker.msg_timeout = std::chrono::milliseconds(1000);
+  return Nsqd::start(broker);
 }
+
+// One handler thread, ten messages in flight.
+SubscribeOptions one_handler_thread(const std::string& group) {
+  SubscribeOptions options;
+  options.group = group;
+  options.max_in_flight = 10;
+  options.concurrency = 1;
+  return options;
+}
+}  // namespace
 
 TEST_CASE("nsq: silence for twice the heartbeat interval drops the connection and reconnects",
           "[nsq][heartbeat]") {
@@ -714,11 +730,7 @@ TEST_CASE(
   std::atomic<int> handled{0}, returned{0};
   Latch entered;
   auto client = connect("nsq://" + nsqd->tcp_address() + "?max_held_messages=2&" + kFast);
-  SubscribeOptions options;
-  options.group = "flow";
-  options.max_in_flight = 10;
-  options.concurrency = 1;
-  auto sub = client.subscribe("flow", options, [&](Message&) {
+  auto sub = client.subscribe("flow", one_handler_thread("flow"), [&](Message&) {
     if (handled++ == 0) {
       entered.count_down();
       gate_open.wait();  // the rest queue up past max_held_messages
@@ -751,19 +763,13 @@ TEST_CASE(
 
 TEST_CASE("nsq: what a long pause holds is touched, so nsqd does not send it again",
           "[nsq][flow]") {
-  polybus::nsq::testing::NsqdOptions broker;
-  broker.msg_timeout = std::chrono::milliseconds(1000);  // nsqd's least
-  auto nsqd = Nsqd::start(broker);
+  auto nsqd = start_nsqd_with_least_msg_timeout();
   std::promise<void> gate;
   auto gate_open = gate.get_future().share();
   Collector handled;
   Latch entered;
   auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
-  SubscribeOptions options;
-  options.group = "held";
-  options.max_in_flight = 10;
-  options.concurrency = 1;
-  auto sub = client.subscribe("held", options, [&](Message& m) {
+  auto sub = client.subscribe("held", one_handler_thread("held"), [&](Message& m) {
     if (m.payload() == "m0") {
       entered.count_down();
       gate_open.wait();  // the others arrive meanwhile
@@ -791,6 +797,53 @@ TEST_CASE("nsq: what a long pause holds is touched, so nsqd does not send it aga
   REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("held", "held") == 0; }));
   CHECK(handled.total() == 5);  // each once
   CHECK(nsqd->timeout_count("held", "held") == 0);
+  REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
+}
+
+TEST_CASE(
+    "nsq: what a long pause holds is touched, those the handler thread took together with the "
+    "running message too",
+    "[nsq][flow]") {
+  // m0..m4 queue behind a handler busy with "first"; when it returns, its thread takes m0 with
+  // the four behind it, and m0's handler runs through a pause longer than msg_timeout, touching
+  // its own message as a long handler does. The four it took wait as the queue does.
+  auto nsqd = start_nsqd_with_least_msg_timeout();
+  std::promise<void> first_gate, m0_gate;
+  auto first_open = first_gate.get_future().share();
+  auto m0_open = m0_gate.get_future().share();
+  Collector handled;
+  Latch first_entered, m0_entered;
+  auto client = connect("nsq://" + nsqd->tcp_address() + "?" + kFast);
+  auto sub = client.subscribe("ahead", one_handler_thread("ahead"), [&](Message& m) {
+    if (m.payload() == "first") {
+      first_entered.count_down();
+      first_open.wait();
+    } else if (m.payload() == "m0") {
+      m0_entered.count_down();
+      while (m0_open.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready)
+        m.touch();
+    }
+    handled.add(std::string(m.payload()));
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  REQUIRE(client.publish_sync("ahead", "first") == std::error_code{});
+  REQUIRE(first_entered.wait_for(1));
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(client.publish_sync("ahead", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(eventually([&] { return sub.pending() == 6; }));  // "first" running, five queued
+  first_gate.set_value();
+  REQUIRE(m0_entered.wait_for(1));
+  sub.pause();
+  // Held past twice msg_timeout (a bound: nothing is expected to happen in it).
+  const bool timed_out = nsqd->wait_until([&] { return nsqd->timeout_count("ahead", "ahead") > 0; },
+                                          std::chrono::milliseconds(2500));
+  CHECK_FALSE(timed_out);
+  m0_gate.set_value();
+  sub.resume();
+  REQUIRE(handled.wait_for_distinct(6));
+  REQUIRE(nsqd->wait_until([&] { return nsqd->in_flight("ahead", "ahead") == 0; }));
+  CHECK(handled.total() == 6);  // each once
+  CHECK(nsqd->timeout_count("ahead", "ahead") == 0);
   REQUIRE(client.close_sync(std::chrono::seconds(5)) == std::error_code{});
 }
 

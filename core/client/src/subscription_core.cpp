@@ -153,7 +153,7 @@ void SubscriptionCore::run_queue() {
   // pause or a cool-down finds still taken goes back to the front of the queue.
   constexpr std::size_t kTakeAtOnce = 16;
   std::array<Message, kTakeAtOnce> taken_together;
-  std::size_t next = 0, count = 0;
+  std::size_t next = 0, count = 0, handled_bytes = 0;
   for (std::uint32_t handled = 0;; ++handled) {
     if (on_io_thread_ && (handled == kMaxPerTurn || returned > turn_ends))
       return post_run_queue();  // still running_
@@ -161,11 +161,16 @@ void SubscriptionCore::run_queue() {
     if (next < count && !(held_back() && active_.load())) {
       message = std::move(taken_together[next++]);
       taken_waiting_.fetch_sub(1);
+      handled_bytes += message.payload().size();
+      if (shared_->caps.touch) ahead_handed_.store(next, std::memory_order_relaxed);
     } else {
       std::lock_guard<BriefMutex> lock(mutex_);
-      taken_waiting_.fetch_sub(count - next);
-      while (count > next) give_back_taken(std::move(taken_together[--count]));
-      next = count = 0;
+      if (count > 0) {
+        taken_waiting_.fetch_sub(count - next);
+        while (count > next) give_back_taken(std::move(taken_together[--count]));
+        settle_taken_ahead(handled_bytes);
+        next = count = handled_bytes = 0;
+      }
       if (queue_.empty() || (held_back() && active_.load())) {
         --running_;
         if (running_ == 0 && drop_when_idle_) {
@@ -192,9 +197,11 @@ void SubscriptionCore::run_queue() {
       for (; count < more; ++count) {
         taken_together[count] = std::move(queue_.front());
         queue_.pop_front();
-        taken(taken_together[count]);
       }
-      taken_waiting_.fetch_add(count);
+      if (count > 0) {
+        taken_ahead(taken_together.data(), count);
+        taken_waiting_.fetch_add(count);
+      }
     }
     if (!active_.load()) {
       release(message);

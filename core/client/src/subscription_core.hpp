@@ -127,9 +127,16 @@ class SubscriptionCore : public SubscriptionSink,
   // Strand: while the application pauses, has what is held touched now and then at the
   // adapter's pace (held_touch_interval), so a long pause does not make the broker send it again.
   void touch_held();
-  void stop_touching();                   // strand
-  void taken(const Message& message);     // a handler took a message off the queue
-  void give_back_taken(Message message);  // ... and puts it back, unhandled, at the front
+  void stop_touching();  // strand
+  // With mutex_ held. A handler took a message off the queue to run it now.
+  void taken(const Message& message);
+  // ... and `count` more with it, run next without the lock: still held for the budget, and
+  // touched while a pause holds them.
+  void taken_ahead(const Message* first, std::size_t count);
+  // ... and, back under the lock, the rest of those are put back, unhandled, at the front,
+  // and the `handled_bytes` of those it ran leave the budget.
+  void give_back_taken(Message message);
+  void settle_taken_ahead(std::size_t handled_bytes);
   // With mutex_ held: what says the budget is now over (empty: it is not, or already was), and
   // the release once half has drained.
   std::string check_over_budget();
@@ -199,11 +206,18 @@ class SubscriptionCore : public SubscriptionSink,
   std::atomic<std::size_t> taken_waiting_{0};
   std::uint32_t running_ = 0;
   bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
-  // Budget: what waits in queue_ for a handler. Over either bound the adapter is paused (RDY 0,
-  // DETACH, ...) until half of it has drained: back-pressure, never an unbounded queue.
+  // Budget: what waits in queue_ for a handler, and what a handler thread took ahead. Over
+  // either bound the adapter is paused (RDY 0, DETACH, ...) until half of it has drained:
+  // back-pressure, never an unbounded queue. Guarded by mutex_.
   std::size_t max_held_messages_;
   std::size_t max_held_bytes_;
   std::size_t held_bytes_ = 0;
+  std::size_t held_ahead_ = 0;  // taken_ahead() until settle_taken_ahead()
+  // Where the adapter touches what is held: copies of those taken ahead for touch_held(), and
+  // how many of them the handler thread has run so far (written without the lock).
+  std::vector<Message> ahead_copies_;
+  std::atomic<std::size_t> ahead_handed_{0};
+  std::size_t held_messages() const { return queue_.size() + held_ahead_; }
   bool over_budget_ = false;  // guarded by mutex_
   bool pull_full_ = false;    // guarded by mutex_: a PullSubscription's inbox is full
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on

@@ -12,10 +12,10 @@ namespace polybus::detail {
 
 std::string SubscriptionCore::check_over_budget() {
   // Called with mutex_ held.
-  if (over_budget_ || (queue_.size() <= max_held_messages_ && held_bytes_ <= max_held_bytes_))
+  if (over_budget_ || (held_messages() <= max_held_messages_ && held_bytes_ <= max_held_bytes_))
     return {};
   over_budget_ = true;
-  return topic_ + ": " + std::to_string(queue_.size()) + " messages (" +
+  return topic_ + ": " + std::to_string(held_messages()) + " messages (" +
          std::to_string(held_bytes_) +
          " bytes) wait for handlers, over max_held_messages=" + std::to_string(max_held_messages_) +
          " or max_held_bytes=" + std::to_string(max_held_bytes_) +
@@ -24,7 +24,7 @@ std::string SubscriptionCore::check_over_budget() {
 
 void SubscriptionCore::check_under_half() {
   // Called with mutex_ held.
-  if (over_budget_ && queue_.size() <= max_held_messages_ / 2 &&
+  if (over_budget_ && held_messages() <= max_held_messages_ / 2 &&
       held_bytes_ <= max_held_bytes_ / 2) {
     over_budget_ = false;
     asio::post(shared_->strand, [self = shared_from_this()] { self->apply_flow(); });
@@ -79,10 +79,25 @@ void SubscriptionCore::taken(const Message& message) {
   check_under_half();
 }
 
+void SubscriptionCore::taken_ahead(const Message* first, std::size_t count) {
+  // Called with mutex_ held. Their bytes stay in held_bytes_ until settled.
+  held_ahead_ = count;
+  if (!shared_->caps.touch) return;
+  ahead_copies_.assign(first, first + count);
+  ahead_handed_.store(0, std::memory_order_relaxed);
+}
+
 void SubscriptionCore::give_back_taken(Message message) {
   // Called with mutex_ held.
-  held_bytes_ += message.payload().size();
   queue_.push_front(std::move(message));
+}
+
+void SubscriptionCore::settle_taken_ahead(std::size_t handled_bytes) {
+  // Called with mutex_ held, after the unhandled ones went back to queue_.
+  held_ahead_ = 0;
+  ahead_copies_.clear();
+  held_bytes_ -= std::min(held_bytes_, handled_bytes);
+  check_under_half();
 }
 
 void SubscriptionCore::cool_down(std::chrono::milliseconds length) {
@@ -146,7 +161,12 @@ void SubscriptionCore::touch_held() {
     std::lock_guard<BriefMutex> lock(mutex_);
     // Resumed (or closing) already: handlers take these now, and ack them.
     if (!held_back()) return;
-    held.assign(queue_.begin(), queue_.end());
+    // Those the handler thread took ahead and has not run yet wait too. One it has just begun
+    // may be among them: touching it as well is harmless.
+    const std::size_t handed =
+        std::min(ahead_handed_.load(std::memory_order_relaxed), ahead_copies_.size());
+    held.assign(ahead_copies_.begin() + static_cast<std::ptrdiff_t>(handed), ahead_copies_.end());
+    held.insert(held.end(), queue_.begin(), queue_.end());
   }
   held.erase(
       std::remove_if(held.begin(), held.end(), [](const Message& m) { return m.responded(); }),

@@ -344,6 +344,9 @@ TEST_CASE("a publish or request whose adapter throws completes at once with the 
 }
 
 namespace {
+// Whether the last AlreadySentAdapter subscription the client told to pause or resume is paused.
+std::atomic<bool> already_sent_paused{false};
+
 // A broker that had already sent: its subscriptions deliver every publish to their topic at once,
 // paused or not, the way messages on the wire still arrive after a pause was sent.
 class AlreadySentAdapter : public Adapter {
@@ -377,8 +380,8 @@ class AlreadySentAdapter : public Adapter {
  private:
   struct Deaf : AdapterSubscription {
     void unsubscribe(OpCompletion done) override { done({}); }
-    void pause() override {}
-    void resume() override {}
+    void pause() override { already_sent_paused = true; }
+    void resume() override { already_sent_paused = false; }
     void set_max_in_flight(std::uint32_t) override {}
   };
   AdapterContext ctx_;
@@ -459,6 +462,46 @@ TEST_CASE("a pause from a handler holds back what its thread took with that mess
   std::vector<std::string> expected;
   for (int i = 0; i < kCount; ++i) expected.push_back("m" + std::to_string(i));
   CHECK(got.order() == expected);
+  CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
+TEST_CASE(
+    "messages a handler thread took together stay in the budget until handled: delivery stays "
+    "paused",
+    "[client][flow]") {
+  // Ten queued while the application paused, over max_held_messages=4, pause the broker's side.
+  // The one handler thread takes them together and blocks in the first: the nine it holds still
+  // wait for a handler, so the broker's side stays paused until half of the budget drained.
+  register_test_adapter<AlreadySentAdapter>(
+      "already-sent-test", "unit test: a broker that delivers whether paused or not");
+  std::promise<void> gate;
+  auto gate_open = gate.get_future().share();
+  Latch entered;
+  std::atomic<int> handled{0};
+  auto client = connect("already-sent-test://x?max_held_messages=4");
+  auto sub = client.subscribe("t", {}, [&](Message&) {
+    if (handled.fetch_add(1) == 0) {
+      entered.count_down();
+      gate_open.wait();
+    }
+  });
+  REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  sub.pause();
+  constexpr int kCount = 10;
+  for (int i = 0; i < kCount; ++i)
+    REQUIRE(client.publish_sync("t", "m" + std::to_string(i)) == std::error_code{});
+  REQUIRE(sub.pending() == kCount);
+  REQUIRE(already_sent_paused.load());
+  sub.resume();
+  REQUIRE(entered.wait_for(1));
+  // A publish passes through the client's strand after anything the take posted there; it is
+  // delivered too, behind the others.
+  REQUIRE(client.publish_sync("t", "after") == std::error_code{});
+  CHECK(already_sent_paused.load());
+  CHECK(sub.pending() == kCount + 1);  // the one running, nine taken with it, and "after"
+  gate.set_value();
+  CHECK(eventually([&] { return handled.load() == kCount + 1; }));
+  CHECK(eventually([&] { return !already_sent_paused.load(); }));
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }
 
