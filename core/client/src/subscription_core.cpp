@@ -172,6 +172,7 @@ void SubscriptionCore::run_queue() {
         next = count = handled_bytes = 0;
       }
       if (queue_.empty() || (held_back() && active_.load())) {
+        ahead_spent_.clear();  // under the lock: another handler thread may run once it is free
         --running_;
         if (running_ == 0 && drop_when_idle_) {
           drop_when_idle_ = false;
@@ -203,6 +204,7 @@ void SubscriptionCore::run_queue() {
         taken_waiting_.fetch_add(count);
       }
     }
+    ahead_spent_.clear();
     if (!active_.load()) {
       release(message);
       continue;

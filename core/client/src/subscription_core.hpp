@@ -214,8 +214,11 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t held_bytes_ = 0;
   std::size_t held_ahead_ = 0;  // taken_ahead() until settle_taken_ahead()
   // Where the adapter touches what is held: copies of those taken ahead for touch_held(), and
-  // how many of them the handler thread has run so far (written without the lock).
+  // how many of them the handler thread has run so far (written without the lock). Settled
+  // copies move to ahead_spent_, which the one running handler thread empties outside the lock:
+  // a message's last reference may be among them.
   std::vector<Message> ahead_copies_;
+  std::vector<Message> ahead_spent_;
   std::atomic<std::size_t> ahead_handed_{0};
   std::size_t held_messages() const { return queue_.size() + held_ahead_; }
   bool over_budget_ = false;  // guarded by mutex_

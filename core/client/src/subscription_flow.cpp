@@ -95,7 +95,7 @@ void SubscriptionCore::give_back_taken(Message message) {
 void SubscriptionCore::settle_taken_ahead(std::size_t handled_bytes) {
   // Called with mutex_ held, after the unhandled ones went back to queue_.
   held_ahead_ = 0;
-  ahead_copies_.clear();
+  ahead_copies_.swap(ahead_spent_);  // emptied by run_queue once the lock is released
   held_bytes_ -= std::min(held_bytes_, handled_bytes);
   check_under_half();
 }
