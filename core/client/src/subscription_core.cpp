@@ -200,8 +200,8 @@ void SubscriptionCore::run_queue() {
         queue_.pop_front();
       }
       if (count > 0) {
-        taken_ahead(taken_together.data(), count);
         taken_waiting_.fetch_add(count);
+        taken_ahead(taken_together.data(), count);
       }
     }
     ahead_spent_.clear();
@@ -329,7 +329,7 @@ metrics::SubscriptionMetrics SubscriptionCore::metrics() const {
   m.in_flight = m.received > answered ? m.received - answered : 0;
   {
     std::lock_guard<BriefMutex> lock(mutex_);
-    m.held_messages = queue_.size() + taken_waiting_.load() + retries_waiting_.load();
+    m.held_messages = held_messages() + retries_waiting_.load();
     m.held_bytes = held_bytes_ + retry_bytes_;
   }
   m.handler_time = cells_->handler_time.snapshot();

@@ -130,8 +130,8 @@ class SubscriptionCore : public SubscriptionSink,
   void stop_touching();  // strand
   // With mutex_ held. A handler took a message off the queue to run it now.
   void taken(const Message& message);
-  // ... and `count` more with it, run next without the lock: still held for the budget, and
-  // touched while a pause holds them.
+  // ... and `count` more with it, run next without the lock (counted in taken_waiting_): still
+  // held for the budget, and touched while a pause holds them.
   void taken_ahead(const Message* first, std::size_t count);
   // ... and, back under the lock, the rest of those are put back, unhandled, at the front,
   // and the `handled_bytes` of those it ran leave the budget.
@@ -202,7 +202,8 @@ class SubscriptionCore : public SubscriptionSink,
   std::string not_ready_within(std::chrono::milliseconds timeout) const;
   Fifo<Message> queue_;
   // Taken off the queue together with the one a handler thread runs, and not yet handled
-  // (run_queue): still waiting for a handler, as pending() and held_messages count them.
+  // (run_queue): still waiting for a handler, as pending(), held_messages and the budget count
+  // them.
   std::atomic<std::size_t> taken_waiting_{0};
   std::uint32_t running_ = 0;
   bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
@@ -212,7 +213,6 @@ class SubscriptionCore : public SubscriptionSink,
   std::size_t max_held_messages_;
   std::size_t max_held_bytes_;
   std::size_t held_bytes_ = 0;
-  std::size_t held_ahead_ = 0;  // taken_ahead() until settle_taken_ahead()
   // Where the adapter touches what is held: copies of those taken ahead for touch_held(), and
   // how many of them the handler thread has run so far (written without the lock). Settled
   // copies move to ahead_spent_, which the one running handler thread empties outside the lock:
@@ -220,7 +220,7 @@ class SubscriptionCore : public SubscriptionSink,
   std::vector<Message> ahead_copies_;
   std::vector<Message> ahead_spent_;
   std::atomic<std::size_t> ahead_handed_{0};
-  std::size_t held_messages() const { return queue_.size() + held_ahead_; }
+  std::size_t held_messages() const { return queue_.size() + taken_waiting_.load(); }
   bool over_budget_ = false;  // guarded by mutex_
   bool pull_full_ = false;    // guarded by mutex_: a PullSubscription's inbox is full
   // pause(): queue_ keeps what arrives until resume(); guarded by mutex_. Set at once, not on

@@ -81,7 +81,6 @@ void SubscriptionCore::taken(const Message& message) {
 
 void SubscriptionCore::taken_ahead(const Message* first, std::size_t count) {
   // Called with mutex_ held. Their bytes stay in held_bytes_ until settled.
-  held_ahead_ = count;
   if (!shared_->caps.touch) return;
   ahead_copies_.assign(first, first + count);
   ahead_handed_.store(0, std::memory_order_relaxed);
@@ -94,7 +93,6 @@ void SubscriptionCore::give_back_taken(Message message) {
 
 void SubscriptionCore::settle_taken_ahead(std::size_t handled_bytes) {
   // Called with mutex_ held, after the unhandled ones went back to queue_.
-  held_ahead_ = 0;
   ahead_copies_.swap(ahead_spent_);  // emptied by run_queue once the lock is released
   held_bytes_ -= std::min(held_bytes_, handled_bytes);
   check_under_half();

@@ -469,9 +469,9 @@ TEST_CASE(
     "messages a handler thread took together stay in the budget until handled: delivery stays "
     "paused",
     "[client][flow]") {
-  // Ten queued while the application paused, over max_held_messages=4, pause the broker's side.
-  // The one handler thread takes them together and blocks in the first: the nine it holds still
-  // wait for a handler, so the broker's side stays paused until half of the budget drained.
+  // Messages queued while the application paused are taken together by the one handler thread
+  // once it resumes, and it blocks in the first: those it took still wait for a handler, so
+  // they count against max_held_messages=4 with what the queue holds.
   register_test_adapter<AlreadySentAdapter>(
       "already-sent-test", "unit test: a broker that delivers whether paused or not");
   std::promise<void> gate;
@@ -486,21 +486,36 @@ TEST_CASE(
     }
   });
   REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  auto publish = [&](const std::string& payload) {
+    REQUIRE(client.publish_sync("t", payload) == std::error_code{});
+  };
+  int published = 0;
   sub.pause();
-  constexpr int kCount = 10;
-  for (int i = 0; i < kCount; ++i)
-    REQUIRE(client.publish_sync("t", "m" + std::to_string(i)) == std::error_code{});
-  REQUIRE(sub.pending() == kCount);
-  REQUIRE(already_sent_paused.load());
-  sub.resume();
-  REQUIRE(entered.wait_for(1));
-  // A publish passes through the client's strand after anything the take posted there; it is
-  // delivered too, behind the others.
-  REQUIRE(client.publish_sync("t", "after") == std::error_code{});
-  CHECK(already_sent_paused.load());
-  CHECK(sub.pending() == kCount + 1);  // the one running, nine taken with it, and "after"
+  SECTION("taking them does not end the budget's pause") {
+    for (; published < 10; ++published) publish("m" + std::to_string(published));
+    sub.resume();
+    REQUIRE(entered.wait_for(1));
+    // A publish passes through the client's strand after anything the take posted there; it
+    // is delivered too, behind the others.
+    publish("after");
+    ++published;
+    CHECK(already_sent_paused.load());
+    CHECK(sub.pending() == 11);  // the one running, nine taken with it, and "after"
+  }
+  SECTION("what arrives while they wait is counted with them") {
+    for (; published < 4; ++published) publish("m" + std::to_string(published));
+    sub.resume();
+    REQUIRE(entered.wait_for(1));
+    // Four held, within the budget: the resume reaches the broker's side.
+    REQUIRE(eventually([&] { return !already_sent_paused.load(); }));
+    publish("a");
+    publish("b");
+    published += 2;
+    CHECK(already_sent_paused.load());  // three taken and two queued wait: over four
+    CHECK(sub.pending() == 6);
+  }
   gate.set_value();
-  CHECK(eventually([&] { return handled.load() == kCount + 1; }));
+  CHECK(eventually([&] { return handled.load() == published; }));
   CHECK(eventually([&] { return !already_sent_paused.load(); }));
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
 }
