@@ -73,6 +73,7 @@ std::error_code Connection::attach(const std::string& topic, std::optional<std::
 
 void Connection::detach(const std::string& topic) {
   machine_.detach(topic);
+  last_sink_ = sinks_.end();
   sinks_.erase(topic);
 }
 
@@ -122,6 +123,7 @@ void Connection::close(std::function<void()> done) {
   for (auto& work : waiting_) work.done(closed, {}, "client closed");
   waiting_.clear();
   count_waiting();
+  last_sink_ = sinks_.end();
   sinks_.clear();
   ctx_.state(ConnectionState::closed, endpoint_.to_string());
   done();
@@ -151,7 +153,10 @@ void Connection::on_acked(std::size_t count) {
 
 void Connection::on_data(const std::string& topic, std::uint64_t offset, std::string_view data,
                          const std::shared_ptr<const void>& owner) {
-  auto it = sinks_.find(topic);
+  // Runs of DATA are for one topic: the last one's sink is looked at first.
+  auto it =
+      last_sink_ != sinks_.end() && last_sink_->first == topic ? last_sink_ : sinks_.find(topic);
+  last_sink_ = it;
   if (it == sinks_.end() || it->second.paused) return;
   auto state = ctx_.make_message({});
   state->shared_topic = it->second.topic;

@@ -83,6 +83,8 @@ class Connection : public MachineHandler, public std::enable_shared_from_this<Co
   Fifo<OpCompletion> in_window_;  // the window's publishes, oldest first
   Fifo<PublishWork> waiting_;     // no room in the window yet
   std::map<std::string, SinkEntry, std::less<>> sinks_;
+  // The last DATA frame's sink; sinks_.end() once a sink is erased (detach, close).
+  std::map<std::string, SinkEntry, std::less<>>::iterator last_sink_ = sinks_.end();
   std::deque<std::pair<std::uint64_t, OpCompletion>> pings_;
   std::uint64_t ping_counter_ = 0;
   bool server_pongs_ = false;

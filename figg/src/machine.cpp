@@ -139,7 +139,7 @@ void Machine::connected() {
       append_detach(bytes, it->first);
       handler_.send(std::move(bytes));
       // A fresh connection never had this attachment: nothing more to wait for.
-      it = attachments_.erase(it);
+      it = erase_attachment(it);
     } else {
       ++it;
     }
@@ -194,15 +194,20 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
     case MessageType::data: {
       Data data;
       if ((ec = parse_data(frame.payload, data))) break;
-      auto it = attachments_.find(data.topic);
+      // Runs of DATA are for one topic: the last one's attachment is looked at first.
+      auto it = last_data_ != attachments_.end() && last_data_->first == data.topic
+                    ? last_data_
+                    : attachments_.find(data.topic);
+      last_data_ = it;
       // DATA for a topic no longer wanted (the real server ignores DETACH) is dropped.
       if (it == attachments_.end() || it->second.state == State::detaching) return;
       if (!deliverable(it->second, data.offset)) return;
       it->second.offset = data.offset;
       it->second.received = true;
-      std::shared_ptr<const void> keep = owner;
+      if (owner) return handler_.on_data(it->first, data.offset, data.data, owner);
       // A frame that straddled two reads is in the parser's buffer, which the next overwrites.
-      const std::string_view view = keep ? data.data : kept_.keep(data.data, keep);
+      std::shared_ptr<const void> keep;
+      const std::string_view view = kept_.keep(data.data, keep);
       handler_.on_data(it->first, data.offset, view, keep);
       return;
     }
@@ -246,7 +251,7 @@ void Machine::handle(const Frame& frame, const std::shared_ptr<const void>& owne
       std::string_view topic;
       if ((ec = parse_topic(frame.payload, topic))) break;
       auto it = attachments_.find(topic);
-      if (it != attachments_.end() && it->second.state == State::detaching) attachments_.erase(it);
+      if (it != attachments_.end() && it->second.state == State::detaching) erase_attachment(it);
       return;
     }
     case MessageType::pong: {

@@ -50,6 +50,8 @@ class MachineHandler {
 class Machine {
  public:
   Machine(std::size_t window, std::size_t max_payload, MachineHandler& handler);
+  Machine(const Machine&) = delete;  // it keeps an iterator into its own map
+  Machine& operator=(const Machine&) = delete;
 
   // Publishing. publish() needs room in the window (window_full() false); the owner keeps what
   // completes it, in the same order, until on_acked() or abandon().
@@ -110,6 +112,12 @@ class Machine {
   void send_publish(const Slot& slot);
   void handle(const Frame& frame, const std::shared_ptr<const void>& owner);
   void acked(std::uint64_t seq);
+  using Attachments = std::map<std::string, Attachment, std::less<>>;
+  // Every erase goes through here: the DATA path's remembered attachment must not dangle.
+  Attachments::iterator erase_attachment(Attachments::iterator it) {
+    if (it == last_data_) last_data_ = attachments_.end();
+    return attachments_.erase(it);
+  }
   // The ring's slot k places after head_ (k <= its size): a wrap, not a division per publish.
   std::size_t ring_index(std::size_t k) const {
     const std::size_t i = head_ + k;
@@ -128,7 +136,8 @@ class Machine {
   std::uint64_t next_seq_ = 1;
   std::uint64_t highest_sent_ = 0;  // the largest seq written in a PUBLISH on this connection
   // std::less<>: found by a frame's view of the topic, not a string made per DATA frame.
-  std::map<std::string, Attachment, std::less<>> attachments_;
+  Attachments attachments_;
+  Attachments::iterator last_data_ = attachments_.end();  // the last DATA frame's attachment
   bool connected_ = false;
   std::uint64_t frames_ = 0;
 };
