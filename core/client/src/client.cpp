@@ -170,7 +170,8 @@ void ClientRef::publish(std::string_view topic, std::string payload, PublishOpti
   auto* handle = pin(keep);
   if (!handle)
     return complete_now(done, Status(errc::closed, gone("publish to " + std::string(topic))));
-  handle->core->publish(topic, Payloads(std::move(payload)), std::move(done), options, false);
+  handle->core->publish(topic, Payloads(std::move(payload)), std::move(done), std::move(options),
+                        false);
 }
 
 void ClientRef::publish_batch(std::string_view topic, std::vector<std::string> payloads,
@@ -184,7 +185,8 @@ void ClientRef::publish_batch(std::string_view topic, std::vector<std::string> p
   auto* handle = pin(keep);
   if (!handle)
     return complete_now(done, Status(errc::closed, gone("publish to " + std::string(topic))));
-  handle->core->publish(topic, Payloads(std::move(payloads)), std::move(done), options, true);
+  handle->core->publish(topic, Payloads(std::move(payloads)), std::move(done), std::move(options),
+                        true);
 }
 
 Status ClientRef::publish_sync(std::string_view topic, std::string payload,

@@ -115,10 +115,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // that work relies on.
   struct IntakeWork {
     TopicName topic;
-    Payloads payloads;      // a request's one payload is the first
-    std::size_t bytes = 0;  // the payloads', taken from max_outgoing_bytes until completed
-    Completion done;        // a publish's
-    ReplyCompletion reply;  // a request's
+    bool same_topic = false;  // unnamed: the topic of the work before it (take_in)
+    Payloads payloads;        // a request's one payload is the first
+    std::size_t bytes = 0;    // the payloads', taken from max_outgoing_bytes until completed
+    Completion done;          // a publish's
+    ReplyCompletion reply;    // a request's
     bool request = false;
     std::uint64_t correlation = 0;  // a request's over topics (TopicRequests)
     bool answers_request = false;   // a reply over topics: it goes while a close drains

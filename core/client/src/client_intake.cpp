@@ -71,12 +71,20 @@ void ClientCore::publish(std::string_view topic, Payloads payloads, Completion d
 
 void ClientCore::take_in(IntakeWork&& work, std::string_view topic) {
   std::lock_guard<BriefMutex> lock(intake_mutex_);
-  // Named here, under the intake's lock: a run of publishes to one topic shares the last name
-  // without taking the names' own lock and hashing the topic for each.
-  if (last_intake_name_.str() != topic || !last_intake_name_.shared())
-    last_intake_name_ = topic_names_.name(topic);
-  work.topic = last_intake_name_;
   const bool first = intake_.empty();
+  // Named here, under the intake's lock: a run of publishes to one topic shares the last name
+  // without taking the names' own lock and hashing the topic for each. Within a burst, one to
+  // the same topic as the work before it is named by drain_intake(), on the strand: the caller
+  // then never changes the shared name's count, which the strand changes as each publish
+  // completes (two threads writing one counter for every publish).
+  if (last_intake_name_.str() != topic || !last_intake_name_.shared()) {
+    last_intake_name_ = topic_names_.name(topic);
+    work.topic = last_intake_name_;
+  } else if (first) {
+    work.topic = last_intake_name_;
+  } else {
+    work.same_topic = true;
+  }
   intake_.push_back(std::move(work));
   // Posted under the lock: a thread that finds the intake non-empty knows its drain is already
   // queued on the strand, ahead of whatever that thread posts next (a close, a subscribe).
@@ -102,7 +110,12 @@ void ClientCore::drain_intake() {
   // One that fails (an adapter's exception) is reported, and the others still go: it must not
   // take the rest of the burst with it. Its operation, once made, completes at once with the
   // exception's cause (adapter_failed), not at its deadline.
+  TopicName named;  // the last work's topic, for those take_in() left to be named the same
   for (auto& work : taken) {
+    if (work.same_topic)
+      work.topic = named;
+    else
+      named = work.topic;
     try {
       if (work.request)
         start_request(work);
