@@ -9,8 +9,8 @@
 namespace polybus::detail {
 
 namespace {
-// The bucket bounds in whole nanoseconds: a binary search on integers, per message, instead of a
-// walk through doubles (every bound is a whole number of nanoseconds).
+// The bucket bounds in whole nanoseconds: compared as integers, per message, instead of as doubles
+// (every bound is a whole number of nanoseconds).
 constexpr auto kUpperBoundsNs = [] {
   std::array<std::uint64_t, LatencyCells::kUpperBounds.size()> ns{};
   for (std::size_t i = 0; i < ns.size(); ++i)
@@ -22,10 +22,11 @@ constexpr auto kUpperBoundsNs = [] {
 void LatencyCells::observe(Clock::duration elapsed) noexcept {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
   const std::uint64_t positive = ns > 0 ? static_cast<std::uint64_t>(ns) : 0;
-  // The first bound at or above it (Prometheus's "le"); past the last: the +Inf bucket.
-  const auto i = static_cast<std::size_t>(
-      std::lower_bound(kUpperBoundsNs.begin(), kUpperBoundsNs.end(), positive) -
-      kUpperBoundsNs.begin());
+  // The first bound at or above it (Prometheus's "le"); past the last: the +Inf bucket. Looked
+  // for from the smallest: what a client times (a handler, a confirm) mostly falls in the first
+  // few buckets, found in as many compares, where a binary search takes four or five each time.
+  std::size_t i = 0;
+  while (i < kUpperBoundsNs.size() && kUpperBoundsNs[i] < positive) ++i;
   bump(buckets_[i]);
   bump(sum_ns_, positive);
 }

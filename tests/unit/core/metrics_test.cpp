@@ -64,6 +64,22 @@ TEST_CASE("metrics: latencies land in the bucket whose bound they do not exceed"
   CHECK(h.sum_seconds == Approx(20.0033).epsilon(1e-9));
 }
 
+TEST_CASE("metrics: a latency on each bound is counted in it, a nanosecond more in the next",
+          "[metrics]") {
+  const auto& bounds = detail::LatencyCells::kUpperBounds;
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    INFO("bound " << bounds[i]);
+    const auto on = std::chrono::nanoseconds(static_cast<std::int64_t>(bounds[i] * 1e9 + 0.5));
+    detail::LatencyCells cells;
+    cells.observe(on);
+    cells.observe(on + std::chrono::nanoseconds(1));
+    const auto h = cells.snapshot();
+    CHECK(h.cumulative_counts[i] == 1);
+    CHECK(h.cumulative_counts[i + 1] == 2);
+    if (i > 0) CHECK(h.cumulative_counts[i - 1] == 0);
+  }
+}
+
 TEST_CASE("metrics: past the topic cap, publishes are counted under _other", "[metrics]") {
   detail::TopicCellsMap map;
   for (std::size_t i = 0; i < detail::TopicCellsMap::kMaxTopics + 50; ++i)
