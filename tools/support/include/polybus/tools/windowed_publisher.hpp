@@ -44,9 +44,7 @@ class WindowedPublisher {
   // window counts in its latency; by default, now.
   void publish(std::string payload, std::chrono::steady_clock::time_point scheduled = {}) {
     enter_window();
-    PublishOptions options;
-    options.timeout = timeout_;
-    options.headers = headers_;
+    PublishOptions options = publish_options();
     const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
                                                                : std::chrono::steady_clock::now();
@@ -61,9 +59,7 @@ class WindowedPublisher {
   void publish_batch(std::vector<std::string> payloads,
                      std::chrono::steady_clock::time_point scheduled = {}) {
     enter_window();
-    PublishOptions options;
-    options.timeout = timeout_;
-    options.headers = headers_;
+    PublishOptions options = publish_options();
     const std::size_t count = payloads.size();
     const auto issued = !on_complete_ ? std::chrono::steady_clock::time_point{}
                         : scheduled.time_since_epoch().count() ? scheduled
@@ -100,6 +96,14 @@ class WindowedPublisher {
   }
 
  private:
+  PublishOptions publish_options() const {
+    PublishOptions options;
+    options.timeout = timeout_;
+    // Copied only when there are some: assigning even an empty list costs about 40
+    // instructions per publish, which `polybus bench` would count as the client's.
+    if (!headers_.empty()) options.headers = headers_;
+    return options;
+  }
   void enter_window() {
     if (in_flight_.load() >= window_) {
       std::unique_lock<std::mutex> lock(mutex_);
