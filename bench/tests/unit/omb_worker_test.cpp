@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "bench/histogram_codec.hpp"
 #include "bench/payload_stamp.hpp"
@@ -145,6 +147,70 @@ TEST_CASE("bench stamps: written as decimal text, read back, and anything else i
   CHECK_FALSE(payload_stamp("12345678901234567890 34 "));  // a 20-digit sequence
   CHECK(payload_stamp("1234567890123456789 34 ") == 34);
   CHECK_FALSE(payload_stamp("1 12345678901234567890 "));  // a 20-digit stamp
+}
+
+// Each byte of a stamp, at every place, is replaced by the bytes next to the digits and by
+// others, and cut off there too: the reader must agree with a plain reading of the same text
+// (digits up to 19, a space, digits up to 19, a space, a value from 1 to INT64_MAX).
+TEST_CASE("bench stamps: a byte other than a digit anywhere in either number is seen") {
+  auto plain = [](std::string_view text) -> std::optional<std::int64_t> {
+    std::size_t at = 0, digits = 0;
+    for (; at < text.size() && digits < 19 && text[at] >= '0' && text[at] <= '9'; ++at) ++digits;
+    if (digits == 0 || at == text.size() || text[at] != ' ') return std::nullopt;
+    ++at;
+    std::uint64_t stamp = 0;
+    for (digits = 0; at < text.size() && digits < 19 && text[at] >= '0' && text[at] <= '9';
+         ++at, ++digits)
+      stamp = stamp * 10 + static_cast<std::uint64_t>(text[at] - '0');
+    if (digits == 0 || at == text.size() || text[at] != ' ' || stamp == 0 ||
+        stamp > static_cast<std::uint64_t>(INT64_MAX))
+      return std::nullopt;
+    return static_cast<std::int64_t>(stamp);
+  };
+  const std::string bases[] = {"123456789012 1700000000123456789 filler",
+                               "1234567890123456789 1234567890123456789 ", "1 2 ",
+                               "12345678 87654321 ", "123456789 9876543210 x"};
+  const char replacements[] = {'/', ':', ' ', 'a', '\0', '\x3f', '\x40', '\xff', '\xba', '\x36'};
+  std::size_t compared = 0;
+  for (const std::string& base : bases) {
+    REQUIRE(payload_stamp(base) == plain(base));
+    for (std::size_t i = 0; i < base.size(); ++i)
+      for (char c : replacements) {
+        std::string text = base;
+        text[i] = c;
+        INFO(text);
+        CHECK(payload_stamp(text) == plain(text));
+        CHECK(payload_stamp(std::string_view(text).substr(0, i)) == plain(text.substr(0, i)));
+        ++compared;
+      }
+  }
+  CHECK(compared > 1000);
+}
+
+// Every number of digits, the edges around each power of ten, and a spread of others, written as
+// std::to_string writes them.
+TEST_CASE("bench stamps: every length of number is written as std::to_string writes it") {
+  std::vector<std::uint64_t> values = {0, 1, 9, 10, 99, 100, 18446744073709551615ULL};
+  for (std::uint64_t p = 1; p <= 1'000'000'000'000'000'000ULL; p *= 10)
+    for (std::uint64_t v : {p - 1, p, p + 1, 2 * p - 1, 9 * p + (p - 1)}) values.push_back(v);
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (int i = 0; i < 2000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    values.push_back(x >> (i % 64));
+  }
+  char head[kLongestStamp];
+  for (std::uint64_t v : values) {
+    INFO(v);
+    const std::string expected = std::to_string(v) + " " +
+                                 std::to_string(v > static_cast<std::uint64_t>(INT64_MAX) ? 0 : v) +
+                                 " ";
+    const std::size_t n = format_stamp(
+        head, v, v > static_cast<std::uint64_t>(INT64_MAX) ? 0 : static_cast<std::int64_t>(v));
+    REQUIRE(n <= kLongestStamp);
+    CHECK(std::string(head, n) == expected);
+  }
 }
 
 TEST_CASE("omb worker: polybus's clock endpoints give the worker's clock and take its offset") {
