@@ -289,6 +289,41 @@ TEST_CASE("FIN, REQ and TOUCH refuse ids that are not 16 printable bytes", "[nsq
   CHECK(out == "keep");
 }
 
+// The id is checked eight bytes at a time: every byte value, at every place of an id, and next to
+// each of the ends of the printable range, must be taken or refused as the plain rule says.
+TEST_CASE("FIN takes an id exactly when its 16 bytes are all printable, whatever byte is where",
+          "[nsq][encode]") {
+  const std::string good = "0a1b2c3d4e5f6789";
+  std::size_t checked = 0;
+  for (std::size_t at = 0; at < good.size(); ++at)
+    for (int b = 0; b < 256; ++b)
+      for (char neighbour : {'0', '!', '~'}) {
+        std::string id = good;
+        id[at] = static_cast<char>(b);
+        if (at + 1 < id.size()) id[at + 1] = neighbour;
+        const bool printable = b > ' ' && b <= '~';
+        std::string out;
+        INFO("byte " << b << " at " << at << " before '" << neighbour << "'");
+        CHECK((append_fin(out, id) == errc::invalid_message_id) == !printable);
+        ++checked;
+      }
+  CHECK(checked == 16 * 256 * 3);
+}
+
+TEST_CASE("names take exactly a-z A-Z 0-9 . _ -, whatever byte is where", "[nsq][names]") {
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    for (const std::string& name :
+         {std::string(1, c), "ab" + std::string(1, c) + "cd", std::string(1, c) + "#ephemeral"}) {
+      INFO("byte " << b);
+      CHECK(valid_topic_name(name) == allowed);
+      CHECK(valid_channel_name(name) == allowed);
+    }
+  }
+}
+
 TEST_CASE("CLS and NOP are bare command lines", "[nsq][encode]") {
   std::string out;
   append_cls(out);
