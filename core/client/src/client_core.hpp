@@ -108,6 +108,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void fail_now(Completion done, Status status);
   // Takes a publish's or request's bytes from max_outgoing_bytes; the refusal when over it.
   Status take_outgoing(std::string_view what, std::string_view topic, std::size_t bytes);
+  // Why a publish is not taken, or nothing: then its payloads are wrapped in the envelope and
+  // their bytes (`bytes`, as wrapped) taken from max_outgoing_bytes.
+  Status publish_refusal(std::string_view topic, Payloads& payloads, PublishOptions& options,
+                         bool batch, std::size_t& bytes);
   // Publishes and requests from any thread wait here for the strand. Only the first into an
   // empty intake posts to the strand (under the lock): a burst costs one post (and at most one
   // wake of the io thread), not one each. Order is kept, publishes and requests together: a
