@@ -160,15 +160,16 @@ void Machine::receive(const std::shared_ptr<const void>& owner, std::string_view
   while (!bytes.empty() && connected_) {
     Frame frame;
     auto result = parser_.feed(bytes, frame);
-    if (result.error == errc::frame_too_large)
+    // Tested for an error first: comparing with errc::frame_too_large makes an error_code, a call
+    // to the category, on every frame.
+    if (result.error)
       return handler_.on_failure(
           result.error,
-          "a frame from the Figg server declares a payload of " +
-              std::to_string(parser_.declared_size()) +
-              " bytes: exceeds max_frame_size=" + std::to_string(parser_.max_payload()));
-    if (result.error)
-      return handler_.on_failure(result.error,
-                                 "bad frame from the Figg server: " + result.error.message());
+          result.error == errc::frame_too_large
+              ? "a frame from the Figg server declares a payload of " +
+                    std::to_string(parser_.declared_size()) +
+                    " bytes: exceeds max_frame_size=" + std::to_string(parser_.max_payload())
+              : "bad frame from the Figg server: " + result.error.message());
     bytes.remove_prefix(result.consumed);
     if (!result.has_frame) continue;
     ++frames_;
