@@ -322,6 +322,25 @@ TEST_CASE("failing messages put the consumer in backoff and successes bring it b
   }));
 }
 
+TEST_CASE("the harness is up only once nsqlookupd lists its nsqd and the topics it kept",
+          "[nsq][real]") {
+  // A client that asks nsqlookupd the moment a harness is up finds its nsqd: one that heard of
+  // none would wait out a backoff, for ever on a clock the test holds still.
+  NsqHarness harness;
+  const auto listed = "\"tcp_port\":" + port(harness.nsqd_tcp());
+  CHECK(http_get(harness.lookupd_http(), "/nodes").find(listed) != std::string::npos);
+  {
+    auto client = connect("nsq://" + harness.nsqd_tcp() + "?" + kFast);
+    REQUIRE(client.publish_sync("kept", "x") == std::error_code{});
+    client.close_sync(std::chrono::seconds(5));
+  }
+  // nsqd unregisters on its way down; after the restart the topic it reloaded is listed again
+  // before anything is published to it.
+  harness.stop();
+  harness.start();
+  CHECK(http_get(harness.lookupd_http(), "/lookup?topic=kept").find(listed) != std::string::npos);
+}
+
 TEST_CASE("nsqlookupd discovery follows nsqd appearing and disappearing", "[nsq][real]") {
   NsqHarness lookupd({"-lookupd-only"});
   NsqHarness a({"-no-lookupd", "-join-lookupd", lookupd.lookupd_tcp()});

@@ -4,7 +4,8 @@
 // github.com/nsqio/nsq packages, imported as a module dependency) inside one
 // process, bound to loopback only, for polybus integration tests.
 //
-// Once every server is listening it prints exactly one line to stdout, a JSON
+// Once every server is listening, and nsqlookupd lists the nsqd with every
+// topic and channel it loaded, it prints exactly one line to stdout, a JSON
 // object with the bound addresses, e.g.
 //
 //	{"nsqd_tcp":"127.0.0.1:41234","nsqd_http":"127.0.0.1:41235","nsqd_https":"","lookupd_tcp":"127.0.0.1:41236","lookupd_http":"127.0.0.1:41237","data_dir":"/tmp/x"}
@@ -298,6 +299,22 @@ func run() int {
 		}()
 	}
 
+	// nsqd registers with its nsqlookupd from its own loop, after Main starts: a client that asks
+	// nsqlookupd in between hears of no nsqd, and one whose backoff waits on a clock the test
+	// holds still would never ask again. The line is printed once this nsqd and every topic and
+	// channel it loaded are registered, as a deployment's nsqd is by the time clients use it.
+	if lookupd != nil && nsq != nil {
+		if err := awaitRegistration(lookupd, nsq, *broadcast, 10*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "nsq-harness: %v\n", err)
+			nsq.Exit()
+			exitLookupd()
+			if removeDir != "" {
+				os.RemoveAll(removeDir)
+			}
+			return 1
+		}
+	}
+
 	line, _ := json.Marshal(out)
 	if _, err := os.Stdout.Write(append(line, '\n')); err != nil {
 		fmt.Fprintf(os.Stderr, "nsq-harness: write stdout: %v\n", err)
@@ -349,4 +366,45 @@ func run() int {
 		}
 	}
 	return code
+}
+
+// awaitRegistration waits until lookupd lists n as a producer (nsqd's IDENTIFY) and under every
+// topic and channel n holds (its REGISTER commands), or fails after bound.
+func awaitRegistration(l *nsqlookupd.NSQLookupd, n *nsqd.NSQD, broadcast string, bound time.Duration) error {
+	_, tcp, _ := net.SplitHostPort(n.RealTCPAddr().String())
+	_, http, _ := net.SplitHostPort(n.RealHTTPAddr().String())
+	// nsqlookupd names a producer by its broadcast address and both ports (Producer.String).
+	self := fmt.Sprintf("%s [%s, %s]", broadcast, tcp, http)
+	listed := func(category, key, subkey string) bool {
+		for _, p := range l.DB.FindProducers(category, key, subkey) {
+			if p.String() == self {
+				return true
+			}
+		}
+		return false
+	}
+	registered := func() bool {
+		if !listed("client", "", "") {
+			return false
+		}
+		for _, t := range n.GetStats("", "", false).Topics {
+			if !listed("topic", t.TopicName, "") {
+				return false
+			}
+			for _, c := range t.Channels {
+				if !listed("channel", t.TopicName, c.ChannelName) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(bound)
+	for !registered() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nsqd %s did not register with nsqlookupd within %v", self, bound)
+		}
+		time.Sleep(2 * time.Millisecond) // polls the registry: nsqlookupd offers no notification
+	}
+	return nil
 }
