@@ -31,7 +31,7 @@ const char* kBenchUsage = R"(usage: polybus bench URL [--topic T] [--messages N]
                            [--concurrency C] [--group G] [--from OFFSET] [--rate R]
                            [--timeout S] [--metrics HOST:PORT]
                            [--batch-consume N [--batch-wait MS]] [--middleware M,...]
-                           [--requests]
+                           [--requests] [--no-latency]
        polybus bench --compare URL URL... [--rounds R] [--report FILE.svg|FILE.html] [same flags]
 Publishes N messages of B bytes (default 100000 x 200) from P publishers (default 1), consumes
 them with S subscribers (default 1; one consumer group where the scheme has them) and reports
@@ -59,7 +59,9 @@ waits; circuit_breaker; deduplicate), for what each costs a message. --concurren
 subscriber or responder (MemoDB: C workers on its socket; default: the URL's
 handler_concurrency option, 1 unless set). --rate R offers R messages per second (all
 publishers together) instead of flooding: latency is then measured from when each message was
-due, so a stall counts in it. --metrics HOST:PORT serves the metrics of every client of the run
+due, so a stall counts in it. --no-latency sends payloads without a send time and times
+nothing: no clock read or latency record per message, the work of a bench that measures none
+(figg-bench, bench_writer), for a comparison of CPU per message. --metrics HOST:PORT serves the metrics of every client of the run
 at http://HOST:PORT/metrics while it runs. Ends with one JSON line.
 --compare runs the same workload on each URL, R rounds (default 3) in alternating order so
 machine noise spreads evenly (each run on a topic of its own, except with --publishers 0), then
@@ -124,7 +126,8 @@ void print_run(const BenchSettings& s, const BenchResult& r, const Target& targe
                 static_cast<unsigned long long>(r.latency_at(99.9)),
                 static_cast<unsigned long long>(r.latency_at(100)));
   else
-    std::printf("  latency: none (no payload carried a bench send time)\n");
+    std::printf("  latency: none (%s)\n",
+                s.latency ? "no payload carried a bench send time" : "--no-latency");
   std::printf("  cpu: %.3f s in this process, %.2f us per message; %.2f allocations per message\n",
               r.cpu_seconds, r.cpu_us_per_msg, r.allocs_per_msg);
   if (r.failures || r.timed_out)
@@ -194,6 +197,7 @@ BenchSettings settings_from(const Args& args) {
   s.batch_wait = std::chrono::milliseconds(args.number("batch-wait", 100, 1, 3'600'000));
   if (auto list = args.value("middleware")) s.middleware = middleware_names(*list);
   s.requests = args.has("requests");
+  s.latency = !args.has("no-latency");
   s.rate = static_cast<double>(args.number("rate", 0, 1, 100'000'000));
   s.timeout = std::chrono::seconds(args.number("timeout", 600, 1, 86400));
   s.group = args.value("group");
@@ -301,7 +305,7 @@ int run_bench(const Argv& argv) {
             {"topic", "messages", "size", "publishers", "subscribers", "window", "batch",
              "concurrency", "timeout", "group", "from", "metrics", "rate", "rounds", "report",
              "batch-consume", "batch-wait", "middleware"},
-            {"compare", "requests"});
+            {"compare", "requests", "no-latency"});
   if (args.help()) return std::cout << kBenchUsage, 0;
   const bool compare = args.has("compare");
   if (!compare && args.positional().size() > 1)

@@ -58,11 +58,13 @@ std::string bench_filler(std::size_t size) {
 
 // One allocation and two copies: the benchmark's own cost per message stays out of the
 // client's figures (bench_writer, for comparison, sends one buffer over and over).
-// `stamp_ns`: the send time it carries (a paced run's scheduled time; else now).
+// `stamp_ns`: the send time it carries (a paced run's scheduled time; else now); none: the
+// filler alone (--no-latency).
 std::string bench_payload(std::uint64_t seq, std::size_t size, const std::string& filler,
-                          std::int64_t stamp_ns) {
+                          std::optional<std::int64_t> stamp_ns) {
+  if (!stamp_ns) return std::string(filler, 0, size);
   char head[bench::kLongestStamp];
-  const std::size_t head_size = bench::format_stamp(head, seq, stamp_ns);
+  const std::size_t head_size = bench::format_stamp(head, seq, *stamp_ns);
   if (size <= head_size) return std::string(head, head_size);
   std::string payload(filler, 0, size);  // filler is at least size bytes
   std::memcpy(payload.data(), head, head_size);
@@ -99,18 +101,22 @@ class LatencyLog {
   std::atomic<std::size_t> next_{0};
 };
 
-std::int64_t stamp_of(SteadyClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+std::optional<std::int64_t> stamp_of(std::optional<SteadyClock::time_point> t) {
+  if (!t) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch()).count();
 }
 
 // Paces one publisher at `rate` messages per second from `start`; unpaced when rate is 0.
+// Untimed (--no-latency) and unpaced, it reads no clock.
 class Pacer {
  public:
-  Pacer(SteadyClock::time_point start, double rate) : start_(start), rate_(rate) {}
+  Pacer(SteadyClock::time_point start, double rate, bool timed)
+      : start_(start), rate_(rate), timed_(timed) {}
   bool paced() const { return rate_ > 0; }
-  // Waits until message k is due and returns when it was due (now, unpaced).
-  SteadyClock::time_point wait(std::uint64_t k) const {
-    if (!paced()) return SteadyClock::now();
+  // Waits until message k is due and returns when it was due (now, unpaced; nothing, unpaced and
+  // untimed).
+  std::optional<SteadyClock::time_point> wait(std::uint64_t k) const {
+    if (!paced()) return timed_ ? std::optional(SteadyClock::now()) : std::nullopt;
     const auto due = start_ + std::chrono::duration_cast<SteadyClock::duration>(
                                   std::chrono::duration<double>(static_cast<double>(k) / rate_));
     std::this_thread::sleep_until(due);
@@ -120,6 +126,7 @@ class Pacer {
  private:
   SteadyClock::time_point start_;
   double rate_;
+  bool timed_;
 };
 
 }  // namespace
@@ -173,6 +180,10 @@ class BenchRun {
                      std::uint64_t end);
   void request_range(WindowedPublisher& requester, const Pacer& pacer, std::uint64_t begin,
                      std::uint64_t end);
+  // The send time a payload carries: when it was due; none with --no-latency.
+  std::optional<std::int64_t> stamp(std::optional<SteadyClock::time_point> due) const {
+    return s_.latency ? stamp_of(due) : std::nullopt;
+  }
   void note_failures(const WindowedPublisher& publisher, std::size_t failed);
   void arrived() {
     if (++received_ == target_) finished_.store(SteadyClock::now().time_since_epoch().count());
@@ -270,7 +281,7 @@ void BenchRun::subscribe_all() {
     }
     if (caps_.consumer_groups) options.group = group;
     auto take = [this](Message& m) {
-      latencies_->record(sent_at(m.payload()));
+      if (s_.latency) latencies_->record(sent_at(m.payload()));
       arrived();
     };
     if (s_.batch_consume) {
@@ -304,7 +315,7 @@ void BenchRun::start_publishers() {
 void BenchRun::publish_share(ClientRef client, std::uint64_t p) {
   const std::uint64_t begin = s_.messages * p / s_.publishers,
                       end = s_.messages * (p + 1) / s_.publishers;
-  const Pacer pacer(start_, s_.rate / static_cast<double>(s_.publishers));
+  const Pacer pacer(start_, s_.rate / static_cast<double>(s_.publishers), s_.latency);
   WindowedPublisher publisher(client, s_.topic, std::chrono::seconds(60), s_.window);
   if (mode_ == BenchMode::request)
     request_range(publisher, pacer, begin, end);
@@ -321,7 +332,7 @@ void BenchRun::publish_range(WindowedPublisher& publisher, const Pacer& pacer, s
                              std::uint64_t end) {
   if (mode_ == BenchMode::publish) {
     publisher.on_complete([this](SteadyClock::time_point issued, std::size_t count, bool ok) {
-      if (ok)
+      if (ok && s_.latency)
         latencies_->record(
             std::chrono::duration_cast<std::chrono::nanoseconds>(issued.time_since_epoch())
                 .count());
@@ -332,8 +343,8 @@ void BenchRun::publish_range(WindowedPublisher& publisher, const Pacer& pacer, s
   if (s_.batch <= 1) {
     for (std::uint64_t i = begin; i < end; ++i) {
       const auto due = pacer.wait(i - begin);
-      publisher.publish(bench_payload(i, s_.size, filler_, stamp_of(due)),
-                        pacer.paced() ? due : SteadyClock::time_point{});
+      publisher.publish(bench_payload(i, s_.size, filler_, stamp(due)),
+                        pacer.paced() ? *due : SteadyClock::time_point{});
     }
     return;
   }
@@ -342,8 +353,8 @@ void BenchRun::publish_range(WindowedPublisher& publisher, const Pacer& pacer, s
   SteadyClock::time_point first_due{};
   for (std::uint64_t i = begin; i < end; ++i) {
     const auto due = pacer.wait(i - begin);
-    if (batch.empty()) first_due = due;
-    batch.push_back(bench_payload(i, s_.size, filler_, stamp_of(due)));
+    if (batch.empty()) first_due = due.value_or(SteadyClock::time_point{});
+    batch.push_back(bench_payload(i, s_.size, filler_, stamp(due)));
     if (batch.size() == s_.batch || i + 1 == end) {
       publisher.publish_batch(std::exchange(batch, {}),
                               pacer.paced() ? first_due : SteadyClock::time_point{});
@@ -356,11 +367,10 @@ void BenchRun::request_range(WindowedPublisher& requester, const Pacer& pacer, s
                              std::uint64_t end) {
   for (std::uint64_t i = begin; i < end; ++i) {
     const auto due = pacer.wait(i - begin);
-    requester.request(bench_payload(i, s_.size, filler_, stamp_of(due)),
-                      [this](const Reply& reply) {
-                        if (!reply.ec) latencies_->record(sent_at(reply.payload));
-                        arrived();
-                      });
+    requester.request(bench_payload(i, s_.size, filler_, stamp(due)), [this](const Reply& reply) {
+      if (!reply.ec && s_.latency) latencies_->record(sent_at(reply.payload));
+      arrived();
+    });
   }
 }
 

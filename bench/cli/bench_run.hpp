@@ -29,6 +29,9 @@ struct BenchSettings {
   std::optional<std::uint64_t> from;
   bool progress = false;  // a line per second on standard error while it runs
   bool requests = false;  // round trips (request/serve) on a scheme that also publishes
+  // Payloads carry a send time and each receipt (or completion) is timed; false: neither, the
+  // work of a bench that measures no latency (figg-bench, bench_writer).
+  bool latency = true;
 };
 
 // What one run measures: deliveries (pubsub, consume), publish completions (publish) or round

@@ -10,7 +10,10 @@ Rows (every client once per round, each against a fresh figg-server with its in-
 `--commitlog.inmemory`, the order rotating per round):
   e2e     1 publisher + 1 subscriber, 600,000 x 128 B: `polybus bench` with its defaults (window
           1024; the Go SDK's is fixed at 256), the same with `handler_thread=io`, and
-          `figg-bench --pubs 1 --subs 1 --resumers 0`
+          `figg-bench --pubs 1 --subs 1 --resumers 0`; and polybus doing figg-bench's work
+          ("figg-bench's work"): its handler on the io thread, as the Go SDK runs its callback
+          on the connection's reader, and `--no-latency`, no send time in the payloads and no
+          latency timed, as figg-bench times none
   e2e-4k  the same with 100,000 x 4 KiB (polybus with its defaults)
 With --polybus-before, each row also runs that build with its defaults ("polybus before"), in the
 same rounds, so that a change is measured against the build before it under the same load.
@@ -56,12 +59,12 @@ def main():
         finally:
             server.stop()
 
-    def polybus(count, size, query="", binary=None):
+    def polybus(count, size, query="", binary=None, flags=()):
         def client(address):
             out, _, _ = benchlib.run_client([binary or args.polybus, "bench",
                                              "figg://" + address + query,
-                                             "--messages", str(count), "--size", str(size)],
-                                            300, log)
+                                             "--messages", str(count), "--size", str(size)] +
+                                            list(flags), 300, log)
             return benchlib.polybus_result(out, count)
         return client
 
@@ -87,7 +90,9 @@ def main():
         if row == "e2e":
             plan.append((row, "1 pub + 1 sub, 600,000 x 128 B", [
                 ("polybus", polybus(600000, 128)),
-                ("polybus, handler_thread=io", polybus(600000, 128, "?handler_thread=io"))] +
+                ("polybus, handler_thread=io", polybus(600000, 128, "?handler_thread=io")),
+                ("polybus, figg-bench's work", polybus(600000, 128, "?handler_thread=io",
+                                                       flags=["--no-latency"]))] +
                 earlier_build(600000, 128) + [("figg-bench", figg_bench(600000, 128))]))
         elif row == "e2e-4k":
             plan.append((row, "1 pub + 1 sub, 100,000 x 4,096 B",

@@ -3,7 +3,7 @@
 # `polybus bench` in each mode against in-process brokers, checking what its JSON line reports
 # (counts and fields, never speed): publish and subscribe; publish only (--subscribers 0); consume
 # only (--publishers 0) of what the publish-only run left, and of payloads polybus did not write,
-# which give no latency.
+# which give no latency; --no-latency, which times nothing.
 #
 #   bench/tests/bench_modes.sh POLYBUS_BINARY
 set -euo pipefail
@@ -49,6 +49,14 @@ for name in nsq figg; do
   expect "$line" published 0
   expect "$line" delivered 3000
   expect "$line" latency_samples 3000
+
+  # --no-latency: every message still delivered, none timed, in each mode that times them.
+  line=$(bench --topic untimed --messages 2000 --no-latency)
+  expect "$line" delivered 2000
+  expect "$line" latency_samples 0
+  line=$(bench --topic untimed-stored --messages 1000 --subscribers 0 --no-latency)
+  expect "$line" published 1000
+  expect "$line" latency_samples 0
 
   # In batches: every message still delivered once, and timed.
   line=$(bench --topic batched --messages 2000 --batch-consume 100 --batch-wait 20)
