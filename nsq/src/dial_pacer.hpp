@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "polybus/adapter/adapter.hpp"
 
@@ -29,12 +30,14 @@ class DialPacer {
       next_ = std::max(next_, now - spacing_) + spacing_;
       return true;
     }
-    if (!armed_) {
-      armed_ = true;
+    if (!*armed_) {
+      *armed_ = true;
       timer_.expires_at(next_);
-      timer_.async_wait([this, later = std::move(later)](std::error_code ec) {
+      // Holds the flag, not the pacer: a wait that had already ended when its owner stopped
+      // (and the pacer went with it) still runs, and finds the owner gone through `later`.
+      timer_.async_wait([armed = armed_, later = std::move(later)](std::error_code ec) {
         if (ec) return;  // cancelled: the owner is stopping, or gone with this pacer
-        armed_ = false;
+        *armed = false;
         later();
       });
     }
@@ -42,14 +45,14 @@ class DialPacer {
   }
   void cancel() {
     timer_.cancel();
-    armed_ = false;
+    *armed_ = false;
   }
 
  private:
   asio::steady_timer timer_;
   Clock::duration spacing_;
   Clock::time_point next_{};
-  bool armed_ = false;
+  std::shared_ptr<bool> armed_ = std::make_shared<bool>(false);
 };
 
 }  // namespace polybus::nsq

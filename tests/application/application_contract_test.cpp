@@ -284,6 +284,97 @@ TEST_CASE("dropping the last Client off the io thread waits for the drain within
   REQUIRE(left.wait_for(1));  // the handler is done with the gate before it goes
 }
 
+namespace {
+// A client whose one subscription has a handler running, held there until the gate opens.
+struct HeldHandler {
+  Gate gate;
+  Latch entered, left;
+  Client client;
+  Subscription sub;
+  explicit HeldHandler(const std::string& name) : client(connect("mem://" + unique_name(name))) {
+    sub = client.subscribe("t", {}, [this](Message&) {
+      entered.count_down();
+      gate.wait();
+      left.count_down();
+    });
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+    client.publish("t", "x", {});
+    REQUIRE(entered.wait_for(1));
+  }
+};
+}  // namespace
+
+TEST_CASE("a close is done by its deadline while a handler of a subscription it no longer has runs",
+          "[application][ownership]") {
+  HeldHandler held("close-unsubscribed");
+  // Unsubscribed while its handler runs: the client no longer counts it in the close's drain.
+  REQUIRE(held.sub.unsubscribe_sync(kWaitBound) == std::error_code{});
+  auto closing = std::async(std::launch::async,
+                            [&] { return held.client.close_sync(std::chrono::milliseconds(300)); });
+  const bool bounded = closing.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  CHECK(bounded);
+  held.gate.open();
+  const Status closed = closing.get();
+  CHECK(closed == errc::timeout);
+  CHECK_THAT(closed.cause(), Catch::Contains("handler still running"));
+  REQUIRE(held.left.wait_for(1));
+}
+
+TEST_CASE("a close asked for while a longer one drains is done by its own deadline",
+          "[application][ownership]") {
+  HeldHandler held("close-twice");
+  std::promise<Status> first;
+  held.client.close(std::chrono::seconds(60), [&](const Status& s) { first.set_value(s); });
+  auto second = std::async(std::launch::async,
+                           [&] { return held.client.close_sync(std::chrono::milliseconds(300)); });
+  const bool bounded = second.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  CHECK(bounded);
+  held.gate.open();
+  CHECK(second.get() == errc::timeout);
+  // The first close ends with the same close: it is told once, with the same result.
+  auto first_result = first.get_future();
+  REQUIRE(first_result.wait_for(kWaitBound) == std::future_status::ready);
+  CHECK(first_result.get() == errc::timeout);
+  REQUIRE(held.left.wait_for(1));
+}
+
+TEST_CASE("wait_ready and unsubscribe of a subscription whose client is gone complete at once",
+          "[application][ownership]") {
+  Subscription sub;
+  {
+    Client client = connect("mem://" + unique_name("sub-outlives"));
+    sub = client.subscribe("t", {}, [](Message&) {});
+    REQUIRE(sub.wait_ready(kWaitBound) == std::error_code{});
+  }
+  std::promise<Status> ready, unsubscribed;
+  sub.wait_ready(std::chrono::seconds(60), [&](const Status& s) { ready.set_value(s); });
+  sub.unsubscribe([&](const Status& s) { unsubscribed.set_value(s); });
+  auto ready_result = ready.get_future();
+  auto unsubscribe_result = unsubscribed.get_future();
+  REQUIRE(ready_result.wait_for(kWaitBound) == std::future_status::ready);
+  CHECK(ready_result.get() == std::error_code{});  // it was confirmed before the client went
+  REQUIRE(unsubscribe_result.wait_for(kWaitBound) == std::future_status::ready);
+  const Status gone = unsubscribe_result.get();
+  CHECK(gone == errc::closed);
+  CHECK_THAT(gone.cause(), Catch::Contains("client is gone"));
+}
+
+TEST_CASE("unsubscribing a subscription not yet confirmed answers its waits with closed",
+          "[application][ownership]") {
+  // Nothing listens there: the subscription waits for a connection that never comes.
+  Client client = connect("figg://127.0.0.1:1");
+  auto sub = client.subscribe("t", {}, [](Message&) {});
+  std::promise<Status> waited;
+  sub.wait_ready(std::chrono::seconds(60), [&](const Status& s) { waited.set_value(s); });
+  sub.unsubscribe();
+  const Status status = sub.wait_ready(kWaitBound);
+  CHECK(status == errc::closed);
+  CHECK_THAT(status.cause(), Catch::Contains("unsubscribed"));
+  auto async_result = waited.get_future();
+  REQUIRE(async_result.wait_for(kWaitBound) == std::future_status::ready);
+  CHECK(async_result.get() == errc::closed);
+}
+
 TEST_CASE("an io_context destroyed before a Client of it ends the process with the rule named",
           "[application][ownership]") {
   for (const char* program : {"io-context-destroyed-first", "io-context-destroyed-after-close"}) {
@@ -357,6 +448,68 @@ TEST_CASE("a handler that holds its own Subscription keeps nothing alive once un
     CHECK(own->unsubscribe_sync(kWaitBound) == std::error_code{});
   }
   CHECK(eventually([&] { return thread_count() <= threads_before; }));
+}
+
+TEST_CASE("a batch handler that holds its own Subscription keeps nothing alive once unsubscribed",
+          "[application][ownership]") {
+  const std::string url = "mem://" + unique_name("own-batch-sub");
+  connect(url);  // the mem:// broker's own timer thread stays with the broker: counted before
+  const int threads_before = thread_count();
+  {
+    Client client = connect(url);
+    auto own = std::make_shared<Subscription>();
+    Latch handled;
+    *own = client.subscribe_batch("t", {}, BatchOptions{2, std::chrono::milliseconds(10)},
+                                  [own, &handled](Batch& batch) {
+                                    for (std::size_t i = 0; i < batch.size(); ++i)
+                                      handled.count_down();
+                                  });
+    REQUIRE(own->wait_ready(kWaitBound) == std::error_code{});
+    REQUIRE(client.publish_sync("t", "x") == std::error_code{});
+    REQUIRE(client.publish_sync("t", "y") == std::error_code{});
+    REQUIRE(handled.wait_for(2));
+    CHECK(own->unsubscribe_sync(kWaitBound) == std::error_code{});
+  }
+  CHECK(eventually([&] { return thread_count() <= threads_before; }));
+}
+
+TEST_CASE("a handler that holds its own Subscription and outlasts the close keeps nothing alive",
+          "[application][ownership]") {
+  const std::string url = "mem://" + unique_name("own-sub-close");
+  connect(url);  // the mem:// broker's own timer thread stays with the broker: counted before
+  const int threads_before = thread_count();
+  Gate gate;
+  Latch entered, left;
+  {
+    Client client = connect(url);
+    auto own = std::make_shared<Subscription>();
+    *own = client.subscribe("t", {}, [own, &gate, &entered, &left](Message&) {
+      entered.count_down();
+      gate.wait();
+      left.count_down();
+    });
+    REQUIRE(own->wait_ready(kWaitBound) == std::error_code{});
+    client.publish("t", "x", {});
+    REQUIRE(entered.wait_for(1));
+    // Its deadline passes with the handler still running: the close is done without it.
+    CHECK(client.close_sync(std::chrono::milliseconds(300)) == errc::timeout);
+    own.reset();  // only the handler's own copy is left
+  }
+  gate.open();
+  REQUIRE(left.wait_for(1));
+  // The handler returned: it lets go of the subscription, and the handler threads end.
+  CHECK(eventually([&] { return thread_count() <= threads_before; }));
+}
+
+TEST_CASE("a pull subscription the adapter refuses gives each receive the refusal",
+          "[application][api]") {
+  Client client = connect("mem://" + unique_name("pull-refused"));
+  SubscribeOptions options;
+  options.group = "~mine";  // a name the mem:// broker keeps for its own
+  auto pull = client.pull_subscribe("t", options);
+  const auto [status, message] = pull.receive_sync(kWaitBound);
+  CHECK(status == errc::invalid_argument);
+  CHECK_THAT(status.cause(), Catch::Contains("may not begin with '~'"));
 }
 
 TEST_CASE("a ClientRef that outlives its Client fails with closed", "[application][ownership]") {

@@ -56,7 +56,7 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
       return;
     }
     if (done) self->close_waiters_.push_back(std::move(done));
-    if (self->state_.load() == State::closing) return;
+    if (self->state_.load() == State::closing) return self->bring_close_forward(timeout);
     self->state_.store(State::closing);
     self->close_deadline_ = Clock::now() + timeout;
     self->close_timeout_ = timeout;
@@ -77,6 +77,19 @@ void ClientCore::close(std::chrono::milliseconds timeout, Completion done) {
       if (!ec) self->finish_close(true);
     });
     self->check_drain();
+  });
+}
+
+void ClientCore::bring_close_forward(std::chrono::milliseconds timeout) {
+  // Each close is done by its own deadline: one with an earlier deadline than the close under
+  // way moves the end of the drain forward. Once the adapter is closing, the drain is over.
+  const auto deadline = Clock::now() + timeout;
+  if (adapter_closing_ || !close_timer_ || deadline >= close_deadline_) return;
+  close_deadline_ = deadline;
+  close_timeout_ = timeout;
+  close_timer_->expires_at(deadline);  // the earlier wait ends with operation_aborted
+  close_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
+    if (!ec) self->finish_close(true);
   });
 }
 
@@ -162,6 +175,27 @@ void ClientCore::finish_close(bool deadline_passed) {
     // references then go on its thread, not on a pool thread racing that. Past the deadline a
     // handler that never returns must not hold the close: it is said at once.
     if (result) return finish();
+    // Said once, on the strand: by the pool falling idle, or by the close's deadline, whichever
+    // comes first. The drain counted the subscriptions the client still has; a handler of one
+    // unsubscribed before the close (or a discarded message's on_discard) may still run, and
+    // one that never returns must not hold the close past its deadline either.
+    struct Saying {
+      bool said = false;
+      std::unique_ptr<asio::steady_timer> deadline;
+    };
+    auto saying = std::make_shared<Saying>();
+    saying->deadline = std::make_unique<asio::steady_timer>(
+        self->shared_->strand, std::max(self->close_deadline_, Clock::now()));
+    saying->deadline->async_wait([saying, finish](std::error_code ec) mutable {
+      if (ec || saying->said) return;
+      saying->said = true;
+      finish.result =
+          Status(errc::timeout,
+                 "close: its deadline (" + std::to_string(finish.self->close_timeout_.count()) +
+                     "ms) passed with a handler still running on a handler thread (of a "
+                     "subscription unsubscribed before the close, or an on_discard)");
+      finish();
+    });
     // The pool thread touches the io_context only; the strand is reached from an io thread, and
     // what holds the client travels in `finish`. Until then the io_context has work: a client
     // whose last handle went has let its own io thread run out, which would otherwise return
@@ -169,12 +203,18 @@ void ClientCore::finish_close(bool deadline_passed) {
     // is given back on the io thread after `finish`, never on the pool thread.
     auto io = self->shared_->strand.get_inner_executor();
     auto held = asio::prefer(io, asio::execution::outstanding_work.tracked);
-    self->pool_->when_idle([io, held = std::move(held), finish = std::move(finish)]() mutable {
-      asio::post(io, [held = std::move(held), finish = std::move(finish)]() mutable {
-        auto& strand = finish.self->shared_->strand;
-        asio::dispatch(strand, std::move(finish));
-      });
-    });
+    self->pool_->when_idle(
+        [io, held = std::move(held), finish = std::move(finish), saying]() mutable {
+          asio::post(io, [held = std::move(held), finish = std::move(finish), saying]() mutable {
+            auto& strand = finish.self->shared_->strand;
+            asio::dispatch(strand, [finish = std::move(finish), saying]() mutable {
+              if (saying->said) return;
+              saying->said = true;
+              saying->deadline->cancel();  // lets go of what its wait holds at once
+              finish();
+            });
+          });
+        });
   };
   close_timer_->expires_at(adapter_deadline);
   close_timer_->async_wait([complete](std::error_code ec) {

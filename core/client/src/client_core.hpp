@@ -105,6 +105,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // deadline_passed: the close timer fired before everything drained.
   void finish_close(bool deadline_passed);
   Status what_the_close_deadline_cut_off() const;
+  // Strand: a close asked for while one is under way, with `timeout`.
+  void bring_close_forward(std::chrono::milliseconds timeout);
   void fail_now(Completion done, Status status);
   // Takes a publish's or request's bytes from max_outgoing_bytes; the refusal when over it.
   Status take_outgoing(std::string_view what, std::string_view topic, std::size_t bytes);

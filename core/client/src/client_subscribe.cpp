@@ -132,6 +132,8 @@ void ClientCore::unsubscribe(const std::shared_ptr<SubscriptionCore>& sub,
                              std::function<void(const Status&)> done) {
   // strand
   sub->deactivate();
+  // Not confirmed yet, it never will be: whoever waits for it hears why now, not at its timeout.
+  sub->ready(make_error_code(errc::closed), sub->topic() + ": unsubscribed");
   sub->settle_end(Status(errc::closed, sub->topic() + ": unsubscribed"));
   retire_metrics(*sub);
   sub->drop_handlers_when_idle();

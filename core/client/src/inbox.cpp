@@ -20,7 +20,12 @@ void Inbox::attach(const std::shared_ptr<SubscriptionCore>& core) {
   asio::post(core->strand(), [core, weak = weak_from_this()] {
     auto self = weak.lock();
     if (!self) return;
-    if (!core->active()) return self->end(Status(errc::closed, core->topic() + ": ended"));
+    // Ended before this ran: refused at subscribe (its cause, as wait_ready says it), or closed.
+    if (!core->active()) {
+      const auto refused = core->ready_result();
+      return self->end(refused && *refused ? *refused
+                                           : Status(errc::closed, core->topic() + ": ended"));
+    }
     core->on_settled([weak](const Status& status, bool ended) {
       auto inbox = weak.lock();
       if (!inbox || !ended) return;

@@ -94,7 +94,14 @@ void SubscriptionCore::hand_over_batch_if_closing() {
 void SubscriptionCore::run_batch_elsewhere(std::vector<Message> messages) {
   auto run = [self = shared_from_this(), messages = std::move(messages)]() mutable {
     self->run_batch(std::move(messages));
-    if (--self->batch_running_ == 0 && !self->batch_held_.load()) {
+    DroppedHandlers dropped;  // the last batch to return lets go of them, once asked to
+    bool last = false;
+    {
+      std::lock_guard<BriefMutex> lock(self->mutex_);
+      last = --self->batch_running_ == 0;
+      if (last) self->take_handlers_if_idle(dropped);
+    }
+    if (last && !self->batch_held_.load()) {
       auto client = self->client_.lock();
       if (client && client->closing())
         asio::post(self->shared_->strand, [client] { client->check_drain(); });

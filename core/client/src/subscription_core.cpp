@@ -139,9 +139,9 @@ void SubscriptionCore::run_queue() {
   constexpr std::uint32_t kMaxPerTurn = 64;
   constexpr auto kMaxTurn = std::chrono::milliseconds(1);
   Clock::time_point turn_ends = Clock::time_point::max(), returned = Clock::time_point::min();
-  // Handlers an unsubscribe let go of while this one ran: destroyed after the lock is released.
-  MessageHandler dropped_handler;
-  ServeHandler dropped_serve;
+  // Handlers an unsubscribe or a close let go of while this one ran: destroyed after the lock
+  // is released.
+  DroppedHandlers dropped;
   // On the io thread the turn's acks, nacks and replies run as it ends, with no turn of the
   // event loop of their own.
   std::optional<ResponseIntake::Turn> answers;
@@ -174,11 +174,7 @@ void SubscriptionCore::run_queue() {
       if (queue_.empty() || (held_back() && active_.load())) {
         ahead_spent_.clear();  // under the lock: another handler thread may run once it is free
         --running_;
-        if (running_ == 0 && drop_when_idle_) {
-          drop_when_idle_ = false;
-          dropped_handler.swap(handler_);
-          dropped_serve.swap(serve_handler_);
-        }
+        take_handlers_if_idle(dropped);
         // Only a close waits for handlers to fall idle: posting this on every idle moment
         // woke the io thread once per burst of messages. The state is read after running_ was
         // lowered, and close() sets it before its own check_drain(), so one of the two sees

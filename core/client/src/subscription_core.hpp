@@ -72,6 +72,11 @@ class SubscriptionCore : public SubscriptionSink,
   void resume();
   void set_max_in_flight(std::uint32_t n);
   bool active() const { return active_.load(); }
+  // The broker's confirmation or refusal (or the end that came first); empty until then.
+  std::optional<Status> ready_result() const {
+    std::lock_guard<BriefMutex> lock(mutex_);
+    return ready_result_;
+  }
   std::size_t pending() const;
   bool idle() const;  // no message queued or being handled
   const std::string& topic() const { return topic_; }
@@ -206,7 +211,15 @@ class SubscriptionCore : public SubscriptionSink,
   // them.
   std::atomic<std::size_t> taken_waiting_{0};
   std::uint32_t running_ = 0;
-  bool drop_when_idle_ = false;  // guarded by mutex_: drop_handlers_when_idle() waits for running_
+  // Guarded by mutex_: the handlers are to go once none runs (take_handlers_if_idle).
+  bool drop_when_idle_ = false;
+  struct DroppedHandlers {  // destroyed outside the lock that took them
+    MessageHandler handler;
+    ServeHandler serve;
+    BatchHandler batch;
+  };
+  // With mutex_ held: moves the handlers into `into` if they are to go and none runs.
+  void take_handlers_if_idle(DroppedHandlers& into);
   // Budget: what waits in queue_ for a handler, and what a handler thread took ahead. Over
   // either bound the adapter is paused (RDY 0, DETACH, ...) until half of it has drained:
   // back-pressure, never an unbounded queue. Guarded by mutex_.

@@ -10,6 +10,21 @@
 
 namespace polybus::detail {
 
+namespace {
+constexpr const char* kClientGone = "the client is gone (its Client was dropped)";
+
+// What a call completes with once its client is gone: at once, on the calling thread, and what
+// it throws goes nowhere (no error callback is left to tell).
+template <typename Done>
+void complete_without_client(const Done& done, const Status& status) {
+  if (!done) return;
+  try {
+    done(status);
+  } catch (...) {
+  }
+}
+}  // namespace
+
 void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
   {
     std::lock_guard<BriefMutex> lock(mutex_);
@@ -66,6 +81,17 @@ std::string SubscriptionCore::not_ready_within(std::chrono::milliseconds timeout
 }
 
 void SubscriptionCore::wait_ready(std::chrono::milliseconds timeout, Completion done) {
+  // With the client gone no strand is left to run it: answered at once on this thread, as a
+  // ClientRef's calls are then.
+  if (client_.expired()) {
+    std::optional<Status> result;
+    {
+      std::lock_guard<BriefMutex> lock(mutex_);
+      result = ready_result_;
+    }
+    return complete_without_client(
+        done, result.value_or(Status(errc::closed, topic_ + ": " + kClientGone)));
+  }
   asio::post(
       shared_->strand, [self = shared_from_this(), timeout, done = std::move(done)]() mutable {
         std::optional<Status> result;
@@ -130,42 +156,41 @@ void SubscriptionCore::deactivate() {
 void SubscriptionCore::drop_handlers() {
   // Destroyed outside the lock: a handler's captures may hold the last Subscription handle of
   // this very subscription.
-  MessageHandler handler;
-  ServeHandler serve;
-  BatchHandler batch;
+  DroppedHandlers dropped;
   DiscardCallback discard;
   {
     std::lock_guard<BriefMutex> lock(mutex_);
-    if (running_ == 0) {
-      handler.swap(handler_);
-      serve.swap(serve_handler_);
-      if (batch_running_.load() == 0) batch.swap(batch_handler_);
-      discard.swap(on_discard_);
-    }
+    drop_when_idle_ = true;
+    take_handlers_if_idle(dropped);
+    if (running_ == 0) discard.swap(on_discard_);
   }
 }
 
 void SubscriptionCore::drop_handlers_when_idle() {
-  MessageHandler handler;
-  ServeHandler serve;
-  {
-    std::lock_guard<BriefMutex> lock(mutex_);
-    if (running_ > 0) {
-      drop_when_idle_ = true;  // the last handler to return drops them (run_queue)
-      return;
-    }
-    handler.swap(handler_);
-    serve.swap(serve_handler_);
-  }
+  DroppedHandlers dropped;
+  std::lock_guard<BriefMutex> lock(mutex_);
+  drop_when_idle_ = true;
+  take_handlers_if_idle(dropped);
+}
+
+void SubscriptionCore::take_handlers_if_idle(DroppedHandlers& into) {
+  // The subscription is inactive by now: no handler starts again, and a batch handed to a
+  // thread before it went inactive was counted in batch_running_ first. Whatever still runs
+  // drops them as it returns (run_queue, run_batch_elsewhere): a handler holding its own
+  // Subscription must not keep the subscription, and its handler threads, for ever.
+  if (!drop_when_idle_ || running_ > 0) return;
+  into.handler.swap(handler_);
+  into.serve.swap(serve_handler_);
+  if (batch_running_.load() > 0) return;
+  into.batch.swap(batch_handler_);
+  drop_when_idle_ = false;
 }
 
 void SubscriptionCore::unsubscribe(std::function<void(const Status&)> done) {
   active_.store(false);
   auto client = client_.lock();
-  if (!client) {
-    if (done) done(make_error_code(errc::closed));
-    return;
-  }
+  if (!client)
+    return complete_without_client(done, Status(errc::closed, topic_ + ": " + kClientGone));
   client->post_in_order([client, self = shared_from_this(), done = std::move(done)]() mutable {
     client->unsubscribe(self, std::move(done));
   });

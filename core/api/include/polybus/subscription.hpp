@@ -119,6 +119,7 @@ class POLYBUS_API Subscription {
   Status wait_ready(std::chrono::milliseconds timeout) const;
   /// Without waiting: `done` runs once, on the strand, with the broker's confirmation or
   /// refusal, or with errc::timeout at the deadline. From any thread, the io thread included.
+  /// Once the client is gone (its Client dropped) it runs at once on the calling thread.
   void wait_ready(std::chrono::milliseconds timeout, std::function<void(const Status&)> done) const;
   /// Stops delivery at once; completes when the broker was told (or the deadline, the
   /// op_timeout option, passed).
