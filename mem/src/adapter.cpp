@@ -229,6 +229,9 @@ class MemSession : public MessageBackend, public std::enable_shared_from_this<Me
       ec = broker_->subscribe(session_, id, sub.spec.topic, sub.group,
                               sub.confirmed ? std::nullopt : sub.spec.from_offset, sub.credit());
     }
+    // The session went (a broker stopped or restarting) before its notice reached the strand:
+    // not a refusal. The record stays, and the reconnect sets it up and confirms it.
+    if (ec == make_error_code(errc::disconnected)) return;
     if (!sub.confirmed) {
       sub.confirmed = !ec;
       sub.sink->ready(ec, ec ? ec.message() : std::string());

@@ -4,6 +4,7 @@
 // that publish and close, callbacks without locks of their own, and code that throws.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -610,11 +612,9 @@ TEST_CASE(
 // ---- 5. No exception from user code ends the process ----
 
 namespace {
-// A broker whose subscribe throws what the topic names, as a buggy adapter or a user hook
-// inside one could.
-class ThrowingSubscribeAdapter : public Adapter {
+// A broker that confirms every publish at once and subscribes as the one deriving says.
+class SubscribingAdapter : public Adapter {
  public:
-  explicit ThrowingSubscribeAdapter(const AdapterContext&) {}
   static Capabilities caps() {
     Capabilities caps;
     caps.publish = caps.subscribe = caps.publish_confirmed = true;
@@ -622,13 +622,20 @@ class ThrowingSubscribeAdapter : public Adapter {
   }
   Capabilities capabilities() const override { return caps(); }
   void publish(PublishWork work) override { work.done({}); }
+  void close(Clock::time_point, std::function<void()> done) override { done(); }
+};
+
+// A broker whose subscribe throws what the topic names, as a buggy adapter or a user hook
+// inside one could.
+class ThrowingSubscribeAdapter : public SubscribingAdapter {
+ public:
+  explicit ThrowingSubscribeAdapter(const AdapterContext&) {}
   std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
                                                  std::shared_ptr<SubscriptionSink>) override {
     if (spec.topic == "std") throw std::runtime_error("a standard exception");
     throw 42;
   }
   void ping(OpCompletion) override { throw 42; }
-  void close(Clock::time_point, std::function<void()> done) override { done(); }
 };
 }  // namespace
 
@@ -649,6 +656,61 @@ TEST_CASE("an adapter that throws anything from subscribe fails that subscriptio
   CHECK_THAT(ping.get().cause(), Catch::Contains("the adapter threw"));
   CHECK(client.publish_sync("t", "x") == std::error_code{});  // the client goes on
   CHECK(client.close_sync(kWaitBound) == std::error_code{});
+}
+
+namespace {
+// A broker that ends each subscription as its topic says, the ways adapters report a refusal
+// (an end before any confirmation; a refusal, then the end) and an end after a confirmation.
+class EndingAdapter : public SubscribingAdapter {
+ public:
+  explicit EndingAdapter(const AdapterContext& ctx) : strand_(ctx.strand()) {}
+  std::shared_ptr<AdapterSubscription> subscribe(const SubscribeSpec& spec,
+                                                 std::shared_ptr<SubscriptionSink> sink) override {
+    asio::post(strand_, [topic = spec.topic, sink] {
+      const auto refused = make_error_code(errc::broker_error);
+      if (topic == "confirmed-then-ended") sink->ready({});
+      if (topic == "refused-then-ended") sink->ready(refused, "the broker refused it");
+      sink->ended(refused, "the broker ended it");
+    });
+    return std::make_shared<Idle>();
+  }
+
+ private:
+  struct Idle : AdapterSubscription {
+    void unsubscribe(OpCompletion done) override { done({}); }
+    void pause() override {}
+    void resume() override {}
+    void set_max_in_flight(std::uint32_t) override {}
+  };
+  Strand strand_;
+};
+}  // namespace
+
+TEST_CASE("a subscription's refusal or end reaches on_error once", "[application][errors]") {
+  register_test_scheme<EndingAdapter>("ending-test");
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  ConnectOptions options;
+  options.on_error = [&](std::error_code, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back(what);
+  };
+  Client client = connect("ending-test://x", options);
+  for (const char* topic : {"ended-unconfirmed", "refused-then-ended", "confirmed-then-ended"})
+    client.subscribe(topic, {}, [](Message&) {}).wait_ready(kWaitBound);
+  REQUIRE(client.close_sync(kWaitBound) == std::error_code{});  // every report made before it
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  INFO(all);
+  CHECK(errors.size() == 3);
+  const auto said = [&](const std::string& text) {
+    return std::count_if(errors.begin(), errors.end(),
+                         [&](const std::string& e) { return e.find(text) != std::string::npos; });
+  };
+  CHECK(said("ended-unconfirmed: subscription refused") == 1);
+  CHECK(said("refused-then-ended: subscription refused") == 1);
+  CHECK(said("confirmed-then-ended: subscription ended") == 1);
 }
 
 namespace {

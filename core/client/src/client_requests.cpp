@@ -77,7 +77,9 @@ void ClientCore::start_request(IntakeWork& work) {
   if (state_.load() != State::open || !adapter_) {
     shared_->outgoing.give_back(work.bytes);
     shared_->complete("request", work.reply,
-                      Reply{make_error_code(errc::closed), {}, "client is closed"});
+                      Reply{make_error_code(errc::closed),
+                            {},
+                            "request to " + work.topic.str() + ": the client is closed"});
     return;
   }
   if (cancelled_before_start(work)) return;

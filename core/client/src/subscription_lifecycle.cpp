@@ -43,10 +43,13 @@ void SubscriptionCore::ready(std::error_code ec, const std::string& detail) {
 }
 
 void SubscriptionCore::ended(std::error_code ec, const std::string& detail) {
+  // Told once: an end before the confirmation is a refusal, which ready() reports (below, or
+  // already when the adapter said it first); only an end after the confirmation is said here.
+  const std::optional<Status> before = ready_result();
   deactivate();  // first: whoever wait_ready() wakes sees the subscription inactive
   ready(ec ? ec : make_error_code(errc::closed), detail);
   settle_end(Status(ec ? ec : make_error_code(errc::closed), detail));
-  if (ec && ec != make_error_code(errc::closed))
+  if (ec && ec != make_error_code(errc::closed) && before && !*before)
     shared_->emit_error(ec, topic_ + ": subscription ended: " + detail);
 }
 

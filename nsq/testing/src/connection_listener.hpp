@@ -29,7 +29,10 @@ class ConnectionListener {
     port_ = acceptor_.local_endpoint().port();
     accept();
   }
-  ~ConnectionListener() { close(); }
+  ~ConnectionListener() {
+    close();
+    *alive_ = false;
+  }
   ConnectionListener(const ConnectionListener&) = delete;
   ConnectionListener& operator=(const ConnectionListener&) = delete;
 
@@ -46,18 +49,21 @@ class ConnectionListener {
 
  private:
   void accept() {
-    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-      if (ec) {
-        if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
-        return;
-      }
-      socket.set_option(asio::ip::tcp::no_delay(true), ec);
-      const std::uint64_t id = ++next_id_;
-      auto connection = make_(std::move(socket), id);
-      connections_.emplace(id, connection);
-      connection->start();
-      accept();
-    });
+    // An accept that completed before the listener went still runs: it finds it gone.
+    acceptor_.async_accept(
+        [this, alive = alive_](std::error_code ec, asio::ip::tcp::socket socket) {
+          if (!*alive) return;
+          if (ec) {
+            if (ec != asio::error::operation_aborted && acceptor_.is_open()) accept();
+            return;
+          }
+          socket.set_option(asio::ip::tcp::no_delay(true), ec);
+          const std::uint64_t id = ++next_id_;
+          auto connection = make_(std::move(socket), id);
+          connections_.emplace(id, connection);
+          connection->start();
+          accept();
+        });
   }
 
   asio::ip::tcp::acceptor acceptor_;
@@ -65,6 +71,7 @@ class ConnectionListener {
   std::uint16_t port_ = 0;
   std::uint64_t next_id_ = 0;
   std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // false once it is destroyed
 };
 
 }  // namespace polybus::nsq::testing::detail
